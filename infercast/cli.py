@@ -1,0 +1,79 @@
+"""The `infercast` command line: argument parsing only.
+
+Each subcommand lives in the module that owns it; that module provides `add_arguments(parser)` and
+`run(args) -> int`.  Modules are imported only when their command runs, so `infercast twin run` never imports
+torch and `infercast --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("infercast.demo", "replay the seed's flash sale under four controls and report"),
+    "twin": ("infercast.twin.cli", "run the fleet twin on a scenario or a real trace"),
+    "exporter": ("exporters.cli", "serve the catalog metrics scraped from engines, GPUs and the router"),
+    "predictor": ("predictors.cli", "forecast KV usage and traffic; serve the forecasts as metrics"),
+    "backtest": ("predictors.backtest_cli", "score every forecaster on a trace with a rolling origin"),
+    "train": ("predictors.train_cli", "train the LSTM forecaster and save its model file"),
+    "dashboards": ("dashboards.cli", "build the Grafana dashboards or push them to a Grafana"),
+    "check": ("infercast.check", "validate a fleet file, the alert rules and the dashboards"),
+}
+
+
+def _load(module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        # Only a missing optional dependency is worth a friendly message; a missing infercast module is a bug.
+        if e.name and e.name.split(".")[0] in {"torch", "prophet", "statsmodels", "grafana_foundation_sdk"}:
+            raise SystemExit(
+                f"infercast: this command needs {e.name}: pip install -e '.[dev]' -c constraints.txt"
+            ) from e
+        raise
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infercast", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Only the chosen command's module is imported (to add its arguments).
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            mod = _load(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    from infercast.config import ConfigError
+
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as e:
+        print(f"infercast: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

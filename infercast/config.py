@@ -1,0 +1,337 @@
+"""The fleet file: one validated YAML document describes pools, model versions, targets and thresholds.
+
+Every service (`exporter`, `predictor`, `actuator`), the twin and the demo read the same file.  Validation is
+strict (unknown keys are errors) and happens before anything starts: `load_config` either returns a complete
+`FleetConfig` or raises `ConfigError` whose message names each bad key and what is wrong with it.
+
+Durations are `*_seconds`, sizes `*_bytes` or `*_gb` (GiB, as GPU cards are sold), ratios 0-1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+GIB = 1024**3
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "int8": 1}
+
+Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
+PosFloat = Annotated[float, Field(gt=0.0)]
+PosInt = Annotated[int, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """A fleet file that cannot be used; the message lists every problem as `key.path: problem`."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelShape(Strict):
+    """Transformer shape: KV bytes per token follow from it."""
+
+    name: str = Field(description="served model name, e.g. chat-v4 (vLLM's --served-model-name)")
+    layers: PosInt
+    kv_heads: PosInt
+    head_dim: PosInt
+    dtype: Literal["float32", "float16", "bfloat16", "fp8", "int8"] = "float16"
+    weights_gb: PosFloat = Field(description="weights resident per node, GiB")
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        # K and V, per layer, per KV head, per head dim.
+        return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]
+
+    @property
+    def weights_bytes(self) -> int:
+        return int(self.weights_gb * GIB)
+
+
+class Batcher(Strict):
+    kind: Literal["dynamic", "fixed"]
+    max_batch: PosInt = Field(description="dynamic: merge up to this many; fixed: exactly this many per batch")
+    timeout_seconds: PosFloat = Field(
+        2.0, description="a batch older than this times out (dynamic: partial commit + retry; fixed: dropped)"
+    )
+
+
+class VersionConfig(Strict):
+    model: ModelShape
+    kv_manager: Literal["paged", "contiguous"]
+    block_size_tokens: PosInt = 16
+    max_model_len: PosInt = 32768
+    batcher: Batcher
+    peak_throughput_factor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        1.0, description="peak throughput relative to the fastest version (seed 000: v3.5 is 0.56 of v4)"
+    )
+    activation_gb_per_1k_prefill_tokens: Annotated[float, Field(ge=0.0)] = Field(
+        0.05, description="transient prefill activation memory, GiB per 1k tokens in the prefill batch"
+    )
+
+
+class GpuSpec(Strict):
+    name: str = "A100-40GB"
+    memory_gb: PosFloat = 40.0
+
+
+class PoolConfig(Strict):
+    version: str
+    nodes: PosInt
+    gpus_per_node: PosInt = 4
+    gpu: GpuSpec = GpuSpec()
+    weight: Annotated[float, Field(ge=0.0)] = 1.0
+    min_context_tokens: Annotated[int, Field(ge=0)] = 0
+    max_context_tokens: PosInt | None = Field(
+        None, description="requests longer than this are routed elsewhere (context-length pools)"
+    )
+    failover: tuple[str, ...] = Field((), description="pools to degrade to, in order")
+    standby: bool = Field(False, description="cold standby: not routed to until pre-warmed or failed over to")
+    memory_utilization: Ratio = Field(0.95, description="share of GPU memory the engine may use")
+
+    @property
+    def node_memory_bytes(self) -> int:
+        return int(self.gpus_per_node * self.gpu.memory_gb * GIB)
+
+
+TargetKind = Literal["vllm", "sglang", "tgi", "trtllm", "dcgm", "twin"]
+
+
+class TargetConfig(Strict):
+    name: str
+    kind: TargetKind
+    url: str | None = Field(None, description="http(s) URL of /metrics; for kind twin, omitted (in-process)")
+    pool: str | None = None
+    version: str | None = None
+    node: str | None = Field(None, description="node name for GPU targets (dcgm)")
+    max_batch: PosInt | None = Field(None, description="max batch size, for engines that do not export it")
+
+    @model_validator(mode="after")
+    def _url_or_twin(self) -> TargetConfig:
+        if self.kind != "twin" and not self.url:
+            raise ValueError(f"target {self.name!r} of kind {self.kind} needs a url")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"target {self.name!r}: url must start with http:// or https://")
+        return self
+
+
+class Thresholds(Strict):
+    """Policy numbers from the seeds (DESIGN.md "Policy facts"): one place for every threshold."""
+
+    kv_forecast_trigger: Ratio = 0.75
+    memory_breaker: Ratio = 0.80
+    fragmentation_release: Ratio = 0.25
+    fragmentation_warning: Ratio = 0.20
+    fragmentation_green: Ratio = 0.15
+    context_reject_tokens: PosInt = 24_000
+    timeout_base_seconds: PosFloat = 0.2
+    timeout_context_tokens: PosInt = 4_000
+    timeout_qps_unit: PosFloat = 3_000.0
+    timeout_max_load_factor: PosFloat = 3.0
+    gpu_temperature_celsius: PosFloat = 85.0
+    gpu_utilization_breaker: Ratio = 0.80
+    queue_saturated: PosInt = 5
+
+
+class RetryPolicy(Strict):
+    max_attempts: PosInt = 3
+    backoff_seconds: PosFloat = 1.0
+    backoff_multiplier: Annotated[float, Field(ge=1.0)] = 2.0
+
+
+class RouterConfig(Strict):
+    cold_start_seconds: PosFloat = 90.0
+    health_check_interval_seconds: PosFloat = 5.0
+    health_check_failures: PosInt = 3
+    breaker_latency_seconds: PosFloat = Field(0.2, description="static breaker: the seed's global 200 ms")
+    retry: RetryPolicy = RetryPolicy()
+    priority_shares: dict[str, Ratio] = Field(
+        default_factory=lambda: {"urgent": 0.2, "normal": 0.6, "low": 0.2},
+        description="share of traffic per priority class",
+    )
+    client_timeout_seconds: PosFloat = 30.0
+
+    @field_validator("priority_shares")
+    @classmethod
+    def _shares(cls, v: dict[str, float]) -> dict[str, float]:
+        unknown = set(v) - {"urgent", "normal", "low"}
+        if unknown:
+            raise ValueError(f"unknown priority classes {sorted(unknown)}; use urgent, normal, low")
+        if abs(sum(v.values()) - 1.0) > 1e-6:
+            raise ValueError(f"priority shares must sum to 1, got {sum(v.values()):.3f}")
+        return v
+
+
+class Event(Strict):
+    """A calendar event for the traffic forecaster (promotions, version upgrades)."""
+
+    name: str
+    kind: Literal["promotion", "upgrade", "holiday", "maintenance"] = "promotion"
+    start: str = Field(description="ISO time or seconds from the trace start, e.g. '2024-11-11T00:00:00' or '600'")
+    end: str
+    lower_window_seconds: Annotated[float, Field(ge=0)] = 0.0
+    upper_window_seconds: Annotated[float, Field(ge=0)] = 0.0
+
+
+class ExporterConfig(Strict):
+    listen: str = "127.0.0.1:9400"
+    scrape_timeout_seconds: PosFloat = 2.0
+    staleness_seconds: PosFloat = 60.0
+    max_body_bytes: PosInt = 16 * 1024 * 1024
+    hit_ratio_window_seconds: PosFloat = 300.0
+
+
+class PredictorConfig(Strict):
+    listen: str = "127.0.0.1:9401"
+    prometheus_url: str | None = None
+    horizon_seconds: PosFloat = 300.0
+    step_seconds: PosFloat = 15.0
+    history_seconds: PosFloat = 6 * 3600.0
+    refit_interval_seconds: PosFloat = 1800.0
+    forecast_interval_seconds: PosFloat = 15.0
+    band: tuple[Ratio, Ratio] = (0.1, 0.9)
+    min_history_points: PosInt = 20
+    stale_after_seconds: PosFloat = 120.0
+    model_file: str | None = None
+
+
+class TrafficPhase(Strict):
+    """One phase of a scenario: from `start_seconds` the rate and long-context share ramp to the given values."""
+
+    start_seconds: Annotated[float, Field(ge=0)]
+    ramp_seconds: Annotated[float, Field(ge=0)] = 0.0
+    rps: Annotated[float, Field(ge=0)]
+    long_share: Ratio = Field(description="share of prompts over 8k tokens")
+    long_ramp_seconds: Annotated[float, Field(ge=0)] | None = Field(
+        None, description="time for long_share to reach its value (defaults to ramp_seconds)"
+    )
+
+
+class LengthDistribution(Strict):
+    """Prompt and output lengths for generated arrivals (scenarios and ServeGen)."""
+
+    short_median_tokens: PosInt = 1800
+    short_max_tokens: PosInt = 8192
+    long_median_tokens: PosInt = 14000
+    long_max_tokens: PosInt = 32768
+    sigma: PosFloat = 0.55
+    output_median_tokens: PosInt = 180
+    output_max_tokens: PosInt = 2048
+
+
+class ScenarioConfig(Strict):
+    duration_seconds: PosFloat
+    phases: tuple[TrafficPhase, ...] = Field(min_length=1)
+    lengths: LengthDistribution = LengthDistribution()
+    seed: int = 0
+
+    @field_validator("phases")
+    @classmethod
+    def _ordered(cls, v: tuple[TrafficPhase, ...]) -> tuple[TrafficPhase, ...]:
+        starts = [p.start_seconds for p in v]
+        if starts != sorted(starts):
+            raise ValueError("phases must be ordered by start_seconds")
+        return v
+
+
+class FleetConfig(Strict):
+    name: str = "fleet"
+    versions: dict[str, VersionConfig] = Field(min_length=1)
+    pools: dict[str, PoolConfig] = Field(min_length=1)
+    targets: tuple[TargetConfig, ...] = ()
+    thresholds: Thresholds = Thresholds()
+    router: RouterConfig = RouterConfig()
+    events: tuple[Event, ...] = ()
+    exporter: ExporterConfig = ExporterConfig()
+    predictor: PredictorConfig = PredictorConfig()
+    scenario: ScenarioConfig | None = None
+
+    @model_validator(mode="after")
+    def _references(self) -> FleetConfig:
+        problems = []
+        for name, pool in self.pools.items():
+            if pool.version not in self.versions:
+                problems.append(
+                    f"pools.{name}.version: unknown version {pool.version!r} (have {sorted(self.versions)})"
+                )
+            for f in pool.failover:
+                if f not in self.pools:
+                    problems.append(f"pools.{name}.failover: unknown pool {f!r}")
+                elif f == name:
+                    problems.append(f"pools.{name}.failover: a pool cannot fail over to itself")
+            v = self.versions.get(pool.version)
+            if v and v.model.weights_bytes >= pool.node_memory_bytes * pool.memory_utilization:
+                problems.append(
+                    f"pools.{name}: weights of {pool.version} ({v.model.weights_gb} GiB) leave no room for a KV cache "
+                    f"in {pool.gpus_per_node} x {pool.gpu.memory_gb} GiB"
+                )
+        seen = set()
+        for i, t in enumerate(self.targets):
+            if t.name in seen:
+                problems.append(f"targets.{i}.name: duplicate target name {t.name!r}")
+            seen.add(t.name)
+            if t.pool is not None and t.pool not in self.pools:
+                problems.append(f"targets.{i}.pool: unknown pool {t.pool!r}")
+            if t.version is not None and t.version not in self.versions:
+                problems.append(f"targets.{i}.version: unknown version {t.version!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def pool_version(self, pool: str) -> VersionConfig:
+        return self.versions[self.pools[pool].version]
+
+
+def _format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (typo?)"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, source: str = "<config>") -> FleetConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return FleetConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: invalid fleet configuration:\n{_format_errors(err)}") from None
+
+
+def load_config(path: str | Path) -> FleetConfig:
+    """Read and validate a fleet file; raises ConfigError with every problem, or returns the whole config."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return parse_config(data, str(p))
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO_ROOT / "examples"
+
+
+def resolve_scenario(name_or_path: str) -> Path:
+    """`flash-sale` -> examples/flash-sale.yaml; a path is returned as is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    candidate = EXAMPLES / f"{name_or_path}.yaml"
+    if candidate.exists():
+        return candidate
+    known = sorted(x.stem for x in EXAMPLES.glob("*.yaml"))
+    raise ConfigError(f"unknown scenario {name_or_path!r}; known: {', '.join(known)} (or give a .yaml path)")

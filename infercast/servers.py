@@ -1,0 +1,176 @@
+"""Start the real servers (Prometheus, Alertmanager, Redis) on loopback ports, for tests and the local stack.
+
+They come from Debian's packages (`scripts/install.sh` installs them).  Each helper starts the binary in a
+temporary directory, waits until it answers, and stops it on `close()` (or at the end of a `with` block).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+
+class ServerUnavailable(RuntimeError):
+    """The binary is not installed, or the server did not come up."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def which(*names: str) -> str:
+    for n in names:
+        p = shutil.which(n) or (f"/usr/bin/{n}" if os.path.exists(f"/usr/bin/{n}") else None)
+        if p:
+            return p
+    raise ServerUnavailable(f"none of {names} is installed; run scripts/install.sh (Debian packages)")
+
+
+@dataclass
+class Server:
+    name: str
+    port: int
+    proc: subprocess.Popen
+    workdir: Path
+    log_path: Path
+    _owned_tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if self._owned_tmp is not None:
+            self._owned_tmp.cleanup()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _start(
+    name: str, argv: list[str], port: int, workdir: Path, ready_url: str | None, owned, timeout: float
+) -> Server:
+    log_path = workdir / f"{name}.log"
+    logf = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(argv, cwd=workdir, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    srv = Server(name, port, proc, workdir, log_path, owned)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            srv.close()
+            raise ServerUnavailable(f"{name} exited with {proc.returncode}:\n{srv.log()}")
+        try:
+            if ready_url is None:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return srv
+            elif requests.get(ready_url, timeout=0.5).status_code == 200:
+                return srv
+        except (OSError, requests.RequestException):
+            pass
+        time.sleep(0.1)
+    srv.close()
+    raise ServerUnavailable(f"{name} did not answer on port {port} within {timeout:.0f}s:\n{srv.log()}")
+
+
+def _workdir(workdir: str | Path | None):
+    if workdir is not None:
+        p = Path(workdir)
+        p.mkdir(parents=True, exist_ok=True)
+        return p, None
+    tmp = tempfile.TemporaryDirectory(prefix="infercast-")
+    return Path(tmp.name), tmp
+
+
+def start_prometheus(
+    config_yaml: str,
+    *,
+    rule_files: dict[str, str] | None = None,
+    port: int | None = None,
+    workdir: str | Path | None = None,
+    extra_args: tuple[str, ...] = (),
+    timeout: float = 30.0,
+) -> Server:
+    """Start Prometheus with `config_yaml`; `rule_files` are written beside it (name -> text)."""
+    binary = which("prometheus")
+    port = port or free_port()
+    wd, owned = _workdir(workdir)
+    (wd / "prometheus.yml").write_text(config_yaml)
+    for fname, text in (rule_files or {}).items():
+        (wd / fname).write_text(text)
+    (wd / "data").mkdir(exist_ok=True)
+    argv = [
+        binary,
+        f"--config.file={wd / 'prometheus.yml'}",
+        f"--storage.tsdb.path={wd / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.enable-lifecycle",
+        "--web.enable-admin-api",
+        *extra_args,
+    ]
+    return _start("prometheus", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+
+def start_alertmanager(
+    config_yaml: str, *, port: int | None = None, workdir: str | Path | None = None, timeout: float = 30.0
+) -> Server:
+    binary = which("prometheus-alertmanager", "alertmanager")
+    port = port or free_port()
+    cluster_port = free_port()
+    wd, owned = _workdir(workdir)
+    (wd / "alertmanager.yml").write_text(config_yaml)
+    (wd / "am-data").mkdir(exist_ok=True)
+    argv = [
+        binary,
+        f"--config.file={wd / 'alertmanager.yml'}",
+        f"--storage.path={wd / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--cluster.listen-address=127.0.0.1:{cluster_port}",
+    ]
+    return _start("alertmanager", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+
+def start_redis(*, port: int | None = None, workdir: str | Path | None = None, timeout: float = 15.0) -> Server:
+    binary = which("redis-server")
+    port = port or free_port()
+    wd, owned = _workdir(workdir)
+    argv = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(wd),
+    ]
+    return _start("redis", argv, port, wd, None, owned, timeout)
