@@ -1,0 +1,1 @@
+"""infercast dashboards."""
