@@ -444,7 +444,7 @@ def _load_servegen_table(path: Path) -> _ServeGenTable:
         name = f"servegen-{directory.parent.name}-{directory.name}" if directory.parent.name else "servegen"
     else:
         directory, files = path.parent, [path]
-        name = f"servegen-{path.name.split('.')[0]}"
+        name = f"servegen-{path.parent.name}-chunk-{_chunk_id(path)}"
     parts = []
     for f in files:
         df = _read_servegen_chunk(f)
@@ -505,13 +505,14 @@ def _servegen_arrivals(table: _ServeGenTable, start_s: float, end_s: float, rng:
     """
     overlap = (table.start < end_s) & (table.start + table.width > start_s) & (table.rate > 0)
     rows = np.flatnonzero(overlap)
-    if not len(rows):
-        return np.empty(0)
-    expected = table.rate[rows] * table.width[rows]
+    # A window cut by start_s/end_s is generated over its covered part only, with the count scaled to match.
+    lo = np.maximum(table.start[rows], start_s)
+    width = np.minimum(table.start[rows] + table.width[rows], end_s) - lo
+    expected = table.rate[rows] * width
     n = np.floor(expected).astype(np.int64)
     n += rng.random(len(rows)) < (expected - n)
     has = n > 0
-    rows, n = rows[has], n[has]
+    rows, n, lo, width = rows[has], n[has], lo[has], width[has]
     if not len(rows):
         return np.empty(0)
     gaps_per_row = n + 1
@@ -525,21 +526,21 @@ def _servegen_arrivals(table: _ServeGenTable, start_s: float, end_s: float, rng:
     gaps[is_gamma] = rng.gamma(shape[is_gamma])
     gaps[is_weibull] = rng.weibull(shape[is_weibull])
     gaps[is_poisson] = rng.exponential(size=int(is_poisson.sum()))
-    bounds = np.concatenate(([0], np.cumsum(gaps_per_row)))
-    totals = np.add.reduceat(gaps, bounds[:-1])
+    del pattern, shape, is_gamma, is_weibull, is_poisson
+    starts = np.concatenate(([0], np.cumsum(gaps_per_row)[:-1]))
+    totals = np.add.reduceat(gaps, starts)
     # A tiny Gamma shape can underflow every gap of a segment to 0: fall back to evenly spaced arrivals there.
     degenerate = ~(totals > 0) | ~np.isfinite(totals)
     if degenerate.any():
-        bad = np.repeat(degenerate, gaps_per_row)
-        gaps[bad] = 1.0
-        totals = np.add.reduceat(gaps, bounds[:-1])
-    csum = np.cumsum(gaps)
-    seg_base = np.concatenate(([0.0], csum[bounds[1:-1] - 1]))
-    within = (csum - seg_base[seg]) / totals[seg]  # in (0, 1], last of each segment is 1
-    last = np.zeros(len(seg), dtype=bool)
-    last[bounds[1:] - 1] = True
-    t = table.start[rows][seg] + within * table.width[rows][seg]
-    t = t[~last]
+        gaps[np.repeat(degenerate, gaps_per_row)] = 1.0
+        totals = np.add.reduceat(gaps, starts)
+    # Normalise each segment to sum to 1 before the running sum, so that segment k's partial sums lie in (k, k+1].
+    gaps /= totals[seg]
+    within = np.cumsum(gaps) - seg
+    keep = np.ones(len(seg), dtype=bool)
+    keep[starts + gaps_per_row - 1] = False  # the (n+1)-th partial sum is the window's end
+    seg, within = seg[keep], np.clip(within[keep], 0.0, 1.0)
+    t = lo[seg] + within * width[seg]
     return np.sort(t[(t >= start_s) & (t < end_s)])
 
 
@@ -598,7 +599,7 @@ def sample_lengths(
 
     Short prompts are clipped to [1, short_max_tokens] and long ones to [short_max_tokens + 1, long_max_tokens], so
     with the default short_max_tokens of 8192 exactly the long ones are "> 8k" prompts.  Outputs are lognormal around
-    output_median_tokens, clipped to [1, output_max_tokens].
+    output_median_tokens, clipped to [1, min(output_max_tokens, request_max_tokens)].
     """
     if not 0.0 <= long_share <= 1.0:
         raise ValueError(f"long_share must be within [0, 1], got {long_share}")
@@ -609,7 +610,9 @@ def sample_lengths(
     long = np.clip(np.round(lengths.long_median_tokens * np.exp(lengths.sigma * z)), long_lo, lengths.long_max_tokens)
     prompt = np.where(is_long, long, short).astype(np.int64)
     out = rng.standard_normal(n)
-    output = np.clip(np.round(lengths.output_median_tokens * np.exp(lengths.sigma * out)), 1, lengths.output_max_tokens)
+    # Clients cap generation with their max_tokens (request_max_tokens, where the config has it).
+    out_max = min(lengths.output_max_tokens, getattr(lengths, "request_max_tokens", lengths.output_max_tokens))
+    output = np.clip(np.round(lengths.output_median_tokens * np.exp(lengths.sigma * out)), 1, out_max)
     return prompt, output.astype(np.int64)
 
 
