@@ -1,0 +1,242 @@
+"""`infercast backtest --trace FILE_OR_DIR [--series kv|rps] [--horizon 300] [--json] [--plot FILE]`.
+
+Builds the series (I/O: reads the trace, runs the twin for `kv`), runs the pure backtest (`predictors.backtest`)
+and prints the scores per model as a table, or as one JSON object with `--json`.
+
+Series:
+- `rps`: requests per second straight from the trace, per `--step` bin (ServeGen: its 600 s windows, so the
+  horizon is at least one window there); covariate `long_share`.
+- `kv`: the trace replayed through the fleet twin on a fleet sized by `size_fleet_for_trace` so that the trace's
+  busiest minutes push KV usage above 0.75 (fixed per trace); the series is the KV usage of the pool whose peak is
+  highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as covariates.
+- `--trace scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) instead of a trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from predictors.base import History
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
+COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
+
+
+@dataclass
+class SeriesData:
+    history: History
+    name: str
+    series: str
+    meta: dict = field(default_factory=dict)
+    events: tuple = ()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace", required=True, help="trace file (Azure CSV, Mooncake JSONL), ServeGen dir, or scenario:NAME"
+    )
+    p.add_argument("--series", choices=("kv", "rps"), default="kv", help="KV usage via the twin, or request rate")
+    p.add_argument("--horizon", type=float, default=300.0, help="forecast horizon, seconds (default 300)")
+    p.add_argument("--step", type=float, default=15.0, help="sample step, seconds (default 15, the scrape step)")
+    p.add_argument("--threshold", type=float, default=None, help="breach threshold (default: 0.75 for kv)")
+    p.add_argument("--warmup", type=float, default=600.0, help="seconds of history before the first origin")
+    p.add_argument("--refit", type=float, default=1800.0, help="refit interval, seconds (as in production)")
+    p.add_argument("--config", default=None, help="fleet file the twin sizes from (default examples/flash-sale.yaml)")
+    p.add_argument("--start", type=float, default=None, help="use the trace from this second")
+    p.add_argument("--end", type=float, default=None, help="use the trace up to this second")
+    p.add_argument("--models", default=None, help="comma-separated subset of models to run")
+    p.add_argument("--lstm", default=None, help="LSTM model file (default: the shipped one, if present)")
+    p.add_argument("--no-lstm", action="store_true", help="leave the LSTM out")
+    p.add_argument("--no-prophet", action="store_true", help="leave Prophet out")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--plot", default=None, help="write a PNG of actual vs forecast with the band and breaches")
+
+
+def _pool_history(ts, step: float, name: str) -> tuple[History, dict]:
+    """The KV series of the pool with the highest peak, with its covariates, from a twin timeseries frame."""
+    peaks = ts.groupby("pool")["kv_usage"].max()
+    pool = str(peaks.idxmax())
+    df = ts[ts["pool"] == pool].sort_values("t")
+    t = df["t"].to_numpy(dtype=float)
+    feats = {c: df[c].to_numpy(dtype=float) for c in COVARIATES if c in df.columns}
+    h = History(t, df["kv_usage"].to_numpy(dtype=float), feats, f"{name}/{pool}")
+    version = str(df["version"].iloc[0]) if "version" in df.columns else ""
+    return h, {"pool": pool, "version": version, "pool_peaks": {str(k): round(float(v), 4) for k, v in peaks.items()}}
+
+
+def load_series(args: argparse.Namespace) -> SeriesData:
+    from infercast.config import load_config, resolve_scenario
+
+    spec = args.trace
+    step = float(args.step)
+    if spec.startswith("scenario:"):
+        from infercast.twin.run import run_scenario
+
+        cfg = load_config(resolve_scenario(spec.split(":", 1)[1]))
+        if cfg.scenario is None:
+            raise SystemExit(f"infercast backtest: {spec} has no scenario section")
+        res = run_scenario(cfg, control="none", step_seconds=step)
+        ts = res.timeseries
+        name = spec
+        if args.series == "kv":
+            h, meta = _pool_history(ts, step, name)
+        else:
+            agg = ts.groupby("t").agg(rps=("rps", "sum")).reset_index()
+            t = agg["t"].to_numpy(dtype=float)
+            h = History(t, agg["rps"].to_numpy(dtype=float), {}, f"{name}/rps")
+            meta = {"rps": "sum over pools of the traffic the twin routed"}
+        meta["fleet"] = {p: c.nodes for p, c in cfg.pools.items()}
+        return SeriesData(h, name, args.series, meta, tuple(cfg.events))
+
+    from infercast.traces import detect_format, load_trace, long_share_series, rate_series, servegen_rates
+
+    path = Path(spec)
+    fmt = detect_format(path)
+    if args.series == "rps" and fmt == "servegen":
+        t, r = servegen_rates(path, args.start, args.end)
+        return SeriesData(History(t, r, {}, f"{path.name}/rps"), path.name, "rps", {"format": fmt, "step_s": 600.0})
+    trace = load_trace(path, start_s=args.start, end_s=args.end)
+    if args.series == "rps":
+        t, r = rate_series(trace, step)
+        _, share = long_share_series(trace, step)
+        h = History(t, r, {"rps": r, "long_share": share}, f"{trace.name}/rps")
+        return SeriesData(h, trace.name, "rps", {"format": fmt, "requests": len(trace)})
+    from infercast.twin.run import run_trace, size_fleet_for_trace
+
+    base = load_config(args.config or DEFAULT_FLEET)
+    sized = size_fleet_for_trace(trace, base)
+    res = run_trace(trace, sized, control="none", seed=0, step_seconds=step)
+    h, meta = _pool_history(res.timeseries, step, trace.name)
+    meta.update({"format": fmt, "requests": len(trace), "fleet": {p: c.nodes for p, c in sized.pools.items()}})
+    return SeriesData(h, trace.name, "kv", meta)
+
+
+def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
+    """Run and score every model on the series; the JSON object the command prints."""
+    from predictors import registry
+    from predictors.backtest import run_backtest, score_runs
+
+    threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
+    lstm = False if args.no_lstm else (args.lstm or True)
+    models, notes = registry.models_for(data.series, events=data.events, prophet=not args.no_prophet, lstm=lstm)
+    if args.models:
+        wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = set(wanted) - {m.name for m in models}
+        if unknown:
+            notes.append(f"not available for this series: {', '.join(sorted(unknown))}")
+        models = [m for m in models if m.name in wanted]
+    h = data.history
+    horizon = max(float(args.horizon), h.step)
+    if horizon != args.horizon:
+        notes.append(f"horizon raised to one sample step ({h.step:g} s)")
+    warmup = max(float(args.warmup), h.step * 2)
+    runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
+    scores = score_runs(h, runs, horizon, threshold)
+    result = {
+        "trace": data.name,
+        "series": data.series,
+        "horizon_s": horizon,
+        "step_s": h.step,
+        "threshold": threshold,
+        "samples": len(h.t),
+        "span_s": float(h.t[-1] - h.t[0]),
+        "warmup_s": warmup,
+        "refit_s": float(args.refit),
+        "meta": data.meta,
+        "notes": notes,
+        "models": scores,
+    }
+    if args.plot:
+        from predictors.plot import plot_backtest
+
+        plot_backtest(h, runs, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
+        result["plot"] = str(args.plot)
+    return result
+
+
+def _fmt(v, nd: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}g}"
+    return str(v)
+
+
+def table(result: dict) -> str:
+    """The scores as a fixed-width text table."""
+    cols = (
+        "model",
+        "mae",
+        "peak_mae",
+        "coverage",
+        "pinball",
+        "recall",
+        "precision",
+        "lead_s",
+        "fa/h",
+        "fit_s",
+        "pred_ms",
+    )
+    rows = [cols]
+    for name, s in result["models"].items():
+        b = s.get("breach") or {}
+        pred = s.get("predict_seconds_per_series")
+        rows.append(
+            (
+                name,
+                _fmt(s.get("mae")),
+                _fmt(s.get("peak_mae")),
+                _fmt(s.get("coverage"), 3),
+                _fmt(s.get("pinball")),
+                _fmt(b.get("recall"), 3),
+                _fmt(b.get("precision"), 3),
+                _fmt(b.get("median_lead_seconds"), 4),
+                _fmt(b.get("false_alarms_per_hour"), 3),
+                _fmt(s.get("fit_seconds"), 3),
+                _fmt(pred * 1000 if pred is not None else None, 3),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    lines = [
+        f"# {result['trace']} series={result['series']} horizon={result['horizon_s']:g}s step={result['step_s']:g}s "
+        f"samples={result['samples']} threshold={result['threshold']}"
+    ]
+    first = next(iter(result["models"].values()), {})
+    if "breach" in first:
+        b = first["breach"]
+        lines.append(f"# breaches scored: {b['breaches']}")
+    for r in rows:
+        lines.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+    for n in result["notes"]:
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        data = load_series(args)
+    except (ValueError, OSError) as e:  # TraceError is a ValueError: a bad file is a clear message, not a trace
+        print(f"infercast backtest: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"infercast backtest: the kv series needs the fleet twin ({e})", file=sys.stderr)
+        return 2
+    if len(data.history.t) < 3:
+        print(f"infercast backtest: {args.trace}: only {len(data.history.t)} samples", file=sys.stderr)
+        return 2
+    result = backtest(data, args)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+    else:
+        print(table(result))
+    return 0

@@ -1,0 +1,167 @@
+"""Last value and seasonal naive, plus what every local baseline shares: the window and the residual band.
+
+Local models (last value, predict_linear, Holt-Winters, Kalman) learn nothing in `fit`; in `forecast` they look at
+the recent window of the history they are handed.
+
+**How baseline bands are made (empirical residual quantiles).**  The model is re-run as it would have run at each
+of the last `band_origins` sample times inside the window it was handed (only data before each origin is used for
+the state at that origin).  For each step-ahead k the errors `y[origin + k] - path_origin[k]` are collected, and
+the band at k is `yhat[k] + quantile(errors_k, lower)` to `yhat[k] + quantile(errors_k, upper)`.  Where fewer than
+`MIN_RESIDUALS` errors exist for some k (short histories), the widest well-estimated step is scaled by
+`sqrt(k / k0)` (random-walk growth); with none at all, the spread of first differences times sqrt(k) is used.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+
+MIN_RESIDUALS = 8
+
+
+def finite(history: History) -> tuple[np.ndarray, np.ndarray]:
+    """The samples with a finite value (NaN and Inf dropped): baselines skip what was not observed."""
+    ok = np.isfinite(history.y) & np.isfinite(history.t)
+    return history.t[ok], history.y[ok]
+
+
+def residual_band(
+    y: np.ndarray, origins: np.ndarray, paths: np.ndarray, band: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets (lower, upper) per step ahead from in-sample errors; see the module docstring.
+
+    `y` the window's values, `origins` indices into `y`, `paths[m, k]` the forecast made at `origins[m]` for
+    `origins[m] + k + 1`.
+    """
+    m, n = paths.shape if paths.ndim == 2 else (0, 0)
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    if m:
+        target = origins[:, None] + np.arange(1, n + 1)[None, :]
+        valid = target < len(y)
+        actual = np.where(valid, y[np.minimum(target, len(y) - 1)], np.nan)
+        err = actual - paths
+        for k in range(n):
+            e = err[:, k]
+            e = e[np.isfinite(e)]
+            if len(e) >= MIN_RESIDUALS:
+                lo[k], hi[k] = np.quantile(e, band[0]), np.quantile(e, band[1])
+    good = np.nonzero(np.isfinite(lo))[0]
+    steps = np.arange(1, len(lo) + 1)
+    if len(good):
+        k0 = good[-1]
+        fill = ~np.isfinite(lo)
+        scale = np.sqrt(steps[fill] / steps[k0])
+        lo[fill], hi[fill] = lo[k0] * scale, hi[k0] * scale
+    else:
+        d = np.diff(y[np.isfinite(y)])
+        s = float(np.std(d)) if len(d) >= 2 else 0.0
+        z_lo, z_hi = _normal_ppf(band[0]), _normal_ppf(band[1])
+        lo, hi = z_lo * s * np.sqrt(steps), z_hi * s * np.sqrt(steps)
+    # A band must contain its centre: quantiles of a biased error set can both be on one side.
+    return np.minimum(lo, 0.0), np.maximum(hi, 0.0)
+
+
+def _normal_ppf(q: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(q))
+
+
+class LocalForecaster:
+    """Shared shape of the local baselines: subclasses implement `_paths(t, y, n, step)`.
+
+    `_paths` returns the forecast path of `n` steps from the end of the window, and the in-sample paths from
+    earlier origins (indices into the window) used for the band.
+    """
+
+    name = "local"
+    #: seconds of history each forecast looks at (the rest of the history is ignored)
+    window_s: float = 3600.0
+    band_origins: int = 120
+
+    def __init__(self, band: tuple[float, float] = DEFAULT_BAND, clip: tuple[float, float] | None = None) -> None:
+        self.band = band
+        self.clip = clip
+
+    def fit(self, histories: list[History]) -> LocalForecaster:
+        return self
+
+    def _paths(self, t: np.ndarray, y: np.ndarray, n: int, step: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
+        grid = future_grid(history, horizon_s)
+        step = history.step
+        t, y = finite(history)
+        if len(y) == 0:
+            raise ValueError(f"{self.name}: the history has no finite sample")
+        keep = t >= t[-1] - self.window_s
+        t, y = t[keep], y[keep]
+        # Anchor the path at the history's end even when its last samples are missing.
+        n = len(grid) + max(0, round((history.t[-1] - t[-1]) / step))
+        path, origins, paths = self._paths(t, y, n, step)
+        lo, hi = residual_band(y, origins, paths, self.band)
+        path, lo, hi = path[-len(grid) :], lo[-len(grid) :], hi[-len(grid) :]
+        yhat, lower, upper = path, path + lo, path + hi
+        if self.clip is not None:
+            yhat, lower, upper = (np.clip(a, *self.clip) for a in (yhat, lower, upper))
+        return Forecast(grid, yhat, lower, upper, self.band, self.name)
+
+
+def origin_indices(length: int, count: int, first: int = 1) -> np.ndarray:
+    """The last `count` origins of a window of `length` samples, never before index `first`."""
+    return np.arange(max(first, length - count), length)
+
+
+class LastValue(LocalForecaster):
+    """Tomorrow is today: the last observed value for the whole horizon."""
+
+    name = "last_value"
+
+    def _paths(self, t, y, n, step):
+        origins = origin_indices(len(y), self.band_origins, first=0)
+        return np.full(n, y[-1]), origins, np.repeat(y[origins][:, None], n, axis=1)
+
+
+class SeasonalNaive:
+    """The value one season ago (same hour yesterday, or last week): the baseline Prophet must beat on traffic.
+
+    Forecasts each future time with the observed value at `time - season_s` (nearest sample within half a step);
+    NaN where that is missing.  The band comes from the spread of season-over-season errors in the history.
+    """
+
+    def __init__(self, season_s: float = 86400.0, band: tuple[float, float] = DEFAULT_BAND) -> None:
+        self.season_s = float(season_s)
+        self.band = band
+        self.name = "seasonal_naive_" + ("week" if math.isclose(season_s, 7 * 86400) else f"{season_s:g}s")
+        if math.isclose(season_s, 86400):
+            self.name = "seasonal_naive_day"
+
+    def fit(self, histories: list[History]) -> SeasonalNaive:
+        return self
+
+    def _lookup(self, history: History, times: np.ndarray) -> np.ndarray:
+        step = history.step
+        idx = np.searchsorted(history.t, times)
+        out = np.full(len(times), np.nan)
+        for j, (i, tt) in enumerate(zip(idx, times, strict=True)):
+            for c in (i - 1, i):
+                if 0 <= c < len(history.t) and abs(history.t[c] - tt) <= step / 2:
+                    out[j] = history.y[c]
+        return out
+
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
+        grid = future_grid(history, horizon_s)
+        yhat = self._lookup(history, grid - self.season_s)
+        past = self._lookup(history, history.t - self.season_s)
+        err = history.y - past
+        err = err[np.isfinite(err)]
+        if len(err) >= MIN_RESIDUALS:
+            lo, hi = np.quantile(err, self.band[0]), np.quantile(err, self.band[1])
+        else:
+            lo = hi = 0.0
+        return Forecast(grid, yhat, yhat + min(lo, 0.0), yhat + max(hi, 0.0), self.band, self.name)

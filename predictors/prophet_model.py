@@ -1,0 +1,161 @@
+"""Prophet for traffic (requests per second): trend, daily and weekly seasonality, and the fleet's event calendar.
+
+prophet is imported lazily (only when a model is fitted), so nothing else pays for it.
+
+- **Time.** `History.t` is seconds from any origin; Prophet needs datetimes, so `ds = epoch_s + t` read as UTC.
+  For ServeGen t = 0 is local midnight, so the daily phase is right with `epoch_s = 0`.
+- **Seasonality.** Daily when the history spans at least two days, weekly at least two weeks (Prophet's own
+  'auto' rule, applied to the span we fit on); `daily=True/False` forces it.
+- **Events** (`config.events`: promotions, upgrades).  Prophet's `holidays` are whole days, too coarse for a
+  20-minute flash sale, so each event becomes an extra 0/1 regressor that is 1 from `start - lower_window` to
+  `end + upper_window`.  The calendar is known in advance, so the future frame carries it too.  An event absent
+  from the training span is left out (a regressor never seen cannot be learned).
+- **Band.** Prophet's own interval with `interval_width = upper - lower` (symmetric quantiles), from
+  `uncertainty_samples` simulated paths.
+- **Refit.** `fit` learns from the history it is given; `forecast` uses the fitted model (it fits first if it was
+  never fitted).  The backtest and the service call `fit` on the production refit schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class EventWindow:
+    """An event as an absolute time window in the series' seconds."""
+
+    name: str
+    start_s: float
+    end_s: float
+
+
+def event_windows(events: Sequence, epoch_s: float = 0.0) -> list[EventWindow]:
+    """`config.events` -> windows in series seconds.  `start`/`end` are seconds from the series origin or ISO times."""
+    import pandas as pd
+
+    out = []
+    for ev in events:
+        bounds = []
+        for raw in (ev.start, ev.end):
+            try:
+                bounds.append(float(raw))
+            except ValueError:
+                try:
+                    ts = pd.Timestamp(raw)
+                except ValueError:
+                    raise ValueError(f"event {ev.name!r}: {raw!r} is neither seconds nor an ISO time") from None
+                if ts.tzinfo is None:
+                    ts = ts.tz_localize("UTC")
+                bounds.append(ts.timestamp() - epoch_s)
+        start = bounds[0] - float(getattr(ev, "lower_window_seconds", 0.0))
+        end = bounds[1] + float(getattr(ev, "upper_window_seconds", 0.0))
+        if end <= start:
+            raise ValueError(f"event {ev.name!r} ends before it starts")
+        out.append(EventWindow(_regressor_name(ev.name), start, end))
+    return out
+
+
+def _regressor_name(name: str) -> str:
+    return "event_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+class ProphetForecaster:
+    name = "prophet"
+
+    def __init__(
+        self,
+        events: Sequence = (),
+        band: tuple[float, float] = DEFAULT_BAND,
+        epoch_s: float = 0.0,
+        daily: bool | None = None,
+        weekly: bool | None = None,
+        seasonality_mode: str = "additive",
+        changepoint_prior_scale: float = 0.05,
+        uncertainty_samples: int = 200,
+        nonnegative: bool = True,
+        fit_window_s: float | None = None,
+    ) -> None:
+        self.events = event_windows(events, epoch_s) if events and not isinstance(events[0], EventWindow) else events
+        self.band = band
+        self.epoch_s = epoch_s
+        self.daily, self.weekly = daily, weekly
+        self.seasonality_mode = seasonality_mode
+        self.changepoint_prior_scale = changepoint_prior_scale
+        self.uncertainty_samples = uncertainty_samples
+        self.nonnegative = nonnegative
+        self.fit_window_s = fit_window_s
+        self.model_ = None
+        self.regressors_: list[EventWindow] = []
+        self.fitted_until_: float | None = None
+
+    def _frame(self, t: np.ndarray, y: np.ndarray | None = None):
+        import pandas as pd
+
+        df = pd.DataFrame({"ds": pd.to_datetime(self.epoch_s + t, unit="s")})
+        if y is not None:
+            df["y"] = y
+        for ev in self.regressors_:
+            df[ev.name] = ((t >= ev.start_s) & (t <= ev.end_s)).astype(float)
+        return df
+
+    def fit(self, histories: list[History]) -> ProphetForecaster:
+        """Fit one Prophet model on the first history (one forecaster per series, as Prophet is a local model)."""
+        if not histories:
+            raise ValueError("prophet: nothing to fit on")
+        h = histories[0]
+        ok = np.isfinite(h.y)
+        t, y = h.t[ok], h.y[ok]
+        if self.fit_window_s is not None:
+            keep = t >= h.t[-1] - self.fit_window_s
+            t, y = t[keep], y[keep]
+        if len(t) < 3:
+            raise ValueError(f"prophet: needs at least 3 finite samples, got {len(t)}")
+        from prophet import Prophet
+
+        # cmdstanpy sets its logger to INFO on import and logs two lines per fit; keep the service log readable.
+        logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
+        logging.getLogger("prophet").setLevel(logging.WARNING)
+
+        span = float(t[-1] - t[0])
+        daily = self.daily if self.daily is not None else span >= 2 * DAY
+        weekly = self.weekly if self.weekly is not None else span >= 14 * DAY
+        m = Prophet(
+            daily_seasonality=daily,
+            weekly_seasonality=weekly,
+            yearly_seasonality=False,
+            seasonality_mode=self.seasonality_mode,
+            changepoint_prior_scale=self.changepoint_prior_scale,
+            interval_width=self.band[1] - self.band[0],
+            uncertainty_samples=self.uncertainty_samples,
+        )
+        self.regressors_ = []
+        for ev in self.events:
+            inside = (t >= ev.start_s) & (t <= ev.end_s)
+            if inside.any() and not inside.all():
+                self.regressors_.append(ev)
+                m.add_regressor(ev.name, standardize=False)
+        m.fit(self._frame(t, y))
+        self.model_ = m
+        self.fitted_until_ = float(h.t[-1])
+        return self
+
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
+        if self.model_ is None:
+            self.fit([history])
+        grid = future_grid(history, horizon_s)
+        pred = self.model_.predict(self._frame(grid))
+        yhat = pred["yhat"].to_numpy()
+        lo = pred["yhat_lower"].to_numpy()
+        hi = pred["yhat_upper"].to_numpy()
+        if self.nonnegative:
+            yhat, lo, hi = np.maximum(yhat, 0.0), np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+        return Forecast(grid, yhat, np.minimum(lo, yhat), np.maximum(hi, yhat), self.band, self.name)
