@@ -1,0 +1,160 @@
+"""`infercast check` against real promtool and amtool, on good and bad files written to tmp_path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infercast.check import check_alertmanager, check_dashboards, check_rules
+from infercast.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+FLEET = REPO / "examples" / "flash-sale.yaml"
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed")
+
+GOOD_RULES = """\
+groups:
+- name: kv
+  rules:
+  - record: pool:infercast_kv_cache_usage_ratio:max
+    expr: max by (pool) (infercast_kv_cache_usage_ratio)
+  - alert: KVCacheHigh
+    expr: pool:infercast_kv_cache_usage_ratio:max > 0.9
+    for: 1m
+    labels: {severity: page}
+    annotations: {summary: KV cache nearly full}
+"""
+BAD_RULES = """\
+groups:
+- name: kv
+  rules:
+  - alert: KVCacheHigh
+    expr: max by (pool) (infercast_kv_cache_usage_ratio > 0.9
+    for: 1m
+"""
+GOOD_AM = """\
+route: {receiver: pager}
+receivers: [{name: pager}]
+"""
+BAD_AM = """\
+route: {receiver: nobody}
+receivers: [{name: pager}]
+"""
+
+
+def _layout(tmp_path: Path, rules: dict[str, str], am: str | None, dashboards: dict[str, str]) -> dict[str, Path]:
+    rules_dir = tmp_path / "alertrules" / "rules"
+    rules_dir.mkdir(parents=True)
+    for name, text in rules.items():
+        (rules_dir / name).write_text(text)
+    if am is not None:
+        (tmp_path / "alertrules" / "alertmanager.yml").write_text(am)
+    dash = tmp_path / "dashboards"
+    dash.mkdir()
+    for name, text in dashboards.items():
+        (dash / name).write_text(text)
+    return {"rules": rules_dir, "dashboards": dash}
+
+
+def _bad_fleet(tmp_path: Path) -> Path:
+    data = yaml.safe_load(FLEET.read_text())
+    first = next(iter(data["pools"]))
+    data["pools"][first]["nodse"] = 3
+    bad = tmp_path / "bad-fleet.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    return bad
+
+
+@needs_promtool
+@needs_amtool
+def test_all_good_exits_zero(tmp_path, capsys):
+    paths = _layout(
+        tmp_path, {"kv.yml": GOOD_RULES}, GOOD_AM, {"fleet.json": json.dumps({"title": "x", "panels": [{}, {}]})}
+    )
+    code = main(
+        ["check", "--config", str(FLEET), "--rules", str(paths["rules"]), "--dashboards", str(paths["dashboards"])]
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith("ok      config ") and out[0].endswith("flash-sale.yaml: 2 pools, 2 versions, 1 target")
+    assert out[1].startswith("ok      rules ") and out[1].endswith("kv.yml: 2 rules found")
+    assert out[2].startswith("ok      alertmanager ") and out[2].endswith("alertmanager.yml")
+    assert out[3].startswith("ok      dashboard ") and out[3].endswith("fleet.json: 2 panels")
+    assert len(out) == 4
+
+
+@needs_promtool
+@needs_amtool
+def test_bad_fleet_rules_alertmanager_and_dashboard_each_fail(tmp_path, capsys):
+    paths = _layout(
+        tmp_path,
+        {"good.yml": GOOD_RULES, "bad.yaml": BAD_RULES},
+        BAD_AM,
+        {"a.json": "{not json", "b.json": json.dumps({"title": "no panels"})},
+    )
+    code = main(
+        ["check", "--config", str(_bad_fleet(tmp_path)), "--rules", str(paths["rules"]),
+         "--dashboards", str(paths["dashboards"])]
+    )  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    by_status = {ln.split()[0] for ln in out}
+    assert by_status == {"ok", "FAILED"}
+    fleet_line = next(ln for ln in out if " config " in ln)
+    assert fleet_line.startswith("FAILED  config ")
+    assert fleet_line.endswith("bad-fleet.yaml: invalid fleet configuration: pools.v4-main.nodse: unknown key (typo?)")
+    bad_rules = next(ln for ln in out if "bad.yaml" in ln)
+    assert bad_rules.startswith("FAILED  rules ")
+    assert bad_rules.endswith(
+        'bad.yaml: 5:11: group "kv", rule 1, "KVCacheHigh": could not parse expression: 1:52: parse error: '
+        "unclosed left parenthesis"
+    )
+    assert next(ln for ln in out if "good.yml" in ln).startswith("ok      rules ")
+    am = next(ln for ln in out if " alertmanager " in ln)
+    assert am.startswith("FAILED  alertmanager ") and 'undefined receiver "nobody"' in am
+    assert next(ln for ln in out if "a.json" in ln).endswith(
+        "a.json: not valid JSON: Expecting property name enclosed in double quotes at line 1"
+    )
+    assert next(ln for ln in out if "b.json" in ln).endswith("b.json: no 'panels' list")
+
+
+def test_missing_config_file_fails(tmp_path, capsys):
+    code = main(
+        ["check", "--config", str(tmp_path / "nope.yaml"), "--rules", str(tmp_path / "r"),
+         "--dashboards", str(tmp_path / "d")]
+    )  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0].startswith("FAILED  config ") and out[0].endswith("nope.yaml: no such file")
+    # Absent rules, Alertmanager file and dashboards are skipped, and say why.
+    assert [ln.split()[0] for ln in out[1:]] == ["skipped", "skipped", "skipped"]
+    assert out[1].endswith("r: no such directory")
+
+
+def test_strict_counts_skipped_as_failed(tmp_path, capsys):
+    args = ["check", "--config", str(FLEET), "--rules", str(tmp_path / "r"), "--dashboards", str(tmp_path / "d")]
+    assert main(args) == 0
+    assert main([*args, "--strict"]) == 1
+    assert "skipped dashboard" in capsys.readouterr().out
+
+
+def test_missing_tools_skip_rather_than_pass(tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "x.yml").write_text(GOOD_RULES)
+    (tmp_path / "am.yml").write_text(GOOD_AM)
+    [r] = check_rules(rules, promtool=None)
+    assert (r.status, r.detail) == ("skipped", "promtool is not installed (Debian: prometheus)")
+    a = check_alertmanager(tmp_path / "am.yml", amtool=None)
+    assert (a.status, a.detail) == ("skipped", "amtool is not installed (Debian: prometheus-alertmanager)")
+
+
+def test_dashboard_in_api_envelope_is_accepted(tmp_path):
+    (tmp_path / "push.json").write_text(json.dumps({"dashboard": {"panels": [{"id": 1}]}, "overwrite": True}))
+    [r] = check_dashboards(tmp_path)
+    assert (r.status, r.detail) == ("ok", "1 panel")
