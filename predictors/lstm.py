@@ -1,0 +1,384 @@
+"""The LSTM forecaster: one global model, multivariate input, P10/P50/P90 at every step to the horizon.
+
+Input: the last `lookback` steps of KV usage and the exporter's covariates (request rate, long-context share,
+running and waiting requests, fragmentation), encoded by `predictors.features` (scale-free, with mask channels
+for what a source doesn't give), plus per-window series features.  Output: for each future step, the change of
+KV usage from its last value at three quantiles; the lower and upper quantiles are the median minus/plus a
+softplus, so the band is ordered by construction.  Trained with the pinball loss plus a loss on the peak of the
+median path (the alerting question is "how high does it go in the next five minutes"), early stopping on a
+time-ordered split, and covariate dropout so that a missing covariate is a situation the model has seen.
+
+torch is imported lazily (in methods), so importing this module is cheap and `infercast --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import platform
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from predictors import features as F
+from predictors import modelfile
+from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from predictors.modelfile import ModelFileError
+
+log = logging.getLogger(__name__)
+
+#: The shipped pre-trained model (stem; `.safetensors` + `.json`).
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "lstm_kv"
+
+
+@dataclass(frozen=True)
+class LSTMParams:
+    """Hyperparameters (stored in the model file)."""
+
+    step_s: float = 15.0
+    lookback: int = 60  # 15 min at 15 s, the window predict_linear(x[15m]) sees
+    horizon_s: float = 300.0
+    hidden: int = 48
+    head_hidden: int = 64
+    target_scale: float = 0.1  # targets are (y[t+h] - y[t]) / target_scale
+    lr: float = 3e-3
+    weight_decay: float = 1e-5
+    batch_size: int = 256
+    max_epochs: int = 30
+    patience: int = 4
+    windows_per_epoch: int = 20_000
+    val_windows: int = 8_000
+    val_fraction: float = 0.2  # the last 20% of each training series is its validation part
+    peak_weight: float = 0.5
+    cov_dropout: float = 0.15
+    seed: int = 0
+    y_min: float = 0.0  # KV usage bounds: forecasts are clipped to them
+    y_max: float = 1.0
+
+    @property
+    def horizon_steps(self) -> int:
+        return max(1, round(self.horizon_s / self.step_s))
+
+
+def _build_net(p: LSTMParams):
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(len(F.STEP_CHANNELS), p.hidden, batch_first=True)
+            self.head = nn.Sequential(
+                nn.Linear(p.hidden + len(F.SERIES_CHANNELS), p.head_hidden),
+                nn.GELU(),
+                nn.Linear(p.head_hidden, 3 * p.horizon_steps),
+            )
+
+        def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            _, (h, _) = self.lstm(x)
+            out = self.head(torch.cat([h[-1], s], dim=1)).view(-1, 3, p.horizon_steps)
+            mid = out[:, 1]
+            lo = mid - nn.functional.softplus(out[:, 0])
+            hi = mid + nn.functional.softplus(out[:, 2])
+            return torch.stack([lo, mid, hi], dim=1)  # (n, 3, horizon_steps), scaled deltas
+
+    return Net()
+
+
+def _library_versions() -> dict[str, str]:
+    import safetensors
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "safetensors": safetensors.__version__,
+    }
+
+
+class LSTMForecaster:
+    """Implements `predictors.base.Forecaster` (name "lstm"); band = (P10, P90)."""
+
+    name = "lstm"
+    quantiles = (0.1, 0.5, 0.9)
+
+    def __init__(self, params: LSTMParams | None = None, *, progress: bool = True, **overrides: Any) -> None:
+        self.params = replace(params or LSTMParams(), **overrides)
+        self.progress = progress
+        self.net_ = None
+        self.x_mean_: np.ndarray | None = None
+        self.x_std_: np.ndarray | None = None
+        self.meta_: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- persistence
+    @classmethod
+    def load(cls, path: Path | str = DEFAULT_MODEL, *, progress: bool = False) -> LSTMForecaster:
+        """Load a model file; raises ModelFileError naming the file and the mismatch."""
+        import torch
+
+        tensors, meta = modelfile.load(path, F.STEP_CHANNELS, F.SERIES_CHANNELS)
+        wpath, mpath = modelfile.paths(path)
+        known = {f for f in LSTMParams.__dataclass_fields__}
+        hp = meta["hparams"]
+        if not isinstance(hp, dict) or set(hp) - known:
+            raise ModelFileError(mpath, f"hparams has unknown keys {sorted(set(hp) - known)}")
+        try:
+            params = LSTMParams(**hp)
+        except TypeError as e:
+            raise ModelFileError(mpath, f"hparams are invalid ({e})") from e
+        if (
+            params.step_s != meta["step_s"]
+            or params.horizon_s != meta["horizon_s"]
+            or params.lookback != meta["lookback"]
+        ):
+            raise ModelFileError(mpath, "step_s / horizon_s / lookback disagree with hparams")
+        self = cls(params, progress=progress)
+        net = _build_net(params)
+        expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+        got = {k: tuple(v.shape) for k, v in tensors.items()}
+        if expected != got:
+            diff = sorted(set(expected.items()) ^ set(got.items()))[:4]
+            raise ModelFileError(wpath, f"tensors don't match the network the metadata describes: {diff}")
+        net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
+        net.eval()
+        self.net_ = net
+        self.x_mean_ = np.asarray(meta["scaler"]["x_mean"], dtype=np.float32)
+        self.x_std_ = np.asarray(meta["scaler"]["x_std"], dtype=np.float32)
+        self.meta_ = meta
+        return self
+
+    def save(self, path: Path | str, *, extra: dict[str, Any] | None = None) -> None:
+        """Write `path.safetensors` + `path.json` (metadata: inputs, scaler, horizon, step, range, versions, scores)."""
+        self._check_fitted()
+        p = self.params
+        tensors = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.net_.state_dict().items()}
+        meta = {
+            **self.meta_,
+            **(extra or {}),
+            "inputs": list(F.STEP_CHANNELS),
+            "series_inputs": list(F.SERIES_CHANNELS),
+            "covariates": list(F.COVARIATES),
+            "scaler": {"x_mean": [float(v) for v in self.x_mean_], "x_std": [float(v) for v in self.x_std_]},
+            "step_s": p.step_s,
+            "lookback": p.lookback,
+            "horizon_s": p.horizon_s,
+            "quantiles": list(self.quantiles),
+            "hparams": asdict(p),
+            "target": self.meta_.get("target", "kv_cache_usage_ratio"),
+            "training_range": self.meta_.get("training_range", {}),
+            "library_versions": _library_versions(),
+            "scores": self.meta_.get("scores", {}),
+        }
+        modelfile.save(path, tensors, meta)
+
+    # ---------------------------------------------------------------- training
+    def fit(self, histories: list[History], validation: list[History] | None = None) -> LSTMForecaster:
+        """Train (or fine-tune, when weights are already loaded) on `histories`.
+
+        Early stopping watches a time-ordered split: the last `val_fraction` of every history (windows whose
+        targets lie there; their inputs may reach back before the cut, as they would in production), plus any
+        `validation` histories.  Deterministic under `params.seed`.
+        """
+        import torch
+
+        p = self.params
+        torch.manual_seed(p.seed)
+        rng = np.random.default_rng(p.seed)
+        hs = [F.to_grid(h, p.step_s) for h in histories]
+        hs = [h for h in hs if np.isfinite(h.y).sum() > p.horizon_steps]
+        if not hs:
+            raise ValueError("fit needs at least one history with more samples than the horizon")
+        train_parts, val_parts = [], []
+        for h in hs:
+            cut = int(len(h.t) * (1 - p.val_fraction))
+            if cut > p.horizon_steps + 8 and len(h.t) - cut > p.horizon_steps:
+                train_parts.append(_slice(h, 0, cut))
+                val_parts.append(_slice(h, max(0, cut - p.lookback), len(h.t)))
+            else:
+                train_parts.append(h)
+        val_parts += [F.to_grid(h, p.step_s) for h in validation or []]
+
+        fresh = self.net_ is None
+        if fresh:
+            self.net_ = _build_net(p)
+            raw, _ = F.training_windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
+            x = F.encode(raw).x.reshape(-1, len(F.STEP_CHANNELS))
+            self.x_mean_ = x.mean(axis=0).astype(np.float32)
+            std = x.std(axis=0)
+            self.x_std_ = np.where(std > 1e-3, std, 1.0).astype(np.float32)
+        net = self.net_
+        opt = torch.optim.AdamW(net.parameters(), lr=p.lr if fresh else p.lr / 3, weight_decay=p.weight_decay)
+
+        val = None
+        if val_parts:
+            vraw, vtar = F.training_windows(
+                val_parts, p.lookback, p.horizon_steps, p.val_windows, np.random.default_rng(p.seed + 1)
+            )
+            if len(vtar):
+                val = self._tensors(vraw, vtar)
+
+        best, best_state, bad, epoch = math.inf, None, 0, 0
+        scores: dict[str, float] = {}
+        from tqdm import tqdm
+
+        bar = tqdm(range(p.max_epochs), desc="lstm", unit="epoch", disable=not self.progress, leave=False)
+        for epoch in bar:
+            raw, tar = F.training_windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
+            raw = _drop_covariates(raw, p.cov_dropout, rng)
+            xt, st, _, tt = self._tensors(raw, tar)
+            net.train()
+            perm = torch.from_numpy(rng.permutation(len(tt)))
+            total, nb = 0.0, 0
+            for i in range(0, len(perm), p.batch_size):
+                b = perm[i : i + p.batch_size]
+                loss = self._loss(net(xt[b], st[b]), tt[b])
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                total, nb = total + float(loss.detach()), nb + 1
+            train_loss = total / max(nb, 1)
+            if val is None:
+                vloss = train_loss
+            else:
+                net.eval()
+                with torch.no_grad():
+                    vloss = float(self._loss(net(val[0], val[1]), val[3]))
+            bar.set_postfix(train=f"{train_loss:.4f}", val=f"{vloss:.4f}")
+            if vloss < best - 1e-5:
+                best, bad = vloss, 0
+                best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                scores = {"train_loss": train_loss, "val_loss": vloss, "best_epoch": epoch + 1}
+            else:
+                bad += 1
+                if bad >= p.patience:
+                    break
+        bar.close()
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        net.eval()
+        if val is not None:
+            scores.update(self._val_scores(val))
+        scores["epochs_run"] = epoch + 1
+        self.meta_ = {
+            **self.meta_,
+            "scores": {k: round(float(v), 6) for k, v in scores.items()},
+            "training_range": _describe(hs, p.step_s, fine_tuned_from=None if fresh else self.meta_.get("scores")),
+        }
+        return self
+
+    def _tensors(self, raw: dict[str, np.ndarray], targets: np.ndarray):
+        import torch
+
+        w = F.encode(raw)
+        x = (w.x - self.x_mean_) / self.x_std_
+        t = (targets - w.y_last[:, None]) / self.params.target_scale
+        return (
+            torch.from_numpy(x.astype(np.float32)),
+            torch.from_numpy(w.s),
+            torch.from_numpy(w.y_last),
+            torch.from_numpy(t.astype(np.float32)),
+        )
+
+    def _loss(self, out, target):
+        """Pinball loss at the three quantiles (NaN targets masked) + L1 on the peak of the median path."""
+        import torch
+
+        ok = torch.isfinite(target)
+        tgt = torch.where(ok, target, torch.zeros_like(target))
+        loss = 0.0
+        for i, q in enumerate(self.quantiles):
+            e = tgt - out[:, i]
+            pin = torch.maximum(q * e, (q - 1) * e)
+            loss = loss + (pin * ok).sum() / ok.sum().clamp(min=1)
+        full = ok.all(dim=1)
+        if self.params.peak_weight > 0 and bool(full.any()):
+            peak_err = (out[full, 1].max(dim=1).values - tgt[full].max(dim=1).values).abs().mean()
+            loss = loss + self.params.peak_weight * peak_err
+        return loss
+
+    def _val_scores(self, val) -> dict[str, float]:
+        import torch
+
+        x, s, _, t = val
+        with torch.no_grad():
+            out = self.net_(x, s).numpy() * self.params.target_scale
+        t = t.numpy() * self.params.target_scale
+        ok = np.isfinite(t)
+        full = ok.all(axis=1)
+        cover = ((t >= out[:, 0]) & (t <= out[:, 2]))[ok].mean()
+        return {
+            "val_mae_at_horizon": float(np.nanmean(np.abs(out[:, 1, -1] - t[:, -1]))),
+            "val_peak_mae": float(np.mean(np.abs(out[full, 1].max(axis=1) - t[full].max(axis=1)))),
+            "val_band_coverage": float(cover),
+        }
+
+    # ---------------------------------------------------------------- inference
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
+        return self.forecast_many([history], horizon_s)[0]
+
+    def forecast_many(self, histories: list[History], horizon_s: float) -> list[Forecast]:
+        """Forecast many series in one batch; each history's own grid (`future_grid`) carries the result."""
+        import torch
+
+        self._check_fitted()
+        p = self.params
+        if horizon_s > p.horizon_s + 1e-9:
+            raise ValueError(f"horizon {horizon_s:g} s is beyond this model's {p.horizon_s:g} s")
+        if not histories:
+            return []
+        grids = []
+        for h in histories:
+            if not np.isfinite(h.y).any():
+                raise ValueError(f"history {h.series_id or '(unnamed)'} has no observed value to forecast from")
+            grids.append(F.to_grid(h, p.step_s))
+        w = F.encode(F.tail_windows(grids, p.lookback))
+        x = torch.from_numpy(((w.x - self.x_mean_) / self.x_std_).astype(np.float32))
+        with torch.no_grad():
+            out = self.net_(x, torch.from_numpy(w.s)).numpy().astype(np.float64)
+        paths = w.y_last.astype(np.float64)[:, None, None] + out * p.target_scale  # (n, 3, steps)
+        paths = np.clip(paths, p.y_min, p.y_max)
+        model_dt = p.step_s * np.arange(0, p.horizon_steps + 1)
+        result = []
+        for i, h in enumerate(histories):
+            t_future = future_grid(h, horizon_s)
+            dt = np.clip(t_future - h.t[-1], 0, p.horizon_s)
+            y0 = float(w.y_last[i])
+            lo, mid, hi = (np.interp(dt, model_dt, np.concatenate([[y0], paths[i, k]])) for k in range(3))
+            mid = np.clip(mid, lo, hi)
+            result.append(Forecast(t_future, mid, lo, hi, band=DEFAULT_BAND, model=self.name))
+        return result
+
+    def _check_fitted(self) -> None:
+        if self.net_ is None:
+            raise RuntimeError("LSTMForecaster has no weights: call fit() or LSTMForecaster.load(path)")
+
+
+def _slice(h: History, a: int, b: int) -> History:
+    return History(h.t[a:b], h.y[a:b], {k: v[a:b] for k, v in h.features.items()}, h.series_id)
+
+
+def _drop_covariates(raw: dict[str, np.ndarray], p: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Hide each covariate of each window with probability p, so the model learns to work without it."""
+    if p <= 0:
+        return raw
+    out = dict(raw)
+    n = raw["y"].shape[0]
+    for c in F.COVARIATES:
+        drop = rng.random(n) < p
+        out[c] = np.where(drop[:, None], np.nan, raw[c])
+    return out
+
+
+def _describe(hs: list[History], step_s: float, fine_tuned_from: Any = None) -> dict[str, Any]:
+    ids = sorted({h.series_id for h in hs if h.series_id})
+    return {
+        "n_series": len(hs),
+        "n_steps": int(sum(len(h.t) for h in hs)),
+        "hours": round(sum(len(h.t) for h in hs) * step_s / 3600, 2),
+        "series": ids[:40] + ([f"... {len(ids) - 40} more"] if len(ids) > 40 else []),
+        "fine_tuned": fine_tuned_from is not None,
+    }
