@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import math
 from datetime import datetime
@@ -416,3 +417,15 @@ def test_bad_range_arguments():
         load_trace(AZURE_CODE, start_s=10, end_s=5)
     with pytest.raises(TraceError, match=r"the window \[200000, None\) s lies outside the trace's \[0, 172800\) s"):
         load_trace(SG_LANGUAGE, start_s=200_000)
+
+
+def test_module_command_prints_a_summary_per_trace(tmp_path, capsys):
+    from infercast.traces import main
+
+    assert main([str(AZURE_CODE), str(tmp_path / "missing.csv")]) == 1
+    first, second = capsys.readouterr().out.splitlines()
+    info = json.loads(first)
+    assert info["name"] == "azure-code" and info["requests"] == 1482
+    assert info["mean_rps"] == pytest.approx(1482 / 585.903294, abs=1e-3)
+    assert info["long_share"] == 0.0 and info["start_time"] == "2023-11-16T18:17:03.979960"
+    assert second.startswith("error: ") and second.endswith("missing.csv: no such file")
