@@ -265,12 +265,15 @@ def _check_range(start_s: float | None, end_s: float | None) -> None:
         raise ValueError(f"end_s ({end_s}) must be after start_s ({start_s})")
 
 
-def _cut(trace: Trace, start_s: float | None, end_s: float | None) -> Trace:
+def _cut(path: Path, trace: Trace, start_s: float | None, end_s: float | None) -> Trace:
     if start_s is None and end_s is None:
         return trace
     start = 0.0 if start_s is None else start_s
-    end = trace.duration_s if end_s is None else end_s
-    return trace.window(start, max(end, start + 1e-9))
+    if start > trace.duration_s:
+        raise TraceError(
+            f"{path}: the window [{start_s}, {end_s}) s lies outside the trace's [0, {trace.duration_s:g}] s"
+        )
+    return trace.window(start, trace.duration_s + 1e-9 if end_s is None else end_s)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -293,12 +296,12 @@ def _load_azure(path: Path, name: str) -> Trace:
         raise TraceError(f"{path}: no rows after the header")
     # pandas drops blank lines; recover the file's line numbers for messages.
     line_numbers = _nonblank_line_numbers(raw)[1 : len(df) + 1]
-    ts = pd.to_datetime(df["TIMESTAMP"].str.strip(), format="%Y-%m-%d %H:%M:%S.%f", errors="coerce")
+    ts = pd.to_datetime(df["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce")
     if ts.isna().any():
         i = int(np.flatnonzero(ts.isna().to_numpy())[0])
         raise TraceError(
-            f"{path}: line {line_numbers[i]}: TIMESTAMP {df['TIMESTAMP'].iloc[i]!r} is not "
-            f"'YYYY-MM-DD HH:MM:SS.fffffff'"
+            f"{path}: line {line_numbers[i]}: TIMESTAMP {df['TIMESTAMP'].iloc[i]!r} is not a time "
+            f"like 'YYYY-MM-DD HH:MM:SS.fffffff'"
         )
     ctx = pd.to_numeric(df["ContextTokens"].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     gen = pd.to_numeric(df["GeneratedTokens"].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
@@ -575,7 +578,6 @@ def _servegen_arrivals(table: _ServeGenTable, start_s: float, end_s: float, rng:
 
 def _load_servegen(
     path: Path,
-    name: str | None,
     lengths: LengthDistribution,
     long_share: float,
     seed: int,
@@ -608,7 +610,7 @@ def _load_servegen(
     arrivals = _servegen_arrivals(table, start, end, rng) - start
     prompt, output = sample_lengths(len(arrivals), lengths, long_share, rng)
     return Trace(
-        name=name or table.name,
+        name=table.name,
         source="servegen",
         arrivals_s=arrivals,
         prompt_tokens=prompt,
@@ -675,11 +677,11 @@ def load_trace(
     p = Path(path)
     fmt = detect_format(p)
     if fmt == "azure":
-        trace = _cut(_load_azure(p, _default_name(p, fmt)), start_s, end_s)
+        trace = _cut(p, _load_azure(p, _default_name(p, fmt)), start_s, end_s)
     elif fmt == "mooncake":
-        trace = _cut(_load_mooncake(p, _default_name(p, fmt)), start_s, end_s)
+        trace = _cut(p, _load_mooncake(p, _default_name(p, fmt)), start_s, end_s)
     else:
-        trace = _load_servegen(p, None, lengths or LengthDistribution(), long_share, seed, start_s, end_s)
+        trace = _load_servegen(p, lengths or LengthDistribution(), long_share, seed, start_s, end_s)
     return trace
 
 

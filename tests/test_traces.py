@@ -311,7 +311,10 @@ ROW = "2023-11-16 18:17:03.9799600,4808,10"
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ("2023-11-16 18:17:0x,1,2", r"line 3: TIMESTAMP '2023-11-16 18:17:0x' is not 'YYYY-MM-DD HH:MM:SS.fffffff'"),
+        (
+            "2023-11-16 18:17:0x,1,2",
+            r"line 3: TIMESTAMP '2023-11-16 18:17:0x' is not a time like 'YYYY-MM-DD HH:MM:SS.fffffff'",
+        ),
         ("2023-11-16 18:17:05.0000000,-5,2", r"line 3: ContextTokens is negative \(-5\)"),
         ("2023-11-16 18:17:05.0000000,12,NaN", r"line 3: GeneratedTokens is missing or not a number"),
         ("2023-11-16 18:17:05.0000000,12", r"line 3: GeneratedTokens is missing or not a number"),
@@ -417,6 +420,12 @@ def test_bad_range_arguments():
         load_trace(AZURE_CODE, start_s=10, end_s=5)
     with pytest.raises(TraceError, match=r"the window \[200000, None\) s lies outside the trace's \[0, 172800\) s"):
         load_trace(SG_LANGUAGE, start_s=200_000)
+    with pytest.raises(
+        TraceError, match=r"code\.csv: the window \[900, None\) s lies outside the trace's \[0, 585.903\] s"
+    ):
+        load_trace(AZURE_CODE, start_s=900)
+    # Without an end, the window runs to the trace's end and keeps its last request.
+    assert len(load_trace(AZURE_CODE, start_s=500)) == int(np.sum(load_trace(AZURE_CODE).arrivals_s >= 500))
 
 
 def test_module_command_prints_a_summary_per_trace(tmp_path, capsys):
