@@ -68,9 +68,6 @@ class VersionConfig(Strict):
     peak_throughput_factor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="peak throughput relative to the fastest version (seed 000: v3.5 is 0.56 of v4)"
     )
-    activation_gb_per_1k_prefill_tokens: Annotated[float, Field(ge=0.0)] = Field(
-        0.05, description="transient prefill activation memory, GiB per 1k tokens in the prefill batch"
-    )
 
 
 class GpuSpec(Strict):
@@ -153,6 +150,16 @@ class RouterConfig(Strict):
         description="share of traffic per priority class",
     )
     client_timeout_seconds: PosFloat = 30.0
+    rate_limit_rps: PosFloat | None = Field(None, description="token-bucket admission at the router (None = off)")
+    rate_limit_burst: PosFloat | None = Field(None, description="token-bucket depth (defaults to one second of rate)")
+    breaker_window_seconds: PosFloat = 10.0
+    breaker_open_seconds: PosFloat = 30.0
+    breaker_error_ratio: Ratio = 0.5
+    breaker_min_requests: PosInt = 20
+    slo_seconds: dict[str, PosFloat] = Field(
+        default_factory=lambda: {"urgent": 1.0, "normal": 5.0, "low": 30.0},
+        description="time-to-first-token objective per priority (goodput counts requests within it)",
+    )
 
     @field_validator("priority_shares")
     @classmethod
@@ -218,8 +225,11 @@ class LengthDistribution(Strict):
     long_median_tokens: PosInt = 14000
     long_max_tokens: PosInt = 32768
     sigma: PosFloat = 0.55
-    output_median_tokens: PosInt = 180
+    output_median_tokens: PosInt = 150
     output_max_tokens: PosInt = 2048
+    request_max_tokens: PosInt = Field(
+        512, description="the max_tokens clients send (outputs are clipped to it; contiguous KV reserves it)"
+    )
 
 
 class ScenarioConfig(Strict):
@@ -237,6 +247,20 @@ class ScenarioConfig(Strict):
         return v
 
 
+class TwinConfig(Strict):
+    """Physical constants of the simulated engines that a fleet file does not otherwise carry."""
+
+    tick_seconds: Annotated[float, Field(gt=0.0, le=1.0)] = 0.25
+    prefill_tokens_per_second: PosFloat = Field(
+        48_000.0, description="batched prefill throughput of the fastest version"
+    )
+    inter_token_seconds: PosFloat = Field(0.012, description="decode time per token at batch 1")
+    overhead_gb_per_gpu: Annotated[float, Field(ge=0.0)] = 1.0
+    activation_gb_per_1k_tokens: Annotated[float, Field(ge=0.0)] = 0.10
+    fixed_batch_wait_seconds: PosFloat = 0.05
+    health_queue_age_seconds: PosFloat = 10.0
+
+
 class FleetConfig(Strict):
     name: str = "fleet"
     versions: dict[str, VersionConfig] = Field(min_length=1)
@@ -248,6 +272,7 @@ class FleetConfig(Strict):
     exporter: ExporterConfig = ExporterConfig()
     predictor: PredictorConfig = PredictorConfig()
     scenario: ScenarioConfig | None = None
+    twin: TwinConfig = TwinConfig()
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:

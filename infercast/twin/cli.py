@@ -1,0 +1,75 @@
+"""`infercast twin run --scenario NAME | --trace FILE [--control ...] [--json] [--out DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from infercast.config import ConfigError, load_config, resolve_scenario
+
+CONTROLS = ("none", "reactive", "oracle", "predictive")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="twin_command", metavar="ACTION", required=True)
+    r = sub.add_parser("run", help="run the twin to the end of a scenario or a trace")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="a scenario name (examples/NAME.yaml) or a fleet file with a scenario")
+    src.add_argument("--trace", help="a trace: Azure CSV, Mooncake JSONL or ServeGen directory")
+    r.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
+    r.add_argument("--control", choices=CONTROLS, default="none")
+    r.add_argument("--seed", type=int, default=None)
+    r.add_argument("--time-scale", type=float, default=1.0, help="replay the trace this many times faster")
+    r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
+    r.add_argument("--size-fleet", action="store_true", help="size the fleet so the trace's peak reaches KV 0.85")
+    r.add_argument("--out", default="runs/twin", help="directory for the time series and summary")
+    r.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from infercast.twin.run import run_scenario, run_trace, size_fleet_for_trace
+
+    started = time.perf_counter()
+    try:
+        if args.scenario:
+            cfg = load_config(resolve_scenario(args.scenario))
+            if cfg.scenario is None:
+                raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
+            result = run_scenario(cfg, args.control, args.seed)
+        else:
+            from infercast.traces import TraceError, load_trace
+
+            cfg = load_config(args.config or resolve_scenario("flash-sale"))
+            try:
+                lengths = cfg.scenario.lengths if cfg.scenario else None
+                trace = load_trace(args.trace, lengths=lengths, seed=args.seed or 0)
+            except TraceError as e:
+                print(f"infercast: {e}", file=sys.stderr)
+                return 2
+            if args.time_scale != 1.0 or args.rate_scale != 1.0:
+                trace = trace.scaled(args.time_scale, args.rate_scale, seed=args.seed or 0)
+            if args.size_fleet:
+                cfg = size_fleet_for_trace(trace, cfg)
+            result = run_trace(trace, cfg, args.control, args.seed or 0)
+    except ValueError as e:
+        if isinstance(e, ConfigError):
+            raise
+        print(f"infercast: {e}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - started
+    result.summary["wall_seconds"] = round(wall, 2)
+    result.summary["speedup_vs_real_time"] = round(result.summary["simulated_seconds"] / max(wall, 1e-9), 1)
+    result.write(Path(args.out))
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+    else:
+        s = result.summary
+        print(f"control={s['control']} seed={s['seed']} simulated={s['simulated_seconds']:.0f}s wall={wall:.1f}s")
+        for k in ("oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "admitted_ratio"):
+            print(f"  {k:22s} {s[k]}")
+        for k in ("recovery_seconds", "memory_efficiency", "timeseries"):
+            print(f"  {k:22s} {s[k]}")
+    return 0

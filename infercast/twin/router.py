@@ -1,0 +1,432 @@
+"""The twin's router: token bucket, weighted pools, breakers, health checks, degradation paths, client retries.
+
+It is also the twin's control surface: the admin methods (`pool_weights`, `set_pool_weight`,
+`set_breaker_threshold`, `prewarm_pool`, ...) are what a controller — or an operator over the admin HTTP API in
+`surfaces.py` — turns, exactly as they would on a real router.
+
+Routing each tick is vectorised over the tick's cohort: pool choice by weight and context range, then water-filling
+over the pool's healthy nodes (the least-loaded get the most), so 12,000 req/s cost a handful of array operations.
+Every decision is recorded through the exporter's router SDK (`exporters.router.RouterRecorder`), so the twin feeds
+`infercast_router_requests_total` and `infercast_degradations_total` the way a real router would.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from infercast.config import FleetConfig
+from infercast.twin.engine import Node, TickSink
+from infercast.twin.requests import PRIORITY_NAMES, Requests
+from infercast.twin.traffic import LONG_CONTEXT_TOKENS
+
+
+class Recorder(Protocol):
+    def record_request(self, pool: str, version: str, priority: str, outcome: str, n: int = 1) -> None: ...
+
+    def record_degradation(self, from_version: str, to_version: str, reason: str, n: int = 1) -> None: ...
+
+
+class TokenBucket:
+    def __init__(self, rate: float, burst: float | None) -> None:
+        self.rate = float(rate)
+        self.burst = float(burst if burst is not None else rate)
+        self.tokens = self.burst
+
+    def take(self, n: int, dt: float) -> int:
+        self.tokens = min(self.burst, self.tokens + self.rate * dt)
+        k = min(n, int(self.tokens))
+        self.tokens -= k
+        return k
+
+
+@dataclass
+class Breaker:
+    """Per-pool breaker over a sliding window of (bad, total) per tick."""
+
+    window_ticks: int
+    open_seconds: float
+    ratio: float
+    min_requests: int
+    bad: list[int] = field(default_factory=list)
+    total: list[int] = field(default_factory=list)
+    open_until: float = -1.0
+    reason: str = "timeout"
+
+    def record(self, bad: int, total: int) -> None:
+        self.bad.append(bad)
+        self.total.append(total)
+        if len(self.bad) > self.window_ticks:
+            self.bad.pop(0)
+            self.total.pop(0)
+
+    def is_open(self, t: float) -> bool:
+        return t < self.open_until
+
+    def evaluate(self, t: float, reason: str) -> bool:
+        """Open when the window's bad ratio crosses the threshold; returns True on the closed->open edge."""
+        if self.is_open(t):
+            return False
+        total = sum(self.total)
+        if total >= self.min_requests and sum(self.bad) / total >= self.ratio:
+            self.open_until = t + self.open_seconds
+            self.reason = reason
+            self.bad.clear()
+            self.total.clear()  # half-open afterwards: judged afresh on new traffic
+            return True
+        return False
+
+
+@dataclass
+class RouterPolicy:
+    """What the controls change (the seed's fixes and infercast's own levers); defaults = the seed's fleet."""
+
+    reject_context_tokens: int | None = None
+    dynamic_timeout: bool = False
+    memory_pressure_limit: float | None = None  # don't route to nodes above this memory ratio
+    failover_headroom: float | None = None  # degrade only to pools whose memory is below this
+    priority_admission: bool = False  # token bucket serves urgent, then normal, then low
+
+
+class LatencyBook:
+    """Time to first token (or to giving up) per priority, as fine log-spaced histograms per time window."""
+
+    EDGES = np.concatenate([[0.0], np.logspace(-3, np.log10(600.0), 600)])
+
+    def __init__(self, duration_s: float, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        n = int(np.ceil(duration_s / window_s)) + 1
+        self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
+        self.within_slo = np.zeros((n, 3), dtype=np.int64)
+        self.failed = np.zeros((n, 3), dtype=np.int64)
+
+    def add(self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray | None, failed: bool):
+        if not len(t):
+            return
+        w = np.minimum((t / self.window_s).astype(np.int64), self.hist.shape[0] - 1)
+        b = np.searchsorted(self.EDGES, latency, side="right") - 1
+        np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
+        if failed:
+            np.add.at(self.failed, (w, prio.astype(np.int64)), 1)
+        elif slo is not None:
+            ok = latency <= slo[prio]
+            np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
+
+    def quantile(self, q: float, prio: int, t0: float, t1: float) -> float:
+        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
+        h = self.hist[w0:w1, prio].sum(axis=0)
+        n = h.sum()
+        if n == 0:
+            return float("nan")
+        c = np.cumsum(h)
+        i = int(np.searchsorted(c, q * n))
+        lo, hi = self.EDGES[i], self.EDGES[min(i + 1, len(self.EDGES) - 1)]
+        return float(np.sqrt(lo * hi) if lo > 0 else hi)
+
+    def count(self, prio: int | None, t0: float, t1: float) -> int:
+        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
+        h = self.hist[w0:w1] if prio is None else self.hist[w0:w1, prio]
+        return int(h.sum())
+
+
+class Router:
+    def __init__(self, cfg: FleetConfig, nodes: list[Node], recorder: Recorder, rng: np.random.Generator, book):
+        self.cfg = cfg
+        self.rc = cfg.router
+        self.nodes = nodes
+        self.recorder = recorder
+        self.rng = rng
+        self.book: LatencyBook = book
+        self.pools = list(cfg.pools)
+        self.pool_nodes: dict[str, list[Node]] = {p: [n for n in nodes if n.pool == p] for p in self.pools}
+        self.version_of = {p: cfg.pools[p].version for p in self.pools}
+        self.weights = {p: cfg.pools[p].weight for p in self.pools}
+        self.enabled = {p: not cfg.pools[p].standby for p in self.pools}
+        self.breaker_threshold = {p: self.rc.breaker_latency_seconds for p in self.pools}
+        ticks = max(1, round(self.rc.breaker_window_seconds / cfg.twin.tick_seconds))
+        self.breakers = {
+            p: Breaker(ticks, self.rc.breaker_open_seconds, self.rc.breaker_error_ratio, self.rc.breaker_min_requests)
+            for p in self.pools
+        }
+        self.policy = RouterPolicy()
+        self.bucket = TokenBucket(self.rc.rate_limit_rps, self.rc.rate_limit_burst) if self.rc.rate_limit_rps else None
+        self.healthy = {n.name: True for n in nodes}
+        self._health_fails = {n.name: 0 for n in nodes}
+        self._next_health = 0.0
+        self._retries: dict[int, list[Requests]] = defaultdict(list)
+        self.qps = 0.0
+        self.slo = np.array([self.rc.slo_seconds.get(p, 30.0) for p in PRIORITY_NAMES])
+        self.offered_total = 0
+        self.served_total = 0
+        self.rejected_total = 0
+        self.failed_total = 0
+        self.degraded_total = 0
+        self.routed: dict[str, int] = defaultdict(int)  # requests enqueued on a pool's nodes (retries included)
+        self.routed_long: dict[str, int] = defaultdict(int)
+        self._ctx_lo = np.array([cfg.pools[p].min_context_tokens for p in self.pools])
+        self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
+
+    # --- admin API (the control surface) ----------------------------------------------------------------
+    def pool_weights(self) -> dict[str, float]:
+        return dict(self.weights)
+
+    def set_pool_weight(self, pool: str, weight: float) -> None:
+        if pool not in self.weights:
+            raise KeyError(f"unknown pool {pool!r}")
+        if not (weight >= 0.0):
+            raise ValueError("a pool weight must be >= 0")
+        self.weights[pool] = float(weight)
+
+    def breaker_thresholds(self) -> dict[str, float]:
+        return dict(self.breaker_threshold)
+
+    def set_breaker_threshold(self, pool: str, seconds: float) -> None:
+        if pool not in self.breaker_threshold:
+            raise KeyError(f"unknown pool {pool!r}")
+        if not (seconds > 0.0):
+            raise ValueError("a breaker threshold must be > 0 seconds")
+        self.breaker_threshold[pool] = float(seconds)
+
+    def prewarm_pool(self, pool: str, t: float) -> int:
+        """Boot a standby pool's nodes (cold start) and route to them once up; returns nodes started."""
+        if pool not in self.pool_nodes:
+            raise KeyError(f"unknown pool {pool!r}")
+        started = 0
+        for n in self.pool_nodes[pool]:
+            if not n.up and n.up_at == float("inf"):
+                n.start(t)
+                started += 1
+        self.enabled[pool] = True
+        return started
+
+    def set_rate_limit(self, rps: float | None, burst: float | None = None) -> None:
+        if rps is None:
+            self.bucket = None
+        elif self.bucket is None:
+            self.bucket = TokenBucket(rps, burst)
+        else:
+            self.bucket.rate = float(rps)
+            self.bucket.burst = float(burst if burst is not None else rps)
+
+    # --- per tick ---------------------------------------------------------------------------------------
+    def _tick_index(self, t: float) -> int:
+        return int(np.floor(t / self.cfg.twin.tick_seconds + 1e-9))
+
+    def route(self, t0: float, t1: float, new: Requests) -> None:
+        dt = t1 - t0
+        self.offered_total += len(new)
+        due = self._retries.pop(self._tick_index(t0), [])
+        reqs = Requests.concat([new, *due])
+        self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
+        if not len(reqs):
+            return
+        # pool choice first: every later decision is recorded against a pool and version
+        pool_idx = self._choose_pools(reqs)
+        lim = self.policy.reject_context_tokens
+        if lim is not None:
+            too_long = reqs.prompt > lim
+            if too_long.any():
+                self._final(reqs.take(np.flatnonzero(too_long)), pool_idx[too_long], "rejected", t0)
+                keep = np.flatnonzero(~too_long)
+                reqs, pool_idx = reqs.take(keep), pool_idx[keep]
+        if self.bucket is not None and len(reqs):
+            order = np.arange(len(reqs))
+            if self.policy.priority_admission:
+                order = np.lexsort((reqs.att_t, reqs.prio))
+            k = self.bucket.take(len(reqs), dt)
+            if k < len(reqs):
+                over = order[k:]
+                self._fail(reqs.take(over), pool_idx[over], "rejected", t0)
+                keep = np.sort(order[:k])
+                reqs, pool_idx = reqs.take(keep), pool_idx[keep]
+        for pi, pool in enumerate(self.pools):
+            sel = np.flatnonzero(pool_idx == pi)
+            if len(sel):
+                self._send_to_pool(pool, reqs.take(sel), t0, set())
+
+    def _choose_pools(self, reqs: Requests) -> np.ndarray:
+        w = np.array([self.weights[p] if self.enabled[p] else 0.0 for p in self.pools])
+        fits = (reqs.prompt[:, None] >= self._ctx_lo[None, :]) & (reqs.prompt[:, None] <= self._ctx_hi[None, :])
+        wm = fits * w[None, :]
+        none = wm.sum(axis=1) <= 0
+        if none.any():  # nothing fits by context: any enabled pool by weight
+            wm[none] = w[None, :] if w.sum() > 0 else 1.0
+        c = np.cumsum(wm, axis=1)
+        u = self.rng.random(len(reqs)) * c[:, -1]
+        return np.minimum((u[:, None] >= c).sum(axis=1), len(self.pools) - 1)
+
+    def _unavailable_reason(self, pool: str, t: float) -> str | None:
+        if not self.enabled[pool]:
+            return "manual"
+        br = self.breakers[pool]
+        if br.is_open(t):
+            return br.reason
+        if not self._routable(pool):
+            nodes = self.pool_nodes[pool]
+            if any(not n.up and n.oom_events for n in nodes):
+                return "oom"
+            if self.policy.memory_pressure_limit is not None and all(n.up for n in nodes):
+                return "memory_pressure"
+            return "health_check"
+        return None
+
+    def _routable(self, pool: str) -> list[Node]:
+        lim = self.policy.memory_pressure_limit
+        return [
+            n
+            for n in self.pool_nodes[pool]
+            # the router's view: a node is routable until its health checks fail (a crash is noticed late)
+            if self.healthy[n.name] and (n.up or n.up_at < float("inf")) and (lim is None or n.memory_usage() < lim)
+        ]
+
+    def _has_headroom(self, pool: str) -> bool:
+        lim = self.policy.failover_headroom
+        if lim is None:
+            return True
+        up = [n for n in self.pool_nodes[pool] if n.up]
+        return bool(up) and float(np.mean([n.memory_usage() for n in up])) < lim
+
+    def _send_to_pool(self, pool: str, reqs: Requests, t: float, visited: set[str]) -> None:
+        pidx = np.full(len(reqs), self.pools.index(pool))
+        reason = self._unavailable_reason(pool, t)
+        if reason is not None:
+            visited = visited | {pool}
+            for target in self.cfg.pools[pool].failover:
+                if target in visited or not self.enabled[target] or self._unavailable_reason(target, t):
+                    continue
+                if not self._has_headroom(target):
+                    continue
+                self.recorder.record_degradation(self.version_of[pool], self.version_of[target], reason, len(reqs))
+                self.degraded_total += len(reqs)
+                self._send_to_pool(target, reqs, t, visited)
+                return
+            self._fail(reqs, pidx, "shed", t)
+            return
+        nodes = self._routable(pool)
+        loads = np.array([n.load for n in nodes], dtype=np.float64)
+        counts = water_fill(loads, len(reqs))
+        assign = self.rng.permutation(np.repeat(np.arange(len(nodes)), counts))
+        for i, node in enumerate(nodes):
+            sel = np.flatnonzero(assign == i)
+            if not len(sel):
+                continue
+            part = reqs.take(sel)
+            if node.up:
+                node.enqueue(part)
+                self.routed[pool] += len(part)
+                self.routed_long[pool] += int((part.prompt > LONG_CONTEXT_TOKENS).sum())
+            else:  # crashed since the last health check: connection refused
+                self._fail(part, pidx[sel], "error", t)
+
+    # --- outcomes ---------------------------------------------------------------------------------------
+    def _fail(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
+        """A failed attempt: the client retries with exponential backoff until it runs out of attempts."""
+        if not len(reqs):
+            return
+        retry = reqs.attempt < self.rc.retry.max_attempts
+        self._count(pool_idx[retry], reqs.prio[retry], "retried")
+        if retry.any():
+            r = reqs.take(np.flatnonzero(retry))
+            backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (r.attempt - 1.0)
+            when = t + backoff * self.rng.uniform(0.5, 1.5, len(r))
+            r.att_t = when
+            r.attempt = (r.attempt + 1).astype(np.int8)
+            ticks = np.floor(when / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
+            for tick in np.unique(ticks):
+                self._retries[int(tick)].append(r.take(np.flatnonzero(ticks == tick)))
+        if (~retry).any():
+            idx = np.flatnonzero(~retry)
+            self._final(reqs.take(idx), pool_idx[idx], outcome, t)
+
+    def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
+        self._count(pool_idx, reqs.prio, outcome)
+        if outcome == "rejected" and self.policy.reject_context_tokens is not None:
+            self.rejected_total += len(reqs)
+        else:
+            self.failed_total += len(reqs)
+        # the client waited from its first send to giving up: that is its latency
+        self.book.add(reqs.orig_t, t - reqs.orig_t, reqs.prio, None, failed=True)
+
+    def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
+        if not len(pool_idx):
+            return
+        key = pool_idx.astype(np.int64) * 3 + prio.astype(np.int64)
+        for k, n in zip(*np.unique(key, return_counts=True), strict=True):
+            pool = self.pools[int(k) // 3]
+            self.recorder.record_request(pool, self.version_of[pool], PRIORITY_NAMES[int(k) % 3], outcome, int(n))
+
+    def collect(self, t: float, sinks: dict[str, TickSink]) -> None:
+        """Take the nodes' tick results: first tokens, failures (to retry), breaker windows."""
+        for pool in self.pools:
+            bad = total = 0
+            pi = self.pools.index(pool)
+            for node in self.pool_nodes[pool]:
+                sink = sinks.get(node.name)
+                if sink is None:
+                    continue
+                for orig_t, att_t, end_t, prio, prompt in sink.ttft:
+                    self.book.add(orig_t, end_t - orig_t, prio, self.slo, failed=False)
+                    self.served_total += len(orig_t)
+                    self._count(np.full(len(prio), pi), prio, "ok")
+                    thr = self._thresholds(pool, prompt)
+                    bad += int(((end_t - att_t) > thr).sum())
+                    total += len(orig_t)
+                for reqs, reason in sink.failed:
+                    outcome = "timeout" if reason == "timeout" else "error"
+                    self._fail(reqs, np.full(len(reqs), pi), outcome, t)
+                    bad += len(reqs)
+                    total += len(reqs)
+            br = self.breakers[pool]
+            br.record(bad, total)
+            br.evaluate(t, "timeout")
+
+    def _thresholds(self, pool: str, prompt: np.ndarray) -> np.ndarray | float:
+        base = self.breaker_threshold[pool]
+        if not self.policy.dynamic_timeout:
+            return base
+        th = self.cfg.thresholds
+        # seed 000: 200 ms x max(1, ctx/4000) x min(3, qps/3000); the load factor is floored at 1 (see docs/twin.md)
+        load = min(th.timeout_max_load_factor, max(1.0, self.qps / th.timeout_qps_unit))
+        return base * np.maximum(1.0, prompt / th.timeout_context_tokens) * load
+
+    def health_check(self, t: float) -> None:
+        if t < self._next_health:
+            return
+        self._next_health = t + self.rc.health_check_interval_seconds
+        for n in self.nodes:
+            if n.healthy(t):
+                self._health_fails[n.name] = 0
+                self.healthy[n.name] = True
+            else:
+                self._health_fails[n.name] += 1
+                if self._health_fails[n.name] >= self.rc.health_check_failures:
+                    self.healthy[n.name] = False
+
+
+def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
+    """Split n requests over nodes so that the least-loaded get the most: final loads as level as possible."""
+    k = len(loads)
+    if k == 0 or n == 0:
+        return np.zeros(k, dtype=np.int64)
+    order = np.argsort(loads, kind="stable")
+    s = loads[order]
+    csum = np.cumsum(s)
+    # find the level L such that sum(max(0, L - load)) = n
+    levels = (n + csum) / np.arange(1, k + 1)
+    ok = levels >= s
+    m = int(np.flatnonzero(ok)[-1]) + 1
+    level = levels[m - 1]
+    give = np.zeros(k)
+    give[:m] = level - s[:m]
+    counts = np.floor(give).astype(np.int64)
+    rest = n - int(counts.sum())
+    if rest > 0:
+        frac = give - counts
+        top = np.argsort(-frac, kind="stable")[:rest]
+        counts[top] += 1
+    out = np.zeros(k, dtype=np.int64)
+    out[order] = counts
+    return out

@@ -1,0 +1,172 @@
+"""Run the twin to the end of a scenario or trace and report what an SRE would ask about the run.
+
+Report fields (`RunResult.summary`):
+- `oom_events`: node crashes for lack of GPU memory.
+- `p99_latency_ms`: P99 time to first token of **urgent** requests after the surge starts (scenario) or over the
+  whole run (trace).  A request that never got a token counts with the time its client gave up after its last
+  retry: the slowest outcome, not a missing one.  `p99_latency_ms_pre` is the same before the surge.
+- `goodput_rps`: requests whose first token came within their priority's SLO (`router.slo_seconds`), per second.
+- `admitted_ratio`: requests that were served (got a first token) / requests offered.
+- `recovery_seconds`: from the first failure (OOM, or breaker opening) until every node is up again and urgent
+  P99 over 30 s is back under twice its pre-surge value; if it never recovers, the time until the run ended and
+  `recovered` is false.
+- `memory_efficiency`: seed 000's 显存效率比, memory holding live tokens and weights / memory allocated, averaged
+  over up nodes and time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from infercast.config import FleetConfig
+from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
+from infercast.twin.traffic import ScenarioTraffic
+
+
+@dataclass
+class RunResult:
+    summary: dict
+    timeseries: pd.DataFrame
+    nodes: pd.DataFrame
+    events: list[dict] = field(default_factory=list)
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "timeseries.csv"
+        self.timeseries.to_csv(path, index=False)
+        self.nodes.to_csv(out / "nodes.csv", index=False)
+        self.summary["timeseries"] = str(path)
+        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
+        return path
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    raise TypeError(type(o).__name__)
+
+
+def _ms(x: float) -> float | None:
+    return None if math.isnan(x) else round(x * 1000.0, 1)
+
+
+def summarise(fleet: Fleet, surge_start: float | None) -> dict:
+    book = fleet.book
+    end = fleet.now
+    s0 = surge_start if surge_start is not None else 0.0
+    p99 = book.quantile(0.99, 0, s0, end)
+    p99_pre = book.quantile(0.99, 0, 0.0, s0) if surge_start else float("nan")
+    r = fleet.router
+    nodes = pd.DataFrame(fleet.node_samples)
+    eff = float(nodes["memory_efficiency"].mean()) if len(nodes) else float("nan")
+    crashes = sorted(t for n in fleet.nodes for t in n.crash_log)
+    first_failure = crashes[0] if crashes else None
+    rec, recovered = _recovery(fleet, first_failure, p99_pre)
+    return {
+        "control": fleet.control.name,
+        "seed": fleet.seed,
+        "simulated_seconds": end,
+        "oom_events": int(sum(n.oom_events for n in fleet.nodes)),
+        "p99_latency_ms": _ms(p99),
+        "p99_latency_ms_pre": _ms(p99_pre),
+        "goodput_rps": round(float(book.within_slo.sum()) / max(end, 1e-9), 2),
+        "admitted_ratio": round(r.served_total / max(r.offered_total, 1), 4),
+        "recovery_seconds": rec,
+        "recovered": recovered,
+        "memory_efficiency": round(eff, 4),
+        "offered_requests": int(r.offered_total),
+        "served_requests": int(r.served_total),
+        "failed_requests": int(r.failed_total),
+        "rejected_requests": int(r.rejected_total),
+        "degraded_requests": int(r.degraded_total),
+        "first_oom_seconds": first_failure,
+        "surge_start_seconds": surge_start,
+    }
+
+
+def _recovery(fleet: Fleet, first_failure: float | None, p99_pre: float) -> tuple[float | None, bool]:
+    if first_failure is None:
+        return 0.0, True
+    nodes = pd.DataFrame(fleet.node_samples)
+    ok_p99 = 2.0 * p99_pre if not math.isnan(p99_pre) else 1.0
+    for t in np.arange(first_failure + 5.0, fleet.now + 1e-9, 5.0):
+        at = nodes[(nodes["t"] > t - 2.5) & (nodes["t"] <= t + 2.5)]
+        serving = at[~at["node"].isin(_standby_nodes(fleet))]
+        if len(serving) and serving["up"].all():
+            p = fleet.book.quantile(0.99, 0, t - 30.0, t)
+            if not math.isnan(p) and p <= ok_p99:
+                return round(float(t - first_failure), 1), True
+    return round(float(fleet.now - first_failure), 1), False
+
+
+def _standby_nodes(fleet: Fleet) -> set[str]:
+    return {n.name for n in fleet.nodes if fleet.cfg.pools[n.pool].standby and not fleet.router.enabled[n.pool]}
+
+
+def _result(fleet: Fleet, surge: float | None) -> RunResult:
+    summary = summarise(fleet, surge)
+    events = [{"t": t, "action": a.kind, "pool": a.pool, **a.args} for t, a in fleet.actions]
+    return RunResult(summary, pd.DataFrame(fleet.samples), pd.DataFrame(fleet.node_samples), events)
+
+
+def run_scenario(cfg: FleetConfig, control="none", seed: int | None = None, step_seconds: float = 5.0) -> RunResult:
+    fleet = build_fleet(cfg, control, seed)
+    fleet.sample_seconds = step_seconds
+    fleet.advance(cfg.scenario.duration_seconds)
+    assert isinstance(fleet.traffic, ScenarioTraffic)
+    return _result(fleet, fleet.traffic.surge_start())
+
+
+def run_trace(trace, cfg: FleetConfig, control="none", seed: int = 0, step_seconds: float = 15.0) -> RunResult:
+    fleet = trace_fleet(cfg, trace, control, seed, sample_seconds=step_seconds)
+    fleet.advance(fleet.traffic.duration_s)
+    return _result(fleet, None)
+
+
+def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85) -> FleetConfig:
+    """Node counts chosen so the trace's busiest minute pushes KV usage to about `target_peak_kv`.
+
+    How: the KV tokens the busiest minute keeps resident are estimated by Little's law (arrival rate x tokens x
+    residence time, residence = prefill floor + decode at a moderate batch), then nodes are added to each pool in
+    proportion to its routing weight until that load sits at `target_peak_kv` of KV capacity.  The sizing uses
+    only the trace's own busiest minute and stays fixed for the whole replay.  Standby pools are left out.
+    """
+    from infercast.twin.latency import prefill_floor_seconds
+
+    t = np.asarray(trace.arrivals_s, dtype=np.float64)
+    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
+    out = np.asarray(trace.output_tokens, dtype=np.float64)
+    if len(t) == 0:
+        raise ValueError("cannot size a fleet for an empty trace")
+    minute = (t // 60).astype(np.int64)
+    itl = cfg.twin.inter_token_seconds * 1.5
+    residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
+    kv_token_seconds = np.bincount(minute, weights=(prompt + out / 2) * residence)
+    busiest = float(kv_token_seconds.max()) / 60.0  # KV tokens resident on average in the busiest minute
+    active = {p: pc for p, pc in cfg.pools.items() if not pc.standby}
+    total_w = sum(pc.weight for pc in active.values()) or 1.0
+    pools = {}
+    for name, pc in cfg.pools.items():
+        if pc.standby:
+            pools[name] = pc
+            continue
+        vc = cfg.versions[pc.version]
+        kv_bytes = (
+            pc.node_memory_bytes * pc.memory_utilization
+            - vc.model.weights_bytes
+            - cfg.twin.overhead_gb_per_gpu * pc.gpus_per_node * 1024**3
+        )
+        per_node = kv_bytes / vc.model.kv_bytes_per_token
+        share = pc.weight / total_w
+        n = max(1, math.floor(busiest * share / (target_peak_kv * per_node)))
+        pools[name] = pc.model_copy(update={"nodes": n})
+    return cfg.model_copy(update={"pools": pools})
