@@ -1,0 +1,111 @@
+"""`infercast exporter --config FILE [--listen HOST:PORT] [--once]`: serve the catalog metrics of a fleet."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporters.nvml import NvmlSource
+from exporters.server import Exporter, ExporterServer, build_sources
+from exporters.twin import TwinSource
+from infercast.config import ConfigError, load_config
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="fleet file (pools, versions, targets, exporter settings)")
+    p.add_argument("--listen", default=None, help="HOST:PORT to serve /metrics on (default: config exporter.listen)")
+    p.add_argument("--once", action="store_true", help="scrape every target once, print the exposition, exit")
+    p.add_argument(
+        "--twin-warmup-seconds",
+        type=float,
+        default=60.0,
+        help="simulated seconds to run an in-process twin before the first scrape (default 60)",
+    )
+    p.add_argument(
+        "--twin-speed",
+        type=float,
+        default=1.0,
+        help="serving mode: simulated seconds the twin advances per wall second (default 1 = real time)",
+    )
+    p.add_argument("--nvml", dest="nvml", action="store_true", default=True, help="read this node's GPUs (default)")
+    p.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not read GPUs through NVML")
+    p.add_argument("--node", default=None, help="node name for NVML series (default: the host name)")
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"--listen {value!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
+    return host.strip("[]"), int(port)
+
+
+def build(args: argparse.Namespace):
+    config = load_config(args.config)
+    twin = None
+    if any(t.kind == "twin" for t in config.targets):
+        name = next(t.name for t in config.targets if t.kind == "twin")
+        twin = TwinSource(config, name=name)
+    sources = build_sources(config, twin=twin)
+    if args.nvml:
+        sources.append(NvmlSource(node=args.node))
+    recorder = twin.fleet.recorder if twin is not None and getattr(twin.fleet, "recorder", None) else None
+    return config, twin, Exporter(config, sources, recorder=recorder)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.twin_warmup_seconds < 0 or args.twin_speed <= 0:
+        raise ConfigError("--twin-warmup-seconds must be >= 0 and --twin-speed > 0")
+    config, twin, exporter = build(args)
+    if args.once:
+        if twin is not None and args.twin_warmup_seconds > 0:
+            # two scrapes a window apart in simulated time, so windowed ratios (hit ratio, rates) have a span
+            span = min(config.exporter.hit_ratio_window_seconds, args.twin_warmup_seconds / 2)
+            twin.advance(args.twin_warmup_seconds - span)
+            exporter.scrape()
+            twin.advance(span)
+        exporter.scrape()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(exporter)
+        sys.stdout.write(generate_latest(registry).decode())
+        exporter.close()
+        return 0
+
+    host, port = _listen(args.listen or config.exporter.listen)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving /metrics on %s: reachable beyond this machine", host)
+    stop = threading.Event()
+    if twin is not None:
+        twin.advance(args.twin_warmup_seconds)
+        threading.Thread(target=_drive_twin, args=(twin, args.twin_speed, stop), name="twin", daemon=True).start()
+    server = ExporterServer(exporter, host, port).start()
+    log.info("serving http://%s:%d/metrics for %d targets", host, server.port, len(exporter.states))
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        server.close()
+    return 0
+
+
+def _drive_twin(twin: TwinSource, speed: float, stop: threading.Event, step: float = 0.5) -> None:
+    """Advance the twin in (scaled) real time until stopped; a failing twin is logged and retried, not fatal."""
+    last = time.monotonic()
+    while not stop.wait(step):
+        now = time.monotonic()
+        try:
+            twin.advance((now - last) * speed)
+        except Exception:
+            log.exception("the twin failed to advance")
+        last = now

@@ -1,0 +1,230 @@
+"""Derived fleet scores: avalanche risk per pool, health per pool and version (pure: samples and config in).
+
+Inputs are the samples the exporter already holds: catalog samples of every fresh target, the windowed rates
+(`_rate:<counter>`) from `exporters.windows`, `_target_up` per serving target, and optionally forecasts of KV usage
+per pool.  Nothing here reads a clock or does I/O.
+
+## Health (`infercast_health_score{pool,version}` and `infercast_health_dimension_score{pool,version,dimension}`)
+
+Each dimension scores 0-100 with `ramp(x, good, bad)`: 100 at or below `good`, 0 at or above `bad`, linear between.
+The worst instance of the pool and version decides (a pool is as healthy as its sickest node).  A dimension with
+no input (e.g. fragmentation on vLLM, TGI, SGLang or TRT-LLM, which do not export it) is *excluded*, not zero: it
+is not exported and does not count in the score.  The score is `(mean + min) / 2` of the present dimensions, so
+one collapsed dimension cannot hide behind ten healthy ones.
+
+| dimension | input | good -> bad |
+|---|---|---|
+| kv_usage | max `infercast_kv_cache_usage_ratio` | `thresholds.kv_forecast_trigger` -> 1.0 |
+| fragmentation | max `infercast_kv_cache_fragmentation_ratio` | `fragmentation_green` -> `fragmentation_release` |
+| allocation_failures | max allocation failures per second per running request | 0 -> `FAILURES_BAD` |
+| batch_saturation | max `infercast_batch_saturation_ratio` | `gpu_utilization_breaker` -> 1.0 |
+| queue_depth | max `infercast_requests_waiting` | `queue_saturated` -> `QUEUE_BAD_FACTOR` x that |
+| latency_slo | router: share of requests ending in `timeout` | 0 -> `SHARE_BAD` |
+| error_rate | router: share ending in `error`, `rejected` or `shed` | 0 -> `SHARE_BAD` |
+| degradation_rate | router: degradations away from the version / its requests | 0 -> `SHARE_BAD` |
+| gpu_temperature | max GPU temperature (dcgm targets of the pool) | `gpu_temperature_celsius` - `TEMP_MARGIN_C` -> it |
+| gpu_errors | rate of uncorrectable ECC + XID errors | 0 -> any (0 if any error in the window) |
+| staleness | share of the pool's serving targets up | 1.0 -> 0.0 |
+
+## Avalanche risk (`infercast_avalanche_risk_score{pool}`, 0-100)
+
+`risk = 100 x P x C`.  `P` is the pool's own pressure: the worst of KV usage, fragmentation, allocation failures and
+batch saturation, each `1 - dimension score / 100`.  `C` is the share of the pool's KV load its failover pools
+could not absorb: `C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use and
+`free_f` each failover pool's free KV tokens (capacities from the fleet file's pools, versions and GPUs),
+scaled by its relative throughput (`peak_throughput_factor`).  A failover pool's usage is its forecast upper band
+when forecasts are given (the seed's lesson: check the target's *future* headroom), else its current usage; a
+failover pool with no usage known counts as no headroom.  A pool without failover has C = 1: whatever fails there
+has nowhere to go.  Seed 000's v4 pool at 98% usage failing over to five v3.5 nodes: P ~ 1, C ~ 0.9, risk ~ 90.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from exporters.base import FAILURES, FRAGMENTATION, RUNNING, SATURATION, USAGE, WAITING, Sample
+from exporters.windows import RATE_PREFIX
+from infercast.catalog import HEALTH_DIMENSIONS
+from infercast.config import FleetConfig
+
+TARGET_UP = "_target_up"
+RISK = "infercast_avalanche_risk_score"
+HEALTH = "infercast_health_score"
+DIMENSION = "infercast_health_dimension_score"
+
+# Scoring constants for which the fleet file has no threshold (the rest come from `config.thresholds`).
+FAILURES_BAD = 0.01  # allocation failures per second per running request at which the dimension scores 0
+QUEUE_BAD_FACTOR = 10.0  # queue_depth scores 0 at this many times `thresholds.queue_saturated`
+SHARE_BAD = 0.05  # router shares (timeouts, errors, degradations) scoring 0
+TEMP_MARGIN_C = 15.0  # gpu_temperature starts losing points this far below `thresholds.gpu_temperature_celsius`
+ERROR_OUTCOMES = ("error", "rejected", "shed")
+GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
+
+
+def ramp(x: float, good: float, bad: float) -> float:
+    """100 at x <= good, 0 at x >= bad, linear between."""
+    if x <= good:
+        return 100.0
+    if x >= bad or bad <= good:
+        return 0.0
+    return 100.0 * (bad - x) / (bad - good)
+
+
+def _kv_capacity_tokens(config: FleetConfig, pool: str) -> float:
+    """KV tokens a pool holds in total: nodes x (usable GPU memory - weights) / KV bytes per token."""
+    p = config.pools[pool]
+    v = config.versions[p.version]
+    per_node = p.node_memory_bytes * p.memory_utilization - v.model.weights_bytes
+    return max(0.0, per_node) * p.nodes / v.model.kv_bytes_per_token
+
+
+def _max_by(samples: Iterable[Sample], name: str, key) -> dict:
+    out: dict = {}
+    for s in samples:
+        if s.name == name:
+            k = key(s.labels)
+            out[k] = max(out.get(k, s.value), s.value)
+    return out
+
+
+def _pv(labels: Mapping[str, str]) -> tuple[str, str]:
+    return labels.get("pool", "unknown"), labels.get("version", "unknown")
+
+
+def health(
+    config: FleetConfig, samples: list[Sample], gpu_pools: Mapping[tuple[str, str], str] | None = None
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Dimension scores per (pool, version); only dimensions with an input are present.
+
+    `gpu_pools` maps a GPU (node, gpu) to the pool whose target it was scraped for (dcgm targets with a `pool`).
+    """
+    th = config.thresholds
+    dims: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+
+    def worst(name: str, dimension: str, score) -> None:
+        for pv, value in _max_by(samples, name, _pv).items():
+            dims[pv][dimension] = score(value)
+
+    worst(USAGE, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
+    worst(FRAGMENTATION, "fragmentation", lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release))
+    worst(SATURATION, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
+    worst(WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * QUEUE_BAD_FACTOR))
+
+    # allocation failures per second per running request, per instance
+    running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == RUNNING}
+    for s in samples:
+        if s.name == RATE_PREFIX + FAILURES:
+            per_req = s.value / max(1.0, running.get((_pv(s.labels), s.labels.get("instance")), 1.0))
+            pv = _pv(s.labels)
+            score = ramp(per_req, 0.0, FAILURES_BAD)
+            dims[pv]["allocation_failures"] = min(dims[pv].get("allocation_failures", 100.0), score)
+
+    # router: shares of outcomes over the window, per (pool, version)
+    req_rates: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for s in samples:
+        if s.name == RATE_PREFIX + "infercast_router_requests_total":
+            req_rates[_pv(s.labels)][s.labels.get("outcome", "")] += s.value
+    deg_from: dict[str, float] = defaultdict(float)
+    for s in samples:
+        if s.name == RATE_PREFIX + "infercast_degradations_total":
+            deg_from[s.labels.get("from_version", "")] += s.value
+    for pv, by_outcome in req_rates.items():
+        total = sum(by_outcome.values())
+        if total <= 0:
+            continue
+        dims[pv]["latency_slo"] = ramp(by_outcome.get("timeout", 0.0) / total, 0.0, SHARE_BAD)
+        dims[pv]["error_rate"] = ramp(sum(by_outcome.get(o, 0.0) for o in ERROR_OUTCOMES) / total, 0.0, SHARE_BAD)
+        version_total = sum(sum(o.values()) for (_, v), o in req_rates.items() if v == pv[1])
+        if version_total > 0:
+            dims[pv]["degradation_rate"] = ramp(deg_from.get(pv[1], 0.0) / version_total, 0.0, SHARE_BAD)
+
+    # GPUs of targets that belong to a pool
+    if gpu_pools:
+        pool_version = {p: c.version for p, c in config.pools.items()}
+        for s in samples:
+            pool = gpu_pools.get((s.labels.get("node", ""), s.labels.get("gpu", "")))
+            if pool is None:
+                continue
+            pv = (pool, pool_version.get(pool, "unknown"))
+            if s.name == "infercast_gpu_temperature_celsius":
+                score = ramp(s.value, th.gpu_temperature_celsius - TEMP_MARGIN_C, th.gpu_temperature_celsius)
+                dims[pv]["gpu_temperature"] = min(dims[pv].get("gpu_temperature", 100.0), score)
+            elif s.name in GPU_ERROR_RATES:
+                if s.name.endswith("ecc_errors_total") and s.labels.get("type") != "uncorrectable":
+                    continue
+                score = 0.0 if s.value > 0 else 100.0
+                dims[pv]["gpu_errors"] = min(dims[pv].get("gpu_errors", 100.0), score)
+
+    # staleness: share of the pool's serving targets that answered
+    ups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for s in samples:
+        if s.name == TARGET_UP and "pool" in s.labels:
+            ups[_pv(s.labels)].append(s.value)
+    for pv, values in ups.items():
+        dims[pv]["staleness"] = 100.0 * sum(values) / len(values)
+    return {pv: d for pv, d in dims.items() if d}
+
+
+def health_score(dims: Mapping[str, float]) -> float:
+    values = [dims[d] for d in HEALTH_DIMENSIONS if d in dims]
+    return (sum(values) / len(values) + min(values)) / 2.0
+
+
+def pressure(dims: Mapping[str, float]) -> float | None:
+    """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation and batch dimensions."""
+    own = [dims[d] for d in ("kv_usage", "fragmentation", "allocation_failures", "batch_saturation") if d in dims]
+    return 1.0 - min(own) / 100.0 if own else None
+
+
+def avalanche_risk(
+    config: FleetConfig,
+    samples: list[Sample],
+    dims: Mapping[tuple[str, str], Mapping[str, float]],
+    forecast_usage: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Risk 0-100 per pool (absent for pools with no pressure input)."""
+    usage_by_pool: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.name == USAGE:
+            usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
+    mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
+    out: dict[str, float] = {}
+    for pool, pcfg in config.pools.items():
+        pressures = [pr for (p, _), d in dims.items() if p == pool and (pr := pressure(d)) is not None]
+        if not pressures:
+            continue
+        own = max(pressures)
+        cascade = 1.0
+        used = mean_usage.get(pool, 0.0) * _kv_capacity_tokens(config, pool)
+        if pcfg.failover and used > 0:
+            factor = config.versions[pcfg.version].peak_throughput_factor
+            free = 0.0
+            for f in pcfg.failover:
+                u = (forecast_usage or {}).get(f, mean_usage.get(f))
+                if u is None:
+                    continue  # unknown headroom counts as none
+                rel = config.versions[config.pools[f].version].peak_throughput_factor / factor
+                free += max(0.0, 1.0 - u) * _kv_capacity_tokens(config, f) * min(1.0, rel)
+            cascade = 1.0 - min(1.0, free / used)
+        out[pool] = 100.0 * own * cascade
+    return out
+
+
+def derive(
+    config: FleetConfig,
+    samples: list[Sample],
+    gpu_pools: Mapping[tuple[str, str], str] | None = None,
+    forecast_usage: Mapping[str, float] | None = None,
+) -> list[Sample]:
+    """All derived samples: risk per pool, health and its dimensions per pool and version."""
+    dims = health(config, samples, gpu_pools)
+    out: list[Sample] = []
+    for pool, risk in sorted(avalanche_risk(config, samples, dims, forecast_usage).items()):
+        out.append(Sample(RISK, {"pool": pool}, risk))
+    for (pool, version), d in sorted(dims.items()):
+        out.append(Sample(HEALTH, {"pool": pool, "version": version}, health_score(d)))
+        for dim in HEALTH_DIMENSIONS:
+            if dim in d:
+                out.append(Sample(DIMENSION, {"pool": pool, "version": version, "dimension": dim}, d[dim]))
+    return out

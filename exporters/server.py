@@ -1,0 +1,320 @@
+"""The exporter: scrape every source concurrently, keep the last good reading, derive, serve `/metrics`.
+
+One scrape cycle (`Exporter.scrape`) starts every source in a thread pool and waits at most the per-target
+timeout (`config.exporter.scrape_timeout_seconds`) for all of them together: a dead target fails fast, a slow one
+is abandoned at the deadline (and not started again while its previous request still runs), so a cycle never
+takes much longer than the timeout.  Each source's samples pass through its `Windows` (windowed ratios, integrated
+counters), then the derived scores are computed from everything fresh, and the result is turned into metric
+families once per cycle; `collect()` only hands those out.
+
+A target that fails keeps its last good samples for `config.exporter.staleness_seconds` (so one lost scrape does
+not punch holes in every graph) while `infercast_target_up` says 0 at once; the reason is logged once per change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+
+from exporters.base import Sample, ScrapeError, Target
+from exporters.derive import TARGET_UP, derive
+from exporters.router import RouterRecorder, apply_ingest
+from exporters.sources import SERVING_KINDS, HttpSource, Source
+from exporters.twin import TwinSource, recorder_samples
+from exporters.windows import Windows
+from infercast.catalog import Kind, spec
+from infercast.config import FleetConfig
+
+log = logging.getLogger(__name__)
+UP = "infercast_target_up"
+DURATION = "infercast_target_scrape_duration_seconds"
+MAX_INGEST_BYTES = 1024 * 1024
+
+
+@dataclass
+class TargetState:
+    source: Source
+    windows: Windows
+    pool: str | None = None
+    version: str | None = None
+    gpu_pool: str | None = None
+    samples: list[Sample] = field(default_factory=list)
+    good_at: float | None = None
+    up: bool = False
+    reason: str | None = "not scraped yet"
+    duration: float = 0.0
+    future: Future | None = None
+
+
+def build_sources(config: FleetConfig, *, twin: TwinSource | None = None) -> list[Source]:
+    """One source per configured target (the twin target shares `twin` when given)."""
+    out: list[Source] = []
+    for tc in config.targets:
+        if tc.kind == "twin":
+            out.append(twin if twin is not None else TwinSource(config, name=tc.name))
+        else:
+            target = Target.from_config(tc, config)
+            out.append(HttpSource(target, config.exporter.scrape_timeout_seconds, config.exporter.max_body_bytes))
+    return out
+
+
+class Exporter:
+    """Sources in, metric families out; a prometheus_client custom collector."""
+
+    def __init__(
+        self,
+        config: FleetConfig,
+        sources: Iterable[Source],
+        *,
+        recorder: RouterRecorder | None = None,
+        forecast_usage: Callable[[], Mapping[str, float] | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.timeout = config.exporter.scrape_timeout_seconds
+        self.staleness = config.exporter.staleness_seconds
+        self.recorder = recorder if recorder is not None else RouterRecorder()
+        self._router_windows = Windows(config.exporter.hit_ratio_window_seconds)
+        self._forecast_usage = forecast_usage
+        self._clock = clock
+        self.states: list[TargetState] = []
+        by_name = {t.name: t for t in config.targets}
+        for src in sources:
+            tc = by_name.get(src.name)
+            st = TargetState(src, Windows(config.exporter.hit_ratio_window_seconds))
+            if tc is not None:
+                st.pool = tc.pool
+                st.version = tc.version or (config.pools[tc.pool].version if tc.pool else None)
+                st.gpu_pool = tc.pool if tc.kind == "dcgm" else None
+            self.states.append(st)
+        self._executor = ThreadPoolExecutor(max_workers=min(256, max(4, len(self.states))), thread_name_prefix="scrape")
+        self._cycle = threading.Lock()
+        self._frame: list[Metric] = []
+        self.last_cycle_seconds = 0.0
+        self.last_cycle_at: float | None = None
+
+    # --- scraping ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _run(source: Source) -> tuple[list[Sample], float, float]:
+        t0 = time.monotonic()
+        samples = source.collect()
+        return samples, time.monotonic() - t0, source.now()
+
+    def scrape(self) -> None:
+        """One scrape cycle of every source; bounded by the per-target timeout."""
+        with self._cycle:
+            t0 = time.monotonic()
+            pending: dict[Future, TargetState] = {}
+            for st in self.states:
+                if st.future is not None and not st.future.done():
+                    continue  # still running from an earlier cycle: reported below, not started twice
+                st.future = self._executor.submit(self._run, st.source)
+                pending[st.future] = st
+            wait_futures(list(pending), timeout=self.timeout)
+            now = self._clock()
+            for st in self.states:
+                fut = st.future
+                if fut is None or not fut.done():
+                    self._fail(st, f"timed out after {self.timeout:g}s", self.timeout)
+                    continue
+                if fut not in pending:
+                    continue  # finished an abandoned scrape in between: its result is stale, rescrape next cycle
+                try:
+                    samples, duration, src_now = fut.result()
+                except ScrapeError as e:
+                    self._fail(st, str(e), time.monotonic() - t0)
+                    continue
+                except Exception as e:  # a source bug: reported as the target's reason, never a crash
+                    self._fail(st, f"{type(e).__name__}: {e}", time.monotonic() - t0)
+                    continue
+                st.samples = st.windows.apply(samples, src_now)
+                st.good_at = now
+                st.duration = duration
+                self._set_reason(st, None)
+            self._frame = self._build(now)
+            self.last_cycle_seconds = time.monotonic() - t0
+            self.last_cycle_at = now
+
+    def _fail(self, st: TargetState, reason: str, duration: float) -> None:
+        st.duration = duration
+        self._set_reason(st, reason)
+
+    def _set_reason(self, st: TargetState, reason: str | None) -> None:
+        st.up = reason is None
+        if reason != st.reason:
+            if reason is None:
+                log.info("target %s (%s) is up", st.source.name, st.source.kind)
+            else:
+                log.warning("target %s (%s) is down: %s", st.source.name, st.source.kind, reason)
+        st.reason = reason
+
+    # --- the frame ---------------------------------------------------------------------------------------------
+    def _build(self, now: float) -> list[Metric]:
+        samples: list[Sample] = []
+        gpu_pools: dict[tuple[str, str], str] = {}
+        for st in self.states:
+            fresh = st.good_at is not None and now - st.good_at <= self.staleness
+            labels = {"target": st.source.name, "kind": st.source.kind}
+            samples.append(Sample(DURATION, labels, st.duration))
+            own_up = Sample(UP, labels, 1.0 if st.up else 0.0)
+            if st.source.kind in SERVING_KINDS and st.source.kind != "twin":
+                pool, version = st.pool, st.version
+                if pool is None or version is None:
+                    first = next((s.labels for s in st.samples if "pool" in s.labels), None)
+                    pool, version = (first["pool"], first["version"]) if first else (pool, version)
+                if pool is not None and version is not None:
+                    samples.append(Sample(TARGET_UP, {**labels, "pool": pool, "version": version}, own_up.value))
+            samples.append(own_up)
+            if not fresh:
+                continue
+            for s in st.samples:
+                if s.name == TARGET_UP and not st.up:
+                    continue  # the twin's per-node view is only as current as the twin itself
+                samples.append(s)
+            if st.gpu_pool is not None:
+                for s in st.samples:
+                    if s.name.startswith("infercast_gpu_"):
+                        gpu_pools[(s.labels.get("node", ""), s.labels.get("gpu", ""))] = st.gpu_pool
+        samples.extend(self._router_windows.apply(recorder_samples(self.recorder), now))
+        forecasts = self._forecast_usage() if self._forecast_usage else None
+        samples.extend(derive(self.config, samples, gpu_pools, forecasts))
+        return families(samples)
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._frame)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def families(samples: Iterable[Sample]) -> list[Metric]:
+    """Catalog samples -> metric families in catalog order; internal samples are dropped, `_target_up` becomes
+    `infercast_target_up{target,kind}`; a series given twice (two targets reporting the same GPU) is kept once."""
+    by_name: dict[str, Metric] = {}
+    seen: set[tuple] = set()
+    dup = 0
+    for s in samples:
+        name, labels = s.name, s.labels
+        if name == TARGET_UP:
+            if "pool" not in labels or labels.get("kind") != "twin":
+                continue  # per-pool view of an HTTP target: only used by the health score
+            name, labels = UP, {"target": labels["target"], "kind": labels["kind"]}
+        if name[0] == "_":
+            continue
+        key = (name, tuple(labels.items()))
+        if key in seen:
+            dup += 1
+            continue
+        seen.add(key)
+        fam = by_name.get(name)
+        if fam is None:
+            m = spec(name)
+            if m.kind is Kind.COUNTER:
+                fam = Metric(name.removesuffix("_total"), m.help, "counter")
+            else:
+                fam = Metric(name, m.help, m.kind.value)
+            by_name[name] = fam
+        fam.samples.append(_sample(name, labels, s.value))
+    if dup:
+        log.debug("dropped %d duplicate series", dup)
+    return list(by_name.values())
+
+
+def _sample(name: str, labels: dict[str, str], value: float):
+    from prometheus_client.samples import Sample as PSample
+
+    return PSample(name, labels, value, None, None, None)
+
+
+# --- HTTP ------------------------------------------------------------------------------------------------------
+class ExporterServer:
+    """`/metrics` (scraping on request, at most once per `min_interval`) and `POST /ingest/router`."""
+
+    def __init__(self, exporter: Exporter, host: str = "127.0.0.1", port: int = 9400, min_interval: float = 1.0):
+        self.exporter = exporter
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(exporter)
+        self.min_interval = min_interval
+        self._lock = threading.Lock()
+        handler = _handler(self)
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def render(self) -> bytes:
+        with self._lock:
+            last = self.exporter.last_cycle_at
+            if last is None or time.monotonic() - last >= self.min_interval:
+                self.exporter.scrape()
+        return generate_latest(self.registry)
+
+    def start(self) -> ExporterServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="exporter-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.exporter.close()
+
+
+def _handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("http: " + format, *args)
+
+        def _reply(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                try:
+                    body = server.render()
+                except Exception as e:  # never leave Prometheus without an answer
+                    log.exception("rendering /metrics failed")
+                    self._reply(500, f"infercast exporter: {e}\n".encode())
+                    return
+                self._reply(200, body, CONTENT_TYPE_LATEST)
+            elif path == "/":
+                self._reply(200, b"infercast exporter: GET /metrics, POST /ingest/router\n")
+            else:
+                self._reply(404, b"not found\n")
+
+        def do_POST(self) -> None:
+            if self.path.split("?", 1)[0] != "/ingest/router":
+                self._reply(404, b"not found\n")
+                return
+            length = self.headers.get("Content-Length")
+            if not length or not length.isdigit():
+                self._reply(411, b"Content-Length required\n")
+                return
+            if int(length) > MAX_INGEST_BYTES:
+                self._reply(413, f"body over {MAX_INGEST_BYTES} bytes\n".encode())
+                return
+            raw = self.rfile.read(int(length))
+            try:
+                body = json.loads(raw)
+                n = apply_ingest(server.exporter.recorder, body)
+            except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+                self._reply(400, f"rejected, nothing applied: {e}\n".encode())
+                return
+            self._reply(200, json.dumps({"applied": n}).encode(), "application/json")
+
+    return Handler

@@ -1,0 +1,118 @@
+"""Sources the exporter scrapes: HTTP `/metrics` endpoints (engines, dcgm-exporter) behind one small protocol.
+
+A source has a `name`, a `kind` (the catalog's `target_up` kinds) and `collect() -> list[Sample]`, which raises
+`ScrapeError` with a one-line reason when the target cannot be read or trusted.  `now()` is the clock its
+windowed ratios run on (wall time here; simulated time for the twin).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import requests
+
+from exporters import dcgm, sglang, tgi, trtllm, vllm
+from exporters.base import Sample, ScrapeError, Target
+
+PARSERS: dict[str, Callable[[str, Target], list[Sample]]] = {
+    "vllm": vllm.parse,
+    "sglang": sglang.parse,
+    "tgi": tgi.parse,
+    "trtllm": trtllm.parse,
+    "dcgm": dcgm.parse,
+}
+SERVING_KINDS = frozenset({"vllm", "sglang", "tgi", "trtllm", "twin"})
+_CHUNK = 64 * 1024
+
+
+class Source(Protocol):
+    name: str
+    kind: str
+
+    def collect(self) -> list[Sample]: ...
+
+    def now(self) -> float: ...
+
+
+def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -> str:
+    """GET a /metrics body within `timeout` seconds and `max_bytes` bytes; ScrapeError says why not.
+
+    Redirects are not followed (a scrape target that redirects is misconfigured, and following could leave
+    loopback); the body is read as it arrives so that a server dribbling bytes hits the deadline too.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        with session.get(
+            url,
+            timeout=(timeout, timeout),
+            stream=True,
+            allow_redirects=False,
+            headers={"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip, identity"},
+        ) as r:
+            if r.is_redirect or 300 <= r.status_code < 400:
+                raise ScrapeError(f"HTTP {r.status_code} redirect to {r.headers.get('Location', '?')!r} (not followed)")
+            if r.status_code != 200:
+                raise ScrapeError(f"HTTP {r.status_code} {r.reason or ''}".strip())
+            declared = r.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > max_bytes:
+                raise ScrapeError(f"body of {declared} bytes is over the {max_bytes}-byte limit")
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                chunk = r.raw.read1(_CHUNK, decode_content=True)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ScrapeError(f"body over the {max_bytes}-byte limit")
+                if time.monotonic() > deadline:
+                    raise ScrapeError(f"timed out after {timeout:g}s reading the body")
+                chunks.append(chunk)
+    except requests.Timeout:
+        raise ScrapeError(f"timed out after {timeout:g}s") from None
+    except requests.ConnectionError as e:
+        raise ScrapeError(f"connection failed: {_short(e)}") from None
+    except (requests.RequestException, OSError, ValueError) as e:
+        raise ScrapeError(f"request failed: {_short(e)}") from None
+    except Exception as e:  # urllib3 decode errors and the like: never crash a scrape
+        raise ScrapeError(f"request failed: {type(e).__name__}: {_short(e)}") from None
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScrapeError("body is not UTF-8 text") from None
+
+
+def _short(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+class HttpSource:
+    """One engine or dcgm-exporter endpoint: fetch its /metrics, then the kind's pure parser."""
+
+    def __init__(self, target: Target, timeout: float, max_bytes: int, session: requests.Session | None = None):
+        if target.kind not in PARSERS:
+            raise ValueError(f"no HTTP parser for target kind {target.kind!r}")
+        if not target.url:
+            raise ValueError(f"target {target.name!r} has no url")
+        self.target = target
+        self.name = target.name
+        self.kind = target.kind
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.session = session or requests.Session()
+        self._parse = PARSERS[target.kind]
+
+    def collect(self) -> list[Sample]:
+        text = fetch(self.target.url or "", self.session, self.timeout, self.max_bytes)
+        try:
+            return self._parse(text, self.target)
+        except ScrapeError:
+            raise
+        except Exception as e:  # a parser bug must not take the exporter down; it is reported as the reason
+            raise ScrapeError(f"could not interpret the body: {type(e).__name__}: {_short(e)}") from None
+
+    def now(self) -> float:
+        return time.monotonic()

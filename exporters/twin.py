@@ -1,0 +1,117 @@
+"""The in-process fleet twin as a source: each node's vLLM-style text (plus the engine extension) to the catalog.
+
+A twin target (`kind: twin` in the fleet file) builds the twin from the same fleet file
+(`infercast.twin.build_fleet`), advances it on request (`advance`; the CLI does it for a warm-up with `--once`, or
+in a background thread in real time when serving) and scrapes every node through the same vLLM parser a real
+engine goes through.  A node that is down (OOM, cold start) renders nothing: it gets `infercast_target_up 0`
+(`target` = node name, `kind="twin"`) and no serving series.  The twin's router records into a `RouterRecorder`
+whose counters are exported too.  Windowed ratios run on simulated time.
+
+The twin is not thread-safe: every call into it holds this source's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from exporters import vllm
+from exporters.base import Sample, ScrapeError, Target
+from exporters.router import DEGRADATIONS, REQUESTS
+from infercast.config import FleetConfig
+
+log = logging.getLogger(__name__)
+TARGET_UP = "_target_up"
+
+
+def _default_factory(config: FleetConfig) -> Any:
+    from infercast.twin import build_fleet  # imported lazily: the twin is only needed for twin targets
+
+    return build_fleet(config, control="none", seed=0)
+
+
+def recorder_samples(recorder: Any) -> list[Sample]:
+    """The router SDK's counters as samples (the twin's recorder and the HTTP ingest's)."""
+    snap = recorder.snapshot()
+    out = [
+        Sample(REQUESTS, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
+        for (p, v, pr, o), n in sorted(snap["requests"].items())
+    ]
+    out += [
+        Sample(DEGRADATIONS, {"from_version": f, "to_version": t, "reason": r}, float(n))
+        for (f, t, r), n in sorted(snap["degradations"].items())
+    ]
+    return out
+
+
+class TwinSource:
+    kind = "twin"
+
+    def __init__(
+        self,
+        config: FleetConfig,
+        name: str = "twin",
+        fleet: Any | None = None,
+        factory: Callable[[FleetConfig], Any] = _default_factory,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._fleet = fleet
+        self._factory = factory
+        self._lock = threading.Lock()
+        models = {v.model.name: k for k, v in config.versions.items()}
+        pools: dict[str, str] = {}
+        for pname, p in config.pools.items():
+            pools.setdefault(p.version, pname)
+        self._models = models
+        self._pools_by_version = pools
+        self._pool_versions = {p: c.version for p, c in config.pools.items()}
+
+    @property
+    def fleet(self) -> Any:
+        if self._fleet is None:
+            self._fleet = self._factory(self.config)
+        return self._fleet
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.fleet.advance(seconds)
+
+    def now(self) -> float:
+        with self._lock:
+            return float(self.fleet.now)
+
+    def _target(self, node: Any) -> Target:
+        return Target(
+            name=node.name,
+            kind="twin",
+            pool=node.pool,
+            version=node.version,
+            models=self._models,
+            pools_by_version=self._pools_by_version,
+            pool_versions=self._pool_versions,
+        )
+
+    def collect(self) -> list[Sample]:
+        with self._lock:
+            try:
+                fleet = self.fleet
+                nodes = [(n, bool(n.up), n.metrics_text() if n.up else "") for n in fleet.nodes]
+                router = recorder_samples(fleet.recorder) if getattr(fleet, "recorder", None) is not None else []
+            except Exception as e:
+                raise ScrapeError(f"twin failed: {type(e).__name__}: {e}") from None
+        out: list[Sample] = []
+        for node, up, text in nodes:
+            up_labels = {"target": node.name, "kind": "twin", "pool": node.pool, "version": node.version}
+            if up and text.strip():
+                try:
+                    out.extend(vllm.parse(text, self._target(node)))
+                except ScrapeError as e:
+                    log.warning("twin node %s: %s", node.name, e)
+                    up = False
+            else:
+                up = False
+            out.append(Sample(TARGET_UP, up_labels, 1.0 if up else 0.0))
+        return out + router

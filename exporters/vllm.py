@@ -1,0 +1,111 @@
+"""vLLM (and any engine speaking vLLM's names, the twin included): `/metrics` to the catalog.
+
+Reads vLLM 0.34's families and the ones older releases used (`vllm:gpu_cache_usage_perc` -> usage,
+`vllm:gpu_prefix_cache_*` -> hit ratio), in both renderings (single-process with `_created` series and declaration
+label order, multiprocess with sorted labels), with or without the `engine` label (older releases have none).
+A payload that also carries the infercast engine extension (`infercast_engine_*`, docs/engine-extension.md) gets
+fragmentation, memory efficiency, the batch limit, allocation failures and GPU memory from it.
+
+What vLLM itself cannot feed: fragmentation and memory efficiency (absent), batch saturation unless the fleet file
+gives `targets[].max_batch` (vLLM does not export `max_num_seqs`).  Preemptions are the allocation failures:
+vLLM preempts exactly when `allocate_slots()` finds no free KV block.
+"""
+
+from __future__ import annotations
+
+from exporters.base import (
+    EFFICIENCY,
+    FAILURES,
+    FRAGMENTATION,
+    GPU_TOTAL,
+    GPU_USED,
+    HIT_HITS,
+    HIT_QUERIES,
+    RUNNING,
+    SATURATION,
+    USAGE,
+    WAITING,
+    Emitter,
+    Sample,
+    ScrapeError,
+    Target,
+    first,
+    parse_text,
+    saturation,
+)
+from infercast.catalog import ENGINE_EXTENSION_VERSION
+
+USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+QUERY_NAMES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+HIT_NAMES = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+RUNNING_NAME = "vllm:num_requests_running"
+WAITING_NAME = "vllm:num_requests_waiting"
+PREEMPTIONS = "vllm:num_preemptions_total"
+
+EXT_INFO = "infercast_engine_extension_info"
+EXT_FRAG = "infercast_engine_kv_cache_fragmentation_ratio"
+EXT_EFF = "infercast_engine_memory_efficiency_ratio"
+EXT_MAX_SEQS = "infercast_engine_max_num_seqs"
+EXT_FAILURES = "infercast_engine_kv_block_allocation_failures_total"
+EXT_GPU_USED = "infercast_engine_gpu_memory_used_bytes"
+EXT_GPU_TOTAL = "infercast_engine_gpu_memory_total_bytes"
+EXTENSION = (EXT_FRAG, EXT_EFF, EXT_MAX_SEQS, EXT_FAILURES, EXT_GPU_USED, EXT_GPU_TOTAL)
+
+WANTED = frozenset(
+    (*USAGE_NAMES, *QUERY_NAMES, *HIT_NAMES, RUNNING_NAME, WAITING_NAME, PREEMPTIONS, EXT_INFO, *EXTENSION)
+)
+
+Key = tuple[str | None, str | None]  # (model_name, engine)
+
+
+def _by_key(rows: list[tuple[dict[str, str], float]] | None) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for labels, value in rows or ():
+        key = (labels.get("model_name"), labels.get("engine"))
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def extension_enabled(raw: dict) -> bool:
+    """True when the payload declares the extension in a version this exporter reads."""
+    return any(labels.get("version") == ENGINE_EXTENSION_VERSION for labels, _ in raw.get(EXT_INFO, ()))
+
+
+def parse(text: str, target: Target) -> list[Sample]:
+    """vLLM-style text -> catalog samples labelled with the target's pool and version."""
+    raw = parse_text(text, WANTED)
+    fams = {
+        "usage": _by_key(raw.get(first(raw, *USAGE_NAMES) or "")),
+        "running": _by_key(raw.get(RUNNING_NAME)),
+        "waiting": _by_key(raw.get(WAITING_NAME)),
+        "preempt": _by_key(raw.get(PREEMPTIONS)),
+        "queries": _by_key(raw.get(first(raw, *QUERY_NAMES) or "")),
+        "hits": _by_key(raw.get(first(raw, *HIT_NAMES) or "")),
+    }
+    ext = extension_enabled(raw)
+    for name in EXTENSION:
+        fams[name] = _by_key(raw.get(name)) if ext else {}
+    keys = set().union(*fams.values())
+    if not keys:
+        raise ScrapeError("no vLLM families in the body (is this a vLLM /metrics endpoint?)")
+    engines = {engine for _, engine in keys}
+    out = Emitter()
+    for key in sorted(keys, key=lambda k: (k[0] or "", k[1] or "")):
+        model, engine = key
+        instance = target.name if len(engines) <= 1 or engine is None else f"{target.name}/{engine}"
+        labels = target.serving_labels(model, instance)
+        running = fams["running"].get(key)
+        out.add(USAGE, labels, fams["usage"].get(key))
+        out.add(RUNNING, labels, running)
+        out.add(WAITING, labels, fams["waiting"].get(key))
+        out.add(FAILURES, labels, fams[EXT_FAILURES].get(key, fams["preempt"].get(key)))
+        out.add(SATURATION, labels, saturation(running, fams[EXT_MAX_SEQS].get(key) or target.max_batch))
+        out.add(FRAGMENTATION, labels, fams[EXT_FRAG].get(key))
+        out.add(EFFICIENCY, labels, fams[EXT_EFF].get(key))
+        if key in fams["queries"] and key in fams["hits"]:
+            out.add(HIT_QUERIES, labels, fams["queries"][key])
+            out.add(HIT_HITS, labels, fams["hits"][key])
+        gpu = {"node": target.node or instance, "gpu": "all", "uuid": ""}
+        out.add(GPU_USED, gpu, fams[EXT_GPU_USED].get(key))
+        out.add(GPU_TOTAL, gpu, fams[EXT_GPU_TOTAL].get(key))
+    return out.samples
