@@ -291,7 +291,7 @@ def _load_azure(path: Path, name: str) -> Trace:
     try:
         df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, skip_blank_lines=True)
     except pd.errors.ParserError as e:
-        raise TraceError(f"{path}: malformed CSV: {e}".replace("\n", " ")) from None
+        raise TraceError(f"{path}: malformed CSV: {' '.join(str(e).split())}") from None
     if df.empty:
         raise TraceError(f"{path}: no rows after the header")
     # pandas drops blank lines; recover the file's line numbers for messages.
@@ -402,7 +402,7 @@ def _parse_servegen_slow(path: Path, raw: bytes) -> pd.DataFrame:
     try:
         df = pd.read_csv(io.BytesIO(raw), header=None, names=list(SERVEGEN_COLUMNS), dtype=str, keep_default_na=False)
     except pd.errors.ParserError as e:
-        raise TraceError(f"{path}: malformed CSV: {e}".replace("\n", " ")) from None
+        raise TraceError(f"{path}: malformed CSV: {' '.join(str(e).split())}") from None
     lines = _nonblank_line_numbers(raw)[: len(df)]
     if df["timestamp"].iloc[0].strip().lower() == "timestamp":
         raise TraceError(f"{path}: line 1: ServeGen chunk files have no header; got {','.join(df.iloc[0])!r}")
