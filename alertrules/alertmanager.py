@@ -1,0 +1,145 @@
+"""The Alertmanager configuration: routes by severity and team, grouping by pool and version, inhibition.
+
+Pure: URLs and options in, a config document out.  Alertmanager 0.25 reads no environment variables and its
+webhook receiver has no `url_file`, so "configurable URL" means: generate the file with the URLs you need
+(`python -m alertrules.generate --actuator-url ... --pager-url ...`); the committed files are the loopback
+defaults (alertrules/alertmanager.yml, for deploy/local-stack.sh) and the compose one (deploy/alertmanager.yml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+TEAMS = ("serving", "hardware", "platform")
+#: how each team's alerts are grouped into one notification
+TEAM_GROUP_BY = {
+    "serving": ["alertname", "pool", "version"],
+    "hardware": ["alertname", "node", "gpu"],
+    "platform": ["alertname", "pool", "job", "target"],
+}
+TEMPLATE_FILE = "infercast.tmpl"
+
+
+@dataclass(frozen=True)
+class Receivers:
+    """Where notifications go.
+
+    `pager` is where critical alerts page, `chat` where warnings land: a plain webhook each by default (a
+    loopback receiver in tests, any webhook bridge in production), or Slack / PagerDuty with the templates in
+    alertrules/templates/ (their secrets are read from files, never written into the config).
+    """
+
+    actuator_url: str = "http://127.0.0.1:9402/api/v1/alerts"
+    pager_url: str = "http://127.0.0.1:9095/pager"
+    chat_url: str = "http://127.0.0.1:9095/chat"
+    pager: Literal["webhook", "pagerduty"] = "webhook"
+    chat: Literal["webhook", "slack"] = "webhook"
+    pagerduty_key_file: str = "/etc/alertmanager/secrets/pagerduty-routing-key"
+    slack_url_file: str = "/etc/alertmanager/secrets/slack-webhook-url"
+    template_dir: str = "templates"
+
+
+def _pager(r: Receivers, team: str) -> dict[str, Any]:
+    name = f"pager-{team}"
+    if r.pager == "pagerduty":
+        return {
+            "name": name,
+            "pagerduty_configs": [
+                {
+                    "routing_key_file": r.pagerduty_key_file,
+                    "description": '{{ template "infercast.pagerduty.description" . }}',
+                    "details": {
+                        "firing": '{{ template "infercast.pagerduty.details" . }}',
+                        "team": team,
+                    },
+                    "send_resolved": True,
+                }
+            ],
+        }
+    return {"name": name, "webhook_configs": [{"url": r.pager_url, "send_resolved": True}]}
+
+
+def _chat(r: Receivers, team: str) -> dict[str, Any]:
+    name = f"chat-{team}"
+    if r.chat == "slack":
+        return {
+            "name": name,
+            "slack_configs": [
+                {
+                    "api_url_file": r.slack_url_file,
+                    "channel": f"#infercast-{team}",
+                    "title": '{{ template "infercast.slack.title" . }}',
+                    "text": '{{ template "infercast.slack.text" . }}',
+                    "send_resolved": True,
+                }
+            ],
+        }
+    return {"name": name, "webhook_configs": [{"url": r.chat_url, "send_resolved": True}]}
+
+
+def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
+    r = r or Receivers()
+    team_routes = [
+        {
+            "matchers": [f'team="{team}"'],
+            "group_by": TEAM_GROUP_BY[team],
+            "receiver": f"chat-{team}",
+            "routes": [
+                {"matchers": ['severity="critical"'], "receiver": f"pager-{team}"},
+                {"matchers": ['severity="warning"'], "receiver": f"chat-{team}"},
+            ],
+        }
+        for team in TEAMS
+    ]
+    cfg: dict[str, Any] = {
+        "global": {"resolve_timeout": "5m"},
+        "templates": [f"{r.template_dir}/{TEMPLATE_FILE}"],
+        "route": {
+            "receiver": "pager-platform",
+            "group_by": ["alertname", "pool", "version"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [
+                # Information only (e.g. "the actuator acted"): visible in Alertmanager, never notified.
+                {"matchers": ['severity="info"'], "receiver": "blackhole"},
+                # What the actuator acts on reaches it at once, and then people as usual (continue).
+                {
+                    "matchers": ['actuator="notify"'],
+                    "receiver": "infercast-actuator",
+                    "group_by": ["alertname", "pool", "version"],
+                    "group_wait": "0s",
+                    "group_interval": "30s",
+                    "repeat_interval": "5m",
+                    "continue": True,
+                },
+                *team_routes,
+            ],
+        },
+        "inhibit_rules": [
+            # A critical for a pool silences that pool's warnings; the predictive warning stays visible.
+            # `pool=~".+"` keeps alerts without a pool (GPU, pipeline) from inhibiting each other.
+            {
+                "source_matchers": ['severity="critical"', 'pool=~".+"'],
+                "target_matchers": ['severity="warning"', 'kind!="predictive"'],
+                "equal": ["pool"],
+            },
+            # Once the actuator has acted on a forecast breach, the threshold alert does not page again.
+            {
+                "source_matchers": ['alertname="InfercastKVCacheForecastBreachMitigated"'],
+                "target_matchers": ['alertname="InfercastKVCacheUsageHigh"'],
+                "equal": ["pool", "version"],
+            },
+        ],
+        "receivers": [
+            {"name": "blackhole"},
+            {
+                "name": "infercast-actuator",
+                "webhook_configs": [{"url": r.actuator_url, "send_resolved": True, "max_alerts": 0}],
+            },
+            *[_pager(r, t) for t in TEAMS],
+            *[_chat(r, t) for t in TEAMS],
+        ],
+    }
+    return cfg

@@ -1,0 +1,375 @@
+"""Prometheus recording and alerting rules, built from `AlertSettings` (pure: settings in, rule groups out).
+
+Recording rules are named `level:metric:operations` (STYLE.md section 6) and every metric name comes from the
+catalog, so a renamed metric breaks here at import time, not silently in Prometheus.  Alerts read the recorded
+series where one exists, so dashboards and alerts agree on what "KV usage of a pool" means.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infercast.catalog import spec
+
+from .settings import AlertSettings, duration
+
+
+def _n(name: str) -> str:
+    """A catalog name (KeyError at import time if the catalog no longer has it)."""
+    return spec(name).name
+
+
+KV_USAGE = _n("infercast_kv_cache_usage_ratio")
+KV_FRAG = _n("infercast_kv_cache_fragmentation_ratio")
+KV_FAILURES = _n("infercast_kv_block_allocation_failures_total")
+BATCH_SAT = _n("infercast_batch_saturation_ratio")
+ROUTER_REQUESTS = _n("infercast_router_requests_total")
+DEGRADATIONS = _n("infercast_degradations_total")
+GPU_MEM_USED = _n("infercast_gpu_memory_used_bytes")
+GPU_MEM_TOTAL = _n("infercast_gpu_memory_total_bytes")
+GPU_TEMP = _n("infercast_gpu_temperature_celsius")
+GPU_ECC = _n("infercast_gpu_ecc_errors_total")
+GPU_XID = _n("infercast_gpu_xid_errors_total")
+TARGET_UP = _n("infercast_target_up")
+FORECAST_KV = _n("infercast_forecast_kv_cache_usage_ratio")
+FORECAST_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
+ACTIONS = _n("infercast_actuator_actions_total")
+ACTUATOR_LEADER = _n("infercast_actuator_leader")
+
+# Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
+REQ_RATE = f"pool_version:{ROUTER_REQUESTS}:rate5m"
+REQ_SHARE = f"version:{ROUTER_REQUESTS}:share_rate5m"
+KV_USAGE_AVG = f"pool_version:{KV_USAGE}:avg"
+KV_USAGE_MAX = f"pool_version:{KV_USAGE}:max"
+KV_USAGE_FLEET = f"fleet:{KV_USAGE}:avg"
+FRAG_MAX = f"pool_version:{KV_FRAG}:max"
+FRAG_BAND = f"pool_version:{KV_FRAG}:band"
+FAILURE_RATE = f"pool_version:{KV_FAILURES}:rate5m"
+DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS}:rate5m"
+DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS}:rate5m"
+BATCH_SAT_AVG = f"pool_version:{BATCH_SAT}:avg"
+FORECAST_UPPER = f"pool_version:{FORECAST_KV}:max_yhat_upper"
+GPU_MEM_RATIO = f"node_gpu:{GPU_MEM_USED}:ratio"
+
+#: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
+JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
+
+
+def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
+    t = s.thresholds
+    return [
+        {
+            "name": "infercast.recording",
+            "rules": [
+                {"record": REQ_RATE, "expr": f"sum by (pool, version) (rate({ROUTER_REQUESTS}[5m]))"},
+                {
+                    "record": REQ_SHARE,
+                    "expr": f"sum by (version) ({REQ_RATE}) / on () group_left () sum({REQ_RATE})",
+                },
+                {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_USAGE})"},
+                {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_USAGE})"},
+                {"record": KV_USAGE_FLEET, "expr": f"avg({KV_USAGE})"},
+                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_FRAG})"},
+                {
+                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of DESIGN.md's policy facts
+                    "record": FRAG_BAND,
+                    "expr": (
+                        f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"
+                    ),
+                },
+                {"record": FAILURE_RATE, "expr": f"sum by (pool, version) (rate({KV_FAILURES}[5m]))"},
+                {
+                    "record": DEGRADATION_RATE,
+                    "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS}[5m]))",
+                },
+                {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
+                {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SAT})"},
+                {
+                    # the most pessimistic model's upper band, per pool, version and horizon
+                    "record": FORECAST_UPPER,
+                    "expr": f'max by (pool, version, horizon) ({FORECAST_KV}{{ml_forecast="yhat_upper"}})',
+                },
+                {
+                    "record": GPU_MEM_RATIO,
+                    "expr": f"max by (node, gpu, uuid) ({GPU_MEM_USED}) / max by (node, gpu, uuid) ({GPU_MEM_TOTAL})",
+                },
+            ],
+        }
+    ]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:g}%"
+
+
+def _alert(
+    s: AlertSettings,
+    name: str,
+    expr: str,
+    for_s: int,
+    severity: str,
+    team: str,
+    summary: str,
+    description: str,
+    **labels: str,
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_s:
+        rule["for"] = duration(for_s)
+    rule["labels"] = {"severity": severity, "team": team, **labels}
+    rule["annotations"] = {
+        "summary": summary,
+        "description": description,
+        "runbook_url": f"{s.runbook_base_url}/{name}.md",
+    }
+    return rule
+
+
+def alert_names(s: AlertSettings | None = None) -> list[str]:
+    """Every alert name, in the order of the rules file."""
+    return [r["alert"] for g in alerting_rules(s or AlertSettings()) for r in g["rules"]]
+
+
+def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
+    t = s.thresholds
+    horizon = duration(s.forecast_horizon_seconds)
+    h_label = f"{s.forecast_horizon_seconds}s"
+    trig = t.kv_forecast_trigger
+    upper = f'{FORECAST_UPPER}{{horizon="{h_label}"}}'
+    pv = "{{ $labels.version }} in pool {{ $labels.pool }}"
+    now_usage = (
+        f"{{{{ with printf \"{KV_USAGE_MAX}{{pool='%s',version='%s'}}\" $labels.pool $labels.version | query }}}}"
+        "{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}"
+    )
+    actions_applied = f'sum by (pool) (increase({ACTIONS}{{outcome="applied"}}[10m])) > 0'
+
+    predictive = [
+        _alert(
+            s,
+            "InfercastKVCacheForecastBreach",
+            f"{upper} > {trig}",
+            s.for_forecast_breach,
+            "warning",
+            "serving",
+            f"KV-cache usage is forecast to cross {_pct(trig)} within {horizon}.",
+            f"The upper band of the {horizon} KV-cache usage forecast for {pv} is "
+            f"{{{{ $value | humanizePercentage }}}} (trigger {_pct(trig)}); usage now is {now_usage}.",
+            kind="predictive",
+            actuator="notify",
+        ),
+        _alert(
+            s,
+            "InfercastKVCacheForecastBreachMitigated",
+            f"({upper} > {trig}) and on (pool) ({actions_applied})",
+            s.for_mitigated,
+            "info",
+            "serving",
+            "The actuator has acted on a forecast KV-cache breach; the threshold alert is inhibited.",
+            f"The {horizon} forecast for {pv} is {{{{ $value | humanizePercentage }}}} and the actuator applied "
+            "at least one action to the pool in the last 10 minutes, so InfercastKVCacheUsageHigh does not page again.",
+            kind="predictive",
+        ),
+    ]
+    kv = [
+        _alert(
+            s,
+            "InfercastKVCacheUsageHigh",
+            f"{KV_USAGE_MAX} > {t.memory_breaker}",
+            s.for_kv_usage,
+            "critical",
+            "serving",
+            f"KV-cache usage is above the {_pct(t.memory_breaker)} memory breaker.",
+            f"The fullest instance of {pv} uses {{{{ $value | humanizePercentage }}}} of its KV cache "
+            f"(breaker {_pct(t.memory_breaker)}); new requests are being refused there.",
+            actuator="notify",
+        ),
+        _alert(
+            s,
+            "InfercastKVCacheFragmentationHigh",
+            f"{FRAG_MAX} > {t.fragmentation_warning}",
+            s.for_fragmentation_warning,
+            "warning",
+            "serving",
+            f"KV-cache fragmentation is above {_pct(t.fragmentation_warning)}.",
+            f"{{{{ $value | humanizePercentage }}}} of the allocated KV capacity of {pv} holds no token "
+            f"(warning {_pct(t.fragmentation_warning)}, critical {_pct(t.fragmentation_release)}).",
+        ),
+        _alert(
+            s,
+            "InfercastKVCacheFragmentationCritical",
+            f"{FRAG_MAX} > {t.fragmentation_release}",
+            s.for_fragmentation_critical,
+            "critical",
+            "serving",
+            f"KV-cache fragmentation is above {_pct(t.fragmentation_release)}.",
+            f"{{{{ $value | humanizePercentage }}}} of the allocated KV capacity of {pv} holds no token "
+            f"(critical {_pct(t.fragmentation_release)}): batches are being released to reclaim it.",
+            actuator="notify",
+        ),
+        _alert(
+            s,
+            "InfercastKVBlockAllocationFailures",
+            f"{FAILURE_RATE} > {s.block_failure_rate}",
+            s.for_block_failures,
+            "warning",
+            "serving",
+            "KV blocks cannot be allocated (preemptions or rejections are climbing).",
+            f'{pv} fails {{{{ $value | printf "%.2f" }}}} KV block allocations per second '
+            f"(5-minute rate, threshold {s.block_failure_rate:g}/s).",
+        ),
+        _alert(
+            s,
+            "InfercastBatchSaturated",
+            f"{BATCH_SAT_AVG} >= {s.batch_pinned_ratio}",
+            s.for_batch_pinned,
+            "warning",
+            "serving",
+            "Batches are pinned at their maximum size.",
+            f"Batch saturation of {pv} averages {{{{ $value | humanizePercentage }}}} of the maximum batch size; "
+            "requests queue behind full batches.",
+        ),
+    ]
+    degradation_total = f"sum by (from_version) ({DEGRADATION_RATE})"
+    to_upper = f'label_replace(max by (version) ({upper}), "to_version", "$1", "version", "(.*)")'
+    router = [
+        _alert(
+            s,
+            "InfercastDegradationStorm",
+            f'label_replace({degradation_total}, "version", "$1", "from_version", "(.*)") > {s.degradation_storm_rate}',
+            s.for_degradation_storm,
+            "critical",
+            "serving",
+            "The router is degrading requests away from a model version at a storm rate.",
+            f'{{{{ $value | printf "%.2f" }}}} degradations per second away from {{{{ $labels.from_version }}}} '
+            f"(5-minute rate, storm threshold {s.degradation_storm_rate:g}/s).",
+        ),
+        _alert(
+            s,
+            "InfercastFailoverWithoutHeadroom",
+            f'label_replace(sum by (from_version, to_version) ({DEGRADATION_RATE}) > 0, "version", "$1", '
+            f'"to_version", "(.*)") and on (to_version) ({to_upper} > {trig})',
+            s.for_failover_headroom,
+            "critical",
+            "serving",
+            "Traffic is failing over to a model version without forecast headroom.",
+            f'The router degrades {{{{ $value | printf "%.2f" }}}} requests per second from '
+            f"{{{{ $labels.from_version }}}} to {{{{ $labels.to_version }}}}, whose {horizon} KV-cache forecast "
+            f"upper band is above {_pct(trig)}: "
+            "the failover target is about to collapse too (seed 000's v3.5 cascade).",
+            actuator="notify",
+        ),
+    ]
+    gpu_id = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
+    ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC}[10m])) > {s.ecc_spike_errors}"
+    ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC}{{type="uncorrectable"}}[10m])) > 0'
+    gpu = [
+        _alert(
+            s,
+            "InfercastGPUTemperatureHigh",
+            f"max by (node, gpu, uuid) ({GPU_TEMP}) > {t.gpu_temperature_celsius:g}",
+            s.for_gpu_temperature,
+            "critical",
+            "hardware",
+            f"A GPU is hotter than {t.gpu_temperature_celsius:g} C.",
+            f"{gpu_id} is at {{{{ $value }}}} C (hardware breaker {t.gpu_temperature_celsius:g} C).",
+            actuator="notify",
+        ),
+        _alert(
+            s,
+            "InfercastGPUECCErrorSpike",
+            f"({ecc_any}) or ({ecc_unc})",
+            0,
+            "critical",
+            "hardware",
+            "A GPU reports a spike of ECC memory errors.",
+            f"{gpu_id} reported {{{{ $value | humanize }}}} ECC errors in 10 minutes "
+            f"(spike: more than {s.ecc_spike_errors}, or any uncorrectable one).",
+        ),
+        _alert(
+            s,
+            "InfercastGPUXIDErrors",
+            f"sum by (node, gpu, uuid, xid) (increase({GPU_XID}[10m])) > 0",
+            0,
+            "critical",
+            "hardware",
+            "The GPU driver reports XID errors.",
+            f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes.",
+        ),
+    ]
+    jobs = "|".join(JOBS)
+    pipeline = [
+        _alert(
+            s,
+            "InfercastTargetDown",
+            f"{TARGET_UP} == 0",
+            s.for_target_down,
+            "warning",
+            "platform",
+            "The infercast exporter cannot scrape one of its sources.",
+            "The exporter's last scrape of {{ $labels.target }} ({{ $labels.kind }}) failed; its metrics are absent, "
+            "so dashboards and forecasts for it go blank.",
+        ),
+        _alert(
+            s,
+            "InfercastExporterDown",
+            f'up{{job=~"{jobs}"}} == 0',
+            s.for_exporter_down,
+            "critical",
+            "platform",
+            "Prometheus cannot scrape an infercast service.",
+            "Prometheus's scrape of {{ $labels.job }} at {{ $labels.instance }} fails; "
+            "every alert that reads its series is blind.",
+        ),
+        _alert(
+            s,
+            "InfercastForecastsStale",
+            f"(time() - max by (model) ({FORECAST_LAST}) > {s.forecast_stale_seconds:g}) or "
+            f'(absent({FORECAST_LAST}) and on () (max(up{{job="infercast-predictor"}}) == 1))',
+            s.for_forecast_stale,
+            "warning",
+            "platform",
+            "Forecasts are stale: the predictive alert and the actuator are blind.",
+            "{{ with $labels.model }}The last successful forecast of model {{ . }} is {{ $value | humanizeDuration }} "
+            f"old (stale after {duration(s.forecast_stale_seconds)}){{{{ else }}}}The predictor is up but no model has "
+            "published a successful forecast{{ end }}.",
+        ),
+        _alert(
+            s,
+            "InfercastActuatorFlapping",
+            f'sum by (pool) (increase({ACTIONS}{{outcome=~"applied|rolled_back"}}[15m])) > {s.flapping_actions}',
+            s.for_actuator_flapping,
+            "warning",
+            "platform",
+            "The actuator keeps changing a pool back and forth.",
+            "The actuator applied or rolled back {{ $value | humanize }} actions on pool {{ $labels.pool }} "
+            f"in 15 minutes (flapping above {s.flapping_actions}).",
+        ),
+        _alert(
+            s,
+            "InfercastActuatorFrozen",
+            f"((max by (pool) ({upper}) > {trig}) unless on (pool) "
+            f"(sum by (pool) (increase({ACTIONS}[{duration(s.frozen_quiet_seconds)}])) > 0) "
+            f"and on () (count({ACTUATOR_LEADER}) > 0)) or (sum({ACTUATOR_LEADER}) == 0)",
+            s.for_actuator_frozen,
+            "warning",
+            "platform",
+            "The actuator is not acting while a breach is forecast (or no replica leads).",
+            "{{ with $labels.pool }}Pool {{ . }} has a forecast breach and the actuator decided nothing about it in "
+            f"{duration(s.frozen_quiet_seconds)}{{{{ else }}}}No actuator replica holds the leadership{{{{ end }}}}.",
+        ),
+    ]
+    return [
+        {"name": "infercast.predictive", "rules": predictive},
+        {"name": "infercast.kv-cache", "rules": kv},
+        {"name": "infercast.router", "rules": router},
+        {"name": "infercast.gpu", "rules": gpu},
+        {"name": "infercast.pipeline", "rules": pipeline},
+    ]
+
+
+def rule_files(s: AlertSettings) -> dict[str, dict[str, Any]]:
+    """File name -> rules document, as Prometheus loads them."""
+    return {
+        "recording.yml": {"groups": recording_rules(s)},
+        "alerts.yml": {"groups": alerting_rules(s)},
+    }

@@ -1,0 +1,117 @@
+"""The Prometheus rules: generated from one place, accepted by promtool, and unit-tested on both sides of `for:`."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from alertrules.generate import generated_files
+from alertrules.rules import alert_names, alerting_rules, recording_rules
+from alertrules.settings import AlertSettings, duration
+from infercast.catalog import names
+from infercast.config import Thresholds
+
+from .conftest import ALERTRULES, REPO, run
+
+TESTS = sorted((ALERTRULES / "tests").glob("*.test.yml"))
+
+
+def test_committed_files_equal_the_generated_ones():
+    # What a user sees: editing a threshold in one place and re-running the generator is the only way to change
+    # the rules; a hand edit of the YAML fails here.
+    for rel, text in generated_files().items():
+        committed = (REPO / rel).read_text()
+        assert committed == text, f"{rel} is out of date: run python -m alertrules.generate"
+
+
+def test_thresholds_come_from_the_config_defaults():
+    t = Thresholds()
+    exprs = {r["alert"]: r["expr"] for g in alerting_rules(AlertSettings()) for r in g["rules"]}
+    assert exprs["InfercastKVCacheForecastBreach"].endswith(f"> {t.kv_forecast_trigger}")
+    assert exprs["InfercastKVCacheUsageHigh"].endswith(f"> {t.memory_breaker}")
+    assert exprs["InfercastKVCacheFragmentationHigh"].endswith(f"> {t.fragmentation_warning}")
+    assert exprs["InfercastKVCacheFragmentationCritical"].endswith(f"> {t.fragmentation_release}")
+    assert exprs["InfercastGPUTemperatureHigh"].endswith(f"> {t.gpu_temperature_celsius:g}")
+    # a changed threshold flows into the rule
+    custom = AlertSettings(thresholds=Thresholds(kv_forecast_trigger=0.6))
+    breach = next(
+        r for g in alerting_rules(custom) for r in g["rules"] if r["alert"] == "InfercastKVCacheForecastBreach"
+    )
+    assert breach["expr"].endswith("> 0.6")
+    assert "60%" in breach["annotations"]["summary"]
+
+
+def test_promtool_accepts_the_rule_files(promtool):
+    for name in ("recording.yml", "alerts.yml"):
+        res = run([promtool, "check", "rules", str(ALERTRULES / "rules" / name)])
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "SUCCESS" in res.stdout + res.stderr
+
+
+def test_promtool_unit_tests_pass(promtool):
+    res = run([promtool, "test", "rules", *[str(p) for p in TESTS]])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (res.stdout + res.stderr).count("SUCCESS") == len(TESTS)
+
+
+def test_every_alert_is_tested_firing_and_quiet():
+    fired: set[str] = set()
+    quiet: set[str] = set()
+    for path in TESTS:
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for t in case.get("alert_rule_test", []):
+                (fired if t.get("exp_alerts") else quiet).add(t["alertname"])
+    assert set(alert_names()) <= fired, f"never seen firing: {set(alert_names()) - fired}"
+    assert set(alert_names()) <= quiet, f"never seen quiet: {set(alert_names()) - quiet}"
+
+
+def test_every_alert_has_labels_annotations_and_a_runbook():
+    for group in alerting_rules(AlertSettings()):
+        for rule in group["rules"]:
+            name = rule["alert"]
+            assert rule["labels"]["severity"] in {"info", "warning", "critical"}, name
+            assert rule["labels"]["team"] in {"serving", "hardware", "platform"}, name
+            ann = rule["annotations"]
+            assert ann["summary"] and ann["description"], name
+            assert "{{" in ann["description"], f"{name}: the description should carry the values that matter"
+            runbook = ann["runbook_url"].rsplit("/alertrules/", 1)[1]
+            page = ALERTRULES / runbook
+            assert page.is_file(), f"{name}: runbook {page} is missing"
+            assert name in page.read_text(), f"{page} does not name {name}"
+
+
+def test_rules_use_only_catalog_names_and_recording_names():
+    recorded = {r["record"] for g in recording_rules(AlertSettings()) for r in g["rules"]}
+    allowed = names() | recorded | {"up"}  # `up` is Prometheus's own series for the scrape of a service
+    for r in recorded:
+        level, metric, ops = r.split(":")
+        assert level and ops and metric in names(), r
+    promql_words = {
+        "sum", "max", "min", "avg", "count", "by", "on", "and", "or", "unless", "rate", "increase", "time", "absent",
+        "label_replace", "group_left", "bool",
+    }  # fmt: skip
+    for group in (*recording_rules(AlertSettings()), *alerting_rules(AlertSettings())):
+        for rule in group["rules"]:
+            expr = re.sub(r'"[^"]*"', "", rule["expr"])  # drop label values
+            expr = re.sub(r"\{[^}]*\}", "", expr)  # and matchers
+            expr = re.sub(r"\[[^\]]*\]", "", expr)  # and ranges
+            for word in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr):
+                if word in promql_words or word in {"pool", "version", "from_version", "to_version", "reason"}:
+                    continue
+                if word in {"horizon", "node", "gpu", "uuid", "xid", "model"}:
+                    continue
+                assert word in allowed, f"{rule.get('alert') or rule.get('record')}: {word} is not a catalog name"
+
+
+def test_time_scale_divides_every_for_duration():
+    # The end-to-end test runs the twin 30x faster than real time; its rules keep the same shape.
+    fast = AlertSettings().scaled(30)
+    assert fast.for_kv_usage == 2 and fast.for_batch_pinned == 20 and fast.for_forecast_breach == 1
+    rule = next(r for g in alerting_rules(fast) for r in g["rules"] if r["alert"] == "InfercastKVCacheUsageHigh")
+    assert rule["for"] == "2s"
+    assert fast.thresholds == AlertSettings().thresholds
+
+
+def test_duration_text():
+    assert [duration(x) for x in (30, 60, 90, 300, 600, 3600, 5400)] == ["30s", "1m", "90s", "5m", "10m", "1h", "90m"]
