@@ -699,7 +699,7 @@ def _bins(trace: Trace, step_s: float) -> tuple[np.ndarray, np.ndarray]:
 def rate_series(trace: Trace, step_s: float) -> tuple[np.ndarray, np.ndarray]:
     """(bin start s, requests/s) over the complete bins of `step_s` seconds; a partial last bin is left out."""
     starts, idx = _bins(trace, step_s)
-    inside = idx < len(starts)
+    inside = (idx >= 0) & (idx < len(starts))
     counts = np.bincount(idx[inside], minlength=len(starts)).astype(np.float64)
     return starts, counts / step_s
 
@@ -709,7 +709,7 @@ def long_share_series(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bin start s, share of requests with prompt_tokens > threshold); NaN for bins without requests."""
     starts, idx = _bins(trace, step_s)
-    inside = idx < len(starts)
+    inside = (idx >= 0) & (idx < len(starts))
     counts = np.bincount(idx[inside], minlength=len(starts)).astype(np.float64)
     long = np.bincount(idx[inside], weights=(trace.prompt_tokens[inside] > threshold), minlength=len(starts))
     with np.errstate(invalid="ignore", divide="ignore"):
