@@ -4,7 +4,7 @@ Local models (last value, predict_linear, Holt-Winters, Kalman) learn nothing in
 the recent window of the history they are handed.
 
 **How baseline bands are made (empirical residual quantiles).**  The model is re-run as it would have run at each
-of the last `band_origins` sample times inside the window it was handed (only data before each origin is used for
+of the last `band_origins` (240) sample times inside the window it was handed (only data before each origin is used for
 the state at that origin).  For each step-ahead k the errors `y[origin + k] - path_origin[k]` are collected, and
 the band at k is `yhat[k] + quantile(errors_k, lower)` to `yhat[k] + quantile(errors_k, upper)`.  Where fewer than
 `MIN_RESIDUALS` errors exist for some k (short histories), the widest well-estimated step is scaled by
@@ -81,7 +81,7 @@ class LocalForecaster:
     name = "local"
     #: seconds of history each forecast looks at (the rest of the history is ignored)
     window_s: float = 3600.0
-    band_origins: int = 120
+    band_origins: int = 240
 
     def __init__(self, band: tuple[float, float] = DEFAULT_BAND, clip: tuple[float, float] | None = None) -> None:
         self.band = band

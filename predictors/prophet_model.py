@@ -8,8 +8,9 @@ prophet is imported lazily (only when a model is fitted), so nothing else pays f
   'auto' rule, applied to the span we fit on); `daily=True/False` forces it.
 - **Events** (`config.events`: promotions, upgrades).  Prophet's `holidays` are whole days, too coarse for a
   20-minute flash sale, so each event becomes an extra 0/1 regressor that is 1 from `start - lower_window` to
-  `end + upper_window`.  The calendar is known in advance, so the future frame carries it too.  An event absent
-  from the training span is left out (a regressor never seen cannot be learned).
+  `end + upper_window` (events sharing a name are one regressor: a recurring promotion).  The calendar is known in
+  advance, so the future frame carries it too.  An event absent from the training span is left out (a regressor
+  never seen cannot be learned).
 - **Band.** Prophet's own interval with `interval_width = upper - lower` (symmetric quantiles), from
   `uncertainty_samples` simulated paths.
 - **Refit.** `fit` learns from the history it is given; `forecast` uses the fitted model (it fits first if it was
@@ -64,6 +65,17 @@ def event_windows(events: Sequence, epoch_s: float = 0.0) -> list[EventWindow]:
     return out
 
 
+def import_prophet():
+    """The Prophet class, imported quietly (ImportError when prophet is not installed)."""
+    # prophet logs an ERROR when plotly is missing (we never plot with it); cmdstanpy logs two INFO lines per fit.
+    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
+    from prophet import Prophet
+
+    logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
+    logging.getLogger("prophet").setLevel(logging.WARNING)
+    return Prophet
+
+
 def _regressor_name(name: str) -> str:
     return "event_" + "".join(c if c.isalnum() else "_" for c in name)
 
@@ -94,7 +106,7 @@ class ProphetForecaster:
         self.nonnegative = nonnegative
         self.fit_window_s = fit_window_s
         self.model_ = None
-        self.regressors_: list[EventWindow] = []
+        self.regressors_: list[str] = []
         self.fitted_until_: float | None = None
 
     def _frame(self, t: np.ndarray, y: np.ndarray | None = None):
@@ -103,9 +115,17 @@ class ProphetForecaster:
         df = pd.DataFrame({"ds": pd.to_datetime(self.epoch_s + t, unit="s")})
         if y is not None:
             df["y"] = y
-        for ev in self.regressors_:
-            df[ev.name] = ((t >= ev.start_s) & (t <= ev.end_s)).astype(float)
+        for name in self.regressors_:
+            df[name] = self._indicator(name, t)
         return df
+
+    def _indicator(self, name: str, t: np.ndarray) -> np.ndarray:
+        """1 inside any window of the event `name` (a recurring event is one regressor), else 0."""
+        on = np.zeros(len(t), dtype=bool)
+        for ev in self.events:
+            if ev.name == name:
+                on |= (t >= ev.start_s) & (t <= ev.end_s)
+        return on.astype(float)
 
     def fit(self, histories: list[History]) -> ProphetForecaster:
         """Fit one Prophet model on the first history (one forecaster per series, as Prophet is a local model)."""
@@ -119,11 +139,7 @@ class ProphetForecaster:
             t, y = t[keep], y[keep]
         if len(t) < 3:
             raise ValueError(f"prophet: needs at least 3 finite samples, got {len(t)}")
-        from prophet import Prophet
-
-        # cmdstanpy sets its logger to INFO on import and logs two lines per fit; keep the service log readable.
-        logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
-        logging.getLogger("prophet").setLevel(logging.WARNING)
+        Prophet = import_prophet()
 
         span = float(t[-1] - t[0])
         daily = self.daily if self.daily is not None else span >= 2 * DAY
@@ -138,11 +154,11 @@ class ProphetForecaster:
             uncertainty_samples=self.uncertainty_samples,
         )
         self.regressors_ = []
-        for ev in self.events:
-            inside = (t >= ev.start_s) & (t <= ev.end_s)
+        for name in dict.fromkeys(ev.name for ev in self.events):
+            inside = self._indicator(name, t)
             if inside.any() and not inside.all():
-                self.regressors_.append(ev)
-                m.add_regressor(ev.name, standardize=False)
+                self.regressors_.append(name)
+                m.add_regressor(name, standardize=False)
         m.fit(self._frame(t, y))
         self.model_ = m
         self.fitted_until_ = float(h.t[-1])

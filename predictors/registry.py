@@ -86,8 +86,9 @@ def models_for(
     notes: list[str] = []
     if prophet and series == "rps":
         try:
-            import prophet as _  # noqa: F401
+            from predictors.prophet_model import import_prophet
 
+            import_prophet()
             models.append(make("prophet", series, band, events))
         except ImportError as e:
             notes.append(f"prophet skipped: not installed ({e})")

@@ -1,8 +1,8 @@
 """The in-memory metric store: what the twin writes and the embedded demo's predictor reads.
 
 Raw samples are kept per (metric, label set), append-only in time order per series.  `query_range` evaluates them
-on a grid exactly like Prometheus does (newest sample within `lookback` of each grid point), so the predictor sees
-the same thing from either store.  No global state: create one per demo or test.
+on a grid like Prometheus does (newest sample within `lookback` of each grid point), so the predictor sees the same
+thing from either store.  No global state: create one per demo or test.
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ class _Column:
 class MemoryStore:
     """Append samples with `write`, read them back with `query_range` (the interface of `infercast.store`)."""
 
-    def __init__(self, lookback_seconds: float = 300.0, retention_seconds: float | None = None) -> None:
-        self.lookback = float(lookback_seconds)
-        self.retention = retention_seconds
+    def __init__(self, lookback_seconds: float | None = None) -> None:
+        #: None: one query step (a value is never carried past the next grid point, so a series that stops being
+        #: written reads as missing at once; Prometheus gets the same effect from its staleness markers).
+        self.lookback = lookback_seconds
         self._data: dict[str, dict[LabelKey, _Column]] = {}
         self._lock = threading.Lock()
 
@@ -84,7 +85,8 @@ class MemoryStore:
             # Newest sample at or before each grid point, kept if within the lookback (Prometheus semantics).
             idx = np.searchsorted(t, g, side="right") - 1
             ok = idx >= 0
-            ok[ok] &= g[ok] - t[idx[ok]] <= self.lookback
+            age = g[ok] - t[idx[ok]]
+            ok[ok] &= (age < step) if self.lookback is None else (age <= self.lookback)
             if not ok.any():
                 continue
             out.append(Series(labels, g[ok].copy(), v[idx[ok]].copy()))

@@ -82,7 +82,8 @@ class PrometheusStore:
         while s <= end:
             e = min(end, s + chunk)
             data = self._get(
-                "/api/v1/query_range", {"query": query, "start": repr(s), "end": repr(e), "step": repr(step)}
+                "/api/v1/query_range",
+                {"query": query, "start": repr(float(s)), "end": repr(float(e)), "step": repr(float(step))},
             )
             if data.get("resultType") != "matrix":
                 raise StoreError(f"expected a matrix from query_range, got {data.get('resultType')!r}")

@@ -1,0 +1,93 @@
+"""`infercast predictor --config FILE`: forecast KV usage and traffic from Prometheus and serve them as metrics.
+
+APScheduler calls `PredictorLoop.tick(clock.now(), store)` every `predictor.forecast_interval_seconds` (one run at
+a time: an overrunning tick makes the next one skip, a backlog is coalesced), the latest samples are served on
+`predictor.listen` at /metrics.  SIGTERM or SIGINT stops the scheduler after the running tick (`shutdown(wait=True)`).
+`--once` runs one tick and prints the samples in the text format (for cron jobs and checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from infercast.config import ConfigError, load_config
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="fleet file (its `predictor:` section configures the service)")
+    p.add_argument("--prometheus", default=None, help="Prometheus URL (overrides predictor.prometheus_url)")
+    p.add_argument("--listen", default=None, help="host:port for /metrics (overrides predictor.listen)")
+    p.add_argument("--once", action="store_true", help="run one tick, print the samples, exit")
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    try:
+        return host or "127.0.0.1", int(port)
+    except ValueError:
+        raise ConfigError(f"predictor.listen: expected host:port, got {listen!r}") from None
+
+
+def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Event) -> None:
+    """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen`."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from predictors.publish import LatestSamples
+
+    latest = LatestSamples()
+    registry = CollectorRegistry()
+    registry.register(latest)
+    host, port = _host_port(listen)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+
+    def job() -> None:
+        try:
+            latest.set(loop.tick(clock.now(), store))
+        except Exception:  # a bug in one tick must not kill the service; the next tick tries again
+            log.exception("predictor: tick failed")
+
+    sched = BackgroundScheduler(
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval_s))}
+    )
+    from datetime import UTC, datetime
+
+    sched.add_job(job, "interval", seconds=interval_s, next_run_time=datetime.now(UTC), id="tick")
+    sched.start()
+    log.info("predictor: serving forecasts on http://%s:%d/metrics every %g s", host, port, interval_s)
+    try:
+        stop.wait()
+    finally:
+        sched.shutdown(wait=True)
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+def run(args: argparse.Namespace) -> int:
+    from infercast.clock import WallClock
+    from infercast.store.prometheus import PrometheusStore
+    from predictors.publish import exposition
+    from predictors.service import PredictorLoop
+
+    cfg = load_config(args.config)
+    url = args.prometheus or cfg.predictor.prometheus_url
+    if not url:
+        raise ConfigError(f"{args.config}: predictor.prometheus_url is not set (or pass --prometheus URL)")
+    pc = cfg.predictor
+    store = PrometheusStore(url, timeout_seconds=max(1.0, min(10.0, pc.forecast_interval_seconds / 2)))
+    loop = PredictorLoop.from_config(cfg)
+    clock = WallClock()
+    if args.once:
+        sys.stdout.write(exposition(loop.tick(clock.now(), store)))
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    serve(loop, store, clock, args.listen or pc.listen, pc.forecast_interval_seconds, stop)
+    return 0

@@ -1,0 +1,125 @@
+"""Forecasts as catalog metrics: sample builders (pure) and a prometheus_client collector that serves the latest set.
+
+Names and label sets come from `infercast.catalog`; a sample whose labels don't match its family's spec is refused
+at build time.  The collector holds one immutable snapshot, replaced whole after each tick, so a scrape never sees
+half a round, and a series the loop stopped publishing disappears from the next scrape (absent, never a stale 0).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from infercast.catalog import ML_FORECAST, spec
+from predictors.base import Forecast
+
+KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
+RPS_FORECAST = "infercast_forecast_requests_per_second"
+BREACH_ETA = "infercast_forecast_breach_eta_seconds"
+LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
+SKIPPED = "infercast_forecast_skipped"
+FORECAST_METRIC = {"kv": KV_FORECAST, "rps": RPS_FORECAST}
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    @property
+    def label_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+def sample(name: str, value: float, **labels: str) -> Sample:
+    """A sample of catalog family `name`; its labels must be exactly the family's, in any order."""
+    s = spec(name)
+    if set(labels) != set(s.labels):
+        raise ValueError(f"{name} takes labels {s.labels}, got {tuple(sorted(labels))}")
+    for label, allowed in s.enums:
+        if label in labels and labels[label] not in allowed and name != SKIPPED:
+            raise ValueError(f"{name}: {label}={labels[label]!r} is not one of {allowed}")
+    if name == SKIPPED and labels["reason"] not in s.enum("reason"):
+        raise ValueError(f"{name}: reason={labels['reason']!r} is not one of {s.enum('reason')}")
+    return Sample(name, tuple((k, str(labels[k])) for k in s.labels), float(value))
+
+
+def horizon_label(horizon_s: float) -> str:
+    return f"{horizon_s:g}s"
+
+
+def forecast_samples(series: str, pool: str, version: str, fc: Forecast, horizon_s: float) -> list[Sample]:
+    """yhat, yhat_lower and yhat_upper at the horizon (the last point of the path)."""
+    values = dict(zip(ML_FORECAST, fc.at_horizon(), strict=True))
+    h = horizon_label(horizon_s)
+    return [
+        sample(FORECAST_METRIC[series], values[k], pool=pool, version=version, model=fc.model, horizon=h, ml_forecast=k)
+        for k in ML_FORECAST
+    ]
+
+
+def threshold_label(threshold: float) -> str:
+    return f"{threshold:g}"
+
+
+def breach_eta_sample(pool: str, version: str, threshold: float, eta_s: float) -> Sample:
+    return sample(BREACH_ETA, eta_s, pool=pool, version=version, threshold=threshold_label(threshold))
+
+
+def skipped_sample(pool: str, version: str, series: str, reason: str) -> Sample:
+    return sample(SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
+
+
+def last_success_sample(model: str, ts: float) -> Sample:
+    return sample(LAST_SUCCESS, ts, model=model)
+
+
+class LatestSamples:
+    """A prometheus_client collector serving the last snapshot given to `set` (fresh families per scrape)."""
+
+    def __init__(self) -> None:
+        self._samples: tuple[Sample, ...] = ()
+        self._lock = threading.Lock()
+
+    def set(self, samples: Iterable[Sample]) -> None:
+        snap = tuple(samples)
+        with self._lock:
+            self._samples = snap
+
+    def snapshot(self) -> tuple[Sample, ...]:
+        with self._lock:
+            return self._samples
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        by_name: dict[str, list[Sample]] = {}
+        for s in self.snapshot():
+            by_name.setdefault(s.name, []).append(s)
+        for name, samples in sorted(by_name.items()):
+            sp = spec(name)
+            fam = GaugeMetricFamily(name, sp.help, labels=list(sp.labels))
+            for s in samples:
+                fam.add_metric([v for _, v in s.labels], s.value)
+            yield fam
+
+    def describe(self):
+        return []
+
+
+def exposition(samples: Iterable[Sample]) -> str:
+    """The samples in Prometheus text format (what a scrape of the service returns)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    reg = CollectorRegistry()
+    c = LatestSamples()
+    c.set(samples)
+    reg.register(c)
+    return generate_latest(reg).decode()
+
+
+def finite_forecast(fc: Forecast) -> bool:
+    return all(math.isfinite(v) for v in fc.at_horizon())

@@ -1,0 +1,301 @@
+"""The predictor service's loop: `PredictorLoop.tick(now, store) -> samples`, pure apart from the store it is handed.
+
+Each tick reads the recent history of the forecast targets from the store (Prometheus or the in-memory store; the
+same `query_range` interface), per (pool, version):
+- `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances;
+- `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
+  raw counter on the step grid with Prometheus' reset rule (a decrease means the counter restarted from 0).
+
+A series gets no forecast (and `infercast_forecast_skipped{reason}` = 1, plus a log line when the reason changes)
+when its input cannot support one:
+- `source_down`: the store did not answer (down, slow, error);
+- `stale`: the newest sample is older than `stale_after_seconds` (a series that disappeared);
+- `nan`: too few finite samples because the values are NaN/Inf;
+- `too_short`: fewer than `min_history_points` samples (a series that just appeared);
+- `gap`: enough samples in total, but a hole longer than `stale_after_seconds` leaves too few after it;
+- `model_error`: the model raised or returned non-finite values (the fallback baseline is tried first).
+Nothing is remembered about skipped series except their model state, so a series recovers by itself on the first
+tick its data supports a forecast again.
+
+Models: KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline (`registry.BEST_BASELINE`);
+a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
+reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
+with `model="<baseline>"`.  Traffic by Prophet (events from `config.events`), else the best baseline.  Prophet is
+refitted every `refit_interval_seconds`; forecasts are made every tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infercast.config import FleetConfig, PredictorConfig
+from infercast.store import Series, Store, StoreError
+from predictors import registry
+from predictors.base import Forecast, Forecaster, History
+from predictors.publish import (
+    Sample,
+    breach_eta_sample,
+    finite_forecast,
+    forecast_samples,
+    last_success_sample,
+    skipped_sample,
+)
+
+log = logging.getLogger(__name__)
+
+KV_METRIC = "infercast_kv_cache_usage_ratio"
+REQUESTS_METRIC = "infercast_router_requests_total"
+COVARIATE_METRICS = {
+    "running": ("infercast_requests_running", "sum"),
+    "waiting": ("infercast_requests_waiting", "sum"),
+    "fragmentation": ("infercast_kv_cache_fragmentation_ratio", "mean"),
+}
+Group = tuple[str, str]  # (pool, version)
+
+
+@dataclass
+class Aligned:
+    """One (pool, version)'s series on the tick's grid; `raw_nonfinite` counts NaN/Inf values the store returned."""
+
+    y: np.ndarray
+    raw_points: int = 0
+    raw_nonfinite: int = 0
+
+
+def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
+    """Series -> per (pool, version) arrays on the grid `g0 + k*step`, k < n.
+
+    `how`: `mean` or `sum` of gauges over instances, or `rate` (per-second increase of counters, reset-aware,
+    summed over label sets).  NaN where no instance has a value.
+    """
+    acc: dict[Group, list[np.ndarray]] = {}
+    stats: dict[Group, list[int]] = {}
+    for s in series:
+        pool, version = s.labels.get("pool"), s.labels.get("version", "")
+        if not pool:
+            continue
+        key = (pool, version)
+        arr = np.full(n, np.nan)
+        k = np.rint((s.t - g0) / step).astype(int)
+        ok = (k >= 0) & (k < n)
+        arr[k[ok]] = s.v[ok]
+        st = stats.setdefault(key, [0, 0])
+        st[0] += int(ok.sum())
+        st[1] += int((~np.isfinite(s.v[ok])).sum())
+        arr[~np.isfinite(arr)] = np.nan
+        if how == "rate":
+            d = np.full(n, np.nan)
+            inc = arr[1:] - arr[:-1]
+            inc = np.where(inc < 0, arr[1:], inc)  # counter reset: it restarted from 0
+            d[1:] = inc / step
+            arr = d
+        acc.setdefault(key, []).append(arr)
+    out = {}
+    for key, arrs in acc.items():
+        m = np.vstack(arrs)
+        have = np.isfinite(m).any(axis=0)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: handled by `have` below
+            y = np.nanmean(m, axis=0) if how == "mean" else np.nansum(m, axis=0)
+        y = np.where(have, y, np.nan)
+        out[key] = Aligned(y, *stats[key])
+    return out
+
+
+def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_after: float) -> tuple[str | None, int]:
+    """(skip reason or None, index where the usable history starts)."""
+    fin = np.isfinite(a.y)
+    if not fin.any():
+        return ("nan" if a.raw_nonfinite else "stale"), 0
+    last = t[np.nonzero(fin)[0][-1]]
+    if now - last > stale_after:
+        return "stale", 0
+    idx = np.nonzero(fin)[0]
+    start = 0
+    holes = np.nonzero(np.diff(t[idx]) > stale_after)[0]
+    if len(holes):
+        start = int(idx[holes[-1] + 1])
+    usable = int(fin[start:].sum())
+    if usable >= min_points:
+        return None, start
+    if len(holes) and int(fin.sum()) >= min_points:
+        return "gap", start
+    if a.raw_nonfinite and a.raw_points - a.raw_nonfinite < min_points:
+        return "nan", start
+    return "too_short", start
+
+
+@dataclass
+class SeriesModel:
+    model: Forecaster
+    last_fit: float | None = None
+
+
+@dataclass
+class PredictorLoop:
+    """Forecast every (pool, version) each tick; see the module docstring for what is read and published."""
+
+    config: PredictorConfig
+    threshold: float = 0.75
+    events: Sequence = ()
+    lstm: Forecaster | None = None
+    lstm_error: str | None = None
+    rps_model: str = "prophet"
+    timer: Callable[[], float] = time.perf_counter
+    _models: dict[tuple[str, Group], SeriesModel] = field(default_factory=dict)
+    _last_success: dict[str, float] = field(default_factory=dict)
+    _last_reason: dict[tuple[str, Group], str | None] = field(default_factory=dict)
+    _known: dict[str, set[Group]] = field(default_factory=lambda: {"kv": set(), "rps": set()})
+
+    @classmethod
+    def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
+        """The loop for a fleet file; loads `predictor.model_file` (refusing a bad one and saying so)."""
+        lstm, err = None, None
+        if cfg.predictor.model_file:
+            lstm, note = registry.load_lstm(cfg.predictor.model_file)
+            if lstm is None:
+                err = note
+                log.warning(
+                    "predictor: %s; forecasting KV usage with the baseline %s instead",
+                    note,
+                    registry.BEST_BASELINE["kv"],
+                )
+        try:
+            from predictors.prophet_model import import_prophet
+
+            import_prophet()
+            rps_model = "prophet"
+        except ImportError:
+            rps_model = registry.BEST_BASELINE["rps"]
+            log.warning("predictor: prophet is not installed; forecasting traffic with %s", rps_model)
+        return cls(
+            cfg.predictor,
+            threshold=cfg.thresholds.kv_forecast_trigger,
+            events=cfg.events,
+            lstm=lstm,
+            lstm_error=err,
+            rps_model=rps_model,
+            **kw,
+        )
+
+    # ------------------------------------------------------------------ models
+    def _model(self, series: str, group: Group) -> SeriesModel:
+        key = (series, group)
+        if key not in self._models:
+            if series == "kv" and self.lstm is not None:
+                m = self.lstm
+            elif series == "kv":
+                m = registry.make(registry.BEST_BASELINE["kv"], "kv", self.config.band)
+            else:
+                m = registry.make(self.rps_model, "rps", self.config.band, self.events)
+            self._models[key] = SeriesModel(m)
+        return self._models[key]
+
+    def _forecast(self, series: str, group: Group, h: History, now: float) -> tuple[Forecast | None, list[str]]:
+        """Forecast with the series' model, falling back to the best baseline; (forecast, failed model names)."""
+        sm = self._model(series, group)
+        failed = []
+        model = sm.model
+        try:
+            if model is not self.lstm and (
+                sm.last_fit is None or now - sm.last_fit >= self.config.refit_interval_seconds
+            ):
+                model.fit([h])
+                sm.last_fit = now
+            fc = model.forecast(h, self.config.horizon_seconds)
+            if finite_forecast(fc):
+                return fc, failed
+            raise ValueError("non-finite forecast")
+        except Exception as e:  # any model failure: say so, then try the baseline
+            log.warning("predictor: %s for %s %s/%s failed: %s", model.name, series, *group, e)
+            failed.append(model.name)
+        fallback = registry.make(registry.BEST_BASELINE[series], series, self.config.band)
+        if fallback.name == model.name:
+            return None, failed
+        try:
+            fc = fallback.forecast(h, self.config.horizon_seconds)
+            return (fc if finite_forecast(fc) else None), failed
+        except Exception as e:
+            log.warning("predictor: fallback %s for %s %s/%s failed: %s", fallback.name, series, *group, e)
+            return None, [*failed, fallback.name]
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, now: float, store: Store) -> list[Sample]:
+        cfg = self.config
+        step = cfg.step_seconds
+        g0 = math.floor((now - cfg.history_seconds) / step) * step
+        n = math.floor((now - g0) / step + 1e-9) + 1
+        t = g0 + step * np.arange(n)
+        out: list[Sample] = []
+        succeeded: set[str] = set()
+        if self.lstm_error:
+            out.append(skipped_sample("", "", "kv:lstm", "model_error"))
+        for series, metric, how in (("kv", KV_METRIC, "mean"), ("rps", REQUESTS_METRIC, "rate")):
+            try:
+                raw = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
+            except StoreError as e:
+                log.warning("predictor: cannot read %s: %s", metric, e)
+                for group in self._known[series] or {("", "")}:
+                    out.append(skipped_sample(*group, series, "source_down"))
+                    self._note(series, group, "source_down")
+                continue
+            groups = align(raw, g0, step, n, how)
+            self._known[series] = set(groups)
+            covs = self._covariates(store, g0, step, n) if series == "kv" and self.lstm is not None else {}
+            for group in sorted(groups):
+                reason, start = check_input(t, groups[group], now, cfg.min_history_points, cfg.stale_after_seconds)
+                if reason is None:
+                    feats = {k: v[group][start:] for k, v in covs.items() if group in v}
+                    h = History(t[start:], groups[group].y[start:], feats, f"{series}/{group[0]}/{group[1]}")
+                    fc, failed = self._forecast(series, group, h, now)
+                    for name in failed:
+                        out.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
+                    if fc is None:
+                        reason = "model_error"
+                    else:
+                        out.extend(forecast_samples(series, *group, fc, cfg.horizon_seconds))
+                        if series == "kv":
+                            out.append(breach_eta_sample(*group, self.threshold, fc.breach_eta(self.threshold, now)))
+                        succeeded.add(fc.model)
+                if reason is not None:
+                    out.append(skipped_sample(*group, series, reason))
+                self._note(series, group, reason)
+        for m in succeeded:
+            self._last_success[m] = now
+        out.extend(last_success_sample(m, ts) for m, ts in sorted(self._last_success.items()))
+        return out
+
+    def _covariates(self, store: Store, g0: float, step: float, n: int) -> dict[str, dict[Group, np.ndarray]]:
+        """LSTM covariates per group; a covariate the store cannot give is left out (the model masks it)."""
+        out: dict[str, dict[Group, np.ndarray]] = {}
+        t_end = g0 + step * (n - 1)
+        for name, (metric, how) in COVARIATE_METRICS.items():
+            try:
+                raw = store.query_range(metric, None, g0, t_end, step)
+            except StoreError:
+                continue
+            out[name] = {g: a.y for g, a in align(raw, g0, step, n, how).items()}
+        try:
+            raw = store.query_range(REQUESTS_METRIC, None, g0, t_end, step)
+            out["rps"] = {g: a.y for g, a in align(raw, g0, step, n, "rate").items()}
+        except StoreError:
+            pass
+        return out
+
+    def _note(self, series: str, group: Group, reason: str | None) -> None:
+        """Log when a series' state changes (skipped for a reason, or forecast again), not on every tick."""
+        key = (series, group)
+        prev = self._last_reason.get(key, "unseen")
+        if prev != reason:
+            if reason is None:
+                log.info("predictor: forecasting %s for %s/%s", series, *group)
+            else:
+                log.warning("predictor: no forecast for %s %s/%s: %s", series, *group, reason)
+        self._last_reason[key] = reason
