@@ -97,7 +97,8 @@ class Exporter:
                 st.version = tc.version or (config.pools[tc.pool].version if tc.pool else None)
                 st.gpu_pool = tc.pool if tc.kind == "dcgm" else None
             self.states.append(st)
-        self._executor = ThreadPoolExecutor(max_workers=min(256, max(4, len(self.states))), thread_name_prefix="scrape")
+        # twice the targets: threads still finishing an abandoned request never delay this cycle's (made on demand)
+        self._executor = ThreadPoolExecutor(max_workers=min(512, 2 * len(self.states) + 4), thread_name_prefix="scrape")
         self._cycle = threading.Lock()
         self._frame: list[Metric] = []
         self.last_cycle_seconds = 0.0

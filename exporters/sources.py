@@ -7,6 +7,7 @@ windowed ratios run on (wall time here; simulated time for the twin).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -68,8 +69,10 @@ def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -
                 if size > max_bytes:
                     raise ScrapeError(f"body over the {max_bytes}-byte limit")
                 if time.monotonic() > deadline:
-                    raise ScrapeError(f"timed out after {timeout:g}s reading the body")
+                    raise ScrapeError(f"timed out after {timeout:g}s")
                 chunks.append(chunk)
+    except ScrapeError:
+        raise
     except requests.Timeout:
         raise ScrapeError(f"timed out after {timeout:g}s") from None
     except requests.ConnectionError as e:
@@ -84,8 +87,17 @@ def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -
         raise ScrapeError("body is not UTF-8 text") from None
 
 
+_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _short(e: BaseException) -> str:
+    """A stable one-line reason (no object addresses), so that the same failure is logged once, not every cycle."""
     text = str(e) or type(e).__name__
+    errno = _ERRNO.search(text)
+    if errno:
+        return errno.group(0).strip()
+    text = _ADDRESS.sub("", text)
     return text if len(text) <= 200 else text[:200] + "..."
 
 
