@@ -248,7 +248,7 @@ class ExporterServer:
         self.min_interval = min_interval
         self._lock = threading.Lock()
         handler = _handler(self)
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = _HTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread: threading.Thread | None = None
@@ -269,6 +269,11 @@ class ExporterServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.exporter.close()
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 128  # the default backlog of 5 drops concurrent connections (clients retry after 1 s)
+    daemon_threads = True
 
 
 def _handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:

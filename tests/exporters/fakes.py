@@ -31,6 +31,10 @@ class Route:
     huge_bytes: int = 0  # stream this many bytes of valid-looking text
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 drops concurrent connects (a 1 s SYN retry)
+
+
 class FixtureServer:
     """A loopback HTTP server whose paths are Routes (test-only)."""
 
@@ -78,7 +82,7 @@ class FixtureServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd = _Server(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
