@@ -7,9 +7,10 @@ import pytest
 from exporters import dcgm, sglang, tgi, trtllm, vllm
 from exporters.base import ScrapeError, Target
 from infercast.config import TargetConfig, load_config
+from tests.exporters.conftest import REPO
 from tests.exporters.fakes import payload
 
-CONFIG = load_config("examples/flash-sale.yaml")
+CONFIG = load_config(REPO / "examples" / "flash-sale.yaml")
 
 
 def target(kind: str = "vllm", **kw) -> Target:
