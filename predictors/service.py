@@ -4,7 +4,7 @@ Each tick reads the recent history of the forecast targets from the store (Prome
 same `query_range` interface), per (pool, version):
 - `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances;
 - `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
-  raw counter on the step grid with Prometheus' reset rule (a decrease means the counter restarted from 0).
+  raw counter on the step grid with Prometheus' reset rule, over a 4-step window (`counter_rate`).
 
 A series gets no forecast (and `infercast_forecast_skipped{reason}` = 1, plus a log line when the reason changes)
 when its input cannot support one:
@@ -67,6 +67,7 @@ class Aligned:
     y: np.ndarray
     raw_points: int = 0
     raw_nonfinite: int = 0
+    last_raw_t: float = -math.inf  # newest time the store returned anything for this group, NaN included
 
 
 def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
@@ -76,7 +77,7 @@ def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dic
     summed over label sets).  NaN where no instance has a value.
     """
     acc: dict[Group, list[np.ndarray]] = {}
-    stats: dict[Group, list[int]] = {}
+    stats: dict[Group, list[float]] = {}
     for s in series:
         pool, version = s.labels.get("pool"), s.labels.get("version", "")
         if not pool:
@@ -86,16 +87,14 @@ def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dic
         k = np.rint((s.t - g0) / step).astype(int)
         ok = (k >= 0) & (k < n)
         arr[k[ok]] = s.v[ok]
-        st = stats.setdefault(key, [0, 0])
+        st = stats.setdefault(key, [0, 0, -math.inf])
         st[0] += int(ok.sum())
         st[1] += int((~np.isfinite(s.v[ok])).sum())
+        if ok.any():
+            st[2] = max(st[2], float(s.t[ok].max()))
         arr[~np.isfinite(arr)] = np.nan
         if how == "rate":
-            d = np.full(n, np.nan)
-            inc = arr[1:] - arr[:-1]
-            inc = np.where(inc < 0, arr[1:], inc)  # counter reset: it restarted from 0
-            d[1:] = inc / step
-            arr = d
+            arr = counter_rate(arr, step)
         acc.setdefault(key, []).append(arr)
     out = {}
     for key, arrs in acc.items():
@@ -105,18 +104,46 @@ def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dic
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: handled by `have` below
             y = np.nanmean(m, axis=0) if how == "mean" else np.nansum(m, axis=0)
         y = np.where(have, y, np.nan)
-        out[key] = Aligned(y, *stats[key])
+        n_raw, n_bad, last = stats[key]
+        out[key] = Aligned(y, int(n_raw), int(n_bad), last)
     return out
+
+
+RATE_WINDOW_STEPS = 4
+
+
+def counter_rate(v: np.ndarray, step: float, window: int = RATE_WINDOW_STEPS) -> np.ndarray:
+    """Per-second rate of a counter sampled on a grid, like PromQL's `rate(x[window*step])`.
+
+    Increases between neighbouring grid points are reset-aware (a decrease means the counter restarted from 0, so
+    the increase is the new value), then averaged over the last `window` intervals that have both ends, so a
+    scrape that lands in the next grid interval (a 0 then a double increase) does not read as a traffic dip.
+    """
+    inc = np.full(len(v), np.nan)
+    d = v[1:] - v[:-1]
+    inc[1:] = np.where(d < 0, v[1:], d)
+    ok = np.isfinite(inc)
+    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, inc, 0.0))])
+    cnt = np.concatenate([[0], np.cumsum(ok)])
+    lo = np.maximum(np.arange(len(v)) + 1 - window, 0)
+    total = csum[1:] - csum[lo]
+    n = cnt[1:] - cnt[lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(n > 0, total / (n * step), np.nan)
+    rate[~ok] = np.nan  # no rate where the newest interval itself is missing
+    return rate
 
 
 def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_after: float) -> tuple[str | None, int]:
     """(skip reason or None, index where the usable history starts)."""
     fin = np.isfinite(a.y)
+    fresh = now - a.last_raw_t <= stale_after
     if not fin.any():
-        return ("nan" if a.raw_nonfinite else "stale"), 0
+        return ("nan" if a.raw_nonfinite and fresh else "stale"), 0
     last = t[np.nonzero(fin)[0][-1]]
     if now - last > stale_after:
-        return "stale", 0
+        # Samples keep coming but are NaN/Inf: say so; nothing at all recently: the series went away.
+        return ("nan" if fresh and a.raw_nonfinite else "stale"), 0
     idx = np.nonzero(fin)[0]
     start = 0
     holes = np.nonzero(np.diff(t[idx]) > stale_after)[0]
@@ -167,14 +194,16 @@ class PredictorLoop:
                     note,
                     registry.BEST_BASELINE["kv"],
                 )
-        try:
-            from predictors.prophet_model import import_prophet
+        rps_model = kw.pop("rps_model", None)
+        if rps_model is None:
+            try:
+                from predictors.prophet_model import import_prophet
 
-            import_prophet()
-            rps_model = "prophet"
-        except ImportError:
-            rps_model = registry.BEST_BASELINE["rps"]
-            log.warning("predictor: prophet is not installed; forecasting traffic with %s", rps_model)
+                import_prophet()
+                rps_model = "prophet"
+            except ImportError:
+                rps_model = registry.BEST_BASELINE["rps"]
+                log.warning("predictor: prophet is not installed; forecasting traffic with %s", rps_model)
         return cls(
             cfg.predictor,
             threshold=cfg.thresholds.kv_forecast_trigger,

@@ -1,0 +1,248 @@
+"""The predictor loop on bad input: what a user sees on /metrics (and in the log) for each kind of trouble.
+
+Driven by script at chosen times, no sleeps: `tick(now, store)` returns exactly the samples the service serves.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from infercast.config import PredictorConfig, load_config
+from infercast.store import StoreError
+from infercast.store.memory import MemoryStore
+from predictors.publish import exposition
+from predictors.service import PredictorLoop
+
+KV = "infercast_kv_cache_usage_ratio"
+REQ = "infercast_router_requests_total"
+T0 = 1_800_000_000.0
+POOL = {"pool": "v4-main", "version": "v4"}
+
+
+def _cfg(**kw) -> PredictorConfig:
+    base = {
+        "history_seconds": 3600.0,
+        "step_seconds": 15.0,
+        "min_history_points": 20,
+        "stale_after_seconds": 120.0,
+        "refit_interval_seconds": 1800.0,
+    }
+    return PredictorConfig(**{**base, **kw})
+
+
+def _loop(**kw) -> PredictorLoop:
+    return PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman", **kw)
+
+
+def _fill(store: MemoryStore, start: float, end: float, kv=lambda t: 0.4, rps: float = 50.0, pool=POOL, skip=None):
+    """KV gauge of two instances and a request counter per instance, every 15 s in [start, end)."""
+    for t in np.arange(start, end, 15.0):
+        if skip is not None and skip(t):
+            continue
+        for inst in ("n1", "n2"):
+            store.write(KV, {**pool, "instance": inst}, t, kv(t))
+            labels = {**pool, "instance": inst, "priority": "normal", "outcome": "ok"}
+            store.write(REQ, labels, t, rps / 2 * (t - start))
+
+
+def _by_name(samples, name):
+    return {tuple(sorted(s.label_dict.items())): s.value for s in samples if s.name == name}
+
+
+def _skips(samples):
+    return {
+        (s.label_dict["pool"], s.label_dict["series"], s.label_dict["reason"])
+        for s in samples
+        if s.name.endswith("skipped")
+    }
+
+
+def _kv_yhat(samples, pool="v4-main"):
+    for s in samples:
+        d = s.label_dict
+        if s.name == "infercast_forecast_kv_cache_usage_ratio" and d["pool"] == pool and d["ml_forecast"] == "yhat":
+            return s.value
+    return None
+
+
+def test_healthy_series_publish_forecasts_eta_and_success_time():
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, kv=lambda t: 0.3 + 0.4 * (t - T0) / 3600)  # ramps towards 0.75
+    out = _loop().tick(T0 + 3585, st)
+    kv = _by_name(out, "infercast_forecast_kv_cache_usage_ratio")
+    key = (("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman"), ("pool", "v4-main"), ("version", "v4"))
+    assert kv[key] == pytest.approx(0.3 + 0.4 * (3585 + 300) / 3600, abs=0.01)
+    eta = _by_name(out, "infercast_forecast_breach_eta_seconds")
+    # 0.73 at the horizon; the upper band crosses 0.75 before it or not at all: either a time within 300 s or +Inf.
+    (value,) = eta.values()
+    assert value == float("inf") or 0 < value <= 300
+    rps = _by_name(out, "infercast_forecast_requests_per_second")
+    assert rps[(("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman"), *key[3:])] == pytest.approx(50.0)
+    assert _by_name(out, "infercast_forecast_last_success_timestamp_seconds") == {(("model", "kalman"),): T0 + 3585}
+    assert not _skips(out)
+    assert 'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_upper"' in exposition(out)
+
+
+def test_breach_eta_counts_from_now_to_the_upper_band_crossing():
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, kv=lambda t: 0.5 + 0.3 * (t - T0) / 3600)  # 0.8 by the end: crossing 0.75 soon
+    out = _loop().tick(T0 + 3300, st)
+    (eta,) = _by_name(out, "infercast_forecast_breach_eta_seconds").values()
+    assert 0 < eta <= 300
+
+
+def test_counter_reset_reads_as_a_restart_not_a_negative_rate():
+    st = MemoryStore()
+    for t in np.arange(T0, T0 + 3600, 15.0):
+        # One instance restarts at T0 + 1800: its counter starts again from 0.
+        v = 30.0 * ((t - T0) if t < T0 + 1800 else (t - T0 - 1800))
+        st.write(REQ, {**POOL, "instance": "n1", "priority": "normal", "outcome": "ok"}, t, v)
+        st.write(KV, {**POOL, "instance": "n1"}, t, 0.4)
+    out = _loop().tick(T0 + 3585, st)
+    rps = {k[1][1]: v for k, v in _by_name(out, "infercast_forecast_requests_per_second").items()}
+    assert rps["yhat"] == pytest.approx(30.0, rel=0.02)
+    assert rps["yhat_lower"] > 0
+
+
+def test_gap_then_recovery(caplog):
+    st = MemoryStore()
+    loop = _loop()
+    # Data for 40 min, nothing for 10 min, then data again.
+    _fill(st, T0, T0 + 2400)
+    _fill(st, T0 + 3000, T0 + 3150)  # 10 samples after the hole
+    with caplog.at_level(logging.WARNING, logger="predictors.service"):
+        out = loop.tick(T0 + 3135, st)
+    assert ("v4-main", "kv", "gap") in _skips(out)
+    assert _kv_yhat(out) is None  # no guess
+    assert "no forecast for kv v4-main/v4: gap" in caplog.text
+    _fill(st, T0 + 3150, T0 + 3400)
+    out = loop.tick(T0 + 3390, st)
+    assert not _skips(out) and _kv_yhat(out) == pytest.approx(0.4)
+
+
+def test_nan_values_are_reported_as_nan_and_scattered_nan_is_tolerated():
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3000)
+    for t in np.arange(T0 + 3000, T0 + 3600, 15.0):  # the exporter keeps reporting, but NaN
+        for inst in ("n1", "n2"):
+            st.write(KV, {**POOL, "instance": inst}, t, float("nan"))
+    out = _loop().tick(T0 + 3585, st)
+    assert ("v4-main", "kv", "nan") in _skips(out)
+    assert _kv_yhat(out) is None
+    st2 = MemoryStore()
+    _fill(st2, T0, T0 + 3600, kv=lambda t: float("nan") if int(t) % 45 == 0 else 0.4)
+    assert _kv_yhat(_loop().tick(T0 + 3585, st2)) == pytest.approx(0.4)
+
+
+def test_a_new_series_waits_for_enough_history_then_forecasts():
+    st = MemoryStore()
+    loop = _loop()
+    _fill(st, T0, T0 + 3600)
+    new = {"pool": "v4-long", "version": "v4"}
+    _fill(st, T0 + 3450, T0 + 3600, kv=lambda t: 0.2, pool=new)  # 10 samples so far
+    out = loop.tick(T0 + 3585, st)
+    assert ("v4-long", "kv", "too_short") in _skips(out)
+    assert _kv_yhat(out, "v4-long") is None and _kv_yhat(out) == pytest.approx(0.4)
+    _fill(st, T0 + 3600, T0 + 3800, kv=lambda t: 0.2, pool=new)
+    _fill(st, T0 + 3600, T0 + 3800)
+    out = loop.tick(T0 + 3795, st)
+    assert _kv_yhat(out, "v4-long") == pytest.approx(0.2)
+
+
+def test_a_series_that_disappears_is_stale_and_its_forecast_goes_away():
+    st = MemoryStore()
+    loop = _loop()
+    _fill(st, T0, T0 + 3600)
+    gone = {"pool": "v3.5-fallback", "version": "v3.5"}
+    _fill(st, T0, T0 + 3000, kv=lambda t: 0.6, pool=gone)  # stops at T0 + 3000
+    out = loop.tick(T0 + 3585, st)
+    assert ("v3.5-fallback", "kv", "stale") in _skips(out)
+    assert ("v3.5-fallback", "rps", "stale") in _skips(out)
+    assert _kv_yhat(out, "v3.5-fallback") is None
+    assert _kv_yhat(out) == pytest.approx(0.4)
+
+
+class _Down:
+    def query_range(self, *a, **kw):
+        raise StoreError("cannot connect to Prometheus at http://127.0.0.1:1: ConnectionError")
+
+
+def test_store_down_publishes_no_forecast_then_recovers():
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600)
+    loop = _loop()
+    first = loop.tick(T0 + 3585, st)
+    down = loop.tick(T0 + 3600, _Down())
+    assert {("v4-main", "kv", "source_down"), ("v4-main", "rps", "source_down")} <= _skips(down)
+    assert _kv_yhat(down) is None
+    # The last success time stays where it was: staleness is visible.
+    assert _by_name(down, "infercast_forecast_last_success_timestamp_seconds") == _by_name(
+        first, "infercast_forecast_last_success_timestamp_seconds"
+    )
+    _fill(st, T0 + 3600, T0 + 3700)
+    back = loop.tick(T0 + 3690, st)
+    assert not _skips(back) and _kv_yhat(back) == pytest.approx(0.4)
+
+
+def test_corrupt_model_file_falls_back_to_the_best_baseline_and_says_so(tmp_path, repo_root, caplog):
+    bad = tmp_path / "lstm_kv"
+    (tmp_path / "lstm_kv.safetensors").write_bytes(b"\x00garbage" * 10)
+    (tmp_path / "lstm_kv.json").write_text("{not json")
+    cfg = load_config(repo_root / "examples" / "flash-sale.yaml")
+    cfg = cfg.model_copy(update={"predictor": _cfg(model_file=str(bad))})
+    with caplog.at_level(logging.WARNING):
+        loop = PredictorLoop.from_config(cfg, rps_model="kalman")
+    assert "lstm skipped" in caplog.text and "instead" in caplog.text
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600)
+    out = loop.tick(T0 + 3585, st)
+    assert ("", "kv:lstm", "model_error") in _skips(out)
+    models = {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
+    assert models == {"kalman"}
+
+
+def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
+    class Exploding:
+        name = "lstm"
+
+        def fit(self, histories):
+            return self
+
+        def forecast(self, history, horizon_s):
+            raise RuntimeError("shape mismatch")
+
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600)
+    loop = _loop(lstm=Exploding())
+    out = loop.tick(T0 + 3585, st)
+    assert ("v4-main", "kv:lstm", "model_error") in _skips(out)
+    assert _kv_yhat(out) == pytest.approx(0.4)  # from the baseline
+    assert {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"} == {"kalman"}
+
+
+def test_prophet_is_the_traffic_model_and_refits_on_schedule():
+    pytest.importorskip("prophet")
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, rps=80.0)
+    loop = PredictorLoop(_cfg(refit_interval_seconds=600.0), rps_model="prophet")
+    out = loop.tick(T0 + 3585, st)
+    rps = {s.label_dict["ml_forecast"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
+    assert rps["yhat"] == pytest.approx(80.0, rel=0.02)
+    (sm,) = [v for k, v in loop._models.items() if k[0] == "rps"]
+    assert sm.last_fit == T0 + 3585
+    loop.tick(T0 + 3900, st)  # < 600 s later: no refit
+    assert sm.last_fit == T0 + 3585
+
+
+def test_counter_rate_is_reset_aware_and_smooths_a_late_scrape():
+    from predictors.service import counter_rate
+
+    # 10 req/s counted every 15 s; one scrape lands late (flat, then double), then the counter resets to 0.
+    v = np.array([0, 150, 300, 300, 600, 750, 900, 1050, 1200, 150, 300, 450, 600], dtype=float)
+    r = counter_rate(v, 15.0)  # over 4 intervals (60 s), like rate(x[1m])
+    assert np.isnan(r[0])
+    assert r[1:7].tolist() == pytest.approx([10, 10, 20 / 3, 10, 10, 10])  # the late scrape: one dip, then right
+    assert r[7:].tolist() == pytest.approx([10] * 6)  # the restart counts from 0, never negative
