@@ -54,6 +54,7 @@ class LSTMParams:
     peak_weight: float = 0.5
     cov_dropout: float = 0.15
     seed: int = 0
+    finetune_min_steps: int = 960  # a pre-trained model fine-tunes only on at least 4 h (at 15 s) of new history
     y_min: float = 0.0  # KV usage bounds: forecasts are clipped to them
     y_max: float = 1.0
 
@@ -181,14 +182,22 @@ class LSTMForecaster:
         Early stopping watches a time-ordered split: the last `val_fraction` of every history (windows whose
         targets lie there; their inputs may reach back before the cut, as they would in production), plus any
         `validation` histories.  Deterministic under `params.seed`.
+
+        A model that already has weights (loaded or fitted) fine-tunes, and only when handed at least
+        `finetune_min_steps` samples in all: on less (an hour-long trace's own past, as the backtest hands it
+        every 30 min) it keeps its weights, since a few hundred samples can't improve on the pre-training and
+        can easily make it worse.  Either way nothing past the histories' ends is used, so no look-ahead.
         """
         import torch
 
         p = self.params
-        torch.manual_seed(p.seed)
-        rng = np.random.default_rng(p.seed)
         hs = [F.to_grid(h, p.step_s) for h in histories]
         hs = [h for h in hs if np.isfinite(h.y).sum() > p.horizon_steps]
+        if self.net_ is not None and sum(len(h.t) for h in hs) < p.finetune_min_steps:
+            log.debug("lstm: %d samples < finetune_min_steps; keeping the weights", sum(len(h.t) for h in hs))
+            return self
+        torch.manual_seed(p.seed)
+        rng = np.random.default_rng(p.seed)
         if not hs:
             raise ValueError("fit needs at least one history with more samples than the horizon")
         train_parts, val_parts = [], []
