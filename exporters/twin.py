@@ -27,7 +27,11 @@ TARGET_UP = "_target_up"
 
 
 def _default_factory(config: FleetConfig) -> Any:
-    from infercast.twin import build_fleet  # imported lazily: the twin is only needed for twin targets
+    # imported lazily: the twin is only needed for twin targets
+    try:
+        from infercast.twin import build_fleet
+    except ImportError:
+        from infercast.twin.fleet import build_fleet
 
     return build_fleet(config, control="none", seed=0)
 

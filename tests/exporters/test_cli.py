@@ -1,0 +1,67 @@
+"""`infercast exporter --once`: one scrape of every target printed as a Prometheus exposition."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from exporters import cli
+from infercast.config import ConfigError
+from tests.exporters.conftest import REPO, good_targets
+
+
+def args(config_path, *extra):
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args(["--config", str(config_path), *extra])
+
+
+def test_once_prints_the_exposition(fixture_server, tmp_path, capsys):
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    data["targets"] = good_targets(fixture_server)
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    assert cli.run(args(cfg, "--once", "--no-nvml")) == 0
+    out = capsys.readouterr().out
+    assert 'infercast_kv_cache_usage_ratio{instance="vllm-a/0",pool="v4-main",version="v4"} 0.9312' in out
+    assert 'infercast_target_up{kind="dcgm",target="dcgm-a"} 1.0' in out
+    assert "# TYPE infercast_kv_block_allocation_failures_total counter" in out
+
+
+def test_once_with_nvml_on_a_machine_without_gpus_still_prints(fixture_server, tmp_path, capsys):
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    data["targets"] = good_targets(fixture_server)[:1]
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    assert cli.run(args(cfg, "--once", "--node", "here")) == 0
+    out = capsys.readouterr().out
+    assert 'infercast_target_up{kind="vllm",target="vllm-a"} 1.0' in out
+    # without a driver: up 0 for nvml (with one: its GPUs)
+    assert 'infercast_target_up{kind="nvml",target="nvml"} 0.0' in out or "infercast_gpu_memory_total_bytes" in out
+
+
+def test_bad_listen_and_missing_config_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        cli.run(args(tmp_path / "nope.yaml", "--once"))
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        cli._listen("9400")
+
+
+def test_the_command_line_entry_point(fixture_server, tmp_path):
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    data["targets"] = good_targets(fixture_server)[4:5]  # the Triton server
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--once", "--no-nvml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stderr
+    assert 'infercast_batch_saturation_ratio{instance="trt-a",pool="v4-main",version="v4"} 0.51171875' in r.stdout
