@@ -1,0 +1,107 @@
+"""The docker-compose stack without Docker: Prometheus and Alertmanager from the Debian packages, the alert-log
+webhook, the infercast exporter and predictor, all on 127.0.0.1 (deploy/local-stack.sh runs this).
+
+Ports as in docker-compose.yml: Prometheus 9090, Alertmanager 9093, alert-log 9095, exporter 9400, predictor 9401.
+Grafana is not started (no Grafana server can be installed on these machines); point one at :9090 and run
+`infercast dashboards push`.  Ctrl-C or SIGTERM stops everything this script started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a file: make the repository's packages importable
+
+from alertrules.webhook import WebhookRecorder  # noqa: E402
+from infercast.servers import ServerUnavailable, start_alertmanager, start_prometheus  # noqa: E402
+
+RULES = ("recording.yml", "alerts.yml")
+
+
+def prometheus_config() -> str:
+    cfg = yaml.safe_load((REPO / "deploy" / "prometheus.local.yml").read_text())
+    cfg["rule_files"] = list(RULES)  # written beside the config by start_prometheus
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="deploy/local-stack.sh", description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, default=REPO / "examples" / "flash-sale.yaml", help="fleet file")
+    p.add_argument("--dir", type=Path, default=REPO / ".stack", help="working directory (data, logs)")
+    p.add_argument("--twin-speed", type=float, default=2.0, help="passed to the exporter (default 2)")
+    p.add_argument("--no-services", action="store_true", help="start only Prometheus, Alertmanager and alert-log")
+    args = p.parse_args(argv)
+    if not args.config.is_file():
+        p.error(f"--config {args.config}: no such file")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    started: list = []
+    procs: list[subprocess.Popen] = []
+    log = open(args.dir / "alert-log.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed at the end
+    try:
+        hook = WebhookRecorder("127.0.0.1", 9095, out=log).serve()
+        started.append(hook)
+        rules = {n: (REPO / "alertrules" / "rules" / n).read_text() for n in RULES}
+        prom = start_prometheus(prometheus_config(), rule_files=rules, port=9090, workdir=args.dir / "prometheus")
+        started.append(prom)
+        am_dir = args.dir / "alertmanager"
+        shutil.copytree(REPO / "alertrules" / "templates", am_dir / "templates", dirs_exist_ok=True)
+        am = start_alertmanager((REPO / "alertrules" / "alertmanager.yml").read_text(), port=9093, workdir=am_dir)
+        started.append(am)
+        if not args.no_services:
+            infercast = [sys.executable, "-m", "infercast.cli"]
+            services = {
+                "exporter": [
+                    *infercast, "exporter", f"--config={args.config}", "--listen=127.0.0.1:9400",
+                    f"--twin-speed={args.twin_speed}", "--no-nvml",
+                ],
+                "predictor": [
+                    *infercast, "predictor", f"--config={args.config}", f"--prometheus={prom.url}",
+                    "--listen=127.0.0.1:9401",
+                ],
+            }  # fmt: skip
+            for name, argv_ in services.items():
+                out = open(args.dir / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
+                procs.append(subprocess.Popen(argv_, cwd=REPO, stdout=out, stderr=subprocess.STDOUT))
+        print(
+            f"infercast local stack: Prometheus {prom.url}, Alertmanager {am.url}, alert-log {hook.url} "
+            f"(notifications in {args.dir / 'alert-log.jsonl'}); logs in {args.dir}. Ctrl-C stops.",
+            flush=True,
+        )
+        while not stop.wait(1.0):
+            for proc in procs:
+                if proc.poll() is not None:
+                    print(f"a service exited with {proc.returncode}: see the logs in {args.dir}", file=sys.stderr)
+                    procs.remove(proc)
+                    break
+    except ServerUnavailable as e:
+        print(f"local-stack: {e}", file=sys.stderr)
+        return 1
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for s in reversed(started):
+            s.close()
+        log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
