@@ -33,6 +33,7 @@ GPU_XID = _n("infercast_gpu_xid_errors_total")
 TARGET_UP = _n("infercast_target_up")
 FORECAST_KV = _n("infercast_forecast_kv_cache_usage_ratio")
 FORECAST_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
+FORECAST_SKIPPED = _n("infercast_forecast_skipped")
 ACTIONS = _n("infercast_actuator_actions_total")
 ACTUATOR_LEADER = _n("infercast_actuator_leader")
 
@@ -324,7 +325,9 @@ def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
             s,
             "InfercastForecastsStale",
             f"(time() - max by (model) ({FORECAST_LAST}) > {s.forecast_stale_seconds:g}) or "
-            f'(absent({FORECAST_LAST}) and on () (max(up{{job="infercast-predictor"}}) == 1))',
+            # never published: only when the predictor is up and not still collecting its first history
+            f'(absent({FORECAST_LAST}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
+            f'unless on () (count({FORECAST_SKIPPED}{{reason="too_short"}}) > 0))',
             s.for_forecast_stale,
             "warning",
             "platform",
