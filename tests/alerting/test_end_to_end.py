@@ -32,7 +32,8 @@ from alertrules.settings import AlertSettings
 from alertrules.webhook import WebhookRecorder
 from infercast.servers import ServerUnavailable, free_port, start_alertmanager, start_prometheus
 
-from .conftest import ALERTRULES, REPO
+from .conftest import ALERTRULES
+from .stack import fleet_file, services_ready, spawn, stop
 
 SPEED = float(os.environ.get("INFERCAST_E2E_SPEED", "10"))
 WARMUP_SIM_S = 480.0  # the flash sale starts at 600 simulated seconds
@@ -41,61 +42,18 @@ POOL = "v4-main"
 REPORT = Path(os.environ.get("INFERCAST_E2E_REPORT", "")) if os.environ.get("INFERCAST_E2E_REPORT") else None
 
 
-def _services_ready() -> str | None:
-    """None when the exporter serves KV series from the twin, else why not (the test is skipped with it)."""
-    argv = [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(REPO / "examples" / "flash-sale.yaml")]
-    try:
-        res = subprocess.run(
-            [*argv, "--once", "--no-nvml", "--twin-warmup-seconds", "30"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return "infercast exporter --once did not finish within 120 s"
-    if res.returncode != 0:
-        return f"infercast exporter --once failed: {res.stderr.strip().splitlines()[-1:]}"
-    if "infercast_kv_cache_usage_ratio{" not in res.stdout:
-        return "infercast exporter serves no infercast_kv_cache_usage_ratio from the twin yet"
-    try:
-        import predictors.cli  # noqa: F401
-    except ImportError as e:
-        return f"infercast predictor is not importable: {e}"
-    return None
-
-
 def scaled_fleet(tmp: Path, speed: float) -> Path:
-    doc = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
-    doc["predictor"] = {
-        **doc.get("predictor", {}),
-        "horizon_seconds": 300 / speed,
-        "step_seconds": 15 / speed,
-        "history_seconds": 3600 / speed,
-        "refit_interval_seconds": 1800 / speed,
-        "stale_after_seconds": 120 / speed,
-        "forecast_interval_seconds": 1.0,
-        "min_history_points": 8,
-    }
-    path = tmp / "fleet.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
-    out = open(log, "wb")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    """The flash-sale fleet with every predictor duration divided by `speed` (forecasts every wall second)."""
+    return fleet_file(
+        tmp,
+        horizon_seconds=300 / speed,
+        step_seconds=15 / speed,
+        history_seconds=3600 / speed,
+        refit_interval_seconds=1800 / speed,
+        stale_after_seconds=120 / speed,
+        forecast_interval_seconds=1.0,
+        min_history_points=8,
+    )
 
 
 def first_crossing(prom_url: str, expr: str, start: float, end: float, threshold: float) -> float | None:
@@ -112,7 +70,7 @@ def first_crossing(prom_url: str, expr: str, start: float, end: float, threshold
 @pytest.mark.servers
 @pytest.mark.slow
 def test_predictive_alert_reaches_the_receiver_before_kv_crosses_the_trigger(tmp_path):
-    reason = _services_ready()
+    reason = services_ready()
     if reason:
         pytest.skip(f"needs the exporter and predictor services over the twin: {reason}")
     if shutil.which("promtool") is None and not Path("/usr/bin/promtool").exists():
@@ -134,7 +92,7 @@ def test_predictive_alert_reaches_the_receiver_before_kv_crosses_the_trigger(tmp
         exporter_port, predictor_port = free_port(), free_port()
         cli = [sys.executable, "-m", "infercast.cli"]
         procs.append(
-            _spawn(
+            spawn(
                 [
                     *cli, "exporter", f"--config={fleet}", f"--listen=127.0.0.1:{exporter_port}", "--no-nvml",
                     f"--twin-speed={SPEED}", f"--twin-warmup-seconds={WARMUP_SIM_S}",
@@ -161,7 +119,7 @@ scrape_configs:
         servers.append(prom)
         started = time.time()
         procs.append(
-            _spawn(
+            spawn(
                 [*cli, "predictor", f"--config={fleet}", f"--prometheus={prom.url}",
                  f"--listen=127.0.0.1:{predictor_port}"],
                 tmp_path / "predictor.log",
@@ -208,7 +166,7 @@ scrape_configs:
         pytest.skip(str(e))
     finally:
         for p in procs:
-            _stop(p)
+            stop(p)
         for s in reversed(servers):
             s.close()
         hook.close()
