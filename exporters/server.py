@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample as PSample
 
 from exporters.base import Sample, ScrapeError, Target
 from exporters.derive import TARGET_UP, derive
@@ -115,13 +116,16 @@ class Exporter:
         """One scrape cycle of every source; bounded by the per-target timeout."""
         with self._cycle:
             t0 = time.monotonic()
+            deadline = t0 + self.timeout  # one deadline for the whole cycle, however long starting the threads took
             pending: dict[Future, TargetState] = {}
             for st in self.states:
                 if st.future is not None and not st.future.done():
                     continue  # still running from an earlier cycle: reported below, not started twice
                 st.future = self._executor.submit(self._run, st.source)
                 pending[st.future] = st
-            wait_futures(list(pending), timeout=self.timeout)
+            t_submit = time.monotonic()
+            wait_futures(list(pending), timeout=max(0.0, deadline - time.monotonic()))
+            t_wait = time.monotonic()
             now = self._clock()
             for st in self.states:
                 fut = st.future
@@ -142,8 +146,17 @@ class Exporter:
                 st.good_at = now
                 st.duration = duration
                 self._set_reason(st, None)
+            t_process = time.monotonic()
             self._frame = self._build(now)
             self.last_cycle_seconds = time.monotonic() - t0
+            log.debug(
+                "cycle %.3fs: submit %.3fs, wait %.3fs, process %.3fs, build %.3fs",
+                self.last_cycle_seconds,
+                t_submit - t0,
+                t_wait - t_submit,
+                t_process - t_wait,
+                time.monotonic() - t_process,
+            )
             self.last_cycle_at = now
 
     def _fail(self, st: TargetState, reason: str, duration: float) -> None:
@@ -225,16 +238,10 @@ def families(samples: Iterable[Sample]) -> list[Metric]:
             else:
                 fam = Metric(name, m.help, m.kind.value)
             by_name[name] = fam
-        fam.samples.append(_sample(name, labels, s.value))
+        fam.samples.append(PSample(name, labels, s.value, None, None, None))
     if dup:
         log.debug("dropped %d duplicate series", dup)
     return list(by_name.values())
-
-
-def _sample(name: str, labels: dict[str, str], value: float):
-    from prometheus_client.samples import Sample as PSample
-
-    return PSample(name, labels, value, None, None, None)
 
 
 # --- HTTP ------------------------------------------------------------------------------------------------------
