@@ -71,6 +71,12 @@ def import_prophet():
     logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)
     from prophet import Prophet
 
+    try:  # cmdstanpy configures its logger (DEBUG + an INFO handler) on first use; do that now, then quiet it
+        from cmdstanpy.utils import get_logger
+
+        get_logger()
+    except ImportError:
+        pass
     logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
     logging.getLogger("prophet").setLevel(logging.WARNING)
     return Prophet
