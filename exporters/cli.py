@@ -11,6 +11,7 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from exporters.forecasts import PrometheusForecasts
 from exporters.nvml import NvmlSource
 from exporters.server import Exporter, ExporterServer, build_sources
 from exporters.twin import TwinSource
@@ -38,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nvml", dest="nvml", action="store_true", default=True, help="read this node's GPUs (default)")
     p.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not read GPUs through NVML")
     p.add_argument("--node", default=None, help="node name for NVML series (default: the host name)")
+    p.add_argument(
+        "--forecasts-from",
+        default=None,
+        metavar="PROMETHEUS_URL",
+        help="Prometheus holding the predictor's forecasts, for the failover headroom in the avalanche risk "
+        "(default: predictor.prometheus_url of the fleet file, if set)",
+    )
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -57,7 +65,9 @@ def build(args: argparse.Namespace):
     if args.nvml:
         sources.append(NvmlSource(node=args.node))
     recorder = twin.fleet.recorder if twin is not None and getattr(twin.fleet, "recorder", None) else None
-    return config, twin, Exporter(config, sources, recorder=recorder)
+    forecasts_url = args.forecasts_from or config.predictor.prometheus_url
+    forecasts = PrometheusForecasts(forecasts_url) if forecasts_url else None
+    return config, twin, Exporter(config, sources, recorder=recorder, forecast_usage=forecasts)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,7 +49,7 @@ class FixtureServer:
 
             def do_GET(self):
                 outer.hits[self.path] = outer.hits.get(self.path, 0) + 1
-                r = outer.routes.get(self.path)
+                r = outer.routes.get(self.path) or outer.routes.get(self.path.split("?", 1)[0])
                 if r is None:
                     self.send_response(404)
                     self.end_headers()
