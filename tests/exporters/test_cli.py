@@ -65,3 +65,41 @@ def test_the_command_line_entry_point(fixture_server, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert 'infercast_batch_saturation_ratio{instance="trt-a",pool="v4-main",version="v4"} 0.51171875' in r.stdout
+
+
+def test_serving_mode_answers_and_stops_on_sigterm(fixture_server, tmp_path):
+    import signal
+    import time
+
+    import requests
+
+    from infercast.servers import free_port
+
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    data["targets"] = good_targets(fixture_server)[:2]
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        text = ""
+        while time.monotonic() < deadline:
+            try:
+                text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        assert 'infercast_kv_cache_usage_ratio{instance="vllm-b",pool="v3.5-fallback",version="v3.5"} 0.5214' in text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
