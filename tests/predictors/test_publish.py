@@ -1,0 +1,64 @@
+"""Forecasts as metrics: the exact exposition a scrape returns, and what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from predictors.base import Forecast
+from predictors.publish import (
+    LatestSamples,
+    breach_eta_sample,
+    exposition,
+    forecast_samples,
+    sample,
+    skipped_sample,
+)
+
+
+def _fc():
+    t = 1000.0 + 15 * np.arange(1, 21)
+    return Forecast(t, np.linspace(0.5, 0.7, 20), np.linspace(0.45, 0.6, 20), np.linspace(0.55, 0.8, 20), model="lstm")
+
+
+def test_exposition_of_a_kv_forecast_and_its_eta():
+    fc = _fc()
+    samples = [*forecast_samples("kv", "v4-main", "v4", fc, 300), breach_eta_sample("v4-main", "v4", 0.75, 15.0)]
+    text = exposition(samples)
+    assert text.splitlines() == [
+        "# HELP infercast_forecast_breach_eta_seconds Seconds until the forecast upper band crosses the threshold "
+        "(+Inf if not within the horizon).",
+        "# TYPE infercast_forecast_breach_eta_seconds gauge",
+        'infercast_forecast_breach_eta_seconds{pool="v4-main",threshold="0.75",version="v4"} 15.0',
+        "# HELP infercast_forecast_kv_cache_usage_ratio Forecast of KV-cache usage at the horizon.",
+        "# TYPE infercast_forecast_kv_cache_usage_ratio gauge",
+        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat",model="lstm",pool="v4-main",'
+        'version="v4"} 0.7',
+        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_lower",model="lstm",pool="v4-main",'
+        'version="v4"} 0.6',
+        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_upper",model="lstm",pool="v4-main",'
+        'version="v4"} 0.8',
+    ]
+    assert fc.breach_eta(0.75, 1000.0) == 255.0  # the upper band first reaches 0.75 at its 17th point
+
+
+def test_wrong_labels_and_unknown_reasons_are_refused():
+    with pytest.raises(ValueError, match="takes labels"):
+        sample("infercast_forecast_breach_eta_seconds", 1.0, pool="p")
+    with pytest.raises(ValueError, match="reason='tired'"):
+        skipped_sample("p", "v4", "kv", "tired")
+    with pytest.raises(KeyError, match="not in the infercast metric catalog"):
+        sample("infercast_forecast_banana", 1.0)
+
+
+def test_collector_serves_the_latest_snapshot_only():
+    reg = CollectorRegistry()
+    latest = LatestSamples()
+    reg.register(latest)
+    latest.set([skipped_sample("p", "v4", "kv", "stale")])
+    assert b'infercast_forecast_skipped{pool="p",reason="stale",series="kv",version="v4"} 1.0' in generate_latest(reg)
+    latest.set(forecast_samples("kv", "p", "v4", _fc(), 300))
+    body = generate_latest(reg)
+    assert b"infercast_forecast_skipped" not in body  # recovered: the skip marker is gone, not left at a stale 1
+    assert b'ml_forecast="yhat"' in body
