@@ -64,10 +64,11 @@ def build(args: argparse.Namespace):
     sources = build_sources(config, twin=twin)
     if args.nvml:
         sources.append(NvmlSource(node=args.node))
-    recorder = twin.fleet.recorder if twin is not None and getattr(twin.fleet, "recorder", None) else None
+    # the twin's router counters come through its source (on simulated time); the exporter's own recorder takes
+    # what other routers POST to /ingest/router
     forecasts_url = args.forecasts_from or config.predictor.prometheus_url
     forecasts = PrometheusForecasts(forecasts_url) if forecasts_url else None
-    return config, twin, Exporter(config, sources, recorder=recorder, forecast_usage=forecasts)
+    return config, twin, Exporter(config, sources, forecast_usage=forecasts)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -212,8 +212,11 @@ class Exporter:
 
 
 def families(samples: Iterable[Sample]) -> list[Metric]:
-    """Catalog samples -> metric families in catalog order; internal samples are dropped, `_target_up` becomes
-    `infercast_target_up{target,kind}`; a series given twice (two targets reporting the same GPU) is kept once."""
+    """Catalog samples -> metric families, in order of first appearance.
+
+    Internal samples are dropped, a twin node's `_target_up` becomes `infercast_target_up{target,kind}`, and a series
+    given twice (two targets reporting the same GPU) is kept once.
+    """
     by_name: dict[str, Metric] = {}
     seen: set[tuple] = set()
     dup = 0
