@@ -142,7 +142,10 @@ class Exporter:
                 except Exception as e:  # a source bug: reported as the target's reason, never a crash
                     self._fail(st, f"{type(e).__name__}: {e}", time.monotonic() - t0)
                     continue
+                resets = st.windows.resets
                 st.samples = st.windows.apply(samples, src_now)
+                if st.windows.resets > resets:
+                    log.info("target %s: counters went down (restarted?); its windows start again", st.source.name)
                 st.good_at = now
                 st.duration = duration
                 self._set_reason(st, None)

@@ -40,14 +40,18 @@ class CounterWindow:
     def __init__(self) -> None:
         self.points: deque[tuple[float, tuple[float, ...]]] = deque()
 
-    def add(self, now: float, values: tuple[float, ...], window: float) -> None:
+    def add(self, now: float, values: tuple[float, ...], window: float) -> bool:
+        """Add a point; True when it shows a reset (a counter went down, or time went backwards)."""
+        reset = False
         if self.points:
             last_t, last_v = self.points[-1]
             if now < last_t or any(v < lv for v, lv in zip(values, last_v, strict=True)):
-                self.points.clear()  # counter reset (or time went backwards): start again
+                self.points.clear()  # start again from the new value
+                reset = True
         self.points.append((now, values))
         while len(self.points) > 2 and self.points[1][0] <= now - window:
             self.points.popleft()
+        return reset
 
     def increase(self) -> tuple[float, tuple[float, ...]] | None:
         """(elapsed seconds, increase of each value) between the oldest and newest point, or None."""
@@ -70,12 +74,15 @@ class Windows:
         self._pcie: dict[Key, tuple[float, float, float]] = {}  # key -> (time, rate, total bytes)
         self._xid_last: dict[Key, float] = {}
         self._xid_counts: dict[Key, dict[str, int]] = {}  # GPU key -> {xid code: count}
+        #: counter resets seen so far (the exporter logs when this grows: an engine restarted)
+        self.resets = 0
 
     def _window(self, name: str, key: Key, now: float, values: tuple[float, ...]):
         w = self._counters.get((name, key))
         if w is None:
             w = self._counters[(name, key)] = CounterWindow()
-        w.add(now, values, self.window)
+        if w.add(now, values, self.window):
+            self.resets += 1
         self._seen[(name, key)] = now
         return w.increase()
 

@@ -206,3 +206,32 @@ def test_http_server_metrics_and_router_ingest(fixture_server):
         assert requests.get(base + "/nope", timeout=5).status_code == 404
     finally:
         srv.close()
+
+
+def test_a_counter_reset_is_not_an_error(fixture_server, caplog):
+    # an engine restart: counters fall back near 0; the target stays up, no ratio or rate goes negative
+    config = fleet([{"name": "a", "kind": "vllm", "url": fixture_server.url("/vllm35")}])
+    exp = Exporter(config, build_sources(config))
+    exp.scrape()
+    time.sleep(0.05)
+    restarted = (
+        payload("vllm-chat-v3.5.prom")
+        .replace("7.04876486e+08", "1000.0")
+        .replace("3.64804864e+08", "400.0")
+        .replace(" 16.0\n", " 0.0\n")
+    )
+    fixture_server.routes["/vllm35"] = Route(restarted)
+    caplog.set_level(logging.INFO, logger="exporters.server")
+    exp.scrape()
+    m = samples(render(exp))
+    assert get(m, "infercast_target_up", target="a") == 1
+    assert get(m, "infercast_kv_block_allocation_failures_total", instance="a") == 0
+    assert not [k for k in m if k[0] == "infercast_kv_cache_hit_ratio"]  # window restarted: absent, not negative
+    assert any("counters went down" in r.getMessage() for r in caplog.records)
+    time.sleep(0.05)
+    fixture_server.routes["/vllm35"] = Route(
+        restarted.replace(" 1000.0\n", " 2000.0\n").replace(" 400.0\n", " 900.0\n")
+    )
+    exp.scrape()
+    assert get(render(exp), "infercast_kv_cache_hit_ratio", instance="a") == 0.5  # (900-400)/(2000-1000)
+    exp.close()
