@@ -1,0 +1,90 @@
+"""The in-process twin as a source: `infercast exporter --config examples/flash-sale.yaml --once` with nothing else
+running prints the full catalog for every node of the seed's fleet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from exporters.server import Exporter
+from exporters.twin import TwinSource
+from infercast.config import load_config
+from tests.exporters.conftest import REPO
+from tests.exporters.test_server import get, render, samples
+
+CONFIG = load_config(REPO / "examples" / "flash-sale.yaml")
+
+
+def _twin_renders_metrics() -> bool:
+    try:
+        from infercast.twin.engine import Node
+    except ImportError:
+        return False
+    return hasattr(Node, "metrics_text")
+
+
+pytestmark = pytest.mark.skipif(not _twin_renders_metrics(), reason="infercast.twin nodes do not render /metrics yet")
+
+
+def test_twin_nodes_feed_the_catalog():
+    source = TwinSource(CONFIG)
+    exp = Exporter(CONFIG, [source], clock=lambda: source.now())
+    source.advance(30)
+    exp.scrape()
+    source.advance(30)
+    exp.scrape()
+    m = samples(render(exp))
+    exp.close()
+    nodes = [n.name for n in source.fleet.nodes]
+    assert len(nodes) == sum(p.nodes for p in CONFIG.pools.values())
+    for name in nodes:
+        node = next(n for n in source.fleet.nodes if n.name == name)
+        assert get(m, "infercast_target_up", target=name, kind="twin") == (1 if node.up else 0)
+    up = [n for n in source.fleet.nodes if n.up]
+    assert up, "no twin node is up after a minute of quiet traffic"
+    n0 = up[0]
+    labels = {"instance": n0.name, "pool": n0.pool, "version": n0.version}
+    assert 0 <= get(m, "infercast_kv_cache_usage_ratio", **labels) <= 1
+    assert 0 <= get(m, "infercast_kv_cache_fragmentation_ratio", **labels) <= 1  # from the engine extension
+    assert get(m, "infercast_batch_saturation_ratio", **labels) >= 0  # max_num_seqs from the extension
+    assert get(m, "infercast_kv_block_allocation_failures_total", **labels) >= 0
+    assert get(m, "infercast_memory_efficiency_ratio", **labels) > 0
+    assert get(m, "infercast_router_requests_total", pool="v4-main", version="v4", priority="normal", outcome="ok") > 0
+    assert 0 <= get(m, "infercast_health_score", pool="v4-main", version="v4") <= 100
+    assert 0 <= get(m, "infercast_avalanche_risk_score", pool="v4-main") <= 100
+
+
+def test_once_on_the_seed_fleet_prints_a_full_exposition():
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "exporter", "--config", "examples/flash-sale.yaml", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stderr
+    m = samples(r.stdout)
+    names = {n for n, _ in m}
+    for name in (
+        "infercast_kv_cache_usage_ratio",
+        "infercast_kv_cache_fragmentation_ratio",
+        "infercast_kv_block_allocation_failures_total",
+        "infercast_kv_cache_hit_ratio",
+        "infercast_batch_saturation_ratio",
+        "infercast_requests_running",
+        "infercast_requests_waiting",
+        "infercast_memory_efficiency_ratio",
+        "infercast_router_requests_total",
+        "infercast_avalanche_risk_score",
+        "infercast_health_score",
+        "infercast_health_dimension_score",
+        "infercast_gpu_memory_used_bytes",
+        "infercast_target_up",
+        "infercast_target_scrape_duration_seconds",
+    ):
+        assert name in names, name
+    assert get(m, "infercast_target_up", target="twin", kind="twin") == 1
+    # this machine has no GPU: NVML says so (up 0) and the exporter carries on
+    assert get(m, "infercast_target_up", target="nvml", kind="nvml") in (0, 1)
