@@ -13,8 +13,11 @@ prophet is imported lazily (only when a model is fitted), so nothing else pays f
   never seen cannot be learned).
 - **Band.** Prophet's own interval with `interval_width = upper - lower` (symmetric quantiles), from
   `uncertainty_samples` simulated paths.
-- **Refit.** `fit` learns from the history it is given; `forecast` uses the fitted model (it fits first if it was
-  never fitted).  The backtest and the service call `fit` on the production refit schedule.
+- **Refit.** `fit` learns from the history it is given; `forecast` uses the fitted model.  It fits first if it
+  was never fitted, or if the history has grown by more than `refit_growth` (25%) of the span the model was fitted
+  on: a trend fitted on 5 minutes and extrapolated for 30 is wild (on the 1-hour Azure conv trace, refitting only
+  every 1800 s gave a traffic MAE of 7.9 req/s, this rule 1.7).  With the service's 6 h history and 30 min refits
+  the rule never fires; the backtest and the service call `fit` on the production refit schedule.
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ class ProphetForecaster:
         uncertainty_samples: int = 200,
         nonnegative: bool = True,
         fit_window_s: float | None = None,
+        growth: str = "linear",
+        refit_growth: float | None = 0.25,
     ) -> None:
         self.events = event_windows(events, epoch_s) if events and not isinstance(events[0], EventWindow) else events
         self.band = band
@@ -111,7 +116,10 @@ class ProphetForecaster:
         self.uncertainty_samples = uncertainty_samples
         self.nonnegative = nonnegative
         self.fit_window_s = fit_window_s
+        self.growth = growth
+        self.refit_growth = refit_growth
         self.model_ = None
+        self.fitted_span_: float = 0.0
         self.regressors_: list[str] = []
         self.fitted_until_: float | None = None
 
@@ -151,6 +159,7 @@ class ProphetForecaster:
         daily = self.daily if self.daily is not None else span >= 2 * DAY
         weekly = self.weekly if self.weekly is not None else span >= 14 * DAY
         m = Prophet(
+            growth=self.growth,
             daily_seasonality=daily,
             weekly_seasonality=weekly,
             yearly_seasonality=False,
@@ -168,10 +177,16 @@ class ProphetForecaster:
         m.fit(self._frame(t, y))
         self.model_ = m
         self.fitted_until_ = float(h.t[-1])
+        self.fitted_span_ = span
         return self
 
     def forecast(self, history: History, horizon_s: float) -> Forecast:
-        if self.model_ is None:
+        grown = (
+            self.refit_growth is not None
+            and self.fitted_until_ is not None
+            and history.t[-1] - self.fitted_until_ > self.refit_growth * max(self.fitted_span_, history.step)
+        )
+        if self.model_ is None or grown:
             self.fit([history])
         grid = future_grid(history, horizon_s)
         pred = self.model_.predict(self._frame(grid))

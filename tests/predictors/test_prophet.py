@@ -58,3 +58,14 @@ def test_event_regressor_learns_a_promotion_and_applies_it_to_the_next_one():
     assert np.mean(with_cal.yhat[during]) > 800
     assert np.mean(without.yhat[during]) < 500
     assert SeasonalNaive(86400).forecast(h, 2 * 3600).yhat[during].mean() > 900
+
+
+def test_refits_itself_when_the_history_has_grown_by_a_quarter():
+    t = np.arange(0, 3600, 15.0)
+    y = 50 + 0.01 * t
+    m = ProphetForecaster(uncertainty_samples=0)
+    m.fit([History(t[:40], y[:40])])  # 585 s of history
+    m.forecast(History(t[:45], y[:45]), 300)  # +75 s: 13% more, keeps the fitted model
+    assert m.fitted_until_ == t[39]
+    m.forecast(History(t[:60], y[:60]), 300)  # +300 s: 51% more, refits on what it was handed
+    assert m.fitted_until_ == t[59]
