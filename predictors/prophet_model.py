@@ -191,8 +191,9 @@ class ProphetForecaster:
         grid = future_grid(history, horizon_s)
         pred = self.model_.predict(self._frame(grid))
         yhat = pred["yhat"].to_numpy()
-        lo = pred["yhat_lower"].to_numpy()
-        hi = pred["yhat_upper"].to_numpy()
+        # With uncertainty_samples=0 Prophet gives no interval: the band is then the point itself.
+        lo = pred["yhat_lower"].to_numpy() if "yhat_lower" in pred else yhat
+        hi = pred["yhat_upper"].to_numpy() if "yhat_upper" in pred else yhat
         if self.nonnegative:
             yhat, lo, hi = np.maximum(yhat, 0.0), np.maximum(lo, 0.0), np.maximum(hi, 0.0)
         return Forecast(grid, yhat, np.minimum(lo, yhat), np.maximum(hi, yhat), self.band, self.name)
