@@ -248,3 +248,33 @@ def test_counter_rate_is_reset_aware_and_smooths_a_late_scrape():
     # interval without its double, a bump when it holds the double alone; otherwise exact.
     assert r[1:9].tolist() == pytest.approx([10, 10, 20 / 3, 10, 10, 10, 12.5, 10])
     assert r[9:].tolist() == pytest.approx([10] * 4)  # the restart counts from 0, never negative
+
+
+def test_a_slow_prometheus_is_source_down_for_the_tick():
+    import http.server
+    import threading
+    import time
+
+    from infercast.store.prometheus import PrometheusStore
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            time.sleep(1.0)
+            try:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"{}")
+            except OSError:
+                pass  # the client gave up
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        out = _loop().tick(T0, PrometheusStore(f"http://127.0.0.1:{srv.server_port}", timeout_seconds=0.2))
+    finally:
+        srv.shutdown()
+    assert {("", "kv", "source_down"), ("", "rps", "source_down")} == _skips(out)
+    assert _kv_yhat(out) is None
