@@ -266,6 +266,92 @@ def cost_section(n_series: int = 50) -> dict:
     return out
 
 
+def _m(v, nd=3) -> str:
+    if v is None:
+        return "-"
+    return str(v) if isinstance(v, int) else f"{v:.{nd}f}"
+
+
+def markdown(result: dict) -> str:
+    """The figures as the Markdown tables of docs/predictors.md."""
+    out = []
+    if "kv" in result:
+        out.append("### KV usage 300 s ahead (`--series kv`, threshold 0.75, P10-P90 band)\n")
+        for name, res in result["kv"].items():
+            first = next(iter(res["models"].values()))
+            sizing = res["meta"].get("sizing") or {"nodes": res["meta"].get("fleet")}
+            out.append(
+                f"**{name}**: {res['samples']} samples at 15 s, {first['breach']['breaches']} breach(es) scored; "
+                f"fleet {sizing}\n"
+            )
+            out.append(
+                "| model | mae | peak_mae | coverage | pinball | recall | precision | median lead s | false alarms/h "
+                "| ms/forecast |"
+            )
+            out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for m, s in res["models"].items():
+                b = s.get("breach") or {}
+                ms = s.get("predict_seconds_per_series")
+                out.append(
+                    f"| {m} | {_m(s.get('mae'))} | {_m(s.get('peak_mae'))} | {_m(s.get('coverage'), 2)} | "
+                    f"{_m(s.get('pinball'), 4)} | {_m(b.get('recall'), 2)} | {_m(b.get('precision'), 2)} | "
+                    f"{_m(b.get('median_lead_seconds'), 0)} | {_m(b.get('false_alarms_per_hour'), 1)} | "
+                    f"{_m(ms * 1000 if ms is not None else None, 1)} |"
+                )
+            g = res["goal"]
+            if "lstm_vs_predict_linear" in g:
+                out.append(
+                    f"\nLSTM peak_mae / predict_linear's = **{_m(g['lstm_vs_predict_linear'])}**; / best classical "
+                    f"({g['best_classical']}) = **{_m(g['lstm_vs_best_classical'])}**; coverage - nominal = "
+                    f"**{_m(g['lstm_coverage_minus_nominal'])}**.\n"
+                )
+            else:
+                out.append("\n(no LSTM in this run)\n")
+    if "rps" in result:
+        out.append("### Traffic 300 s ahead (`--series rps`, requests/s)\n")
+        out.append("| trace | model | mae | peak_mae | coverage | pinball | ms/forecast |")
+        out.append("|---|---|---:|---:|---:|---:|---:|")
+        for name, res in result["rps"].items():
+            for m, s in res["models"].items():
+                ms = s.get("predict_seconds_per_series")
+                out.append(
+                    f"| {name} | {m} | {_m(s.get('mae'), 2)} | {_m(s.get('peak_mae'), 2)} | "
+                    f"{_m(s.get('coverage'), 2)} | {_m(s.get('pinball'), 3)} | {_m(ms * 1000 if ms else None, 1)} |"
+                )
+        out.append("")
+    if "servegen_prophet" in result:
+        sg = result["servegen_prophet"]
+        out.append("### Prophet on ServeGen language/m-large (days 1-8, peak hour of each day)\n")
+        out.append(
+            "| day | peak hour | hours ahead | actual req/s | Prophet | same hour yesterday | same hour last week |"
+        )
+        out.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for x in sg["days"]:
+            out.append(
+                f"| {x['day']} | {x['peak_hour']} | {x['hours_ahead']:.0f} | {x['actual']:.1f} | {x['prophet']:.1f} | "
+                f"{x['seasonal_naive_day']:.1f} | {_m(x['seasonal_naive_week'], 1)} |"
+            )
+        out.append(
+            f"\nPeak-hour MAPE: Prophet **{_m(sg['mape_prophet'])}**, seasonal naive (yesterday) "
+            f"**{_m(sg['mape_seasonal_naive_day'])}**: ratio **{_m(sg['ratio_vs_day'])}**.  On the days with a week "
+            f"of history: Prophet {_m(sg['mape_prophet_on_week_days'])}, last week "
+            f"{_m(sg['mape_seasonal_naive_week'])}: ratio {_m(sg['ratio_vs_week'])}.\n"
+        )
+    if "cost" in result:
+        out.append("### Prophet cost (50 series, this machine)\n")
+        out.append(
+            "| history | Prophet refit + forecast, 50 series | share of the 180 s loop | Kalman forecasts, same |"
+        )
+        out.append("|---|---:|---:|---:|")
+        for label, c in result["cost"].items():
+            out.append(
+                f"| {label} | {c['prophet_refit_and_forecast_seconds']} s | {c['prophet_share_of_180s_loop']} | "
+                f"{c['kalman_forecast_seconds']} s |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", default="/work/shared/traces", help="folder holding the traces (as in README)")
@@ -276,6 +362,7 @@ def main() -> int:
     p.add_argument("--skip-cost", action="store_true")
     p.add_argument("--plots", default=None, help="folder for the backtest PNGs")
     p.add_argument("--json", default=None, help="write all figures to this JSON file")
+    p.add_argument("--markdown", default=None, help="write the tables as Markdown (for docs/predictors.md)")
     a = p.parse_args()
     try:
         import torch
@@ -298,6 +385,8 @@ def main() -> int:
         result["cost"] = cost_section()
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2, default=float))
+    if a.markdown:
+        Path(a.markdown).write_text(markdown(result))
     return 0
 
 
