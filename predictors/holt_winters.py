@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from predictors.naive import LocalForecaster, origin_indices
+from predictors.naive import LocalForecaster, interpolate, origin_indices
 
 
 class HoltWinters(LocalForecaster):
@@ -28,9 +28,14 @@ class HoltWinters(LocalForecaster):
     def _paths(self, t, y, n, step):
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
+        fin = np.nonzero(np.isfinite(y))[0]
+        first, last = int(fin[0]), int(fin[-1])
+        late = len(y) - 1 - last  # missing samples at the end: the path starts that many steps further out
+        # statsmodels takes no NaN: holes between observed samples are interpolated.
+        y = interpolate(y[first : last + 1])
         if len(y) < 6 or np.ptp(y) == 0:
             origins = origin_indices(len(y), self.band_origins, first=0)
-            return np.full(n, y[-1]), origins, np.repeat(y[origins][:, None], n, axis=1)
+            return np.full(n, y[-1]), origins + first, np.repeat(y[origins][:, None], n, axis=1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # convergence chatter on flat or short windows
             model = ExponentialSmoothing(
@@ -45,9 +50,9 @@ class HoltWinters(LocalForecaster):
         if not np.isfinite(phi):
             phi = 1.0
         # sum_{j=1..k} phi^j: the damped trend multiplier at k steps ahead.
-        mult = np.cumsum(phi ** np.arange(1, n + 1))
+        mult = np.cumsum(phi ** np.arange(1, n + late + 1))
         level, trend = np.asarray(res.level), np.asarray(res.trend)
-        path = level[-1] + trend[-1] * mult
+        path = (level[-1] + trend[-1] * mult)[late:]
         origins = origin_indices(len(y), self.band_origins, first=1)
-        paths = level[origins][:, None] + trend[origins][:, None] * mult[None, :]
-        return path, origins, paths
+        paths = level[origins][:, None] + trend[origins][:, None] * mult[None, :n]
+        return path, origins + first, paths

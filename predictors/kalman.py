@@ -16,6 +16,7 @@ from predictors.naive import LocalForecaster, origin_indices
 
 def robust_diff_var(y: np.ndarray) -> float:
     d = np.diff(y)
+    d = d[np.isfinite(d)]
     if len(d) == 0:
         return 0.0
     mad = float(np.median(np.abs(d - np.median(d))))
@@ -53,9 +54,10 @@ class Kalman(LocalForecaster):
         return means[:, :, 0]
 
     def _paths(self, t, y, n, step):
-        states = self.filter_states(y)
+        first = int(np.argmax(np.isfinite(y)))  # the filter starts at the first observed sample
+        states = self.filter_states(y[first:])
         k = np.arange(1, n + 1)
         path = states[-1, 0] + states[-1, 1] * k
-        origins = origin_indices(len(y), self.band_origins, first=1)
+        origins = origin_indices(len(states), self.band_origins, first=1)
         paths = states[origins, 0][:, None] + states[origins, 1][:, None] * k[None, :]
-        return path, origins, paths
+        return path, origins + first, paths

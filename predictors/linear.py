@@ -34,7 +34,7 @@ def promql_linear_regression(t: np.ndarray, y: np.ndarray, t_eval: float) -> tup
 
 def predict_linear(t: np.ndarray, y: np.ndarray, t_eval: float, horizons_s: np.ndarray, window_s: float) -> np.ndarray:
     """`predict_linear(v[window], h)` at `t_eval` for each h; samples in `[t_eval - window, t_eval]` (2.x: closed)."""
-    sel = (t >= t_eval - window_s) & (t <= t_eval)
+    sel = (t >= t_eval - window_s) & (t <= t_eval) & np.isfinite(y)
     slope, intercept = promql_linear_regression(t[sel], y[sel], t_eval)
     if not np.isfinite(slope):
         # PromQL returns nothing for fewer than two samples; as a forecaster the last value is the honest stand-in.

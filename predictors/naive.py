@@ -22,12 +22,6 @@ from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
 MIN_RESIDUALS = 8
 
 
-def finite(history: History) -> tuple[np.ndarray, np.ndarray]:
-    """The samples with a finite value (NaN and Inf dropped): baselines skip what was not observed."""
-    ok = np.isfinite(history.y) & np.isfinite(history.t)
-    return history.t[ok], history.y[ok]
-
-
 def residual_band(
     y: np.ndarray, origins: np.ndarray, paths: np.ndarray, band: tuple[float, float]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -74,8 +68,9 @@ def _normal_ppf(q: float) -> float:
 class LocalForecaster:
     """Shared shape of the local baselines: subclasses implement `_paths(t, y, n, step)`.
 
-    `_paths` returns the forecast path of `n` steps from the end of the window, and the in-sample paths from
-    earlier origins (indices into the window) used for the band.
+    `t`, `y` are the window on its regular grid, NaN where a sample is missing.  `_paths` returns the forecast path
+    of `n` steps from the end of the window, and the in-sample paths from earlier origins (indices into the window)
+    used for the band.
     """
 
     name = "local"
@@ -96,20 +91,38 @@ class LocalForecaster:
     def forecast(self, history: History, horizon_s: float) -> Forecast:
         grid = future_grid(history, horizon_s)
         step = history.step
-        t, y = finite(history)
-        if len(y) == 0:
-            raise ValueError(f"{self.name}: the history has no finite sample")
-        keep = t >= t[-1] - self.window_s
-        t, y = t[keep], y[keep]
-        # Anchor the path at the history's end even when its last samples are missing.
-        n = len(grid) + max(0, round((history.t[-1] - t[-1]) / step))
-        path, origins, paths = self._paths(t, y, n, step)
+        # The window keeps missing samples as NaN, so index arithmetic stays time arithmetic on the regular grid
+        # (each model skips NaN its own way) and the path is anchored at the history's end even when the last
+        # samples are missing.
+        keep = history.t >= history.t[-1] - self.window_s
+        t, y = history.t[keep], np.where(np.isfinite(history.y[keep]), history.y[keep], np.nan)
+        if not np.isfinite(y).any():
+            raise ValueError(f"{self.name}: no finite sample in the last {self.window_s:g} s")
+        path, origins, paths = self._paths(t, y, len(grid), step)
+        if not np.isfinite(path).all():
+            raise ValueError(f"{self.name}: no forecast from this history (too few finite samples)")
         lo, hi = residual_band(y, origins, paths, self.band)
-        path, lo, hi = path[-len(grid) :], lo[-len(grid) :], hi[-len(grid) :]
         yhat, lower, upper = path, path + lo, path + hi
         if self.clip is not None:
             yhat, lower, upper = (np.clip(a, *self.clip) for a in (yhat, lower, upper))
         return Forecast(grid, yhat, lower, upper, self.band, self.name)
+
+
+def ffill(y: np.ndarray) -> np.ndarray:
+    """Each NaN replaced by the last finite value before it (NaN before the first one)."""
+    idx = np.where(np.isfinite(y), np.arange(len(y)), -1)
+    idx = np.maximum.accumulate(idx)
+    out = np.where(idx >= 0, y[np.maximum(idx, 0)], np.nan)
+    return out
+
+
+def interpolate(y: np.ndarray) -> np.ndarray:
+    """NaN filled linearly between finite neighbours (held flat past the ends)."""
+    ok = np.isfinite(y)
+    if ok.all():
+        return y
+    x = np.arange(len(y))
+    return np.interp(x, x[ok], y[ok])
 
 
 def origin_indices(length: int, count: int, first: int = 1) -> np.ndarray:
@@ -123,8 +136,9 @@ class LastValue(LocalForecaster):
     name = "last_value"
 
     def _paths(self, t, y, n, step):
+        held = ffill(y)
         origins = origin_indices(len(y), self.band_origins, first=0)
-        return np.full(n, y[-1]), origins, np.repeat(y[origins][:, None], n, axis=1)
+        return np.full(n, held[-1]), origins, np.repeat(held[origins][:, None], n, axis=1)
 
 
 class SeasonalNaive:

@@ -46,6 +46,18 @@ def test_missing_samples_are_skipped_not_propagated(name):
     assert f.t[0] == T[-1] + 15  # still anchored at the end of the history
 
 
+# Holt's budget is wider: its damped trend (phi <= 0.98) undershoots a perfect ramp by ~4 steps of slope.
+@pytest.mark.parametrize(("name", "budget"), [("predict_linear", 1e-9), ("kalman", 5e-3), ("holt_winters", 1e-2)])
+def test_missing_samples_keep_their_place_in_time(name, budget):
+    # A ramp with a 5-minute hole and the last minute missing: the forecast is still the ramp's continuation at
+    # the right times (a model that closed the gaps up would think less time had passed).
+    y = 0.2 + 0.3 * T / T[-1]
+    y[100:120] = np.nan
+    y[-4:] = np.nan
+    f = make(name, "kv").forecast(History(T, y), 300)
+    assert abs(f.yhat[-1] - (0.2 + 0.3 * (T[-1] + 300) / T[-1])) <= budget
+
+
 @pytest.mark.parametrize(
     ("model", "budget"),
     [(LastValue(), 1e-12), (PredictLinear(), 1e-9), (HoltWinters(damped=False), 1e-3), (Kalman(), 2e-3)],
