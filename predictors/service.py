@@ -159,6 +159,29 @@ def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_af
     return "too_short", start
 
 
+def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
+    """(model, None), (None, why it was refused), or (None, None) when there is simply no model file."""
+    lstm, note = registry.load_lstm(pc.model_file)
+    if lstm is None and pc.model_file is None and "no model file" in note:
+        log.info("predictor: %s; forecasting KV usage with %s", note, registry.BEST_BASELINE["kv"])
+        return None, None
+    if lstm is not None:
+        params = getattr(lstm, "params", None)
+        step, horizon = getattr(params, "step_s", None), getattr(params, "horizon_s", None)
+        if step is not None and abs(step - pc.step_seconds) > 1e-9:
+            note = f"lstm skipped: trained at a {step:g} s step, predictor.step_seconds is {pc.step_seconds:g}"
+            lstm = None
+        elif horizon is not None and horizon + 1e-9 < pc.horizon_seconds:
+            note = f"lstm skipped: forecasts {horizon:g} s ahead, predictor.horizon_seconds is {pc.horizon_seconds:g}"
+            lstm = None
+    if lstm is None:
+        log.warning(
+            "predictor: %s; forecasting KV usage with the baseline %s instead", note, registry.BEST_BASELINE["kv"]
+        )
+        return None, note
+    return lstm, None
+
+
 @dataclass
 class SeriesModel:
     model: Forecaster
@@ -183,17 +206,16 @@ class PredictorLoop:
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
-        """The loop for a fleet file; loads `predictor.model_file` (refusing a bad one and saying so)."""
+        """The loop for a fleet file; loads the LSTM (refusing a bad or mismatched one and saying so).
+
+        `predictor.model_file` names the model; unset, the shipped model (`predictors/models/lstm_kv`) is used when
+        it is there.  A model trained at another step or for a shorter horizon than `predictor` asks for is refused
+        too.  Refused: logged once, reported every tick as `skipped{series="kv:lstm",reason="model_error"}`, and KV
+        usage is forecast by the best baseline.  Absent (no file configured, none shipped): the baseline, logged.
+        """
         lstm, err = None, None
-        if cfg.predictor.model_file:
-            lstm, note = registry.load_lstm(cfg.predictor.model_file)
-            if lstm is None:
-                err = note
-                log.warning(
-                    "predictor: %s; forecasting KV usage with the baseline %s instead",
-                    note,
-                    registry.BEST_BASELINE["kv"],
-                )
+        if kw.pop("load_lstm", True):
+            lstm, err = _load_lstm(cfg.predictor)
         rps_model = kw.pop("rps_model", None)
         if rps_model is None:
             try:

@@ -13,6 +13,7 @@ import pytest
 from infercast.config import PredictorConfig, load_config
 from infercast.store import StoreError
 from infercast.store.memory import MemoryStore
+from predictors import registry
 from predictors.publish import exposition
 from predictors.service import PredictorLoop
 
@@ -278,3 +279,30 @@ def test_a_slow_prometheus_is_source_down_for_the_tick():
         srv.shutdown()
     assert {("", "kv", "source_down"), ("", "rps", "source_down")} == _skips(out)
     assert _kv_yhat(out) is None
+
+
+def test_shipped_model_trained_at_another_step_is_refused_with_the_reason(repo_root, caplog):
+    if registry.load_lstm()[0] is None:
+        pytest.skip("no shipped LSTM model file (part B's) to check against")
+    cfg = load_config(repo_root / "examples" / "flash-sale.yaml")
+    cfg = cfg.model_copy(update={"predictor": _cfg(step_seconds=1.5)})
+    with caplog.at_level(logging.WARNING):
+        loop = PredictorLoop.from_config(cfg, rps_model="kalman")
+    assert loop.lstm is None
+    assert "trained at a 15 s step, predictor.step_seconds is 1.5" in caplog.text
+    out = loop.tick(T0, MemoryStore())
+    assert ("", "kv:lstm", "model_error") in _skips(out)
+
+
+def test_shipped_model_is_the_kv_model_by_default(repo_root):
+    lstm, _ = registry.load_lstm()
+    if lstm is None:
+        pytest.skip("no shipped LSTM model file (part B's)")
+    loop = PredictorLoop.from_config(load_config(repo_root / "examples" / "flash-sale.yaml"), rps_model="kalman")
+    assert loop.lstm is not None and loop.lstm_error is None
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, kv=lambda t: 0.3 + 0.1 * np.sin((t - T0) / 600))
+    out = loop.tick(T0 + 3585, st)
+    kv = {s.label_dict["ml_forecast"]: s for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
+    assert kv["yhat"].label_dict["model"] == "lstm"
+    assert 0.0 <= kv["yhat_lower"].value <= kv["yhat"].value <= kv["yhat_upper"].value <= 1.0
