@@ -53,6 +53,7 @@ class Pools:
     paged: np.ndarray  # bool: paged KV (internal fragmentation) or contiguous (reserved, external)
     reserve_factor: np.ndarray  # contiguous managers reserve this multiple of the held tokens
     has_fragmentation: np.ndarray  # bool: does this source export fragmentation?
+    size_cv: np.ndarray  # coefficient of variation of one request's KV tokens
 
 
 def draw_pools(n: int, rng: np.random.Generator) -> Pools:
@@ -74,6 +75,7 @@ def draw_pools(n: int, rng: np.random.Generator) -> Pools:
         paged=rng.random(n) < 0.8,
         reserve_factor=rng.uniform(1.3, 2.5, n),
         has_fragmentation=rng.random(n) < 0.8,
+        size_cv=rng.uniform(0.5, 1.3, n),
     )
 
 
@@ -160,12 +162,18 @@ def simulate(
             live = run_s * pools.short_tokens + run_l * pools.long_tokens
             reserved = live * hold + (run_s + run_l) * 8.0 * pools.paged  # paged: half a 16-token block each
             kv = reserved / cap
-            out["y"][:, j] = np.clip(kv + rng.normal(0, 0.004, s_n), 0, 1)
+            # What a scrape sees is one draw of whole requests, not the fluid mean: the running count is
+            # Poisson around it, and KV the sum of that many lognormal sizes (CV ~1), so a small pool's KV is
+            # as jumpy as the twin's or a real node's.
+            running = rng.poisson(np.maximum(run_s + run_l, 0))
+            scale = running / np.maximum(run_s + run_l, 1e-9)
+            kv = kv * scale * (1 + pools.size_cv / np.sqrt(running + 1) * rng.standard_normal(s_n))
+            out["y"][:, j] = np.clip(kv + rng.normal(0, 0.003, s_n), 0, 1)
             out["rps"][:, j] = arr_acc / (every * dt)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out["long_share"][:, j] = np.where(arr_acc > 0, long_acc / np.maximum(arr_acc, 1), np.nan)
                 frag = np.where(reserved > 0, 1 - live / np.maximum(reserved, 1e-9), 0.0)
-            out["running"][:, j] = np.round(run_s + run_l)
+            out["running"][:, j] = running
             out["waiting"][:, j] = np.round(wait_s + wait_l)
             out["frag"][:, j] = np.clip(frag + rng.normal(0, 0.003, s_n), 0, 1)
             arr_acc[:] = 0
@@ -366,24 +374,58 @@ def servegen_rate_series(dirs: Sequence[Path | str]) -> list[tuple[str, np.ndarr
 
 
 def result_histories(timeseries, name: str) -> list[History]:
-    """One History per pool from a twin RunResult.timeseries (columns t, pool, kv_usage, rps, ...)."""
+    """One History per pool from a twin RunResult.timeseries (columns t, pool, kv_usage, rps, ...); pools that
+    never had a node up (standby pools never started) are left out."""
     hs = []
     for pool, df in timeseries.groupby("pool", sort=True):
         df = df.sort_values("t")
+        if not np.isfinite(df["kv_usage"].to_numpy(dtype=float)).any():
+            continue
         covs = ("rps", "long_share", "running", "waiting", "fragmentation")
         feats = {c: df[c].to_numpy(dtype=float) for c in covs if c in df.columns}
         hs.append(History(df["t"].to_numpy(dtype=float), df["kv_usage"].to_numpy(dtype=float), feats, f"{name}:{pool}"))
     return hs
 
 
-def twin_scenario_histories(config, seeds: Sequence[int], step_s: float = 15.0) -> list[History]:
-    """Per-pool KV histories of the twin running `config`'s scenario (e.g. the seed's flash sale), one run per seed."""
+def scenario_variants(config, n: int, seed: int):
+    """`n` variants of the config's surge scenario: baseline rate, surge size, ramp, start and long-share jump
+    drawn around the seed's flash sale (so the model learns the family, not the one instance it is scored on)."""
+    from infercast.config import TrafficPhase
+
+    if config.scenario is None:
+        raise ValueError(f"fleet {config.name!r} has no scenario to vary")
+    rng = np.random.default_rng(seed)
+    base = config.scenario.phases[0]
+    out = []
+    for i in range(n):
+        b_rps = float(base.rps) * rng.uniform(0.5, 1.2)
+        b_long = float(np.clip(base.long_share * rng.uniform(0.5, 1.5), 0.02, 0.5))
+        start = float(rng.uniform(300, 1200))
+        phases = (
+            TrafficPhase(start_seconds=0, rps=b_rps, long_share=b_long),
+            TrafficPhase(
+                start_seconds=start,
+                ramp_seconds=float(rng.uniform(10, 300)),
+                rps=b_rps * float(np.exp(rng.uniform(np.log(1.3), np.log(60)))),
+                long_share=float(rng.uniform(max(b_long, 0.2), 0.7)),
+                long_ramp_seconds=float(rng.uniform(20, 400)),
+            ),
+        )
+        sc = config.scenario.model_copy(
+            update={"phases": phases, "duration_seconds": start + float(rng.uniform(900, 1500)), "seed": seed + i}
+        )
+        out.append(config.model_copy(update={"scenario": sc, "name": f"{config.name}-variant{seed + i}"}))
+    return out
+
+
+def twin_scenario_histories(configs: Sequence, step_s: float = 15.0) -> list[History]:
+    """Per-pool KV histories of the twin running each config's scenario (e.g. `scenario_variants`)."""
     from infercast.twin.run import run_scenario
 
     hs = []
-    for seed in seeds:
-        res = run_scenario(config, control="none", seed=seed, step_seconds=step_s)
-        hs += result_histories(res.timeseries, f"twin:{config.name}:seed{seed}")
+    for cfg in configs:
+        res = run_scenario(cfg, control="none", seed=cfg.scenario.seed, step_seconds=step_s)
+        hs += result_histories(res.timeseries, f"twin:{cfg.name}")
     return hs
 
 
@@ -397,3 +439,20 @@ def twin_trace_histories(traces: Sequence, config, seed: int = 0, step_s: float 
         res = run_trace(trace, sized, control="none", seed=seed, step_seconds=step_s)
         hs += result_histories(res.timeseries, f"twin:{trace.name}")
     return hs
+
+
+def servegen_slices(dirs: Sequence[Path | str], hours: int, seed: int, slice_s: float = 3600.0) -> list:
+    """`hours` one-hour traces cut at random from the ServeGen directories (arrivals generated from the
+    per-client windows by `infercast.traces.load_trace`), for the twin to replay."""
+    from infercast.traces import load_trace, servegen_rates
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(hours):
+        d = dirs[i % len(dirs)]
+        t, r = servegen_rates(d)
+        ok = t[np.isfinite(r)]
+        start = float(rng.choice(ok[ok <= ok[-1] - slice_s])) if (ok <= ok[-1] - slice_s).any() else float(ok[0])
+        tr = load_trace(d, seed=seed + i, start_s=start, end_s=start + slice_s)
+        out.append(tr)
+    return out

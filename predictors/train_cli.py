@@ -26,8 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="model path stem: writes OUT.safetensors and OUT.json")
     p.add_argument("--servegen", nargs="*", default=[], help="ServeGen model dirs (or a folder above them)")
     p.add_argument("--traces", nargs="*", default=[], help="held-out validation traces (files or folders)")
-    p.add_argument("--from-twin", action="store_true", help="add the fleet twin's flash-sale runs to the data")
-    p.add_argument("--twin-seeds", type=int, default=4, help="twin scenario runs (one per seed) with --from-twin")
+    p.add_argument("--from-twin", action="store_true", help="add the fleet twin's runs to the training data")
+    p.add_argument("--twin-variants", type=int, default=6, help="with --from-twin: surge-scenario variants to run")
+    p.add_argument("--twin-servegen-hours", type=int, default=4, help="with --from-twin: ServeGen hours to replay")
     p.add_argument("--config", default=str(DEFAULT_FLEET), help="fleet file for the twin (default flash-sale)")
     p.add_argument("--series", type=int, default=96, help="generated series (pools) (default 96)")
     p.add_argument("--hours", type=float, default=6.0, help="hours per generated series (default 6)")
@@ -90,9 +91,14 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise SystemExit(f"infercast train: --from-twin needs the fleet twin (infercast.twin.run): {e}") from e
         cfg = load_config(args.config)
-        twin = D.twin_scenario_histories(cfg, range(args.seed, args.seed + args.twin_seeds), step_s=args.step)
-        train += twin
-        sources.append(f"twin:{cfg.name} x{args.twin_seeds} seeds")
+        variants = D.scenario_variants(cfg, args.twin_variants, seed=args.seed + 100)
+        train += D.twin_scenario_histories(variants, step_s=args.step)
+        sources.append(f"twin: {args.twin_variants} variants of the {cfg.name} scenario")
+        if args.twin_servegen_hours and sg:
+            slices = D.servegen_slices(sg, args.twin_servegen_hours, seed=args.seed + 200)
+            train += D.twin_trace_histories(slices, cfg, seed=args.seed, step_s=args.step)
+            sources.append(f"twin: {args.twin_servegen_hours} one-hour ServeGen slices")
+        log.info("twin data generated (%.0f s so far)", time.perf_counter() - t0)
     log.info(
         "training data: %d series, %.0f h (%.1f s to generate)", len(train), _hours(train), time.perf_counter() - t0
     )
