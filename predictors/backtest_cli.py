@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from predictors.base import History
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,15 @@ def load_series(args: argparse.Namespace) -> SeriesData:
     if args.series == "rps" and fmt == "servegen":
         t, r = servegen_rates(path, args.start, args.end)
         return SeriesData(History(t, r, {}, f"{path.name}/rps"), path.name, "rps", {"format": fmt, "step_s": 600.0})
-    trace = load_trace(path, start_s=args.start, end_s=args.end)
+    start, end, note = args.start, args.end, None
+    if fmt == "servegen" and args.series == "kv" and start is None and end is None:
+        # Days of ServeGen at request level are millions of generated arrivals: replay its busiest hour.
+        t, r = servegen_rates(path)
+        hourly = np.convolve(np.nan_to_num(r), np.ones(6) / 6, mode="valid")
+        start = float(t[int(np.argmax(hourly))])
+        end = start + 3600.0
+        note = f"ServeGen: replaying its busiest hour, [{start:g}, {end:g}) s"
+    trace = load_trace(path, start_s=start, end_s=end)
     if args.series == "rps":
         t, r = rate_series(trace, step)
         _, share = long_share_series(trace, step)
@@ -162,6 +172,8 @@ def load_series(args: argparse.Namespace) -> SeriesData:
     _, res, how = sized_fleet(trace, base, step)
     h, meta = _pool_history(res.timeseries, step, trace.name)
     meta.update({"format": fmt, "requests": len(trace), "sizing": how})
+    if note:
+        meta["window"] = note
     return SeriesData(h, trace.name, "kv", meta)
 
 
