@@ -52,6 +52,8 @@ def _fleet_file(tmp_path, repo_root, url: str, listen: str = "127.0.0.1:0"):
         "history_seconds": 3600,
         "min_history_points": 20,
         "forecast_interval_seconds": 1,
+        # The backfilled history ends when the module starts; a loaded machine must not make it "stale".
+        "stale_after_seconds": 900,
     }
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(data))
