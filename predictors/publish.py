@@ -121,5 +121,14 @@ def exposition(samples: Iterable[Sample]) -> str:
     return generate_latest(reg).decode()
 
 
+def write_to(store, samples: Iterable[Sample], t: float) -> None:
+    """Record samples in a writable store (the demo's MemoryStore) at time `t`, as a scrape of the service would.
+
+    The actuator and the alert evaluation then read forecasts through the same `query_range` as everything else.
+    """
+    for s in samples:
+        store.write(s.name, s.label_dict, t, s.value)
+
+
 def finite_forecast(fc: Forecast) -> bool:
     return all(math.isfinite(v) for v in fc.at_horizon())

@@ -62,3 +62,20 @@ def test_collector_serves_the_latest_snapshot_only():
     body = generate_latest(reg)
     assert b"infercast_forecast_skipped" not in body  # recovered: the skip marker is gone, not left at a stale 1
     assert b'ml_forecast="yhat"' in body
+
+
+def test_forecasts_written_back_to_the_memory_store_read_like_any_series():
+    from infercast.store.memory import MemoryStore
+    from predictors.publish import write_to
+
+    st = MemoryStore()
+    write_to(st, forecast_samples("kv", "v4-main", "v4", _fc(), 300), 1000.0)
+    (s,) = st.query_range("infercast_forecast_kv_cache_usage_ratio", {"ml_forecast": "yhat_upper"}, 1000, 1000, 15)
+    assert s.labels == {
+        "pool": "v4-main",
+        "version": "v4",
+        "model": "lstm",
+        "horizon": "300s",
+        "ml_forecast": "yhat_upper",
+    }
+    assert s.v.tolist() == [0.8]
