@@ -202,6 +202,7 @@ class PredictorLoop:
     _models: dict[tuple[str, Group], SeriesModel] = field(default_factory=dict)
     _last_success: dict[str, float] = field(default_factory=dict)
     _last_reason: dict[tuple[str, Group], str | None] = field(default_factory=dict)
+    _failing: set[tuple[str, str, Group]] = field(default_factory=set)
     _known: dict[str, set[Group]] = field(default_factory=lambda: {"kv": set(), "rps": set()})
 
     @classmethod
@@ -261,11 +262,23 @@ class PredictorLoop:
                 model.fit([h])
                 sm.last_fit = now
             fc = model.forecast(h, self.config.horizon_seconds)
-            if finite_forecast(fc):
-                return fc, failed
-            raise ValueError("non-finite forecast")
-        except Exception as e:  # any model failure: say so, then try the baseline
-            log.warning("predictor: %s for %s %s/%s failed: %s", model.name, series, *group, e)
+            if not finite_forecast(fc):
+                raise ValueError("non-finite forecast")
+            if (model.name, series, group) in self._failing:
+                log.info("predictor: %s for %s %s/%s works again", model.name, series, *group)
+                self._failing.discard((model.name, series, group))
+            return fc, failed
+        except Exception as e:  # any model failure: say so (once per run of failures), then try the baseline
+            if (model.name, series, group) not in self._failing:
+                log.warning(
+                    "predictor: %s for %s %s/%s failed: %s; using %s",
+                    model.name,
+                    series,
+                    *group,
+                    e,
+                    registry.BEST_BASELINE[series],
+                )
+                self._failing.add((model.name, series, group))
             failed.append(model.name)
         fallback = registry.make(registry.BEST_BASELINE[series], series, self.config.band)
         if fallback.name == model.name:

@@ -306,3 +306,23 @@ def test_shipped_model_is_the_kv_model_by_default(repo_root):
     kv = {s.label_dict["ml_forecast"]: s for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
     assert kv["yhat"].label_dict["model"] == "lstm"
     assert 0.0 <= kv["yhat_lower"].value <= kv["yhat"].value <= kv["yhat_upper"].value <= 1.0
+
+
+def test_a_failing_model_is_logged_once_not_every_tick(caplog):
+    class Exploding:
+        name = "lstm"
+
+        def fit(self, histories):
+            return self
+
+        def forecast(self, history, horizon_s):
+            raise RuntimeError("shape mismatch")
+
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600)
+    loop = _loop(lstm=Exploding())
+    with caplog.at_level(logging.WARNING, logger="predictors.service"):
+        for k in range(3):
+            out = loop.tick(T0 + 3555 + 15 * k, st)
+            assert ("v4-main", "kv:lstm", "model_error") in _skips(out)  # reported on every tick, as a metric
+    assert caplog.text.count("lstm for kv v4-main/v4 failed: shape mismatch; using kalman") == 1
