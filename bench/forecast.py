@@ -162,8 +162,8 @@ def servegen_section(root: Path) -> dict:
         m.fit([past])
         fit_s.append(time.perf_counter() - t0)
         grid = o + step * np.arange(0, 36)  # the next 6 h of windows, starting at the origin
-        pred = m.model_.predict(m._frame(grid))["yhat"].to_numpy()
-        forecasts[o] = dict(zip(grid.tolist(), np.maximum(pred, 0).tolist(), strict=True))
+        pred = m.predict_at(grid).yhat
+        forecasts[o] = dict(zip(grid.tolist(), pred.tolist(), strict=True))
     rows = []
     for d in range(1, 9):
         hours = d * day + 3600.0 * np.arange(24)

@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", default=None, help="write a PNG of actual vs forecast with the band and breaches")
 
 
-def _pool_history(ts, step: float, name: str) -> tuple[History, dict]:
+def _pool_history(ts, name: str) -> tuple[History, dict]:
     """The KV series of the pool with the highest peak, with its covariates, from a twin timeseries frame."""
     peaks = ts.groupby("pool")["kv_usage"].max()
     pool = str(peaks.idxmax())
@@ -137,7 +137,7 @@ def load_series(args: argparse.Namespace) -> SeriesData:
         ts = res.timeseries
         name = spec
         if args.series == "kv":
-            h, meta = _pool_history(ts, step, name)
+            h, meta = _pool_history(ts, name)
         else:
             col = "offered_rps" if "offered_rps" in ts.columns else "rps"
             agg = ts.groupby("t")[col].max() if col == "offered_rps" else ts.groupby("t")[col].sum()
@@ -170,7 +170,7 @@ def load_series(args: argparse.Namespace) -> SeriesData:
         return SeriesData(h, trace.name, "rps", {"format": fmt, "requests": len(trace)})
     base = load_config(args.config or DEFAULT_FLEET)
     _, res, how = sized_fleet(trace, base, step)
-    h, meta = _pool_history(res.timeseries, step, trace.name)
+    h, meta = _pool_history(res.timeseries, trace.name)
     meta.update({"format": fmt, "requests": len(trace), "sizing": how})
     if note:
         meta["window"] = note

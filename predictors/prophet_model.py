@@ -188,12 +188,19 @@ class ProphetForecaster:
         )
         if self.model_ is None or grown:
             self.fit([history])
-        grid = future_grid(history, horizon_s)
-        pred = self.model_.predict(self._frame(grid))
+        return self.predict_at(future_grid(history, horizon_s))
+
+    def predict_at(self, times: np.ndarray) -> Forecast:
+        """The fitted model's forecast at any times (series seconds), with the event calendar applied."""
+        if self.model_ is None:
+            raise RuntimeError("prophet: fit() first")
+        pred = self.model_.predict(self._frame(np.asarray(times, dtype=float)))
         yhat = pred["yhat"].to_numpy()
         # With uncertainty_samples=0 Prophet gives no interval: the band is then the point itself.
         lo = pred["yhat_lower"].to_numpy() if "yhat_lower" in pred else yhat
         hi = pred["yhat_upper"].to_numpy() if "yhat_upper" in pred else yhat
         if self.nonnegative:
             yhat, lo, hi = np.maximum(yhat, 0.0), np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        return Forecast(grid, yhat, np.minimum(lo, yhat), np.maximum(hi, yhat), self.band, self.name)
+        return Forecast(
+            np.asarray(times, dtype=float), yhat, np.minimum(lo, yhat), np.maximum(hi, yhat), self.band, self.name
+        )
