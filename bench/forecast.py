@@ -97,15 +97,13 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
 
 
 def rps_section(root: Path, names: list[str]) -> dict:
-    """Traffic 300 s ahead on the request traces: Prophet beside the baselines (the event calendar is empty here)."""
+    """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
     from predictors.backtest_cli import table
 
     out = {}
     for name in names:
         spec = KV_TRACES[name]
-        if spec.startswith("scenario:"):
-            continue
-        trace = str(root / spec)
+        trace = spec if spec.startswith("scenario:") else str(root / spec)
         res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
         out[name] = res
         print(table(res) + "\n", flush=True)
