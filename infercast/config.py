@@ -152,6 +152,9 @@ class RouterConfig(Strict):
     client_timeout_seconds: PosFloat = 30.0
     rate_limit_rps: PosFloat | None = Field(None, description="token-bucket admission at the router (None = off)")
     rate_limit_burst: PosFloat | None = Field(None, description="token-bucket depth (defaults to one second of rate)")
+    rate_limit_queue_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        0.0, description="requests over the rate wait at the gateway up to this long before a 429 (0 = reject at once)"
+    )
     breaker_window_seconds: PosFloat = 10.0
     breaker_open_seconds: PosFloat = 30.0
     breaker_error_ratio: Ratio = 0.5
@@ -225,6 +228,7 @@ class LengthDistribution(Strict):
     long_median_tokens: PosInt = 14000
     long_max_tokens: PosInt = 32768
     sigma: PosFloat = 0.55
+    long_sigma: PosFloat = 0.35
     output_median_tokens: PosInt = 150
     output_max_tokens: PosInt = 2048
     request_max_tokens: PosInt = Field(
@@ -257,6 +261,10 @@ class TwinConfig(Strict):
     inter_token_seconds: PosFloat = Field(0.012, description="decode time per token at batch 1")
     overhead_gb_per_gpu: Annotated[float, Field(ge=0.0)] = 1.0
     activation_gb_per_1k_tokens: Annotated[float, Field(ge=0.0)] = 0.10
+    prefill_chunk_tokens: PosInt = Field(16384, description="chunked prefill: prompt tokens per engine step")
+    kv_release_seconds: PosFloat = Field(
+        60.0, description="an on-demand paged pool gives free memory back with this time constant"
+    )
     fixed_batch_wait_seconds: PosFloat = 0.05
     health_queue_age_seconds: PosFloat = 10.0
 

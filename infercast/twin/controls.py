@@ -101,7 +101,7 @@ class OracleControl(ReactiveControl):
     """Knows the offered load ahead (`rate_at`, `long_share_at` of the traffic) and acts a cold start early."""
 
     name = "oracle"
-    utilisation_target = 0.85  # admit up to this share of the prefill capacity
+    utilisation_target = 0.80  # admit up to this share of the prefill capacity (KV headroom above it)
     headroom = 0.70  # fail over only to pools whose memory is below this
 
     def __init__(self, cfg: FleetConfig, traffic, lengths: LengthDistribution, seed: int = 0) -> None:
@@ -123,7 +123,13 @@ class OracleControl(ReactiveControl):
     def decide(self, obs: Observation) -> list[Action]:
         actions = super().decide(obs)
         if actions:
-            actions.append(Action("set_policy", args={"priority_admission": True, "failover_headroom": self.headroom}))
+            # urgent first; over capacity, answer 429 at once rather than queueing (clients retry after backoff)
+            actions.append(
+                Action(
+                    "set_policy",
+                    args={"priority_admission": True, "failover_headroom": self.headroom, "gateway_queue_seconds": 0.0},
+                )
+            )
         lead = obs.cold_start_seconds + 60.0
         future_peak = max(self.traffic.rate_at(obs.now + dt) for dt in np.linspace(0, lead, 13))
         if future_peak > self.capacity_rps(obs, obs.now + lead):

@@ -1,21 +1,24 @@
 """One inference node of the twin: a waiting queue, a KV-cache manager, a batcher, a prefill server, GPU memory.
 
-Each tick (`step(t0, t1)`) the node, in order: advances decoding, reports first tokens, finishes requests, grows
-the KV of decoding requests (preempting the youngest when no block is free: a block-allocation failure), applies
-timeouts, admits waiting requests, then checks GPU memory: weights + CUDA overhead + KV footprint + prefill
+Each tick (`step(t0, t1)`) the node, in order: applies timeouts, admits waiting requests, advances prefills,
+advances decoding (reporting first tokens, finishing requests, growing the KV of decoding requests and preempting
+the youngest when no block is free: a block-allocation failure), then checks GPU memory: weights + CUDA overhead + KV footprint + prefill
 activations above the card's memory is an OOM — the node crashes, its requests fail back to their clients, and
-it comes back after a cold start.
+it comes back after a cold start.  A paged manager that allocates on demand (no pre-allocated pool, the seed's
+按需分页分配) lets the KV cache grow until the card is full, with no room kept for activations: the first prefill
+step on a full card is the OOM.
 
 Batchers (seed 000's table):
-- dynamic (v4): continuous batching up to `max_batch` running requests; a request that waited longer than the
-  batch timeout for its prefill is returned to the head of the queue (partial commit and retry), not dropped.
+- dynamic (v4): continuous batching up to `max_batch` running requests.  Prefill is processor-shared (what chunked
+  prefill approximates): every admitted prompt progresses each tick, sharing the node's prefill throughput.  A
+  prefill that overruns the batch timeout keeps what it computed and carries on in the next step (partial commit
+  and retry): nothing is dropped.
 - fixed (v3.5): batches of up to `max_batch` formed when the previous batch is done, prefilled together, decoded
   until the last one finishes; a batch whose prefill overruns the timeout is dropped whole (clients retry).
 
-The prefill server has a throughput (tokens/s, times the version's `peak_throughput_factor`) and each request a
-latency floor from the seed's table (`latency.py`): request i finishes prefill at
-`max(admitted_i + floor_i, server_free + prompt_i / throughput)`, which reproduces the table when the node is
-quiet and queueing when it is not.
+Each request also has a latency floor from the seed's table (`latency.py`): it cannot get its first token sooner
+than the table says, however idle the node.  So the twin reproduces the table when the node is quiet, and
+queueing when it is not.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class Node:
         self.up_at = 0.0
         self.oom_events = 0
         self.crash_log: list[float] = []
+        self.crash_memory: list[float] = []  # GPU memory ratio that broke the card, per crash
+        self.crash_fragmentation: list[float] = []
         # counters exported as vLLM-style metrics
         self.preemptions_total = 0
         self.alloc_failures_total = 0
@@ -98,19 +103,23 @@ class Node:
         self.max_tokens = np.zeros(s, dtype=np.int64)
         self.gen = np.zeros(s, dtype=np.float64)
         self.admit_t = np.zeros(s, dtype=np.float64)
-        self.pf_start = np.zeros(s, dtype=np.float64)
-        self.pf_end = np.zeros(s, dtype=np.float64)
+        self.pf_work = np.zeros(s, dtype=np.float64)  # prompt tokens still to prefill
+        self.pf_floor = np.zeros(s, dtype=np.float64)  # earliest first-token time (the table's floor)
+        self.pf_end = np.full(s, np.inf)  # first-token time, once the prefill work is done
         self.orig_t = np.zeros(s, dtype=np.float64)
         self.att_t = np.zeros(s, dtype=np.float64)
         self.prio = np.zeros(s, dtype=np.int8)
         self.attempt = np.zeros(s, dtype=np.int8)
         self.served = np.zeros(s, dtype=bool)
+        self.sent_t = np.zeros(s, dtype=np.float64)
         self.queue = RequestQueue()
-        self.server_free = 0.0
         self.batch_end_t: float | None = None  # fixed batcher: a batch is running
+        self.batch_start_t = 0.0
         if self.vcfg.kv_manager == "paged":
             bt = self.vcfg.block_size_tokens
-            self.kv: PagedKV | ContiguousKV = PagedKV(self.kv_capacity_tokens // bt, bt, self.slots)
+            self.kv: PagedKV | ContiguousKV = PagedKV(
+                self.kv_capacity_tokens // bt, bt, self.slots, release_seconds=self.model.kv_release_seconds
+            )
         else:
             self.kv = ContiguousKV(self.kv_capacity_tokens, self.slots)
         self.activation_bytes = 0.0
@@ -131,10 +140,7 @@ class Node:
 
     def _computed_tokens(self, t: float) -> np.ndarray:
         """Tokens actually holding KV per slot at time t: the computed part of the prompt plus what was generated."""
-        a = self.active
-        dur = np.maximum(self.pf_end - self.pf_start, 1e-9)
-        frac = np.clip((t - self.pf_start) / dur, 0.0, 1.0)
-        return np.where(a, self.prompt * frac + np.floor(self.gen), 0.0)
+        return np.where(self.active, self.prompt - self.pf_work + np.floor(self.gen), 0.0)
 
     def _memory_bytes(self) -> float:
         return (
@@ -177,16 +183,49 @@ class Node:
                 return
             self.up = True
         if not self.active.any() and not len(self.queue):
+            self.kv.settle(t1 - t0)
             self.activation_bytes = 0.0
             self._last_memory = self._memory_bytes() / self.physical_bytes
             return
-        self._decode(t0, t1, sink)
         self._timeouts(t1, sink, client_timeout)
         if self.vcfg.batcher.kind == "dynamic":
             self._admit_dynamic(t0, t1)
         else:
             self._admit_fixed(t0, t1)
+        self._prefill(t0, t1)
+        self._decode(t0, t1, sink)
+        self.kv.settle(t1 - t0)
         self._check_memory(t1, sink)
+
+    def _prefill(self, t0: float, t1: float) -> None:
+        """Processor sharing: the tick's prefill budget is split equally among unfinished prompts (water-filling),
+        so a short prompt is not stuck behind a long one; a prompt finishes when its work is done *and* its floor
+        has passed."""
+        busy = np.flatnonzero(self.active & (self.pf_work > 0))
+        if not len(busy):
+            return
+        rate = self.model.prefill_tokens_per_second * self.speed
+        budget = rate * (t1 - t0)
+        work = self.pf_work[busy]
+        order = np.argsort(work, kind="stable")
+        w = work[order]
+        n = len(w)
+        # work spent when the k-th smallest finishes: all smaller ones whole, the rest up to w_k each
+        spent_at = np.cumsum(w) + w * (n - 1 - np.arange(n))
+        done = spent_at <= budget
+        k = int(done.sum())
+        finish = np.full(n, np.inf)
+        finish[:k] = t0 + spent_at[:k] / rate
+        if k < n:
+            level = (budget - (w[:k].sum() if k else 0.0)) / (n - k)
+            w = w.copy()
+            w[k:] -= level
+            w[:k] = 0.0
+        else:
+            w = np.zeros(n)
+        self.pf_work[busy[order]] = w
+        fin = busy[order[:k]]
+        self.pf_end[fin] = np.maximum(finish[:k], self.pf_floor[fin])
 
     def _decode(self, t0: float, t1: float, sink: TickSink) -> None:
         a = self.active
@@ -202,7 +241,7 @@ class Node:
         first &= ~self.served
         if first.any():
             sink.ttft.append(
-                (self.orig_t[first], self.att_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
+                (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )
             self.ttft_done[first] = True
         done = dec & (self.gen >= self.out)
@@ -263,6 +302,7 @@ class Node:
                 int(self.prio[slot]),
                 int(self.attempt[slot]),
                 bool(self.served[slot] or self.ttft_done[slot]),
+                float(self.sent_t[slot]),
             )
         )
 
@@ -270,55 +310,42 @@ class Node:
         gone = self.queue.drop_older_than(t1 - client_timeout)
         if len(gone):
             sink.failed.append((gone, "timeout"))
-        queued = self.active & (self.pf_start > t1)
-        if not queued.any():
-            return
-        timeout = self.vcfg.batcher.timeout_seconds
-        if self.vcfg.batcher.kind == "dynamic":
-            # partial commit + retry: prefills that waited past the batch timeout go back to the queue head
-            late = queued & (self.admit_t + timeout < t1)
-            rel = self.control.release_fragmentation
-            if rel is not None and self.fragmentation(t1) >= rel:
-                late = queued  # the seed's fix: release the batch when fragmentation reaches 25%
-            for s in np.flatnonzero(late)[::-1]:
-                self._requeue(int(s))
-            if late.any():
-                self._reschedule_prefills(t1)
 
-    def _reschedule_prefills(self, t: float) -> None:
-        """After releasing queued prefills the server is free earlier: recompute its horizon."""
-        busy = self.active & (self.pf_start <= t)
-        self.server_free = float(self.pf_end[busy].max()) if busy.any() else t
-
-    def _admission_open(self) -> bool:
+    def _admission_open(self, t: float) -> bool:
         lim = self.control.stop_admit_memory
-        return lim is None or self._last_memory < lim
+        if lim is not None and self._last_memory >= lim:
+            return False
+        rel = self.control.release_fragmentation
+        if rel is None or self.fragmentation(t) < rel:
+            return True
+        # The seed's "release the current batch at 25% fragmentation": give the cached free blocks back to the
+        # GPU, and if that is not enough, admit nothing new until the admitted prefills have filled their blocks.
+        self.kv.release_cached()
+        return self.fragmentation(t) < rel
 
     def _admit_dynamic(self, t0: float, t1: float) -> None:
-        if not len(self.queue) or not self._admission_open():
+        if not len(self.queue) or not self._admission_open(t0):
             return
         free = np.flatnonzero(~self.active)
         if not len(free):
             return
-        throughput = self.model.prefill_tokens_per_second * self.speed
         k = 0
         while k < len(free) and len(self.queue):
-            orig_t, att_t, prompt, out, max_tokens, prio, attempt, served = self.queue.peek()
+            orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t = self.queue.peek()
             slot = int(free[k])
             if not self.kv.try_admit(slot, prompt, max_tokens):
                 self.alloc_failures_total += 1
                 break  # first come, first served: the head blocks the line
             self.queue.pop()
             k += 1
-            arrive = max(t0, att_t)
+            arrive = max(t0, sent_t)
             floor = float(sample_prefill_seconds(np.array([prompt]), self.rng, self.speed)[0])
-            start = max(arrive, self.server_free)
-            self.server_free = start + prompt / throughput
-            end = max(arrive + floor, self.server_free)
-            self._fill(slot, orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, arrive, start, end)
+            self._fill(
+                slot, (orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t), arrive, arrive + floor
+            )
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
-        if self.active.any() or not len(self.queue) or not self._admission_open():
+        if self.active.any() or not len(self.queue) or not self._admission_open(t0):
             return
         if len(self.queue) < self.max_batch and t1 - self.queue.head_att_t() < self.model.fixed_batch_wait_seconds:
             return
@@ -334,42 +361,52 @@ class Node:
             slot += 1
         if not rows:
             return
+        # the batch is prefilled together: its prompts share the throughput, all finish with the last
         prompts = np.array([r[1][2] for r in rows], dtype=np.float64)
         throughput = self.model.prefill_tokens_per_second * self.speed
         start = max(t0, max(r[1][1] for r in rows))
         floors = prefill_floor_seconds(prompts) / self.speed
         end = start + max(float(floors.max()), float(prompts.sum()) / throughput)
-        for s, (orig_t, att_t, prompt, out, max_tokens, prio, attempt, served) in rows:
-            self._fill(s, orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, start, start, end)
+        for s, row in rows:
+            self._fill(s, row, start, end)
+            self.pf_work[s] = 0.0  # accounted as a whole batch: first tokens come at `end`
+            self.pf_end[s] = end
+        self.batch_start_t = start
         self.batch_end_t = end
 
-    def _fill(self, slot, orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, admit, start, end) -> None:
+    def _fill(self, slot: int, row: tuple, admit: float, floor_end: float) -> None:
+        orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t = row
         self.active[slot] = True
         self.ttft_done[slot] = False
         self.prompt[slot], self.out[slot], self.max_tokens[slot] = prompt, out, max_tokens
         self.gen[slot] = 0.0
-        self.admit_t[slot], self.pf_start[slot], self.pf_end[slot] = admit, start, end
+        self.admit_t[slot] = admit
+        self.pf_work[slot], self.pf_floor[slot], self.pf_end[slot] = float(prompt), floor_end, np.inf
         self.orig_t[slot], self.att_t[slot] = orig_t, att_t
-        self.prio[slot], self.attempt[slot], self.served[slot] = prio, attempt, served
+        self.prio[slot], self.attempt[slot], self.served[slot], self.sent_t[slot] = prio, attempt, served, sent_t
         self.prompt_tokens_total += prompt
 
     def _check_memory(self, t1: float, sink: TickSink) -> None:
         a = self.active
-        in_prefill = a & (self.pf_start <= t1) & (self.pf_end > t1)
-        self.activation_bytes = float(self.prompt[in_prefill].sum()) * self.act_bytes_per_token
-        # fixed batcher: the whole batch's prompts are in activation memory together
+        if self.vcfg.batcher.kind == "fixed":
+            # the old engine prefills the whole batch in one pass: all its prompts' activations at once
+            tokens = float(self.prompt[a & (self.pf_end > t1)].sum())
+        else:
+            # chunked prefill: activations of at most one chunk of prompt tokens per step
+            tokens = min(float(self.pf_work[a].sum()), self.model.prefill_chunk_tokens)
+        self.activation_bytes = tokens * self.act_bytes_per_token
         used = self._memory_bytes()
         self._last_memory = used / self.physical_bytes
         if self.vcfg.batcher.kind == "fixed" and self.batch_end_t is not None:
-            queued = a & (self.pf_start <= t1) & ~self.ttft_done
             timeout = self.vcfg.batcher.timeout_seconds
-            if queued.any() and self.batch_end_t - float(self.pf_start[queued].min()) > timeout:
-                # the batch will overrun its timeout: drop it whole; the clients retry
-                idx = np.flatnonzero(a)
-                sink.failed.append((self._take(idx), "timeout"))
-                self.kv.release_many(idx)
-                self.active[:] = False
-                self.batch_end_t = None
+            if self.batch_end_t - self.batch_start_t > timeout and t1 >= self.batch_start_t + timeout:
+                # the batch overran its timeout: dropped whole; the clients retry
+                idx = np.flatnonzero(a & (self.pf_end > t1))
+                if len(idx):
+                    sink.failed.append((self._take(idx), "timeout"))
+                    self.kv.release_many(np.flatnonzero(a))
+                    self.active[:] = False
+                    self.batch_end_t = None
         if used > self.physical_bytes:
             self.crash(t1, sink)
 
@@ -383,6 +420,7 @@ class Node:
             self.prio[idx].copy(),
             self.attempt[idx].copy(),
             self.served[idx] | self.ttft_done[idx],
+            self.sent_t[idx].copy(),
         )
 
     def crash(self, t: float, sink: TickSink, reason: str = "oom") -> None:
@@ -392,6 +430,8 @@ class Node:
         if reason == "oom":
             self.oom_events += 1
         self.crash_log.append(t)
+        self.crash_memory.append(self._memory_bytes() / self.physical_bytes)
+        self.crash_fragmentation.append(self.fragmentation(t))
         self.up = False
         self.up_at = t + self.cold_start_seconds
         self._reset_state()

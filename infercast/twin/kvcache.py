@@ -25,14 +25,45 @@ import numpy as np
 
 
 class PagedKV:
+    """Paged blocks over an on-demand pool.  The pool grows a segment at a time when the blocks in use outgrow it,
+    and gives memory back only slowly (a freed block is cached for reuse, and a segment can be returned only
+    once every block in it is free): so the pool ratchets up with the peaks — the seed's staircase climb — and
+    the cached free blocks count as allocated capacity holding no token."""
+
     kind = "paged"
 
-    def __init__(self, capacity_blocks: int, block_tokens: int, slots: int) -> None:
+    def __init__(
+        self,
+        capacity_blocks: int,
+        block_tokens: int,
+        slots: int,
+        segment_blocks: int = 128,
+        release_seconds: float = 60.0,
+    ) -> None:
         self.capacity_blocks = int(capacity_blocks)
         self.block_tokens = int(block_tokens)
         self.blocks = np.zeros(slots, dtype=np.int64)  # blocks held per slot
         self.used_blocks = 0
+        self.pool_blocks = 0  # blocks the pool holds from GPU memory (>= used_blocks)
+        self.segment_blocks = int(segment_blocks)
+        self.release_seconds = float(release_seconds)
         self.failures = 0
+
+    def _grow_pool(self) -> None:
+        if self.used_blocks > self.pool_blocks:
+            seg = self.segment_blocks
+            self.pool_blocks = min(self.capacity_blocks, -(-self.used_blocks // seg) * seg)
+
+    def release_cached(self) -> None:
+        """Give every cached free segment back to the GPU at once (what `torch.cuda.empty_cache()` does)."""
+        self.pool_blocks = -(-self.used_blocks // self.segment_blocks) * self.segment_blocks
+
+    def settle(self, dt: float) -> None:
+        """Return free segments to the GPU at the pool's slow release rate (never below the blocks in use)."""
+        if self.pool_blocks > self.used_blocks:
+            shrink = self.pool_blocks * dt / self.release_seconds
+            floor = -(-self.used_blocks // self.segment_blocks) * self.segment_blocks
+            self.pool_blocks = max(floor, int(self.pool_blocks - shrink))
 
     @property
     def free_blocks(self) -> int:
@@ -50,6 +81,7 @@ class PagedKV:
             return False
         self.blocks[slot] = need
         self.used_blocks += need
+        self._grow_pool()
         return True
 
     def grow(self, slots: np.ndarray, tokens_now: np.ndarray) -> np.ndarray:
@@ -60,12 +92,14 @@ class PagedKV:
         if total <= self.free_blocks:
             self.blocks[slots] += need
             self.used_blocks += total
+            self._grow_pool()
             return np.zeros_like(need)
         return need
 
     def grant(self, slot: int, n: int) -> None:
         self.blocks[slot] += n
         self.used_blocks += n
+        self._grow_pool()
 
     def release(self, slot: int) -> None:
         self.used_blocks -= int(self.blocks[slot])
@@ -79,8 +113,8 @@ class PagedKV:
         return self.used_blocks * self.block_tokens
 
     def footprint_tokens(self) -> int:
-        """KV capacity that occupies GPU memory (on-demand: what is allocated)."""
-        return self.used_blocks * self.block_tokens
+        """KV capacity that occupies GPU memory: the pool, cached free blocks included."""
+        return self.pool_blocks * self.block_tokens
 
 
 class ContiguousKV:
@@ -124,6 +158,12 @@ class ContiguousKV:
         self.start[slot] = pos
         self.length[slot] = need
         return True
+
+    def settle(self, dt: float) -> None:
+        """The arena is pre-allocated per request; nothing to give back between requests."""
+
+    def release_cached(self) -> None:
+        """Nothing cached: holes below the high-water mark belong to live neighbours' layout."""
 
     def grow(self, slots: np.ndarray, tokens_now: np.ndarray) -> np.ndarray:
         # Reserved up front: decoding never needs more (the reservation covers max_tokens).

@@ -24,6 +24,7 @@ class Requests:
     prio: np.ndarray  # 0 urgent, 1 normal, 2 low
     attempt: np.ndarray  # 1 for the first try
     served: np.ndarray  # bool: its first token was already delivered (a preempted request being recomputed)
+    sent_t: np.ndarray  # when the router dispatched it to a node (the pool's own latency runs from here)
 
     def __len__(self) -> int:
         return len(self.orig_t)
@@ -33,7 +34,7 @@ class Requests:
         f = np.empty(0, dtype=np.float64)
         i = np.empty(0, dtype=np.int64)
         i8 = np.empty(0, dtype=np.int8)
-        return Requests(f, f.copy(), i, i.copy(), i.copy(), i8, i8.copy(), np.empty(0, dtype=bool))
+        return Requests(f, f.copy(), i, i.copy(), i.copy(), i8, i8.copy(), np.empty(0, dtype=bool), f.copy())
 
     def take(self, idx: np.ndarray) -> Requests:
         return Requests(*(getattr(self, f.name)[idx] for f in fields(self)))
@@ -87,6 +88,7 @@ class RequestQueue:
             int(c.prio[h]),
             int(c.attempt[h]),
             bool(c.served[h]),
+            float(c.sent_t[h]),
         )
 
     def pop(self) -> None:
@@ -130,6 +132,26 @@ class RequestQueue:
                 break
         return Requests.concat(out)
 
+    def pop_many(self, k: int) -> Requests:
+        """Remove and return up to k requests from the head (requeued ones first)."""
+        parts: list[Requests] = []
+        if self._front and k > 0:
+            rows = [self._front.pop() for _ in range(min(k, len(self._front)))]
+            parts.append(_rows_to_requests(rows))
+            self._len -= len(rows)
+            k -= len(rows)
+        while k > 0 and self._chunks:
+            c = self._chunks[0]
+            n = min(k, len(c) - self._head)
+            parts.append(c.take(np.arange(self._head, self._head + n)))
+            self._head += n
+            self._len -= n
+            k -= n
+            if self._head >= len(c):
+                self._chunks.pop(0)
+                self._head = 0
+        return Requests.concat(parts)
+
     def drain(self) -> Requests:
         parts = []
         if self._front:
@@ -155,4 +177,5 @@ def _rows_to_requests(rows: list[tuple]) -> Requests:
         np.array(cols[5], dtype=np.int8),
         np.array(cols[6], dtype=np.int8),
         np.array(cols[7], dtype=bool),
+        np.array(cols[8], dtype=np.float64),
     )

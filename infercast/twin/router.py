@@ -20,7 +20,7 @@ import numpy as np
 
 from infercast.config import FleetConfig
 from infercast.twin.engine import Node, TickSink
-from infercast.twin.requests import PRIORITY_NAMES, Requests
+from infercast.twin.requests import PRIORITY_NAMES, RequestQueue, Requests
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
 
 
@@ -89,10 +89,13 @@ class RouterPolicy:
     memory_pressure_limit: float | None = None  # don't route to nodes above this memory ratio
     failover_headroom: float | None = None  # degrade only to pools whose memory is below this
     priority_admission: bool = False  # token bucket serves urgent, then normal, then low
+    gateway_queue_seconds: float | None = None  # override router.rate_limit_queue_seconds (0: fail fast)
 
 
 class LatencyBook:
-    """Time to first token (or to giving up) per priority, as fine log-spaced histograms per time window."""
+    """Time to first token per priority, as fine log-spaced histograms per time window (like a Prometheus
+    histogram with 600 buckets).  Requests that never got a token are kept apart (`gave_up`): latency percentiles
+    are over served requests, as serving dashboards compute them, and failures are reported as ratios."""
 
     EDGES = np.concatenate([[0.0], np.logspace(-3, np.log10(600.0), 600)])
 
@@ -100,6 +103,7 @@ class LatencyBook:
         self.window_s = window_s
         n = int(np.ceil(duration_s / window_s)) + 1
         self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
+        self.gave_up = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
         self.within_slo = np.zeros((n, 3), dtype=np.int64)
         self.failed = np.zeros((n, 3), dtype=np.int64)
 
@@ -108,10 +112,12 @@ class LatencyBook:
             return
         w = np.minimum((t / self.window_s).astype(np.int64), self.hist.shape[0] - 1)
         b = np.searchsorted(self.EDGES, latency, side="right") - 1
-        np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
         if failed:
+            np.add.at(self.gave_up, (w, prio.astype(np.int64), b), 1)
             np.add.at(self.failed, (w, prio.astype(np.int64)), 1)
-        elif slo is not None:
+            return
+        np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
+        if slo is not None:
             ok = latency <= slo[prio]
             np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
 
@@ -153,7 +159,9 @@ class Router:
         }
         self.policy = RouterPolicy()
         self.bucket = TokenBucket(self.rc.rate_limit_rps, self.rc.rate_limit_burst) if self.rc.rate_limit_rps else None
-        self.healthy = {n.name: True for n in nodes}
+        self._gateway = {c: RequestQueue() for c in (None, 0, 1, 2)}
+        # standby nodes join the rotation only after they pass a health check
+        self.healthy = {n.name: not cfg.pools[n.pool].standby for n in nodes}
         self._health_fails = {n.name: 0 for n in nodes}
         self._next_health = 0.0
         self._retries: dict[int, list[Requests]] = defaultdict(list)
@@ -164,6 +172,7 @@ class Router:
         self.rejected_total = 0
         self.failed_total = 0
         self.degraded_total = 0
+        self.degradation_log: list[tuple[float, str, str, str, int]] = []  # (t, from pool, to pool, reason, n)
         self.routed: dict[str, int] = defaultdict(int)  # requests enqueued on a pool's nodes (retries included)
         self.routed_long: dict[str, int] = defaultdict(int)
         self._ctx_lo = np.array([cfg.pools[p].min_context_tokens for p in self.pools])
@@ -223,37 +232,59 @@ class Router:
         self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
         if not len(reqs):
             return
-        # pool choice first: every later decision is recorded against a pool and version
-        pool_idx = self._choose_pools(reqs)
         lim = self.policy.reject_context_tokens
         if lim is not None:
             too_long = reqs.prompt > lim
             if too_long.any():
-                self._final(reqs.take(np.flatnonzero(too_long)), pool_idx[too_long], "rejected", t0)
-                keep = np.flatnonzero(~too_long)
-                reqs, pool_idx = reqs.take(keep), pool_idx[keep]
-        if self.bucket is not None and len(reqs):
-            order = np.arange(len(reqs))
-            if self.policy.priority_admission:
-                order = np.lexsort((reqs.att_t, reqs.prio))
-            k = self.bucket.take(len(reqs), dt)
-            if k < len(reqs):
-                over = order[k:]
-                self._fail(reqs.take(over), pool_idx[over], "rejected", t0)
-                keep = np.sort(order[:k])
-                reqs, pool_idx = reqs.take(keep), pool_idx[keep]
+                bad = reqs.take(np.flatnonzero(too_long))
+                self._final(bad, self._choose_pools(bad), "rejected", t0)
+                reqs = reqs.take(np.flatnonzero(~too_long))
+        if self.bucket is not None:
+            reqs = self._rate_limit(reqs, t0, dt)
+        pool_idx = self._choose_pools(reqs)
         for pi, pool in enumerate(self.pools):
             sel = np.flatnonzero(pool_idx == pi)
             if len(sel):
                 self._send_to_pool(pool, reqs.take(sel), t0, set())
 
+    def _rate_limit(self, reqs: Requests, t: float, dt: float) -> Requests:
+        """Token bucket at the gateway.  Over the rate, requests wait in the gateway's queue (urgent first when
+        `priority_admission`) up to `rate_limit_queue_seconds`, then get a 429 and their clients retry."""
+        max_wait = self.rc.rate_limit_queue_seconds
+        if self.policy.gateway_queue_seconds is not None:
+            max_wait = self.policy.gateway_queue_seconds
+        classes = (0, 1, 2) if self.policy.priority_admission else (None,)
+        for c in classes:
+            self._gateway[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
+        budget = self.bucket.take(sum(len(self._gateway[c]) for c in classes), dt)
+        out = []
+        for c in classes:
+            q = self._gateway[c]
+            take = min(budget, len(q))
+            if take:
+                out.append(q.pop_many(take))
+                budget -= take
+            # what is left waits, up to the limit (0: nothing waits)
+            gone = q.drop_older_than(t - max_wait + 1e-9) if max_wait > 0 else q.drain()
+            if len(gone):
+                self._fail(gone, self._choose_pools(gone), "rejected", t)
+        return Requests.concat(out)
+
     def _choose_pools(self, reqs: Requests) -> np.ndarray:
+        """Pick a pool per request: share = weight x nodes in rotation (weights are per node, as in Envoy's EDS),
+        among pools whose context range fits.  A pool with no node in rotation gets no share while another has
+        one; when none has, pools fall back to their bare weights and the failover paths take over."""
+        in_rotation = np.array([sum(self.healthy[n.name] for n in self.pool_nodes[p]) for p in self.pools])
         w = np.array([self.weights[p] if self.enabled[p] else 0.0 for p in self.pools])
+        share = w * in_rotation
         fits = (reqs.prompt[:, None] >= self._ctx_lo[None, :]) & (reqs.prompt[:, None] <= self._ctx_hi[None, :])
-        wm = fits * w[None, :]
+        wm = fits * share[None, :]
         none = wm.sum(axis=1) <= 0
-        if none.any():  # nothing fits by context: any enabled pool by weight
-            wm[none] = w[None, :] if w.sum() > 0 else 1.0
+        if none.any():
+            fallback = fits[none] * w[None, :]
+            empty = fallback.sum(axis=1) <= 0
+            fallback[empty] = w if w.sum() > 0 else 1.0
+            wm[none] = fallback
         c = np.cumsum(wm, axis=1)
         u = self.rng.random(len(reqs)) * c[:, -1]
         return np.minimum((u[:, None] >= c).sum(axis=1), len(self.pools) - 1)
@@ -301,6 +332,7 @@ class Router:
                     continue
                 self.recorder.record_degradation(self.version_of[pool], self.version_of[target], reason, len(reqs))
                 self.degraded_total += len(reqs)
+                self.degradation_log.append((t, pool, target, reason, len(reqs)))
                 self._send_to_pool(target, reqs, t, visited)
                 return
             self._fail(reqs, pidx, "shed", t)
@@ -314,6 +346,7 @@ class Router:
             if not len(sel):
                 continue
             part = reqs.take(sel)
+            part.sent_t = np.maximum(part.att_t, t)
             if node.up:
                 node.enqueue(part)
                 self.routed[pool] += len(part)
@@ -347,7 +380,7 @@ class Router:
             self.rejected_total += len(reqs)
         else:
             self.failed_total += len(reqs)
-        # the client waited from its first send to giving up: that is its latency
+        # the client waited from its first send to giving up
         self.book.add(reqs.orig_t, t - reqs.orig_t, reqs.prio, None, failed=True)
 
     def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
@@ -367,12 +400,12 @@ class Router:
                 sink = sinks.get(node.name)
                 if sink is None:
                     continue
-                for orig_t, att_t, end_t, prio, prompt in sink.ttft:
+                for orig_t, sent_t, end_t, prio, prompt in sink.ttft:
                     self.book.add(orig_t, end_t - orig_t, prio, self.slo, failed=False)
                     self.served_total += len(orig_t)
                     self._count(np.full(len(prio), pi), prio, "ok")
                     thr = self._thresholds(pool, prompt)
-                    bad += int(((end_t - att_t) > thr).sum())
+                    bad += int(((end_t - sent_t) > thr).sum())
                     total += len(orig_t)
                 for reqs, reason in sink.failed:
                     outcome = "timeout" if reason == "timeout" else "error"

@@ -3,8 +3,9 @@
 Report fields (`RunResult.summary`):
 - `oom_events`: node crashes for lack of GPU memory.
 - `p99_latency_ms`: P99 time to first token of **urgent** requests after the surge starts (scenario) or over the
-  whole run (trace).  A request that never got a token counts with the time its client gave up after its last
-  retry: the slowest outcome, not a missing one.  `p99_latency_ms_pre` is the same before the surge.
+  whole run (trace), measured from the client's first send (retries included), over requests that were served;
+  requests that never got a token show in `admitted_ratio` and `goodput_rps` instead, as on a serving dashboard.
+  `p99_latency_ms_pre` is the same before the surge.
 - `goodput_rps`: requests whose first token came within their priority's SLO (`router.slo_seconds`), per second.
 - `admitted_ratio`: requests that were served (got a first token) / requests offered.
 - `recovery_seconds`: from the first failure (OOM, or breaker opening) until every node is up again and urgent
@@ -44,6 +45,7 @@ class RunResult:
         self.nodes.to_csv(out / "nodes.csv", index=False)
         self.summary["timeseries"] = str(path)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
+        (out / "events.json").write_text(json.dumps(self.events, indent=1, default=_json_default))
         return path
 
 
@@ -89,6 +91,7 @@ def summarise(fleet: Fleet, surge_start: float | None) -> dict:
         "rejected_requests": int(r.rejected_total),
         "degraded_requests": int(r.degraded_total),
         "first_oom_seconds": first_failure,
+        "first_degradation_seconds": r.degradation_log[0][0] if r.degradation_log else None,
         "surge_start_seconds": surge_start,
     }
 
@@ -114,7 +117,24 @@ def _standby_nodes(fleet: Fleet) -> set[str]:
 
 def _result(fleet: Fleet, surge: float | None) -> RunResult:
     summary = summarise(fleet, surge)
-    events = [{"t": t, "action": a.kind, "pool": a.pool, **a.args} for t, a in fleet.actions]
+    events = [{"t": t, "event": "action", "action": a.kind, "pool": a.pool, **a.args} for t, a in fleet.actions]
+    events += [
+        {
+            "t": t,
+            "event": "oom",
+            "node": n.name,
+            "pool": n.pool,
+            "memory_usage": round(m, 4),
+            "fragmentation": round(f, 4),
+        }
+        for n in fleet.nodes
+        for t, m, f in zip(n.crash_log, n.crash_memory, n.crash_fragmentation, strict=True)
+    ]
+    events += [
+        {"t": t, "event": "degradation", "from_pool": a, "to_pool": b, "reason": why, "requests": k}
+        for t, a, b, why, k in fleet.router.degradation_log
+    ]
+    events.sort(key=lambda e: e["t"])
     return RunResult(summary, pd.DataFrame(fleet.samples), pd.DataFrame(fleet.node_samples), events)
 
 

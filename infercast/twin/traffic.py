@@ -43,7 +43,7 @@ def sample_lengths(
     n_long = int(is_long.sum())
     short = rng.lognormal(np.log(lengths.short_median_tokens), lengths.sigma, n - n_long)
     prompt[~is_long] = np.clip(short, 16, min(lengths.short_max_tokens, LONG_CONTEXT_TOKENS)).astype(np.int64)
-    long = rng.lognormal(np.log(lengths.long_median_tokens), lengths.sigma, n_long)
+    long = rng.lognormal(np.log(lengths.long_median_tokens), lengths.long_sigma, n_long)
     prompt[is_long] = np.clip(long, LONG_CONTEXT_TOKENS + 1, lengths.long_max_tokens).astype(np.int64)
     out = rng.lognormal(np.log(lengths.output_median_tokens), lengths.sigma, n)
     out = np.clip(out, 1, min(lengths.output_max_tokens, lengths.request_max_tokens)).astype(np.int64)
@@ -106,6 +106,7 @@ class ScenarioTraffic:
             _priorities(n, self.shares, self.rng),
             np.ones(n, dtype=np.int8),
             np.zeros(n, dtype=bool),
+            t.copy(),
         )
 
 
@@ -140,6 +141,7 @@ class TraceTraffic:
             _priorities(n, self.shares, self.rng),
             np.ones(n, dtype=np.int8),
             np.zeros(n, dtype=bool),
+            t.copy(),
         )
 
     def rate_at(self, t: float) -> float:
