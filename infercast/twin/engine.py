@@ -2,8 +2,9 @@
 
 Each tick (`step(t0, t1)`) the node, in order: applies timeouts, admits waiting requests, advances prefills,
 advances decoding (reporting first tokens, finishing requests, growing the KV of decoding requests and preempting
-the youngest when no block is free: a block-allocation failure), then checks GPU memory: weights + CUDA overhead + KV footprint + prefill
-activations above the card's memory is an OOM — the node crashes, its requests fail back to their clients, and
+the youngest when no block is free: a block-allocation failure), then checks GPU memory: weights + CUDA
+overhead + KV footprint + prefill activations above the card's memory is an OOM — the node crashes, its requests
+fail back to their clients, and
 it comes back after a cold start.  A paged manager that allocates on demand (no pre-allocated pool, the seed's
 按需分页分配) lets the KV cache grow until the card is full, with no room kept for activations: the first prefill
 step on a full card is the OOM.

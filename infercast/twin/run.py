@@ -152,41 +152,70 @@ def run_trace(trace, cfg: FleetConfig, control="none", seed: int = 0, step_secon
     return _result(fleet, None)
 
 
-def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85) -> FleetConfig:
-    """Node counts chosen so the trace's busiest minute pushes KV usage to about `target_peak_kv`.
+def _busiest_minute_kv(result: RunResult, pool: str) -> float:
+    ts = result.timeseries
+    v = ts[ts.pool == pool]
+    if v.empty:
+        return 0.0
+    minute = (v.t // 60).astype(int)
+    return float(v.groupby(minute)["kv_usage_max"].mean().max())
+
+
+def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, seed: int = 0) -> FleetConfig:
+    """A one-pool fleet of the config's first serving version, sized so the trace's busiest minute averages about
+    `target_peak_kv` of KV capacity on the busiest node.
 
     How: the KV tokens the busiest minute keeps resident are estimated by Little's law (arrival rate x tokens x
-    residence time, residence = prefill floor + decode at a moderate batch), then nodes are added to each pool in
-    proportion to its routing weight until that load sits at `target_peak_kv` of KV capacity.  The sizing uses
-    only the trace's own busiest minute and stays fixed for the whole replay.  Standby pools are left out.
+    residence); that many tokens at `target_peak_kv` set the KV capacity to provide.  Nodes: enough prefill
+    throughput for the busiest 10 s at 70%, and enough KV; when the trace needs less KV than those nodes' cards
+        hold (public traces are samples of a fleet's traffic), the cards are sized down instead.  One replay of the
+    trace on that fleet then measures the busiest minute and rescales the capacity
+    once to hit the target.  The sizing is fixed per trace and uses nothing but the trace; the gateway's rate
+    limit, standby pools and failover are left out so the series shows the trace's own load, and the engine keeps
+    10% of the card for activations (vLLM's default), so peaks preempt rather than crash.
     """
     from infercast.twin.latency import prefill_floor_seconds
 
     t = np.asarray(trace.arrivals_s, dtype=np.float64)
-    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
-    out = np.asarray(trace.output_tokens, dtype=np.float64)
     if len(t) == 0:
         raise ValueError("cannot size a fleet for an empty trace")
-    minute = (t // 60).astype(np.int64)
+    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
+    out = np.asarray(trace.output_tokens, dtype=np.float64)
+    pool_name, pc = next((p, pc) for p, pc in cfg.pools.items() if not pc.standby and pc.weight > 0)
+    # an engine as usually deployed (vLLM's gpu_memory_utilization 0.9): at the peak it preempts, it does not OOM
+    pc = pc.model_copy(update={"memory_utilization": 0.9})
+    vc = cfg.versions[pc.version]
     itl = cfg.twin.inter_token_seconds * 1.5
     residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
-    kv_token_seconds = np.bincount(minute, weights=(prompt + out / 2) * residence)
-    busiest = float(kv_token_seconds.max()) / 60.0  # KV tokens resident on average in the busiest minute
-    active = {p: pc for p, pc in cfg.pools.items() if not pc.standby}
-    total_w = sum(pc.weight for pc in active.values()) or 1.0
-    pools = {}
-    for name, pc in cfg.pools.items():
-        if pc.standby:
-            pools[name] = pc
-            continue
-        vc = cfg.versions[pc.version]
-        kv_bytes = (
-            pc.node_memory_bytes * pc.memory_utilization
-            - vc.model.weights_bytes
-            - cfg.twin.overhead_gb_per_gpu * pc.gpus_per_node * 1024**3
+    minute = (t // 60).astype(np.int64)
+    busiest = float(np.bincount(minute, weights=(prompt + out / 2) * residence).max()) / 60.0
+    # compute: enough prefill throughput for the busiest 10 s at 70% utilisation
+    peak_prefill = float(np.bincount((t // 10).astype(np.int64), weights=prompt).max()) / 10.0
+    per_node_prefill = cfg.twin.prefill_tokens_per_second * vc.peak_throughput_factor
+    n_compute = max(1, int(np.ceil(peak_prefill / (0.7 * per_node_prefill))))
+
+    def fleet_for(kv_tokens_needed: float) -> FleetConfig:
+        overhead = cfg.twin.overhead_gb_per_gpu * pc.gpus_per_node
+        per_node_gb = pc.gpus_per_node * pc.gpu.memory_gb * pc.memory_utilization - vc.model.weights_gb - overhead
+        need_gb = kv_tokens_needed * vc.model.kv_bytes_per_token / 1024**3
+        nodes = max(n_compute, round(need_gb / per_node_gb))
+        pool = pc.model_copy(update={"nodes": nodes, "failover": (), "weight": 1.0})
+        if need_gb / nodes < per_node_gb:  # less KV than a node's cards hold: smaller cards
+            card = (vc.model.weights_gb + overhead + need_gb / nodes) / (pc.gpus_per_node * pc.memory_utilization)
+            gpu = pc.gpu.model_copy(update={"memory_gb": round(card, 3), "name": f"{pc.gpu.name} (sized)"})
+            pool = pool.model_copy(update={"gpu": gpu})
+        # no gateway rate limit, and a breaker that trips on failures, not on the seed's 200 ms
+        router = cfg.router.model_copy(
+            update={
+                "rate_limit_rps": None,
+                "rate_limit_burst": None,
+                "breaker_latency_seconds": cfg.router.client_timeout_seconds,
+            }
         )
-        per_node = kv_bytes / vc.model.kv_bytes_per_token
-        share = pc.weight / total_w
-        n = max(1, math.floor(busiest * share / (target_peak_kv * per_node)))
-        pools[name] = pc.model_copy(update={"nodes": n})
-    return cfg.model_copy(update={"pools": pools})
+        return cfg.model_copy(update={"pools": {pool_name: pool}, "router": router, "targets": ()})
+
+    sized = fleet_for(busiest / target_peak_kv)
+    measured = _busiest_minute_kv(run_trace(trace, sized, "none", seed, step_seconds=5.0), pool_name)
+    if measured > 0:
+        sized = fleet_for(busiest / target_peak_kv * measured / target_peak_kv)
+    return sized
