@@ -1,1 +1,9 @@
-"""The fleet twin: a simulated inference fleet that reproduces the seed incidents (see docs/twin.md)."""
+"""The fleet twin: a simulated inference fleet that reproduces the seed incidents (see docs/twin.md).
+
+from infercast.twin import build_fleet, run_scenario, run_trace
+"""
+
+from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
+from infercast.twin.run import RunResult, run_scenario, run_trace, size_fleet_for_trace
+
+__all__ = ["Fleet", "RunResult", "build_fleet", "run_scenario", "run_trace", "size_fleet_for_trace", "trace_fleet"]

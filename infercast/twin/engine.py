@@ -32,6 +32,7 @@ from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.twin.kvcache import ContiguousKV, PagedKV
 from infercast.twin.latency import inter_token_seconds, prefill_floor_seconds, sample_prefill_seconds
 from infercast.twin.requests import RequestQueue, Requests
+from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 
 
 @dataclass
@@ -92,6 +93,9 @@ class Node:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0.0
         self.success_total = 0
+        self.ttft_hist = np.zeros(len(TTFT_BUCKETS) + 1, dtype=np.int64)  # vLLM's buckets, +Inf last
+        self.ttft_sum = 0.0
+        self.t_last = 0.0
         self._reset_state()
 
     # --- state ------------------------------------------------------------------------------------------
@@ -178,7 +182,12 @@ class Node:
     def enqueue(self, reqs: Requests) -> None:
         self.queue.push(reqs)
 
+    def metrics_text(self) -> str:
+        """vLLM-style /metrics of this node plus the infercast engine extension ('' when down)."""
+        return node_metrics_text(self, self.t_last)
+
     def step(self, t0: float, t1: float, sink: TickSink, client_timeout: float) -> None:
+        self.t_last = t1
         if not self.up:
             if t1 < self.up_at:
                 return
@@ -241,6 +250,11 @@ class Node:
         self.ttft_done[first & self.served] = True  # recomputed after preemption: its first token came earlier
         first &= ~self.served
         if first.any():
+            ttft = self.pf_end[first] - self.sent_t[first]
+            self.ttft_hist += np.bincount(
+                np.searchsorted(TTFT_BUCKETS, ttft, side="left"), minlength=len(self.ttft_hist)
+            )
+            self.ttft_sum += float(ttft.sum())
             sink.ttft.append(
                 (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )

@@ -1,0 +1,200 @@
+"""The twin's surfaces: what a real fleet shows the outside world.
+
+- Each node renders vLLM 0.34-style `/metrics` text (single-process shape: labels `model_name`, `engine`; real
+  family names, HELP and TYPE as in `tests/data/engines/`), plus the infercast engine extension v1
+  (`docs/engine-extension.md`): the families real engines lack (fragmentation, memory efficiency, max batch,
+  block-allocation failures, GPU memory).  A node that is down renders nothing (its endpoint does not answer).
+- The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
+  (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
+- `TwinServer` serves both over loopback HTTP: `/nodes/<name>/metrics` and the admin API, guarding the fleet
+  with one lock so a background thread can advance it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+from infercast.catalog import ENGINE_EXTENSION_VERSION, spec
+
+# vLLM 0.34's time-to-first-token buckets (vllm/v1/metrics/loggers.py)
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+
+def _num(v: float) -> str:
+    if isinstance(v, float) and math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+def _family(lines: list[str], name: str, kind: str, help_text: str, samples: list[tuple[str, str, float]]) -> None:
+    lines.append(f"# HELP {name} {help_text}")
+    lines.append(f"# TYPE {name} {kind}")
+    for sample, labels, value in samples:
+        lines.append(f"{sample}{{{labels}}} {_num(value)}")
+
+
+def node_metrics_text(node, t: float | None = None) -> str:
+    """vLLM-style exposition of one node (empty when the node is down)."""
+    if not node.up:
+        return ""
+    t = node.t_last if t is None else t
+    base = f'engine="{node.engine_index}",model_name="{node.vcfg.model.name}"'
+    out: list[str] = []
+    _family(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+            [("vllm:num_requests_running", base, node.running)])  # fmt: skip
+    _family(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+            [("vllm:num_requests_waiting", base, node.waiting)])  # fmt: skip
+    _family(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+            [("vllm:kv_cache_usage_perc", base, round(node.kv_usage(), 6))])  # fmt: skip
+    _family(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+            [("vllm:num_preemptions_total", base, node.preemptions_total)])  # fmt: skip
+    _family(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+            [("vllm:prompt_tokens_total", base, node.prompt_tokens_total)])  # fmt: skip
+    _family(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+            [("vllm:generation_tokens_total", base, math.floor(node.generation_tokens_total))])  # fmt: skip
+    _family(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.",
+            [("vllm:request_success_total", f'{base},finished_reason="stop"', node.success_total)])  # fmt: skip
+    bt = node.vcfg.block_size_tokens
+    cache_labels = (
+        f'block_size="{bt}",cache_dtype="auto",enable_prefix_caching="False",{base},'
+        f'gpu_memory_utilization="{node.pcfg.memory_utilization}",kv_cache_size_tokens="{node.kv_capacity_tokens}",'
+        f'num_gpu_blocks="{node.kv_capacity_tokens // bt}"'
+    )
+    _family(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+            [("vllm:cache_config_info", cache_labels, 1.0)])  # fmt: skip
+    cum = np.cumsum(node.ttft_hist)
+    samples = [
+        ("vllm:time_to_first_token_seconds_bucket", f'{base},le="{_num(b)}"', float(c))
+        for b, c in zip((*TTFT_BUCKETS, float("inf")), cum, strict=True)
+    ]
+    samples.append(("vllm:time_to_first_token_seconds_count", base, float(cum[-1])))
+    samples.append(("vllm:time_to_first_token_seconds_sum", base, float(node.ttft_sum)))
+    _family(out, "vllm:time_to_first_token_seconds", "histogram",
+            "Histogram of time to first token in seconds.", samples)  # fmt: skip
+    # --- infercast engine extension v1 ---------------------------------------------------------------------
+    ext = [
+        ("infercast_engine_kv_cache_fragmentation_ratio", round(node.fragmentation(t), 6)),
+        ("infercast_engine_memory_efficiency_ratio", round(node.memory_efficiency(t), 6)),
+        ("infercast_engine_max_num_seqs", node.max_batch),
+        ("infercast_engine_kv_block_allocation_failures_total", node.alloc_failures_total),
+        ("infercast_engine_gpu_memory_used_bytes", round(node.memory_usage() * node.physical_bytes)),
+        ("infercast_engine_gpu_memory_total_bytes", node.physical_bytes),
+    ]
+    info = spec("infercast_engine_extension_info")
+    _family(out, info.name, "gauge", info.help, [(info.name, f'version="{ENGINE_EXTENSION_VERSION}"', 1.0)])
+    for name, value in ext:
+        m = spec(name)
+        _family(out, name, m.kind.value, m.help, [(name, base, value)])
+    return "\n".join(out) + "\n"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: TwinServer  # type: ignore[assignment]
+
+    def log_message(self, *args) -> None:  # quiet: the exporter logs what matters
+        return
+
+    def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        fleet, lock = self.server.fleet, self.server.lock
+        if parts == ["pools"]:
+            with lock:
+                r = fleet.router
+                body = {
+                    p: {
+                        "version": r.version_of[p],
+                        "weight": r.weights[p],
+                        "breaker_threshold_seconds": r.breaker_threshold[p],
+                        "enabled": r.enabled[p],
+                        "nodes_up": sum(n.up for n in r.pool_nodes[p]),
+                        "nodes": len(r.pool_nodes[p]),
+                    }
+                    for p in r.pools
+                }
+            return self._send(200, json.dumps(body))
+        if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "metrics":
+            with lock:
+                node = next((n for n in fleet.nodes if n.name == parts[1]), None)
+                text = node_metrics_text(node) if node is not None else None
+            if node is None:
+                return self._send(404, json.dumps({"error": f"no node {parts[1]!r}"}))
+            if not text:
+                return self._send(503, json.dumps({"error": f"node {parts[1]} is down"}))
+            return self._send(200, text, "text/plain; version=0.0.4; charset=utf-8")
+        if parts == ["nodes"]:
+            with lock:
+                body = [{"name": n.name, "pool": n.pool, "version": n.version, "up": n.up} for n in fleet.nodes]
+            return self._send(200, json.dumps(body))
+        return self._send(404, json.dumps({"error": "not found"}))
+
+    def do_POST(self) -> None:
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        if len(parts) != 3 or parts[0] != "pools":
+            return self._send(404, json.dumps({"error": "not found"}))
+        pool, what = parts[1], parts[2]
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > 65536:
+                raise ValueError("body too large")
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("expected a JSON object")
+            fleet, lock = self.server.fleet, self.server.lock
+            with lock:
+                r = fleet.router
+                if what == "weight":
+                    r.set_pool_weight(pool, float(body["weight"]))
+                elif what == "breaker":
+                    r.set_breaker_threshold(pool, float(body["seconds"]))
+                elif what == "prewarm":
+                    started = r.prewarm_pool(pool, fleet.now)
+                    return self._send(200, json.dumps({"pool": pool, "nodes_started": started}))
+                else:
+                    return self._send(404, json.dumps({"error": f"unknown action {what!r}"}))
+        except KeyError as e:
+            return self._send(404 if "pool" in str(e) else 400, json.dumps({"error": str(e).strip("'\"")}))
+        except (ValueError, TypeError) as e:
+            return self._send(400, json.dumps({"error": str(e)}))
+        return self._send(200, json.dumps({"pool": pool, what: body}))
+
+
+class TwinServer(ThreadingHTTPServer):
+    """Serve a fleet's node metrics and router admin API on loopback; `lock` guards the fleet."""
+
+    daemon_threads = True
+
+    def __init__(self, fleet, host: str = "127.0.0.1", port: int = 0, lock: threading.Lock | None = None) -> None:
+        super().__init__((host, port), _Handler)
+        self.fleet = fleet
+        self.lock = lock or threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> TwinServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="twin-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
