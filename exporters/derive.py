@@ -29,7 +29,8 @@ one collapsed dimension cannot hide behind ten healthy ones.
 ## Avalanche risk (`infercast_avalanche_risk_score{pool}`, 0-100)
 
 `risk = 100 x P x C`.  `P` is the pool's own pressure: the worst of KV usage, fragmentation, allocation failures and
-batch saturation, each `1 - dimension score / 100`.  `C` is the share of the pool's KV load its failover pools
+batch saturation, each `1 - dimension score / 100`, fragmentation's scaled by how full the cache is (max usage /
+`kv_forecast_trigger`, at most 1).  `C` is the share of the pool's KV load its failover pools
 could not absorb: `C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use and
 `free_f` each failover pool's free KV tokens (capacities from the fleet file's pools, versions and GPUs),
 scaled by its relative throughput (`peak_throughput_factor`).  A failover pool's usage is its forecast upper band
@@ -171,10 +172,16 @@ def health_score(dims: Mapping[str, float]) -> float:
     return (sum(values) / len(values) + min(values)) / 2.0
 
 
-def pressure(dims: Mapping[str, float]) -> float | None:
-    """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation and batch dimensions."""
-    own = [dims[d] for d in ("kv_usage", "fragmentation", "allocation_failures", "batch_saturation") if d in dims]
-    return 1.0 - min(own) / 100.0 if own else None
+def pressure(dims: Mapping[str, float], fullness: float = 1.0) -> float | None:
+    """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation and batch dimensions.
+
+    Fragmentation's pressure is scaled by `fullness` (KV usage / the forecast trigger, at most 1): blocks a quarter
+    empty on a nearly idle cache waste little and threaten nothing; on a full one they are what tips it over.
+    """
+    own = [1.0 - dims[d] / 100.0 for d in ("kv_usage", "allocation_failures", "batch_saturation") if d in dims]
+    if "fragmentation" in dims:
+        own.append((1.0 - dims["fragmentation"] / 100.0) * min(1.0, max(0.0, fullness)))
+    return max(own) if own else None
 
 
 def avalanche_risk(
@@ -190,8 +197,11 @@ def avalanche_risk(
             usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
     mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
     out: dict[str, float] = {}
+    max_usage = {p: max(v) for p, v in usage_by_pool.items()}
+    trigger = config.thresholds.kv_forecast_trigger
     for pool, pcfg in config.pools.items():
-        pressures = [pr for (p, _), d in dims.items() if p == pool and (pr := pressure(d)) is not None]
+        fullness = max_usage.get(pool, 1.0) / trigger  # unknown usage: fragmentation counts in full
+        pressures = [pr for (p, _), d in dims.items() if p == pool and (pr := pressure(d, fullness)) is not None]
         if not pressures:
             continue
         own = max(pressures)

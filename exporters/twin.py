@@ -108,6 +108,8 @@ class TwinSource:
                 raise ScrapeError(f"twin failed: {type(e).__name__}: {e}") from None
         out: list[Sample] = []
         for node, up, text in nodes:
+            if not up and getattr(node, "up_at", 0.0) == float("inf"):
+                continue  # a cold-standby node that was never started is not a target (not "down"); see module doc
             up_labels = {"target": node.name, "kind": "twin", "pool": node.pool, "version": node.version}
             if up and text.strip():
                 try:

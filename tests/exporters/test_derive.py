@@ -108,3 +108,17 @@ def test_dimensions_from_every_input():
     assert d["gpu_temperature"] == pytest.approx(100 * (85 - 80) / 15)
     assert d["gpu_errors"] == 0
     assert d["staleness"] == 50
+
+
+def test_fragmentation_on_an_idle_cache_is_not_cascade_pressure():
+    def with_frag(usage):
+        L = {"pool": "v4-main", "version": "v4", "instance": "n1"}
+        s = [
+            Sample("infercast_kv_cache_usage_ratio", L, usage),
+            Sample("infercast_kv_cache_fragmentation_ratio", L, 0.3),
+        ]
+        return avalanche_risk(CONFIG, s, health(CONFIG, s))["v4-main"]
+
+    idle, full = with_frag(0.15), with_frag(0.75)
+    assert idle == pytest.approx(full * 0.15 / 0.75)  # same fragmentation, a fifth as full: a fifth of the pressure
+    assert full > 50
