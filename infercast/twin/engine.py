@@ -198,6 +198,7 @@ class Node:
             self._last_memory = self._memory_bytes() / self.physical_bytes
             return
         self._timeouts(t1, sink, client_timeout)
+        self._reject_too_long(sink)
         if self.vcfg.batcher.kind == "dynamic":
             self._admit_dynamic(t0, t1)
         else:
@@ -325,6 +326,19 @@ class Node:
         gone = self.queue.drop_older_than(t1 - client_timeout)
         if len(gone):
             sink.failed.append((gone, "timeout"))
+
+    def _reject_too_long(self, sink: TickSink) -> None:
+        """A prompt longer than the model's context or than the whole KV cache can never run: refuse it (vLLM
+        answers 400), rather than let it block the head of the queue forever."""
+        limit = min(self.vcfg.max_model_len, self.kv_capacity_tokens)
+        rows = []
+        while len(self.queue) and self.queue.peek()[2] > limit:
+            rows.append(self.queue.peek())
+            self.queue.pop()
+        if rows:
+            from infercast.twin.requests import rows_to_requests
+
+            sink.failed.append((rows_to_requests(rows), "too_long"))
 
     def _admission_open(self, t: float) -> bool:
         lim = self.control.stop_admit_memory

@@ -113,7 +113,7 @@ class RequestQueue:
             keep = [r for r in self._front if r[1] >= att_t_cutoff]
             gone = [r for r in self._front if r[1] < att_t_cutoff]
             if gone:
-                out.append(_rows_to_requests(gone))
+                out.append(rows_to_requests(gone))
                 self._len -= len(gone)
                 self._front = keep
         while self._chunks:
@@ -137,7 +137,7 @@ class RequestQueue:
         parts: list[Requests] = []
         if self._front and k > 0:
             rows = [self._front.pop() for _ in range(min(k, len(self._front)))]
-            parts.append(_rows_to_requests(rows))
+            parts.append(rows_to_requests(rows))
             self._len -= len(rows)
             k -= len(rows)
         while k > 0 and self._chunks:
@@ -155,7 +155,7 @@ class RequestQueue:
     def drain(self) -> Requests:
         parts = []
         if self._front:
-            parts.append(_rows_to_requests(self._front))
+            parts.append(rows_to_requests(self._front))
         for i, c in enumerate(self._chunks):
             parts.append(c.take(np.arange(self._head if i == 0 else 0, len(c))))
         self._chunks, self._front, self._head, self._len = [], [], 0, 0
@@ -166,7 +166,7 @@ def _sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
 
 
-def _rows_to_requests(rows: list[tuple]) -> Requests:
+def rows_to_requests(rows: list[tuple]) -> Requests:
     cols = list(zip(*rows, strict=True))
     return Requests(
         np.array(cols[0], dtype=np.float64),

@@ -408,6 +408,9 @@ class Router:
                     bad += int(((end_t - sent_t) > thr).sum())
                     total += len(orig_t)
                 for reqs, reason in sink.failed:
+                    if reason == "too_long":  # a 400: retrying cannot help
+                        self._final(reqs, np.full(len(reqs), pi), "rejected", t)
+                        continue
                     outcome = "timeout" if reason == "timeout" else "error"
                     self._fail(reqs, np.full(len(reqs), pi), outcome, t)
                     bad += len(reqs)

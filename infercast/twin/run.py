@@ -184,7 +184,12 @@ def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, 
     pool_name, pc = next((p, pc) for p, pc in cfg.pools.items() if not pc.standby and pc.weight > 0)
     # an engine as usually deployed (vLLM's gpu_memory_utilization 0.9): at the peak it preempts, it does not OOM
     pc = pc.model_copy(update={"memory_utilization": 0.9})
+    # the model serves the trace's longest request (traces carry up to 128k-token prompts)
     vc = cfg.versions[pc.version]
+    longest = int(np.max(prompt + out))
+    if longest > vc.max_model_len:
+        vc = vc.model_copy(update={"max_model_len": longest})
+        cfg = cfg.model_copy(update={"versions": {**cfg.versions, pc.version: vc}})
     itl = cfg.twin.inter_token_seconds * 1.5
     residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
     minute = (t // 60).astype(np.int64)
@@ -214,8 +219,15 @@ def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, 
         )
         return cfg.model_copy(update={"pools": {pool_name: pool}, "router": router, "targets": ()})
 
-    sized = fleet_for(busiest / target_peak_kv)
-    measured = _busiest_minute_kv(run_trace(trace, sized, "none", seed, step_seconds=5.0), pool_name)
-    if measured > 0:
-        sized = fleet_for(busiest / target_peak_kv * measured / target_peak_kv)
+    # never smaller than a few of the trace's largest requests (the largest must fit, with company)
+    largest = float(np.quantile(prompt + out, 0.999))
+    need = max(busiest / target_peak_kv, 4.0 * largest)
+    sized = fleet_for(need)
+    for _ in range(3):
+        measured = _busiest_minute_kv(run_trace(trace, sized, "none", seed, step_seconds=5.0), pool_name)
+        if measured <= 0 or abs(measured - target_peak_kv) < 0.05:
+            break
+        # a saturated fleet reads ~1.0 whatever its shortfall: grow it by a step instead of by the ratio
+        need = max(need * (1.6 if measured >= 0.97 else measured / target_peak_kv), 4.0 * largest)
+        sized = fleet_for(need)
     return sized
