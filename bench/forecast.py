@@ -76,7 +76,11 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
         trace = spec if spec.startswith("scenario:") else str(root / spec)
         t0 = time.perf_counter()
         plot = str(plot_dir / f"kv-{name}.png") if plot_dir else None
-        res = backtest(load_series(_args(trace, "kv")), _args(trace, "kv", plot=plot))
+        try:
+            res = backtest(load_series(_args(trace, "kv")), _args(trace, "kv", plot=plot))
+        except Exception as e:  # one broken input must not lose the other traces' figures
+            print(f"# {name}: FAILED: {e}\n", flush=True)
+            continue
         res["wall_seconds"] = round(time.perf_counter() - t0, 1)
         m = res["models"]
         classical = {k: m[k]["peak_mae"] for k in CLASSICAL if k in m and m[k].get("peak_mae") is not None}
@@ -104,7 +108,11 @@ def rps_section(root: Path, names: list[str]) -> dict:
     for name in names:
         spec = KV_TRACES[name]
         trace = spec if spec.startswith("scenario:") else str(root / spec)
-        res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
+        try:
+            res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
+        except Exception as e:
+            print(f"# {name} rps: FAILED: {e}\n", flush=True)
+            continue
         out[name] = res
         print(table(res) + "\n", flush=True)
     return out
