@@ -30,7 +30,9 @@ one collapsed dimension cannot hide behind ten healthy ones.
 
 `risk = 100 x P x C`.  `P` is the pool's own pressure: the worst of KV usage, fragmentation, allocation failures and
 batch saturation, each `1 - dimension score / 100`, fragmentation's scaled by how full the cache is (max usage /
-`kv_forecast_trigger`, at most 1).  `C` is the share of the pool's KV load its failover pools
+`kv_forecast_trigger`, at most 1).  Nodes already down add pressure twice: their share (a quarter of the pool down,
+`DOWN_SHARE_BAD`, is full pressure: a cascade is under way), and the survivors' usage divided by the share up
+(they carry the down nodes' load).  `C` is the share of the pool's KV load its failover pools
 could not absorb: `C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use and
 `free_f` each failover pool's free KV tokens (capacities from the fleet file's pools, versions and GPUs),
 scaled by its relative throughput (`peak_throughput_factor`).  A failover pool's usage is its forecast upper band
@@ -59,6 +61,7 @@ FAILURES_BAD = 0.01  # allocation failures per second per running request at whi
 QUEUE_BAD_FACTOR = 10.0  # queue_depth scores 0 at this many times `thresholds.queue_saturated`
 SHARE_BAD = 0.05  # router shares (timeouts, errors, degradations) scoring 0
 TEMP_MARGIN_C = 15.0  # gpu_temperature starts losing points this far below `thresholds.gpu_temperature_celsius`
+DOWN_SHARE_BAD = 0.25  # a pool with this share of its serving targets down is at full pressure (avalanche risk)
 ERROR_OUTCOMES = ("error", "rejected", "shed")
 GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
 
@@ -192,16 +195,25 @@ def avalanche_risk(
 ) -> dict[str, float]:
     """Risk 0-100 per pool (absent for pools with no pressure input)."""
     usage_by_pool: dict[str, list[float]] = defaultdict(list)
+    ups: dict[str, list[float]] = defaultdict(list)
     for s in samples:
         if s.name == USAGE:
             usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
+        elif s.name == TARGET_UP and "pool" in s.labels:
+            ups[s.labels["pool"]].append(s.value)
     mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
-    out: dict[str, float] = {}
     max_usage = {p: max(v) for p, v in usage_by_pool.items()}
     trigger = config.thresholds.kv_forecast_trigger
+    out: dict[str, float] = {}
     for pool, pcfg in config.pools.items():
         fullness = max_usage.get(pool, 1.0) / trigger  # unknown usage: fragmentation counts in full
         pressures = [pr for (p, _), d in dims.items() if p == pool and (pr := pressure(d, fullness)) is not None]
+        if ups.get(pool):
+            up_share = sum(ups[pool]) / len(ups[pool])
+            pressures.append(min(1.0, (1.0 - up_share) / DOWN_SHARE_BAD))  # nodes already down: a cascade under way
+            if pool in max_usage and up_share > 0:
+                # the survivors carry the down nodes' load
+                pressures.append(1.0 - ramp(max_usage[pool] / up_share, trigger, 1.0) / 100.0)
         if not pressures:
             continue
         own = max(pressures)

@@ -122,3 +122,22 @@ def test_fragmentation_on_an_idle_cache_is_not_cascade_pressure():
     idle, full = with_frag(0.15), with_frag(0.75)
     assert idle == pytest.approx(full * 0.15 / 0.75)  # same fragmentation, a fifth as full: a fifth of the pressure
     assert full > 50
+
+
+def test_nodes_already_down_raise_the_risk():
+    def risk(up_flags, usage=0.5):
+        L = {"pool": "v4-main", "version": "v4"}
+        s = [
+            Sample("infercast_kv_cache_usage_ratio", {**L, "instance": f"n{i}"}, usage)
+            for i, u in enumerate(up_flags)
+            if u
+        ]
+        s += [Sample("_target_up", {"target": f"n{i}", "kind": "twin", **L}, float(u)) for i, u in enumerate(up_flags)]
+        return avalanche_risk(CONFIG, s, health(CONFIG, s))["v4-main"]
+
+    assert risk([1] * 8) == 0  # half full, all up: no pressure
+    # (no v3.5 usage in the input: its headroom is unknown and counts as none, so C = 1)
+    # two of eight down (OOM): a quarter of the pool gone is full pressure
+    assert risk([1] * 6 + [0] * 2) == 100
+    # one of eight down: survivors at 0.5 / (7/8) = 0.57, under the trigger; the down share gives pressure 0.5
+    assert risk([1] * 7 + [0]) == pytest.approx(50)
