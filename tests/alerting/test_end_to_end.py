@@ -35,7 +35,7 @@ from infercast.servers import ServerUnavailable, free_port, start_alertmanager, 
 from .conftest import ALERTRULES
 from .stack import fleet_file, services_ready, spawn, stop
 
-SPEED = float(os.environ.get("INFERCAST_E2E_SPEED", "10"))
+SPEED = float(os.environ.get("INFERCAST_E2E_SPEED", "5"))
 WARMUP_SIM_S = 480.0  # the flash sale starts at 600 simulated seconds
 TRIGGER = 0.75
 POOL = "v4-main"
