@@ -32,13 +32,14 @@ one collapsed dimension cannot hide behind ten healthy ones.
 batch saturation, each `1 - dimension score / 100`, fragmentation's scaled by how full the cache is (max usage /
 `kv_forecast_trigger`, at most 1).  Nodes already down add pressure twice: their share (a quarter of the pool down,
 `DOWN_SHARE_BAD`, is full pressure: a cascade is under way), and the survivors' usage divided by the share up
-(they carry the down nodes' load).  `C` is the share of the pool's KV load its failover pools
-could not absorb: `C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use and
-`free_f` each failover pool's free KV tokens (capacities from the fleet file's pools, versions and GPUs),
-scaled by its relative throughput (`peak_throughput_factor`).  A failover pool's usage is its forecast upper band
-when forecasts are given (the seed's lesson: check the target's *future* headroom), else its current usage; a
-failover pool with no usage known counts as no headroom.  A pool without failover has C = 1: whatever fails there
-has nowhere to go.  Seed 000's v4 pool at 98% usage failing over to five v3.5 nodes: P ~ 1, C ~ 0.9, risk ~ 90.
+(they carry the down nodes' load).  `C` is the share of the pool's KV load its failover pools could not absorb:
+`C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use (a node that is down counts
+as full: it most often went down out of memory, and its load needs a home) and `free_f` each failover pool's free
+KV tokens (capacities from the fleet file's pools, versions and GPUs), scaled by its relative throughput
+(`peak_throughput_factor`).  A failover pool's usage is its forecast upper band when forecasts are given (the
+seed's lesson: check the target's *future* headroom), else its current usage; a failover pool with no usage known
+counts as no headroom.  A pool without failover has C = 1: whatever fails there
+has nowhere to go.  Seed 000's v4 pool at 98% usage failing over to five v3.5 nodes: P ~ 0.92, C ~ 0.94, risk ~ 87.
 """
 
 from __future__ import annotations
@@ -218,7 +219,12 @@ def avalanche_risk(
             continue
         own = max(pressures)
         cascade = 1.0
-        used = mean_usage.get(pool, 0.0) * _kv_capacity_tokens(config, pool)
+        load = mean_usage.get(pool, 0.0)
+        if ups.get(pool):
+            # a node that is down (most often: out of memory) held a full cache; that load now needs a home too
+            down = len(ups[pool]) - sum(ups[pool])
+            load = (load * (len(ups[pool]) - down) + down * 1.0) / len(ups[pool])
+        used = load * _kv_capacity_tokens(config, pool)
         if pcfg.failover and used > 0:
             factor = config.versions[pcfg.version].peak_throughput_factor
             free = 0.0
