@@ -39,7 +39,7 @@ KV tokens (capacities from the fleet file's pools, versions and GPUs), scaled by
 (`peak_throughput_factor`).  A failover pool's usage is its forecast upper band when forecasts are given (the
 seed's lesson: check the target's *future* headroom), else its current usage; a failover pool with no usage known
 counts as no headroom.  A pool without failover has C = 1: whatever fails there
-has nowhere to go.  Seed 000's v4 pool at 98% usage failing over to five v3.5 nodes: P ~ 0.92, C ~ 0.94, risk ~ 87.
+has nowhere to go.  Seed 000 (examples/flash-sale.yaml, v4 at 98%, five half-full v3.5 nodes): P 0.92, C 0.89, risk 82.
 """
 
 from __future__ import annotations
