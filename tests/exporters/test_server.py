@@ -95,13 +95,15 @@ def test_every_source_feeds_the_catalog(fixture_server):
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed")
 def test_promtool_check_metrics_accepts_the_exposition(fixture_server):
     config = fleet([*good_targets(fixture_server), {"name": "twin", "kind": "twin"}])
-    exp = Exporter(config, build_sources(config, twin=fake_twin(config)))
+    twin = TwinSource(config)  # the real in-process twin of the seed's fleet, beside every captured payload
+    twin.advance(30)
+    exp = Exporter(config, build_sources(config, twin=twin))
     exp.scrape()
     text = render(exp)
     exp.close()
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "infercast_kv_cache_usage_ratio" in text
+    assert "infercast_kv_cache_usage_ratio" in text and 'instance="v4-main-0"' in text
 
 
 BAD = {
