@@ -42,7 +42,8 @@ class AlertSettings:
     frozen_quiet_seconds: int = 600
 
     # --- for: durations (seconds) -------------------------------------------------------------------------
-    for_forecast_breach: int = 30
+    #: two consecutive evaluations at the default 15 s interval: debounce one noisy forecast, keep the lead time
+    for_forecast_breach: int = 15
     for_kv_usage: int = 60
     for_fragmentation_warning: int = 120
     for_fragmentation_critical: int = 60
@@ -62,8 +63,9 @@ class AlertSettings:
         """The same settings with every `for:` duration divided by `time_scale` (for accelerated twins)."""
         if time_scale <= 0:
             raise ValueError(f"time_scale must be > 0, got {time_scale}")
+        # a non-zero duration stays at least 1 s: `for: 0` would change what the alert means
         changes = {
-            name: max(0, round(getattr(self, name) / time_scale))
+            name: max(1, round(getattr(self, name) / time_scale)) if getattr(self, name) else 0
             for name in self.__dataclass_fields__
             if name.startswith("for_")
         }

@@ -108,6 +108,7 @@ def test_time_scale_divides_every_for_duration():
     # The end-to-end test runs the twin 30x faster than real time; its rules keep the same shape.
     fast = AlertSettings().scaled(30)
     assert fast.for_kv_usage == 2 and fast.for_batch_pinned == 20 and fast.for_forecast_breach == 1
+    assert fast.for_actuator_flapping == 0  # no for: stays no for:
     rule = next(r for g in alerting_rules(fast) for r in g["rules"] if r["alert"] == "InfercastKVCacheUsageHigh")
     assert rule["for"] == "2s"
     assert fast.thresholds == AlertSettings().thresholds
