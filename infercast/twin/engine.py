@@ -30,7 +30,7 @@ import numpy as np
 
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.twin.kvcache import ContiguousKV, PagedKV
-from infercast.twin.latency import inter_token_seconds, prefill_floor_seconds, sample_prefill_seconds
+from infercast.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
 from infercast.twin.requests import RequestQueue, Requests
 from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 
@@ -93,6 +93,7 @@ class Node:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0.0
         self.success_total = 0
+        self._floor = FloorSampler(rng, self.speed)
         self.ttft_hist = np.zeros(len(TTFT_BUCKETS) + 1, dtype=np.int64)  # vLLM's buckets, +Inf last
         self.ttft_sum = 0.0
         self.t_last = 0.0
@@ -368,7 +369,7 @@ class Node:
             self.queue.pop()
             k += 1
             arrive = max(t0, sent_t)
-            floor = float(sample_prefill_seconds(np.array([prompt]), self.rng, self.speed)[0])
+            floor = self._floor(prompt)
             self._fill(
                 slot, (orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t), arrive, arrive + floor
             )

@@ -49,6 +49,75 @@ def sample_prefill_seconds(ctx: np.ndarray, rng: np.random.Generator, speed: flo
     return rng.gamma(shape, scale) / speed
 
 
+class FloorSampler:
+    """Per-node stream of prefill floors: the same distribution as `sample_prefill_seconds` (a gamma with the
+    table's mean and sd), drawn in blocks so admitting one request costs a few scalar operations."""
+
+    def __init__(self, rng: np.random.Generator, speed: float = 1.0, block: int = 4096) -> None:
+        self.rng, self.speed, self.block = rng, speed, block
+        self._u = np.empty(0)
+        self._i = 0
+
+    def __call__(self, ctx: int) -> float:
+        if self._i >= len(self._u):
+            self._u = self.rng.random(self.block)
+            self._i = 0
+        u = self._u[self._i]
+        self._i += 1
+        mean = (
+            float(np.interp(ctx, _CTX, _MEAN)) if ctx <= _CTX[-1] else float(prefill_floor_seconds(np.array([ctx]))[0])
+        )
+        sd = float(np.interp(ctx, _CTX, _SD))
+        shape = (mean / sd) ** 2
+        # inverse CDF of the gamma through the Wilson-Hilferty normal approximation (shape >= 25 here)
+        z = _norm_ppf(u)
+        x = shape * (1.0 - 1.0 / (9.0 * shape) + z / (3.0 * np.sqrt(shape))) ** 3
+        return x * (sd**2 / mean) / self.speed
+
+
+def _norm_ppf(u: float) -> float:
+    """Standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9)."""
+    a = (
+        -3.969683028665376e01,
+        2.209460984245205e02,
+        -2.759285104469687e02,
+        1.383577518672690e02,
+        -3.066479806614716e01,
+        2.506628277459239e00,
+    )
+    b = (
+        -5.447609879822406e01,
+        1.615858368580409e02,
+        -1.556989798598866e02,
+        6.680131188771972e01,
+        -1.328068155288572e01,
+    )
+    c = (
+        -7.784894002430293e-03,
+        -3.223964580411365e-01,
+        -2.400758277161838e00,
+        -2.549732539343734e00,
+        4.374664141464968e00,
+        2.938163982698783e00,
+    )
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)  # fmt: skip
+    u = min(max(u, 1e-12), 1 - 1e-12)
+    if u < 0.02425:
+        q = np.sqrt(-2 * np.log(u))
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
+        )
+    if u > 1 - 0.02425:
+        return -_norm_ppf(1 - u)
+    q = u - 0.5
+    r = q * q
+    return (
+        (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5])
+        * q
+        / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    )
+
+
 def inter_token_seconds(batch: int | np.ndarray, base_seconds: float, speed: float = 1.0) -> np.ndarray | float:
     """Decode time per token: `base` at batch 1, about doubling at a batch of 64 (memory-bandwidth bound)."""
     return base_seconds * (1.0 + np.asarray(batch, dtype=np.float64) / 64.0) / speed

@@ -387,9 +387,12 @@ class Router:
         if not len(pool_idx):
             return
         key = pool_idx.astype(np.int64) * 3 + prio.astype(np.int64)
-        for k, n in zip(*np.unique(key, return_counts=True), strict=True):
+        counts = np.bincount(key, minlength=3 * len(self.pools))
+        for k in np.flatnonzero(counts):
             pool = self.pools[int(k) // 3]
-            self.recorder.record_request(pool, self.version_of[pool], PRIORITY_NAMES[int(k) % 3], outcome, int(n))
+            self.recorder.record_request(
+                pool, self.version_of[pool], PRIORITY_NAMES[int(k) % 3], outcome, int(counts[k])
+            )
 
     def collect(self, t: float, sinks: dict[str, TickSink]) -> None:
         """Take the nodes' tick results: first tokens, failures (to retry), breaker windows."""

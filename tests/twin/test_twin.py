@@ -14,7 +14,7 @@ from infercast.config import ConfigError, load_config, parse_config
 from infercast.traces import load_trace
 from infercast.twin import build_fleet, run_scenario, run_trace, size_fleet_for_trace
 from infercast.twin.kvcache import ContiguousKV, PagedKV
-from infercast.twin.latency import prefill_floor_seconds, sample_prefill_seconds
+from infercast.twin.latency import FloorSampler, prefill_floor_seconds, sample_prefill_seconds
 from infercast.twin.router import water_fill
 from infercast.twin.surfaces import TwinServer
 
@@ -46,10 +46,14 @@ def test_latency_floor_matches_the_seed_table():
     # seed 000: 4k 210 ms mean (P99 240), 8k 420 (P99 510), 32k 980 (P99 ~1200)
     assert prefill_floor_seconds(np.array([4096.0, 8192.0, 32768.0])) == pytest.approx([0.21, 0.42, 0.98])
     rng = np.random.default_rng(0)
+    floor = FloorSampler(np.random.default_rng(1))  # what nodes draw from, one request at a time
     for ctx, mean, p99 in ((4096, 0.210, 0.240), (8192, 0.420, 0.510), (32768, 0.980, 1.200)):
-        s = sample_prefill_seconds(np.full(20000, float(ctx)), rng)
-        assert s.mean() == pytest.approx(mean, rel=0.02)
-        assert np.quantile(s, 0.99) == pytest.approx(p99, rel=0.05)
+        for s in (
+            sample_prefill_seconds(np.full(20000, float(ctx)), rng),
+            np.array([floor(ctx) for _ in range(20000)]),
+        ):
+            assert s.mean() == pytest.approx(mean, rel=0.02)
+            assert np.quantile(s, 0.99) == pytest.approx(p99, rel=0.05)
 
 
 def test_an_idle_node_reproduces_the_table_and_v35_is_56_percent_as_fast(cfg):
