@@ -130,9 +130,15 @@ def test_nan_values_are_reported_as_nan_and_scattered_nan_is_tolerated():
     for t in np.arange(T0 + 3000, T0 + 3600, 15.0):  # the exporter keeps reporting, but NaN
         for inst in ("n1", "n2"):
             st.write(KV, {**POOL, "instance": inst}, t, float("nan"))
-    out = _loop().tick(T0 + 3585, st)
+    loop = _loop()
+    out = loop.tick(T0 + 3585, st)
     assert ("v4-main", "kv", "nan") in _skips(out)
     assert _kv_yhat(out) is None
+    # Values come back: first too few since the hole ("gap"), then a forecast again, with nothing reset by hand.
+    _fill(st, T0 + 3600, T0 + 3690)
+    assert ("v4-main", "kv", "gap") in _skips(loop.tick(T0 + 3675, st))
+    _fill(st, T0 + 3690, T0 + 3900)
+    assert _kv_yhat(loop.tick(T0 + 3885, st)) == pytest.approx(0.4)
     st2 = MemoryStore()
     _fill(st2, T0, T0 + 3600, kv=lambda t: float("nan") if int(t) % 45 == 0 else 0.4)
     assert _kv_yhat(_loop().tick(T0 + 3585, st2)) == pytest.approx(0.4)
@@ -164,6 +170,10 @@ def test_a_series_that_disappears_is_stale_and_its_forecast_goes_away():
     assert ("v3.5-fallback", "rps", "stale") in _skips(out)
     assert _kv_yhat(out, "v3.5-fallback") is None
     assert _kv_yhat(out) == pytest.approx(0.4)
+    # It comes back (a restarted pool): forecast again once it has 20 fresh samples.
+    _fill(st, T0 + 3600, T0 + 3900)
+    _fill(st, T0 + 3600, T0 + 3900, kv=lambda t: 0.6, pool=gone)
+    assert _kv_yhat(loop.tick(T0 + 3885, st), "v3.5-fallback") == pytest.approx(0.6)
 
 
 class _Down:
