@@ -127,3 +127,35 @@ def test_service_serves_forecasts_over_http_and_stops_on_request(prom, tmp_path,
         stop.set()
         th.join(timeout=20)
     assert not th.is_alive()
+
+
+def test_service_with_prometheus_down_serves_the_reason_and_stops_on_sigterm(tmp_path, repo_root):
+    import signal
+
+    port = free_port()
+    path = _fleet_file(tmp_path, repo_root, f"http://127.0.0.1:{free_port()}", listen=f"127.0.0.1:{port}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infercast.cli", "predictor", "--config", str(path)],
+        cwd=repo_root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        body = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "source_down" not in body:
+            with contextlib.suppress(requests.ConnectionError):
+                body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            time.sleep(0.3)
+        # Nothing known yet about any pool: one marker per series, with empty pool/version.
+        assert 'infercast_forecast_skipped{pool="",reason="source_down",series="kv",version=""} 1.0' in body
+        assert "infercast_forecast_kv_cache_usage_ratio{" not in body
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0
+    assert "cannot connect to Prometheus" in proc.stderr.read()
