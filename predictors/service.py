@@ -203,6 +203,7 @@ class PredictorLoop:
     _last_success: dict[str, float] = field(default_factory=dict)
     _last_reason: dict[tuple[str, Group], str | None] = field(default_factory=dict)
     _failing: set[tuple[str, str, Group]] = field(default_factory=set)
+    _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=lambda: {"kv": set(), "rps": set()})
 
     @classmethod
@@ -305,11 +306,15 @@ class PredictorLoop:
             try:
                 raw = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
             except StoreError as e:
-                log.warning("predictor: cannot read %s: %s", metric, e)
+                if self._store_errors.get(metric) != str(e):  # once per outage (and per new kind of error)
+                    log.warning("predictor: cannot read %s: %s", metric, e)
+                self._store_errors[metric] = str(e)
                 for group in self._known[series] or {("", "")}:
                     out.append(skipped_sample(*group, series, "source_down"))
                     self._note(series, group, "source_down")
                 continue
+            if self._store_errors.pop(metric, None) is not None:
+                log.info("predictor: reading %s again", metric)
             groups = align(raw, g0, step, n, how)
             self._known[series] = set(groups)
             covs = self._covariates(store, g0, step, n) if series == "kv" and self.lstm is not None else {}
