@@ -112,6 +112,7 @@ class OracleControl(ReactiveControl):
         long, _ = sample_lengths(20_000, 1.0, lengths, rng)
         self.mean_short, self.mean_long = float(short.mean()), float(long.mean())
         self._prewarmed: set[str] = set()
+        self._rate: float | None = None
 
     def capacity_rps(self, obs: Observation, t: float) -> float:
         """Requests/s the routable pools can prefill at the long-context share expected at t."""
@@ -137,7 +138,10 @@ class OracleControl(ReactiveControl):
                 if p.standby and p.name not in self._prewarmed:
                     self._prewarmed.add(p.name)
                     actions.append(Action("prewarm", pool=p.name))
-        actions.append(Action("set_rate_limit", args={"rps": self.capacity_rps(obs, obs.now + 5.0)}))
+        rate = self.capacity_rps(obs, obs.now + 5.0)
+        if self._rate is None or abs(rate - self._rate) > 0.02 * self._rate:  # act on real changes only
+            self._rate = rate
+            actions.append(Action("set_rate_limit", args={"rps": rate}))
         return actions
 
 

@@ -19,8 +19,9 @@ from collections import defaultdict
 import numpy as np
 
 from infercast.config import FleetConfig
-from infercast.twin.controls import Action, Control, Observation, PoolView, make_control
+from infercast.twin.controls import Action, Control, NoControl, Observation, PoolView, make_control
 from infercast.twin.engine import Node, TickSink
+from infercast.twin.requests import Requests
 from infercast.twin.router import LatencyBook, Router
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS, ScenarioTraffic, TraceTraffic, Traffic
 
@@ -138,16 +139,12 @@ class Fleet:
     def step(self) -> None:
         t0 = self.now
         t1 = (self._tick_no + 1) * self.dt
-        for action in self.control.decide(self.observe()):
-            self.apply(action)
+        if not isinstance(self.control, NoControl):  # nothing to observe for
+            for action in self.control.decide(self.observe()):
+                self.apply(action)
         self.router.health_check(t0)
-        arrivals = self.traffic.arrivals(t0, t1) if t0 < self.traffic.duration_s else None
-        if arrivals is not None:
-            self.router.route(t0, t1, arrivals)
-        else:
-            from infercast.twin.requests import Requests
-
-            self.router.route(t0, t1, Requests.empty())
+        arrivals = self.traffic.arrivals(t0, t1) if t0 < self.traffic.duration_s else Requests.empty()
+        self.router.route(t0, t1, arrivals)
         client_timeout = self.cfg.router.client_timeout_seconds
         sinks = {}
         for node in self.nodes:
