@@ -216,12 +216,14 @@ def training_windows(
     max_windows: int,
     rng: np.random.Generator,
     min_context: int = 8,
+    weights: Sequence[float] | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Sample windows (inputs up to an origin, targets the next `horizon_steps` values) from each history.
 
     Returns the raw input windows (as `tail_windows`) and the targets (n, horizon_steps) with NaN where the
     future is missing.  Windows are spread over histories in proportion to their length.  The origin never sees
     past itself: inputs are samples [e - lookback + 1, e], targets [e + 1, e + horizon_steps].
+    `weights` (one per history) make a history's windows that many times likelier (drawn with replacement).
     """
     counts = np.array([max(0, len(h.t) - horizon_steps - min_context + 1) for h in histories])
     total = int(counts.sum())
@@ -230,7 +232,11 @@ def training_windows(
     if total == 0:
         return {k: np.zeros((0, lookback)) for k in raw}, np.zeros((0, horizon_steps))
     take = min(max_windows, total)
-    picks = np.sort(rng.choice(total, size=take, replace=False))
+    if weights is None:
+        picks = np.sort(rng.choice(total, size=take, replace=False))
+    else:
+        p = np.repeat(np.asarray(weights, dtype=float), counts)
+        picks = np.sort(rng.choice(total, size=max_windows, replace=True, p=p / p.sum()))
     offsets = np.concatenate([[0], np.cumsum(counts)])
     for i, h in enumerate(histories):
         sel = picks[(picks >= offsets[i]) & (picks < offsets[i + 1])] - offsets[i]

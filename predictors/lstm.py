@@ -13,6 +13,7 @@ torch is imported lazily (in methods), so importing this module is cheap and `in
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import platform
@@ -176,12 +177,18 @@ class LSTMForecaster:
         modelfile.save(path, tensors, meta)
 
     # ---------------------------------------------------------------- training
-    def fit(self, histories: list[History], validation: list[History] | None = None) -> LSTMForecaster:
+    def fit(
+        self,
+        histories: list[History],
+        validation: list[History] | None = None,
+        weights: list[float] | None = None,
+    ) -> LSTMForecaster:
         """Train (or fine-tune, when weights are already loaded) on `histories`.
 
         Early stopping watches a time-ordered split: the last `val_fraction` of every history (windows whose
         targets lie there; their inputs may reach back before the cut, as they would in production), plus any
-        `validation` histories.  Deterministic under `params.seed`.
+        `validation` histories.  `weights` (one per history) make a history's training windows likelier, e.g.
+        to give the few twin runs a fair share next to long generated series.  Deterministic under `params.seed`.
 
         A model that already has weights (loaded or fitted) fine-tunes, and only when handed at least
         `finetune_min_steps` samples in all: on less (an hour-long trace's own past, as the backtest hands it
@@ -191,8 +198,12 @@ class LSTMForecaster:
         import torch
 
         p = self.params
-        hs = [F.to_grid(h, p.step_s) for h in histories]
-        hs = [h for h in hs if np.isfinite(h.y).sum() > p.horizon_steps]
+        if weights is not None and len(weights) != len(histories):
+            raise ValueError(f"{len(weights)} weights for {len(histories)} histories")
+        grids = [F.to_grid(h, p.step_s) for h in histories]
+        keep = [i for i, h in enumerate(grids) if np.isfinite(h.y).sum() > p.horizon_steps]
+        hs = [grids[i] for i in keep]
+        w = None if weights is None else [float(weights[i]) for i in keep]
         if self.net_ is not None and sum(len(h.t) for h in hs) < p.finetune_min_steps:
             log.debug("lstm: %d samples < finetune_min_steps; keeping the weights", sum(len(h.t) for h in hs))
             return self
@@ -208,12 +219,13 @@ class LSTMForecaster:
                 val_parts.append(_slice(h, max(0, cut - p.lookback), len(h.t)))
             else:
                 train_parts.append(h)
+        windows = functools.partial(F.training_windows, weights=w)
         val_parts += [F.to_grid(h, p.step_s) for h in validation or []]
 
         fresh = self.net_ is None
         if fresh:
             self.net_ = _build_net(p)
-            raw, _ = F.training_windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
+            raw, _ = windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
             x = F.encode(raw).x.reshape(-1, len(F.STEP_CHANNELS))
             self.x_mean_ = x.mean(axis=0).astype(np.float32)
             std = x.std(axis=0)
@@ -235,7 +247,7 @@ class LSTMForecaster:
 
         bar = tqdm(range(p.max_epochs), desc="lstm", unit="epoch", disable=not self.progress, leave=False)
         for epoch in bar:
-            raw, tar = F.training_windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
+            raw, tar = windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
             raw = _drop_covariates(raw, p.cov_dropout, rng)
             xt, st, _, tt = self._tensors(raw, tar)
             net.train()

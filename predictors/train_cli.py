@@ -28,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--traces", nargs="*", default=[], help="held-out validation traces (files or folders)")
     p.add_argument("--from-twin", action="store_true", help="add the fleet twin's runs to the training data")
     p.add_argument("--twin-variants", type=int, default=6, help="with --from-twin: surge-scenario variants to run")
+    p.add_argument("--twin-weight", type=float, default=1.0, help="with --from-twin: sampling weight of twin runs")
     p.add_argument("--twin-servegen-hours", type=int, default=4, help="with --from-twin: ServeGen hours to replay")
     p.add_argument("--config", default=str(DEFAULT_FLEET), help="fleet file for the twin (default flash-sale)")
     p.add_argument("--series", type=int, default=96, help="generated series (pools) (default 96)")
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise SystemExit(f"infercast train: --from-twin needs the fleet twin (infercast.twin.run): {e}") from e
         cfg = load_config(args.config)
+        n_generated = len(train)
         variants = D.scenario_variants(cfg, args.twin_variants, seed=args.seed + 100)
         train += D.twin_scenario_histories(variants, step_s=args.step)
         sources.append(f"twin: {args.twin_variants} variants of the {cfg.name} scenario")
@@ -123,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
     )
     model = LSTMForecaster(params, progress=not args.no_progress)
     t1 = time.perf_counter()
-    model.fit(train, validation=val)
+    weights = None
+    if cfg is not None and args.twin_weight != 1.0:
+        weights = [1.0] * n_generated + [args.twin_weight] * (len(train) - n_generated)
+    model.fit(train, validation=val, weights=weights)
     train_s = time.perf_counter() - t1
     extra = {
         "data": {
@@ -131,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             "generated_series": args.series,
             "hours_per_series": args.hours,
             "surges_per_hour": args.surges_per_hour,
+            "twin_weight": args.twin_weight if cfg is not None else None,
             "validation_held_out": [f.name for f in files],
             "validation_kind": "twin" if cfg is not None and files else ("fluid pool model" if files else "none"),
         },
