@@ -142,6 +142,8 @@ scrape_configs:
         logs = {p.name: p.read_text(errors="replace")[-1500:] for p in tmp_path.glob("*.log")}
         assert crossed is not None, f"KV usage of {POOL} never crossed {TRIGGER} within 240 s; logs: {logs}"
         assert note is not None, f"the predictive alert never reached the webhook; logs: {logs}"
+        # the reactive page (memory breaker 0.80 held for its for:), if it came before the run ended
+        reactive = hook.first("InfercastKVCacheUsageHigh", "pager-serving")
         crossed_fullest = first_crossing(prom.url, fullest, started, time.time(), TRIGGER)
         upper = f'max(infercast_forecast_kv_cache_usage_ratio{{pool="{POOL}",ml_forecast="yhat_upper"}})'
         forecast_crossed = first_crossing(prom.url, upper, started, time.time(), TRIGGER)
@@ -157,6 +159,10 @@ scrape_configs:
             ),
             "lead_wall_s": round(lead_wall, 2),
             "lead_simulated_s": round(lead_wall * SPEED, 1),
+            "reactive_page_wall_s_after_start": round(reactive.received_at - started, 2) if reactive else None,
+            "lead_over_reactive_page_simulated_s": (
+                round((reactive.received_at - note.received_at) * SPEED, 1) if reactive else None
+            ),
             "lead_vs_fullest_instance_simulated_s": (
                 round((crossed_fullest - note.received_at) * SPEED, 1) if crossed_fullest else None
             ),
