@@ -57,12 +57,10 @@ RISK = "infercast_avalanche_risk_score"
 HEALTH = "infercast_health_score"
 DIMENSION = "infercast_health_dimension_score"
 
-# Scoring constants for which the fleet file has no threshold (the rest come from `config.thresholds`).
-FAILURES_BAD = 0.01  # allocation failures per second per running request at which the dimension scores 0
-QUEUE_BAD_FACTOR = 10.0  # queue_depth scores 0 at this many times `thresholds.queue_saturated`
-SHARE_BAD = 0.05  # router shares (timeouts, errors, degradations) scoring 0
-TEMP_MARGIN_C = 15.0  # gpu_temperature starts losing points this far below `thresholds.gpu_temperature_celsius`
-DOWN_SHARE_BAD = 0.25  # a pool with this share of its serving targets down is at full pressure (avalanche risk)
+# Every scoring constant is a threshold of the fleet file (`config.thresholds`); the docstring's names map to:
+# FAILURES_BAD = allocation_failures_bad_per_request_second, QUEUE_BAD_FACTOR = queue_bad_factor,
+# SHARE_BAD = router_share_bad, TEMP_MARGIN_C = gpu_temperature_margin_celsius,
+# DOWN_SHARE_BAD = nodes_down_full_pressure.
 ERROR_OUTCOMES = ("error", "rejected", "shed")
 GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
 
@@ -114,7 +112,7 @@ def health(
     worst(USAGE, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
     worst(FRAGMENTATION, "fragmentation", lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release))
     worst(SATURATION, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
-    worst(WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * QUEUE_BAD_FACTOR))
+    worst(WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * th.queue_bad_factor))
 
     # allocation failures per second per running request, per instance
     running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == RUNNING}
@@ -122,7 +120,7 @@ def health(
         if s.name == RATE_PREFIX + FAILURES:
             per_req = s.value / max(1.0, running.get((_pv(s.labels), s.labels.get("instance")), 1.0))
             pv = _pv(s.labels)
-            score = ramp(per_req, 0.0, FAILURES_BAD)
+            score = ramp(per_req, 0.0, th.allocation_failures_bad_per_request_second)
             dims[pv]["allocation_failures"] = min(dims[pv].get("allocation_failures", 100.0), score)
 
     # router: shares of outcomes over the window, per (pool, version)
@@ -138,11 +136,13 @@ def health(
         total = sum(by_outcome.values())
         if total <= 0:
             continue
-        dims[pv]["latency_slo"] = ramp(by_outcome.get("timeout", 0.0) / total, 0.0, SHARE_BAD)
-        dims[pv]["error_rate"] = ramp(sum(by_outcome.get(o, 0.0) for o in ERROR_OUTCOMES) / total, 0.0, SHARE_BAD)
+        dims[pv]["latency_slo"] = ramp(by_outcome.get("timeout", 0.0) / total, 0.0, th.router_share_bad)
+        dims[pv]["error_rate"] = ramp(
+            sum(by_outcome.get(o, 0.0) for o in ERROR_OUTCOMES) / total, 0.0, th.router_share_bad
+        )
         version_total = sum(sum(o.values()) for (_, v), o in req_rates.items() if v == pv[1])
         if version_total > 0:
-            dims[pv]["degradation_rate"] = ramp(deg_from.get(pv[1], 0.0) / version_total, 0.0, SHARE_BAD)
+            dims[pv]["degradation_rate"] = ramp(deg_from.get(pv[1], 0.0) / version_total, 0.0, th.router_share_bad)
 
     # GPUs of targets that belong to a pool
     if gpu_pools:
@@ -153,7 +153,9 @@ def health(
                 continue
             pv = (pool, pool_version.get(pool, "unknown"))
             if s.name == "infercast_gpu_temperature_celsius":
-                score = ramp(s.value, th.gpu_temperature_celsius - TEMP_MARGIN_C, th.gpu_temperature_celsius)
+                score = ramp(
+                    s.value, th.gpu_temperature_celsius - th.gpu_temperature_margin_celsius, th.gpu_temperature_celsius
+                )
                 dims[pv]["gpu_temperature"] = min(dims[pv].get("gpu_temperature", 100.0), score)
             elif s.name in GPU_ERROR_RATES:
                 if s.name.endswith("ecc_errors_total") and s.labels.get("type") != "uncorrectable":
@@ -204,14 +206,16 @@ def avalanche_risk(
             ups[s.labels["pool"]].append(s.value)
     mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
     max_usage = {p: max(v) for p, v in usage_by_pool.items()}
-    trigger = config.thresholds.kv_forecast_trigger
+    th = config.thresholds
+    trigger = th.kv_forecast_trigger
     out: dict[str, float] = {}
     for pool, pcfg in config.pools.items():
         fullness = max_usage.get(pool, 1.0) / trigger  # unknown usage: fragmentation counts in full
         pressures = [pr for (p, _), d in dims.items() if p == pool and (pr := pressure(d, fullness)) is not None]
         if ups.get(pool):
             up_share = sum(ups[pool]) / len(ups[pool])
-            pressures.append(min(1.0, (1.0 - up_share) / DOWN_SHARE_BAD))  # nodes already down: a cascade under way
+            # nodes already down: a cascade under way
+            pressures.append(min(1.0, (1.0 - up_share) / th.nodes_down_full_pressure))
             if pool in max_usage and up_share > 0:
                 # the survivors carry the down nodes' load
                 pressures.append(1.0 - ramp(max_usage[pool] / up_share, trigger, 1.0) / 100.0)

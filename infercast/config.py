@@ -131,6 +131,18 @@ class Thresholds(Strict):
     gpu_temperature_celsius: PosFloat = 85.0
     gpu_utilization_breaker: Ratio = 0.80
     queue_saturated: PosInt = 5
+    # scoring of the health dimensions and avalanche risk (exporters/derive.py)
+    allocation_failures_bad_per_request_second: PosFloat = Field(
+        0.01, description="allocation failures per second per running request at which that dimension scores 0"
+    )
+    queue_bad_factor: PosFloat = Field(10.0, description="queue depth scores 0 at this many times queue_saturated")
+    router_share_bad: Ratio = Field(0.05, description="share of timeouts, errors or degradations that scores 0")
+    gpu_temperature_margin_celsius: PosFloat = Field(
+        15.0, description="gpu_temperature starts losing points this far below gpu_temperature_celsius"
+    )
+    nodes_down_full_pressure: Ratio = Field(
+        0.25, description="a pool with this share of its serving targets down is at full avalanche pressure"
+    )
 
 
 class RetryPolicy(Strict):
