@@ -44,6 +44,7 @@ class AlertSettings:
     # --- for: durations (seconds) -------------------------------------------------------------------------
     #: two consecutive evaluations at the default 15 s interval: debounce one noisy forecast, keep the lead time
     for_forecast_breach: int = 15
+    #: InfercastKVCacheUsageHigh: the window whose median must be above the breaker (no `for:`, see rules.py)
     for_kv_usage: int = 60
     for_fragmentation_warning: int = 120
     for_fragmentation_critical: int = 60

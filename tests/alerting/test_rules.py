@@ -89,7 +89,7 @@ def test_rules_use_only_catalog_names_and_recording_names():
         assert level and ops and metric in names(), r
     promql_words = {
         "sum", "max", "min", "avg", "count", "by", "on", "and", "or", "unless", "rate", "increase", "time", "absent",
-        "label_replace", "group_left", "bool",
+        "label_replace", "group_left", "bool", "quantile_over_time",
     }  # fmt: skip
     for group in (*recording_rules(AlertSettings()), *alerting_rules(AlertSettings())):
         for rule in group["rules"]:
@@ -109,8 +109,9 @@ def test_time_scale_divides_every_for_duration():
     fast = AlertSettings().scaled(30)
     assert fast.for_kv_usage == 2 and fast.for_batch_pinned == 20 and fast.for_forecast_breach == 1
     assert fast.for_actuator_flapping == 0  # no for: stays no for:
-    rule = next(r for g in alerting_rules(fast) for r in g["rules"] if r["alert"] == "InfercastKVCacheUsageHigh")
-    assert rule["for"] == "2s"
+    rules = {r["alert"]: r for g in alerting_rules(fast) for r in g["rules"]}
+    assert rules["InfercastKVCacheFragmentationCritical"]["for"] == "2s"
+    assert "[2s]" in rules["InfercastKVCacheUsageHigh"]["expr"]  # its window scales like a for:
     assert fast.thresholds == AlertSettings().thresholds
 
 
