@@ -31,7 +31,7 @@ import numpy as np
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.twin.kvcache import ContiguousKV, PagedKV
 from infercast.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
-from infercast.twin.requests import RequestQueue, Requests
+from infercast.twin.requests import ROW_FIELDS, RequestQueue, Requests
 from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 
 
@@ -307,21 +307,11 @@ class Node:
                 self.kv.grant(s, grant)
 
     def _requeue(self, slot: int) -> None:
+        """Preempted (recompute): back to the head of the queue, keeping its place and its history."""
         self.kv.release(slot)
         self.active[slot] = False
-        self.queue.push_front(
-            (
-                float(self.orig_t[slot]),
-                float(self.att_t[slot]),
-                int(self.prompt[slot]),
-                int(self.out[slot]),
-                int(self.max_tokens[slot]),
-                int(self.prio[slot]),
-                int(self.attempt[slot]),
-                bool(self.served[slot] or self.ttft_done[slot]),
-                float(self.sent_t[slot]),
-            )
-        )
+        row = self._take(np.array([slot]))
+        self.queue.push_front(tuple(getattr(row, f)[0].item() for f in ROW_FIELDS))
 
     def _timeouts(self, t1: float, sink: TickSink, client_timeout: float) -> None:
         gone = self.queue.drop_older_than(t1 - client_timeout)

@@ -72,11 +72,10 @@ class PagedKV:
     def blocks_for(self, tokens: np.ndarray | int) -> np.ndarray | int:
         return -(-np.asarray(tokens) // self.block_tokens)
 
-    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int, limit_blocks: int | None = None) -> bool:
+    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int) -> bool:
         """Allocate the prompt's blocks; False (and a failure counted) when they are not free."""
         need = int(self.blocks_for(prompt_tokens))
-        limit = self.capacity_blocks if limit_blocks is None else min(limit_blocks, self.capacity_blocks)
-        if self.used_blocks + need > limit:
+        if self.used_blocks + need > self.capacity_blocks:
             self.failures += 1
             return False
         self.blocks[slot] = need
@@ -136,7 +135,7 @@ class ContiguousKV:
     def high_water(self) -> int:
         return self._regions[-1][1] if self._regions else 0
 
-    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int, limit_blocks: int | None = None) -> bool:
+    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int) -> bool:
         need = -(-(prompt_tokens + max_tokens) // self.granule) * self.granule
         limit = self.capacity_tokens
         prev_end = 0

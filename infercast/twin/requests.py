@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 PRIORITY_NAMES = ("urgent", "normal", "low")  # index = priority code
+# the order of a request row (`RequestQueue.peek`) is the order of the fields
+ROW_FIELDS = ("orig_t", "att_t", "prompt", "out", "max_tokens", "prio", "attempt", "served", "sent_t")
 
 
 @dataclass
@@ -79,17 +81,7 @@ class RequestQueue:
             return self._front[-1]
         c = self._chunks[0]
         h = self._head
-        return (
-            float(c.orig_t[h]),
-            float(c.att_t[h]),
-            int(c.prompt[h]),
-            int(c.out[h]),
-            int(c.max_tokens[h]),
-            int(c.prio[h]),
-            int(c.attempt[h]),
-            bool(c.served[h]),
-            float(c.sent_t[h]),
-        )
+        return tuple(getattr(c, f)[h].item() for f in ROW_FIELDS)
 
     def pop(self) -> None:
         self._len -= 1

@@ -132,11 +132,6 @@ class LatencyBook:
         lo, hi = self.EDGES[i], self.EDGES[min(i + 1, len(self.EDGES) - 1)]
         return float(np.sqrt(lo * hi) if lo > 0 else hi)
 
-    def count(self, prio: int | None, t0: float, t1: float) -> int:
-        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
-        h = self.hist[w0:w1] if prio is None else self.hist[w0:w1, prio]
-        return int(h.sum())
-
 
 class Router:
     def __init__(self, cfg: FleetConfig, nodes: list[Node], recorder: Recorder, rng: np.random.Generator, book):
