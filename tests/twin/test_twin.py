@@ -197,12 +197,14 @@ def test_nodes_serve_vllm_metrics_and_the_router_an_admin_api(cfg):
 def test_request_rows_follow_the_request_columns():
     from dataclasses import fields
 
-    from infercast.twin.requests import ROW_FIELDS, Requests, RequestQueue
+    from infercast.twin.requests import ROW_FIELDS, RequestQueue, Requests
 
     # a queue row (what a node admits one at a time) lists the cohort's columns in order
     assert tuple(f.name for f in fields(Requests)) == ROW_FIELDS
     q = RequestQueue()
     reqs = Requests.empty()
-    one = Requests(*(np.array([v], dtype=getattr(reqs, f).dtype) for f, v in zip(ROW_FIELDS, range(1, 10))))
+    one = Requests(
+        *(np.array([v], dtype=getattr(reqs, f).dtype) for f, v in zip(ROW_FIELDS, range(1, 10), strict=True))
+    )
     q.push(one)
     assert q.peek() == (1.0, 2.0, 3, 4, 5, 6, 7, True, 9.0)
