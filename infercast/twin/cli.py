@@ -72,4 +72,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {k:22s} {s[k]}")
         for k in ("recovery_seconds", "memory_efficiency", "timeseries"):
             print(f"  {k:22s} {s[k]}")
+        surge, oom, deg = s.get("surge_start_seconds"), s.get("first_oom_seconds"), s.get("first_degradation_seconds")
+        if surge is not None:
+            story = f"surge at {surge:.0f}s"
+            if oom is not None:
+                story += f"; first OOM at {oom:.0f}s ({oom - surge:+.0f}s)"
+            if deg is not None:
+                story += f"; first degradation to a fallback pool at {deg:.0f}s ({deg - surge:+.0f}s)"
+            print(f"  {story}; every event: {Path(s['timeseries']).parent / 'events.json'}")
     return 0
