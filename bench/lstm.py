@@ -7,9 +7,11 @@ Three sections, each printed as ratios against a baseline measured in the same r
 
 1. accuracy: per series, `peak_mae` (error of the maximum over the next 300 s) of the LSTM over
    `predict_linear(x[15m], 300)`'s and over the best classical baseline's (Holt-Winters, Kalman), band coverage
-   and breach detection at 0.75.  The KV series are built exactly as `infercast backtest --series kv` builds
-   them (`predictors.backtest_cli.load_series`: the twin on a fleet sized per trace); when the twin is not
-   importable, the fluid pool model of `predictors.pretrain_data` stands in, and the table says so.
+   and breach detection at 0.75.  The same network with its band calibration switched off (factors 1) is scored
+   in the same run as `lstm_raw`, so the calibration's effect is read off one table.  The KV series are built
+   exactly as `infercast backtest --series kv` builds them (`predictors.backtest_cli.load_series`: the twin on a
+   fleet sized per trace); when the twin is not importable, the fluid pool model of `predictors.pretrain_data`
+   stands in, and the table says so.
 2. inference: `forecast_many` on 1,000 series, against predict_linear's `forecast` on the same series.
 3. training: 50 series x 7 days of 15 s history (generated), against one epoch-equivalent of a plain numpy
    least-squares fit on the same number of windows.
@@ -18,6 +20,7 @@ Three sections, each printed as ratios against a baseline measured in the same r
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -54,19 +57,24 @@ def _kv_series(spec: str) -> tuple[History, str]:
 def accuracy(specs: list[str], model_path: str | None) -> list[dict]:
     from predictors import registry
     from predictors.backtest import run_backtest, score_runs
+    from predictors.lstm import CALIBRATION_KEY
 
     lstm, note = registry.load_lstm(model_path)
     if lstm is None:
         raise SystemExit(note)
+    raw = copy.copy(lstm)  # same network, band as trained (no calibration factors)
+    raw.meta_ = {k: v for k, v in lstm.meta_.items() if k != CALIBRATION_KEY}
+    raw.name = "lstm_raw"
     rows = []
     for spec in specs:
         h, how = _kv_series(spec)
-        models = [registry.make(n, "kv") for n in ("predict_linear", "holt_winters", "kalman")] + [lstm]
+        models = [registry.make(n, "kv") for n in ("predict_linear", "holt_winters", "kalman")] + [lstm, raw]
         runs = run_backtest(h, models, 300.0, warmup_s=600.0, refit_every_s=1800.0)
         sc = score_runs(h, runs, 300.0, threshold=0.75)
         pm = {k: v.get("peak_mae") for k, v in sc.items()}
         best = min(pm["holt_winters"], pm["kalman"])
         b = sc["lstm"].get("breach", {})
+        braw = sc["lstm_raw"].get("breach", {})
         rows.append(
             {
                 "series": Path(spec).name if not spec.startswith("scenario:") else spec,
@@ -77,6 +85,7 @@ def accuracy(specs: list[str], model_path: str | None) -> list[dict]:
                 "lstm_vs_best_classical": round(pm["lstm"] / best, 3),
                 "coverage": {k: v.get("coverage") for k, v in sc.items()},
                 "breach_lstm": {k: b.get(k) for k in ("breaches", "recall", "precision", "median_lead_seconds")},
+                "breach_lstm_raw": {k: braw.get(k) for k in ("breaches", "recall", "precision", "median_lead_seconds")},
                 "breach_kalman": {
                     k: sc["kalman"].get("breach", {}).get(k) for k in ("recall", "precision", "median_lead_seconds")
                 },
@@ -87,7 +96,8 @@ def accuracy(specs: list[str], model_path: str | None) -> list[dict]:
             f"{r['series']:<42} ({how}) peak_mae lstm {pm['lstm']:.4f}  predict_linear {pm['predict_linear']:.4f}"
             f"  hw {pm['holt_winters']:.4f}  kalman {pm['kalman']:.4f}  -> x{r['lstm_vs_predict_linear']:.2f} "
             f"(goal <= {GOALS['vs_predict_linear']}), x{r['lstm_vs_best_classical']:.2f} vs best classical "
-            f"(goal <= {GOALS['vs_best_classical']}); coverage {r['coverage']['lstm']}; breach {r['breach_lstm']}",
+            f"(goal <= {GOALS['vs_best_classical']}); coverage {r['coverage']['lstm']} (uncalibrated "
+            f"{r['coverage']['lstm_raw']}); breach {r['breach_lstm']} (uncalibrated {r['breach_lstm_raw']})",
             flush=True,
         )
     return rows

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 #: The shipped pre-trained model (stem; `.safetensors` + `.json`).
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "lstm_kv"
 
+#: Metadata key of the band calibration (per-step factors on the P10/P90 offsets).  Optional: a file without it
+#: loads with factors 1 (the band as trained).  A new layout gets a new key, so old readers skip it.
+CALIBRATION_KEY = "band_calibration_v1"
+FACTOR_MIN, FACTOR_MAX = 0.05, 50.0  # a factor outside this range means the data don't fit the model at all
+
 
 @dataclass(frozen=True)
 class LSTMParams:
@@ -150,6 +155,7 @@ class LSTMForecaster:
         self.x_mean_ = np.asarray(meta["scaler"]["x_mean"], dtype=np.float32)
         self.x_std_ = np.asarray(meta["scaler"]["x_std"], dtype=np.float32)
         self.meta_ = meta
+        _check_calibration(meta.get(CALIBRATION_KEY), params.horizon_steps, mpath)
         return self
 
     def save(self, path: Path | str, *, extra: dict[str, Any] | None = None) -> None:
@@ -284,6 +290,8 @@ class LSTMForecaster:
         if val is not None:
             scores.update(self._val_scores(val))
         scores["epochs_run"] = epoch + 1
+        if self.meta_.pop(CALIBRATION_KEY, None) is not None:
+            log.info("lstm: weights changed; the band calibration no longer applies and is dropped (recalibrate)")
         self.meta_ = {
             **self.meta_,
             "scores": {k: round(float(v), 6) for k, v in scores.items()},
@@ -343,8 +351,6 @@ class LSTMForecaster:
 
     def forecast_many(self, histories: list[History], horizon_s: float) -> list[Forecast]:
         """Forecast many series in one batch; each history's own grid (`future_grid`) carries the result."""
-        import torch
-
         self._check_fitted()
         p = self.params
         if horizon_s > p.horizon_s + 1e-9:
@@ -356,22 +362,126 @@ class LSTMForecaster:
             if not np.isfinite(h.y).any():
                 raise ValueError(f"history {h.series_id or '(unnamed)'} has no observed value to forecast from")
             grids.append(F.to_grid(h, p.step_s))
-        w = F.encode(F.tail_windows(grids, p.lookback))
-        x = torch.from_numpy(((w.x - self.x_mean_) / self.x_std_).astype(np.float32))
-        with torch.no_grad():
-            out = self.net_(x, torch.from_numpy(w.s)).numpy().astype(np.float64)
-        paths = w.y_last.astype(np.float64)[:, None, None] + out * p.target_scale  # (n, 3, steps)
-        paths = np.clip(paths, p.y_min, p.y_max)
+        y_last, raw = self._raw_paths(grids)
+        paths = np.clip(self._calibrated(raw), p.y_min, p.y_max)
         model_dt = p.step_s * np.arange(0, p.horizon_steps + 1)
         result = []
         for i, h in enumerate(histories):
             t_future = future_grid(h, horizon_s)
             dt = np.clip(t_future - h.t[-1], 0, p.horizon_s)
-            y0 = float(w.y_last[i])
+            y0 = float(y_last[i])
             lo, mid, hi = (np.interp(dt, model_dt, np.concatenate([[y0], paths[i, k]])) for k in range(3))
             mid = np.clip(mid, lo, hi)
             result.append(Forecast(t_future, mid, lo, hi, band=DEFAULT_BAND, model=self.name))
         return result
+
+    def _raw_paths(self, grids: list[History]) -> tuple[np.ndarray, np.ndarray]:
+        """(last KV value (n,), P10/P50/P90 paths (n, 3, horizon_steps)) on the model grid, before calibration and
+        clipping, for histories already on the model grid."""
+        import torch
+
+        p = self.params
+        w = F.encode(F.tail_windows(grids, p.lookback))
+        x = torch.from_numpy(((w.x - self.x_mean_) / self.x_std_).astype(np.float32))
+        with torch.no_grad():
+            out = self.net_(x, torch.from_numpy(w.s)).numpy().astype(np.float64)
+        y_last = w.y_last.astype(np.float64)
+        return y_last, y_last[:, None, None] + out * p.target_scale
+
+    # ---------------------------------------------------------------- band calibration
+    @property
+    def band_factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) per-step factors on the P50->P10 and P50->P90 offsets; ones when not calibrated."""
+        n = self.params.horizon_steps
+        cal = self.meta_.get(CALIBRATION_KEY)
+        if not cal:
+            return np.ones(n), np.ones(n)
+        return np.asarray(cal["lower"], dtype=np.float64), np.asarray(cal["upper"], dtype=np.float64)
+
+    def _calibrated(self, paths: np.ndarray) -> np.ndarray:
+        """Scale the band's offsets around the median by the stored per-step factors (ordered: factors > 0)."""
+        lo_f, hi_f = self.band_factors
+        mid = paths[:, 1]
+        lo = mid - lo_f[None, :] * (mid - paths[:, 0])
+        hi = mid + hi_f[None, :] * (paths[:, 2] - mid)
+        return np.stack([lo, mid, hi], axis=1)
+
+    def calibrate(
+        self, histories: list[History], warmup_s: float = 600.0, coverage: float = 0.8, source: Any = None
+    ) -> dict[str, Any]:
+        """Fit the band's per-step widening factors by split conformal prediction on held-out `histories`.
+
+        Every origin after `warmup_s` of every history is forecast as the backtest would (only the past, the
+        history's start as the window's start).  At each horizon step k, the upper factor is the conformal
+        quantile, at level 1 - (1 - coverage) / 2, of (y - P50) / (P90 - P50) over the origins, and the lower
+        factor likewise of (P50 - y) / (P50 - P10): the scaled band then holds y at each side with probability
+        (1 - coverage) / 2 on data like `histories`.  The network is not touched.  Deterministic: no sampling.
+        Stores the factors in `meta_[CALIBRATION_KEY]` (saved with the model file) and returns that record.
+        """
+        self._check_fitted()
+        p = self.params
+        if not 0 < coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1), got {coverage}")
+        grids = [F.to_grid(h, p.step_s) for h in histories]
+        windows, targets = [], []
+        for g in grids:
+            first = int(np.searchsorted(g.t, g.t[0] + warmup_s, side="left"))
+            for i in range(max(first, 1), len(g.t) - 1):
+                a = max(0, i + 1 - p.lookback)
+                if not np.isfinite(g.y[a : i + 1]).any():
+                    continue
+                tgt = np.full(p.horizon_steps, np.nan)
+                fut = g.y[i + 1 : i + 1 + p.horizon_steps]
+                tgt[: len(fut)] = fut
+                if not np.isfinite(tgt).any():
+                    continue
+                windows.append(_slice(g, a, i + 1))
+                targets.append(tgt)
+        if not windows:
+            raise ValueError("calibrate needs histories longer than the warm-up plus one step")
+        raw_all = []
+        for a in range(0, len(windows), 4096):
+            raw_all.append(self._raw_paths(windows[a : a + 4096])[1])
+        raw = np.concatenate(raw_all)
+        y = np.asarray(targets)
+        mid = raw[:, 1]
+        eps = 1e-6
+        with np.errstate(invalid="ignore"):
+            up = (y - mid) / np.maximum(raw[:, 2] - mid, eps)
+            down = (mid - y) / np.maximum(mid - raw[:, 0], eps)
+        level = 1 - (1 - coverage) / 2
+        lower, upper, n_per_step = [], [], []
+        for k in range(p.horizon_steps):
+            ok = np.isfinite(y[:, k])
+            lower.append(_conformal_quantile(down[ok, k], level))
+            upper.append(_conformal_quantile(up[ok, k], level))
+            n_per_step.append(int(ok.sum()))
+        lower_f = np.clip(np.asarray(lower), FACTOR_MIN, FACTOR_MAX)
+        upper_f = np.clip(np.asarray(upper), FACTOR_MIN, FACTOR_MAX)
+
+        def cover(lo_f: np.ndarray, hi_f: np.ndarray) -> list[float]:
+            band_lo = np.clip(mid - lo_f * (mid - raw[:, 0]), p.y_min, p.y_max)
+            band_hi = np.clip(mid + hi_f * (raw[:, 2] - mid), p.y_min, p.y_max)
+            inside = (y >= band_lo) & (y <= band_hi)
+            ok = np.isfinite(y)
+            return [round(float(inside[ok[:, k], k].mean()), 4) for k in range(p.horizon_steps)]
+
+        ones = np.ones(p.horizon_steps)
+        record = {
+            "method": f"split conformal: per-step quantile {level:g} of the band-offset ratios, each side",
+            "coverage_target": coverage,
+            "lower": [round(float(v), 4) for v in lower_f],
+            "upper": [round(float(v), 4) for v in upper_f],
+            "origins": len(windows),
+            "series": len(grids),
+            "min_origins_per_step": min(n_per_step),
+            "coverage_before": cover(ones, ones),
+            "coverage_after": cover(np.round(lower_f, 4), np.round(upper_f, 4)),
+            "warmup_s": warmup_s,
+            "source": source,
+        }
+        self.meta_ = {**self.meta_, CALIBRATION_KEY: record}
+        return record
 
     def _check_fitted(self) -> None:
         if self.net_ is None:
@@ -403,3 +513,30 @@ def _describe(hs: list[History], step_s: float, fine_tuned_from: Any = None) -> 
         "series": ids[:40] + ([f"... {len(ids) - 40} more"] if len(ids) > 40 else []),
         "fine_tuned": fine_tuned_from is not None,
     }
+
+
+def _conformal_quantile(scores: np.ndarray, level: float) -> float:
+    """The split-conformal quantile: the ceil((n + 1) * level)-th smallest score (the largest when n is small)."""
+    n = len(scores)
+    if n == 0:
+        return 1.0
+    k = min(n, math.ceil((n + 1) * level))
+    return float(np.sort(scores)[k - 1])
+
+
+def _check_calibration(cal: Any, steps: int, mpath: Path) -> None:
+    """A calibration record must hold `steps` finite factors per side within [FACTOR_MIN, FACTOR_MAX]."""
+    if cal is None:
+        return
+    if not isinstance(cal, dict):
+        raise ModelFileError(mpath, f"{CALIBRATION_KEY} is not a JSON object")
+    for side in ("lower", "upper"):
+        v = cal.get(side)
+        if not (
+            isinstance(v, list)
+            and len(v) == steps
+            and all(isinstance(f, int | float) and FACTOR_MIN <= f <= FACTOR_MAX for f in v)
+        ):
+            raise ModelFileError(
+                mpath, f"{CALIBRATION_KEY}.{side} must be {steps} factors in [{FACTOR_MIN}, {FACTOR_MAX}]"
+            )

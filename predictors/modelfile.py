@@ -72,6 +72,18 @@ def save(path: Path | str, tensors: dict[str, np.ndarray], metadata: dict[str, A
     return wpath, mpath
 
 
+def update_metadata(path: Path | str, updates: dict[str, Any]) -> Path:
+    """Replace top-level metadata keys of an existing model file without touching its weights (e.g. to store a
+    band calibration).  The weights' hash is checked first, so this never re-labels another model's weights."""
+    wpath, mpath = paths(path)
+    meta = json.loads(mpath.read_text())
+    if _sha256(wpath) != meta.get("weights_sha256"):
+        raise ModelFileError(wpath, "weights don't match the metadata's SHA-256; refusing to update the metadata")
+    meta.update(updates)
+    mpath.write_text(json.dumps(meta, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return mpath
+
+
 def load(
     path: Path | str, expect_inputs: tuple[str, ...], expect_series_inputs: tuple[str, ...]
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

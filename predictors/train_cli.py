@@ -6,6 +6,12 @@ Training data (see `predictors.pretrain_data`): KV series from the fluid pool mo
 also the fleet twin's runs of the flash-sale scenario.  The development traces given with `--traces` (Azure CSV,
 Mooncake JSONL, or folders holding them) are *held out*: they only choose the epoch to stop at and are scored in
 the metadata; they are never trained on.  Same arguments and seed -> the same model file.
+
+`infercast train --out STEM --calibrate-only [--servegen DIR ...]` refits only the band calibration of the
+existing model STEM (per-step P10/P90 widening factors, split conformal, see `LSTMForecaster.calibrate`) and
+rewrites only STEM.json; the weights are not touched.  The calibration data are twin runs that neither training
+nor scoring uses: `--calib-variants` surge-scenario variants and `--calib-servegen-hours` one-hour ServeGen
+slices, drawn with seeds offset from training's (`--seed` + 500 and + 600).  Never the development traces.
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=int, default=48)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: shared machines)")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    p.add_argument(
+        "--calibrate-only",
+        action="store_true",
+        help="refit only the band calibration of the existing model OUT (weights unchanged; rewrites OUT.json)",
+    )
+    p.add_argument("--calib-variants", type=int, default=12, help="calibration: twin surge variants (default 12)")
+    p.add_argument(
+        "--calib-servegen-hours", type=int, default=2, help="calibration: one-hour ServeGen twin replays (default 2)"
+    )
+    p.add_argument("--calib-coverage", type=float, default=0.8, help="calibration: P10-P90 coverage to reach")
 
 
 def _servegen_dirs(roots: list[str]) -> list[Path]:
@@ -78,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from predictors.lstm import LSTMForecaster, LSTMParams
 
     torch.set_num_threads(max(1, args.threads))
+    if args.calibrate_only:
+        return calibrate_only(args)
     t0 = time.perf_counter()
     sg = _servegen_dirs(args.servegen)
     rates = D.servegen_rate_series(sg)
@@ -151,6 +169,65 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.out}.safetensors/.json: {len(train)} series, {_hours(train):.0f} h; "
         f"{s.get('epochs_run')} epochs in {train_s:.0f} s; val peak_mae {s.get('val_peak_mae')}, "
         f"band coverage {s.get('val_band_coverage')}"
+    )
+    return 0
+
+
+def calibration_histories(args: argparse.Namespace, cfg) -> tuple[list, list[str]]:
+    """Twin runs for the band calibration, with seeds training doesn't use; (histories, description)."""
+    from predictors import pretrain_data as D
+
+    hs: list = []
+    sources: list[str] = []
+    if args.calib_variants:
+        variants = D.scenario_variants(cfg, args.calib_variants, seed=args.seed + 500)
+        hs += D.twin_scenario_histories(variants, step_s=args.step)
+        sources.append(f"twin: {args.calib_variants} variants of the {cfg.name} scenario (seeds {args.seed + 500}+)")
+    sg = _servegen_dirs(args.servegen)
+    if args.calib_servegen_hours and sg:
+        slices = D.servegen_slices(sg, args.calib_servegen_hours, seed=args.seed + 600)
+        hs += D.twin_trace_histories(slices, cfg, seed=args.seed + 600, step_s=args.step)
+        sources.append(f"twin: {args.calib_servegen_hours} one-hour ServeGen slices (seed {args.seed + 600})")
+    return hs, sources
+
+
+def calibrate_only(args: argparse.Namespace) -> int:
+    """Refit the band calibration of the model at --out and rewrite only its JSON metadata."""
+    from infercast.config import load_config
+    from predictors import modelfile
+    from predictors.lstm import CALIBRATION_KEY, LSTMForecaster
+
+    try:
+        import infercast.twin.run  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"infercast train --calibrate-only: needs the fleet twin (infercast.twin.run): {e}") from e
+    try:
+        model = LSTMForecaster.load(args.out)
+    except modelfile.ModelFileError as e:
+        raise SystemExit(f"infercast train --calibrate-only: {e}") from e
+    if model.params.step_s != args.step:
+        raise SystemExit(
+            f"infercast train --calibrate-only: --step {args.step:g} but the model's is {model.params.step_s:g}"
+        )
+    t0 = time.perf_counter()
+    cfg = load_config(args.config)
+    hs, sources = calibration_histories(args, cfg)
+    if not hs:
+        raise SystemExit("infercast train --calibrate-only: no calibration data (--calib-variants 0 and no ServeGen)")
+    log.info("calibration data: %d series, %.1f h (%.0f s)", len(hs), _hours(hs), time.perf_counter() - t0)
+    command = (
+        "infercast train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if len(sys.argv) > 1 and sys.argv[1] == "train"
+        else None
+    )
+    rec = model.calibrate(hs, coverage=args.calib_coverage, source={"data": sources, "command": command})
+    modelfile.update_metadata(args.out, {CALIBRATION_KEY: rec})
+    before, after = rec["coverage_before"], rec["coverage_after"]
+    print(
+        f"calibrated {args.out}.json on {rec['series']} series, {rec['origins']} origins: coverage at the horizon "
+        f"{before[-1]:.3f} -> {after[-1]:.3f} (mean over steps {sum(before) / len(before):.3f} -> "
+        f"{sum(after) / len(after):.3f}); factors at the horizon lower x{rec['lower'][-1]:.2f}, "
+        f"upper x{rec['upper'][-1]:.2f}"
     )
     return 0
 

@@ -51,3 +51,27 @@ def test_trace_replay_through_the_fluid_model(data_dir):
     # The pool is sized so that the trace's busiest minutes reach ~0.85 of KV capacity.
     assert 0.5 < max(np.nanmax(h.y) for h in hs) <= 1.0
     assert np.nanmean(hs[0].features["rps"]) == pytest.approx(len(tr) / tr.duration_s, rel=0.2)
+
+
+def test_calibrate_only_rewrites_the_json_and_keeps_the_weights(tmp_path, capsys):
+    pytest.importorskip("infercast.twin.run")
+    from predictors.lstm import CALIBRATION_KEY
+
+    stem = tmp_path / "m"
+    assert main(["train", "--out", str(stem), "--no-progress", *TINY]) == 0
+    weights = paths(stem)[0].read_bytes()
+    assert CALIBRATION_KEY not in LSTMForecaster.load(stem).meta_
+    # One twin run of a surge variant (seed 500, which training never uses), no ServeGen slice: ~15 s.
+    argv = ["train", "--out", str(stem), "--calibrate-only", "--calib-variants", "1", "--calib-servegen-hours", "0"]
+    assert main(argv) == 0
+    assert "coverage at the horizon" in capsys.readouterr().out
+    assert paths(stem)[0].read_bytes() == weights  # the weights are not touched
+    m = LSTMForecaster.load(stem)
+    cal = m.meta_[CALIBRATION_KEY]
+    assert len(cal["upper"]) == 20 and "seeds 500+" in cal["source"]["data"][0]
+    assert np.array_equal(m.band_factors[1], np.asarray(cal["upper"]))
+
+
+def test_calibrate_only_names_a_missing_model(tmp_path):
+    with pytest.raises(SystemExit, match="metadata file is missing"):
+        main(["train", "--out", str(tmp_path / "none"), "--calibrate-only"])
