@@ -10,6 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# recorded series: the recording rules define them, the dashboards read them (one spelling)
+from alertrules.rules import (
+    BATCH_SAT_AVG,
+    DEGRADATION_RATE,
+    FAILURE_RATE,
+    FRAG_MAX,
+    GPU_MEM_RATIO,
+    KV_USAGE_AVG,
+    KV_USAGE_FLEET,
+    KV_USAGE_MAX,
+    REQ_RATE,
+    REQ_SHARE,
+)
 from infercast.catalog import spec
 from infercast.config import PredictorConfig
 
@@ -61,19 +74,6 @@ F_RPS = _n("infercast_forecast_requests_per_second")
 F_ETA = _n("infercast_forecast_breach_eta_seconds")
 F_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
 F_SKIPPED = _n("infercast_forecast_skipped")
-
-# recorded series (alertrules/rules.py)
-REQ_RATE = f"pool_version:{ROUTER}:rate5m"
-REQ_SHARE = f"version:{ROUTER}:share_rate5m"
-KV_USAGE_AVG = f"pool_version:{KV_USAGE}:avg"
-KV_USAGE_MAX = f"pool_version:{KV_USAGE}:max"
-KV_USAGE_FLEET = f"fleet:{KV_USAGE}:avg"
-FRAG_MAX = f"pool_version:{KV_FRAG}:max"
-FAILURE_RATE = f"pool_version:{KV_FAILURES}:rate5m"
-DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS}:rate5m"
-BATCH_SAT_AVG = f"pool_version:{BATCH_SAT}:avg"
-FORECAST_UPPER = f"pool_version:{F_KV}:max_yhat_upper"
-GPU_MEM_RATIO = f"node_gpu:{GPU_USED}:ratio"
 
 
 def _forecast(band: str, metric: str = F_KV) -> str:
