@@ -108,6 +108,28 @@ def _workdir(workdir: str | Path | None):
     return Path(tmp.name), tmp
 
 
+def prometheus_config(
+    targets: dict[str, str],
+    *,
+    interval: str = "1s",
+    scrape_timeout: str | None = None,
+    rule_files: tuple[str, ...] = (),
+    alertmanager: str | None = None,
+) -> str:
+    """A Prometheus config scraping infercast's services: job name -> `host:port`.  `honor_labels` keeps the
+    exporter's own `instance`, `pool` and `version` labels (otherwise Prometheus renames them `exported_*`)."""
+    lines = [f"global: {{scrape_interval: {interval}, evaluation_interval: {interval}"]
+    lines[0] += f", scrape_timeout: {scrape_timeout}}}" if scrape_timeout else "}"
+    if rule_files:
+        lines.append(f"rule_files: [{', '.join(rule_files)}]")
+    if alertmanager:
+        lines.append(f"alerting:\n  alertmanagers: [{{static_configs: [{{targets: ['{alertmanager}']}}]}}]")
+    lines.append("scrape_configs:")
+    for job, target in targets.items():
+        lines.append(f"  - job_name: {job}\n    honor_labels: true\n    static_configs: [{{targets: ['{target}']}}]")
+    return "\n".join(lines) + "\n"
+
+
 def start_prometheus(
     config_yaml: str,
     *,

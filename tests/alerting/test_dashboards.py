@@ -14,7 +14,7 @@ import requests
 
 from dashboards.build import DASHBOARDS, GENERATED, render
 from infercast.catalog import names
-from infercast.servers import ServerUnavailable, free_port, start_prometheus
+from infercast.servers import ServerUnavailable, free_port, prometheus_config, start_prometheus
 
 from .conftest import ALERTRULES, run
 from .fake_fleet import FakeFleetServer, history
@@ -135,14 +135,9 @@ def prometheus(tmp_path_factory):
         fake.close()
         pytest.skip("promtool is not installed")
     assert promtool.returncode == 0, promtool.stderr
-    config = f"""
-global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-rule_files: [recording.yml, alerts.yml]
-scrape_configs:
-  - job_name: infercast-exporter
-    honor_labels: true
-    static_configs: [{{targets: ['127.0.0.1:{fleet_port}']}}]
-"""
+    config = prometheus_config(
+        {"infercast-exporter": f"127.0.0.1:{fleet_port}"}, rule_files=("recording.yml", "alerts.yml")
+    )
     rules = {n: (ALERTRULES / "rules" / n).read_text() for n in ("recording.yml", "alerts.yml")}
     try:
         prom = start_prometheus(config, rule_files=rules, workdir=wd)
@@ -262,17 +257,10 @@ def test_panels_against_the_real_exporter_and_predictor(tmp_path):
             tmp_path / "exporter.log",
         )
     ]
-    config = f"""
-global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-rule_files: [recording.yml, alerts.yml]
-scrape_configs:
-  - job_name: infercast-exporter
-    honor_labels: true
-    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]
-  - job_name: infercast-predictor
-    honor_labels: true
-    static_configs: [{{targets: ['127.0.0.1:{predictor_port}']}}]
-"""
+    config = prometheus_config(
+        {"infercast-exporter": f"127.0.0.1:{exporter_port}", "infercast-predictor": f"127.0.0.1:{predictor_port}"},
+        rule_files=("recording.yml", "alerts.yml"),
+    )
     rules = {n: (ALERTRULES / "rules" / n).read_text() for n in ("recording.yml", "alerts.yml")}
     prom = start_prometheus(config, rule_files=rules, workdir=tmp_path / "prom")
     try:

@@ -31,7 +31,13 @@ from alertrules.alertmanager import Receivers, alertmanager_config
 from alertrules.rules import rule_files
 from alertrules.settings import AlertSettings
 from alertrules.webhook import WebhookRecorder
-from infercast.servers import ServerUnavailable, free_port, start_alertmanager, start_prometheus
+from infercast.servers import (
+    ServerUnavailable,
+    free_port,
+    prometheus_config,
+    start_alertmanager,
+    start_prometheus,
+)
 
 from .conftest import ALERTRULES
 from .stack import fleet_file, services_ready, spawn, stop
@@ -103,19 +109,12 @@ def test_predictive_alert_reaches_the_receiver_before_kv_crosses_the_trigger(tmp
         )  # fmt: skip
         settings = AlertSettings(forecast_horizon_seconds=round(300 / SPEED), forecast_stale_seconds=120 / SPEED)
         rules = {name: yaml.safe_dump(doc, sort_keys=False) for name, doc in rule_files(settings.scaled(SPEED)).items()}
-        config = f"""
-global: {{scrape_interval: 500ms, evaluation_interval: 500ms}}
-rule_files: [recording.yml, alerts.yml]
-alerting:
-  alertmanagers: [{{static_configs: [{{targets: ['127.0.0.1:{am.port}']}}]}}]
-scrape_configs:
-  - job_name: infercast-exporter
-    honor_labels: true
-    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]
-  - job_name: infercast-predictor
-    honor_labels: true
-    static_configs: [{{targets: ['127.0.0.1:{predictor_port}']}}]
-"""
+        config = prometheus_config(
+            {"infercast-exporter": f"127.0.0.1:{exporter_port}", "infercast-predictor": f"127.0.0.1:{predictor_port}"},
+            interval="500ms",
+            rule_files=("recording.yml", "alerts.yml"),
+            alertmanager=f"127.0.0.1:{am.port}",
+        )
         prom = start_prometheus(config, rule_files=rules, workdir=tmp_path / "prom")
         servers.append(prom)
         started = time.time()

@@ -10,21 +10,10 @@ import requests
 
 from exporters.server import Exporter, ExporterServer, build_sources
 from exporters.twin import TwinSource
-from infercast.servers import ServerUnavailable, start_prometheus
+from infercast.servers import ServerUnavailable, prometheus_config, start_prometheus
 from tests.exporters.conftest import fleet, good_targets
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
-
-PROM_CONFIG = """
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: infercast
-    honor_labels: true   # keep the exporter's own instance/pool/version labels
-    static_configs:
-      - targets: ['127.0.0.1:{port}']
-"""
 
 
 def query(prom_url: str, q: str) -> list[dict]:
@@ -56,7 +45,7 @@ def test_prometheus_reads_the_catalog_back(fixture_server):
     twin_node = next(n for n in twin.fleet.nodes if n.up and n.pool == "v4-main")
     srv = ExporterServer(Exporter(config, build_sources(config, twin=twin)), port=0, min_interval=0.0).start()
     try:
-        prom = start_prometheus(PROM_CONFIG.replace("{port}", str(srv.port)))
+        prom = start_prometheus(prometheus_config({"infercast": f"127.0.0.1:{srv.port}"}, scrape_timeout="1s"))
     except ServerUnavailable as e:
         srv.close()
         pytest.skip(str(e))
