@@ -94,8 +94,8 @@ class RouterPolicy:
 
 class LatencyBook:
     """Time to first token per priority, as fine log-spaced histograms per time window (like a Prometheus
-    histogram with 600 buckets).  Requests that never got a token are kept apart (`gave_up`): latency percentiles
-    are over served requests, as serving dashboards compute them, and failures are reported as ratios."""
+    histogram with 600 buckets).  Only served requests enter it: latency percentiles are over served requests, as
+    serving dashboards compute them; requests that never got a token are counted by the router (`failed_total`)."""
 
     EDGES = np.concatenate([[0.0], np.logspace(-3, np.log10(600.0), 600)])
 
@@ -103,23 +103,16 @@ class LatencyBook:
         self.window_s = window_s
         n = int(np.ceil(duration_s / window_s)) + 1
         self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
-        self.gave_up = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
         self.within_slo = np.zeros((n, 3), dtype=np.int64)
-        self.failed = np.zeros((n, 3), dtype=np.int64)
 
-    def add(self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray | None, failed: bool):
+    def add(self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray) -> None:
         if not len(t):
             return
         w = np.minimum((t / self.window_s).astype(np.int64), self.hist.shape[0] - 1)
         b = np.searchsorted(self.EDGES, latency, side="right") - 1
-        if failed:
-            np.add.at(self.gave_up, (w, prio.astype(np.int64), b), 1)
-            np.add.at(self.failed, (w, prio.astype(np.int64)), 1)
-            return
         np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
-        if slo is not None:
-            ok = latency <= slo[prio]
-            np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
+        ok = latency <= slo[prio]
+        np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
 
     def quantile(self, q: float, prio: int, t0: float, t1: float) -> float:
         w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
@@ -375,8 +368,6 @@ class Router:
             self.rejected_total += len(reqs)
         else:
             self.failed_total += len(reqs)
-        # the client waited from its first send to giving up
-        self.book.add(reqs.orig_t, t - reqs.orig_t, reqs.prio, None, failed=True)
 
     def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
         if not len(pool_idx):
@@ -399,7 +390,7 @@ class Router:
                 if sink is None:
                     continue
                 for orig_t, sent_t, end_t, prio, prompt in sink.ttft:
-                    self.book.add(orig_t, end_t - orig_t, prio, self.slo, failed=False)
+                    self.book.add(orig_t, end_t - orig_t, prio, self.slo)
                     self.served_total += len(orig_t)
                     self._count(np.full(len(prio), pi), prio, "ok")
                     thr = self._thresholds(pool, prompt)
