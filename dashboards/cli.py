@@ -44,7 +44,9 @@ def _build(out: Path, check: bool) -> int:
 
 
 def _push(directory: Path, folder: str) -> int:
-    from .push import PushError, load_dashboards, push, redact_url
+    from infercast.redact import redact_url
+
+    from .push import PushError, load_dashboards, push
 
     url = os.environ.get("GRAFANA_URL", "").strip()
     token = os.environ.get("GRAFANA_TOKEN", "").strip() or None

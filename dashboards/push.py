@@ -10,7 +10,9 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from infercast.redact import redact, redact_url
 
 FOLDER_UID = "infercast"
 FOLDER_TITLE = "infercast"
@@ -20,27 +22,12 @@ class PushError(RuntimeError):
     """Grafana refused or could not be reached; the message is safe to print."""
 
 
-def redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 @dataclass(frozen=True)
 class Pushed:
     uid: str
     title: str
     url: str
     version: int | None
-
-
-def _safe(message: str, secrets: Iterable[str]) -> str:
-    for s in secrets:
-        if s:
-            message = message.replace(s, "***")
-    return message
 
 
 def load_dashboards(paths: Iterable[Path]) -> list[dict]:
@@ -89,6 +76,6 @@ def push(url: str, token: str | None, dashboards: list[dict], folder_uid: str = 
         body = getattr(e, "response", None)
         if isinstance(body, dict) and body.get("message"):
             detail += f" ({body['message']})"  # Grafana's own words; redacted below like everything else
-        raise PushError(_safe(f"Grafana at {redact_url(url)} refused: {detail}", secrets)) from None
+        raise PushError(redact(f"Grafana at {redact_url(url)} refused: {detail}", secrets)) from None
     except Exception as e:  # connection errors come from niquests/urllib3 with varying types
-        raise PushError(_safe(f"cannot reach Grafana at {redact_url(url)}: {type(e).__name__}: {e}", secrets)) from None
+        raise PushError(redact(f"cannot reach Grafana at {redact_url(url)}: {type(e).__name__}: {e}", secrets)) from None

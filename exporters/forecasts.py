@@ -14,6 +14,8 @@ import time
 
 import requests
 
+from infercast.redact import redact, redact_url
+
 log = logging.getLogger(__name__)
 QUERY = 'max by (pool) (infercast_forecast_kv_cache_usage_ratio{ml_forecast="yhat_upper"})'
 
@@ -23,6 +25,7 @@ class PrometheusForecasts:
 
     def __init__(self, url: str, timeout: float = 0.5, refresh_seconds: float = 15.0, session=None) -> None:
         self.url = url.rstrip("/")
+        self.shown_url = redact_url(self.url)  # what the log says: never the user:password part
         self.timeout = timeout
         self.refresh = refresh_seconds
         self.session = session or requests.Session()
@@ -46,12 +49,16 @@ class PrometheusForecasts:
                     out[item["metric"]["pool"]] = v
             self._cached = out
             if self._error is not None:
-                log.info("forecasts from %s available again", self.url)
+                log.info("forecasts from %s available again", self.shown_url)
             self._error = None
         except (requests.RequestException, ValueError, KeyError, TypeError, IndexError) as e:
             reason = type(e).__name__
             if reason != self._error:
-                log.warning("forecasts from %s unavailable (%s): avalanche risk uses current usage", self.url, e)
+                log.warning(
+                    "forecasts from %s unavailable (%s): avalanche risk uses current usage",
+                    self.shown_url,
+                    redact(str(e)),
+                )
             self._error = reason
             self._cached = None
         return self._cached

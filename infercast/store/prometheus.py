@@ -13,6 +13,7 @@ import re
 import numpy as np
 import requests
 
+from infercast.redact import redact, redact_url
 from infercast.store import Series, StoreError
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -46,28 +47,29 @@ class PrometheusStore:
 
     def __init__(self, url: str, timeout_seconds: float = 10.0, session: requests.Session | None = None) -> None:
         if not url.startswith(("http://", "https://")):
-            raise StoreError(f"Prometheus URL must start with http:// or https://, got {url!r}")
+            raise StoreError(f"Prometheus URL must start with http:// or https://, got {redact_url(url)!r}")
         self.url = url.rstrip("/")
+        self.shown_url = redact_url(self.url)  # what messages say: never the user:password part
         self.timeout = float(timeout_seconds)
         self._http = session or requests.Session()
 
     def _get(self, path: str, params: dict[str, str]) -> dict:
-        where = f"{self.url}{path}"
+        where = f"{self.shown_url}{path}"
         try:
-            r = self._http.get(where, params=params, timeout=self.timeout)
+            r = self._http.get(f"{self.url}{path}", params=params, timeout=self.timeout)
         except requests.Timeout:
-            raise StoreError(f"Prometheus at {self.url} did not answer within {self.timeout:g} s") from None
+            raise StoreError(f"Prometheus at {self.shown_url} did not answer within {self.timeout:g} s") from None
         except requests.ConnectionError as e:
-            raise StoreError(f"cannot connect to Prometheus at {self.url}: {e.__class__.__name__}") from None
+            raise StoreError(f"cannot connect to Prometheus at {self.shown_url}: {e.__class__.__name__}") from None
         except requests.RequestException as e:
-            raise StoreError(f"request to Prometheus at {self.url} failed: {e}") from None
+            raise StoreError(f"request to Prometheus at {self.shown_url} failed: {redact(str(e))}") from None
         try:
             body = r.json()
         except ValueError:
             raise StoreError(f"{where} answered HTTP {r.status_code} with a body that is not JSON") from None
         if r.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
             err = body.get("error", "") if isinstance(body, dict) else ""
-            raise StoreError(f"{where} answered HTTP {r.status_code}: {err or 'no error text'}")
+            raise StoreError(f"{where} answered HTTP {r.status_code}: {redact(str(err)) or 'no error text'}")
         return body.get("data") or {}
 
     def query_range(

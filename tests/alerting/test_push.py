@@ -115,7 +115,7 @@ def test_password_in_the_url_is_never_printed(monkeypatch, capsys):
     assert main(["dashboards", "push"]) == 1
     out = capsys.readouterr()
     assert "hunter2" not in out.out + out.err
-    assert "cannot reach Grafana at http://127.0.0.1:1" in out.err
+    assert "cannot reach Grafana at http://***@127.0.0.1:1" in out.err
 
 
 def test_missing_url_is_a_clear_error(monkeypatch, capsys):
