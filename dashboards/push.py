@@ -78,4 +78,6 @@ def push(url: str, token: str | None, dashboards: list[dict], folder_uid: str = 
             detail += f" ({body['message']})"  # Grafana's own words; redacted below like everything else
         raise PushError(redact(f"Grafana at {redact_url(url)} refused: {detail}", secrets)) from None
     except Exception as e:  # connection errors come from niquests/urllib3 with varying types
-        raise PushError(redact(f"cannot reach Grafana at {redact_url(url)}: {type(e).__name__}: {e}", secrets)) from None
+        raise PushError(
+            redact(f"cannot reach Grafana at {redact_url(url)}: {type(e).__name__}: {e}", secrets)
+        ) from None
