@@ -256,6 +256,7 @@ def token_from_env(name: str = TOKEN_ENV) -> str | None:
 class _Conn:
     since: float
     waiting: bool = True  # waiting for (the rest of) a request: may be dropped to make room
+    thread: threading.Thread | None = None
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -419,6 +420,7 @@ class _Server(ThreadingHTTPServer):
             return len(self._conns)
 
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
+        victim: _Conn | None = None
         with self._conns_lock:
             if len(self._conns) >= self.service.limits.max_connections:
                 waiting = [(c.since, s) for s, c in self._conns.items() if c.waiting]
@@ -426,13 +428,17 @@ class _Server(ThreadingHTTPServer):
                     self.refused += 1
                     self._refuse(request)
                     return
-                _, victim = min(waiting, key=lambda x: x[0])
-                del self._conns[victim]
+                _, sock = min(waiting, key=lambda x: x[0])
+                victim = self._conns.pop(sock)
                 self.dropped += 1
                 with contextlib.suppress(OSError):
-                    victim.shutdown(socket.SHUT_RDWR)  # its thread sees EOF and ends
-            self._conns[request] = _Conn(time.monotonic())
-        super().process_request(request, client_address)
+                    sock.shutdown(socket.SHUT_RDWR)  # its thread sees EOF and ends
+            conn = self._conns[request] = _Conn(time.monotonic())
+        if victim is not None and victim.thread is not None:
+            # wait (briefly) for it to end: a flood of connections cannot outrun the cap on threads
+            victim.thread.join(timeout=1.0)
+        conn.thread = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
+        conn.thread.start()
 
     def process_request_thread(self, request, client_address) -> None:  # type: ignore[override]
         try:
