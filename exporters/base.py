@@ -1,19 +1,26 @@
 """What every collector shares: the target it scrapes, the samples it returns, and a strict text-format parser.
 
-A collector is a pure `parse(text, target) -> list[Sample]` plus a thin `fetch()`.  Samples carry catalog names
+A collector is a pure `build(raw, target) -> list[Sample]` over the samples of the families it reads (`WANTED`,
+with the largest value each may take in `MAXIMA`), and `parse(text, target)` = `build(parse_text(text, ...))`;
+`exporters.sources` feeds the same `TextParser` the body as it arrives instead.  Samples carry catalog names
 (from `infercast.catalog`) and the catalog's labels; a few carry an internal name starting with `_` (raw counters
 and rates that `exporters.windows` turns into windowed ratios, integrated counters or change counts, since those
 need the previous scrape).
 
-The parser is strict on purpose: an engine that sends a malformed line, a duplicate series, or a NaN, infinite or
-negative value in a family we read is a target we cannot trust this round, so the scrape fails with `ScrapeError`
-(the exporter then reports `infercast_target_up 0` with the reason) instead of exporting a half-true picture.
+The parser is strict on purpose: an engine that sends a malformed line, a duplicate series, or a NaN, infinite,
+negative or out-of-range value (a `kv_cache_usage_perc` of 57.0 is not a ratio) in a family we read is a target
+we cannot trust this round, so the scrape fails with `ScrapeError` (the exporter then reports
+`infercast_target_up 0` with the reason) instead of exporting a half-true picture.  The same goes for what the
+collectors derive: a ratio over 1, two series of a page landing on the same labels, a served model the fleet file
+does not know.  A scrape also has a budget (`Budget`): its deadline and a number of series.
 """
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -64,12 +71,21 @@ class Target:
         """pool, version and instance labels for a series of `model_name` (None where the engine has no model label).
 
         The version is the one the fleet file gives that served model name (what the engine actually serves; a
-        Triton server serves several), else the target's `version`, else the model name, else "unknown".  The pool
-        is the target's when it serves that version, else the first pool serving it, else the target's, else
-        "unknown".
+        Triton server serves several), else the target's `version`.  A model the fleet file does not name on a
+        target without a `version` is a ScrapeError naming it: it used to become its own "version", splitting
+        the pool's health score.  The pool is the target's when it serves that version, else the first pool
+        serving it, else the target's, else "unknown".
         """
         version = self.models.get(model_name) if model_name is not None else None
-        version = version or self.version or model_name or "unknown"
+        version = version or self.version
+        if version is None:
+            if model_name is None:
+                raise ScrapeError(f"target {self.name!r}: the engine names no model; give the target a version")
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ScrapeError(
+                f"serves model {model_name[:100]!r}, which no version of the fleet file names "
+                f"(versions[*].model.name: {known}); add it, or give the target a version"
+            )
         if self.pool is not None and self.pool_versions.get(self.pool, version) == version:
             pool = self.pool
         else:
@@ -116,18 +132,88 @@ def _value(raw: str, lineno: int) -> float:
         raise ScrapeError(f"line {lineno}: value {raw[:40]!r} is not a number") from None
 
 
-def parse_text(text: str, wanted: Iterable[str]) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Parse Prometheus text exposition; return the samples of the `wanted` sample names, validated.
+Raw = dict[str, list[tuple[dict[str, str], float]]]
+
+#: the most series of the families it reads one target may hand the exporter per scrape (the fleet file's
+#: `exporter.max_series_per_target` overrides it): a page of 100,000 distinct model names is refused, not kept
+MAX_SERIES = 2_000
+#: the longest line of any family (only shape-checked when not read) and of a family the exporter reads: real
+#: engines' lines are under 1,100 and 340 characters; these caps bound what one scrape holds while it parses
+MAX_LINE = 64 * 1024
+MAX_SERIES_LINE = 2048
+_CHECK_EVERY = 256  # lines between two looks at the clock
+
+
+@dataclass
+class Budget:
+    """What one scrape of one target may spend: a deadline (time.monotonic()) and a number of series."""
+
+    deadline: float = math.inf
+    timeout: float = math.inf  # for the message
+    max_series: int = MAX_SERIES
+
+
+class TextParser:
+    """Strict, incremental Prometheus text parser: feed it the body as it arrives, then `result()`.
 
     Every line is checked for shape (so a non-Prometheus body fails); labels and values are fully parsed only for
-    wanted names, which must be finite, non-negative and not duplicated.
+    `wanted` names, which must be finite, non-negative, at most their `maxima` (e.g. 1 for a ratio) and not
+    duplicated.  The `budget` makes parsing stop -- in this thread, with ScrapeError -- at the scrape's deadline or
+    past `max_series` wanted series, so neither a slow parse nor a page of distinct labels outlives its scrape.
+    Memory: the wanted samples kept (at most `max_series` lines of at most MAX_SERIES_LINE characters) plus one
+    partial line (at most MAX_LINE).
     """
-    wanted = wanted if isinstance(wanted, (set, frozenset)) else frozenset(wanted)
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    for lineno, line in enumerate(text.split("\n"), 1):
+
+    def __init__(self, wanted: Iterable[str], maxima: dict[str, float] | None = None, budget: Budget | None = None):
+        self.wanted = wanted if isinstance(wanted, set | frozenset) else frozenset(wanted)
+        self.maxima = maxima or {}
+        self.budget = budget or Budget()
+        self.out: Raw = {}
+        self._seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        self._kept = 0
+        self._lineno = 0
+        self._tail = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def feed_bytes(self, chunk: bytes, final: bool = False) -> None:
+        try:
+            text = self._decoder.decode(chunk, final)
+        except UnicodeDecodeError:
+            raise ScrapeError("body is not UTF-8 text") from None
+        self.feed(text)
+
+    def feed(self, text: str) -> None:
+        """Parse the complete lines of `text` (after what earlier calls left over); keep the partial last one."""
+        if self._tail:
+            text = self._tail + text
+        start = 0
+        n = len(text)
+        while True:
+            end = text.find("\n", start)
+            if end < 0:
+                break
+            self.line(text[start:end])
+            start = end + 1
+        self._tail = text[start:] if start < n else ""
+        if len(self._tail) > MAX_LINE:
+            raise ScrapeError(f"line {self._lineno + 1}: longer than {MAX_LINE} characters")
+
+    def result(self) -> Raw:
+        self.feed_bytes(b"", final=True)
+        if self._tail:
+            tail, self._tail = self._tail, ""
+            self.line(tail)
+        return self.out
+
+    def line(self, line: str) -> None:
+        self._lineno += 1
+        lineno = self._lineno
+        if lineno % _CHECK_EVERY == 0 and time.monotonic() > self.budget.deadline:
+            raise ScrapeError(f"timed out after {self.budget.timeout:g}s (still parsing the body)")
+        if len(line) > MAX_LINE:
+            raise ScrapeError(f"line {lineno}: longer than {MAX_LINE} characters")
         if not line or line.isspace():
-            continue
+            return
         if line[0] == "#":
             if line.startswith(("# HELP", "# TYPE")):
                 m = _META_RE.fullmatch(line.rstrip("\r"))
@@ -135,23 +221,42 @@ def parse_text(text: str, wanted: Iterable[str]) -> dict[str, list[tuple[dict[st
                     raise ScrapeError(f"line {lineno}: malformed {line[:7]!r} line")
                 if m.group(1) == "TYPE" and (m.group(3) or "").strip() not in _TYPES:
                     raise ScrapeError(f"line {lineno}: unknown metric type {m.group(3)!r}")
-            continue
+            return
         m = _SAMPLE_RE.fullmatch(line.rstrip("\r"))
         if not m:
             raise ScrapeError(f"line {lineno}: not a Prometheus sample: {line[:80]!r}")
         name = m.group(1)
-        if name not in wanted:
-            continue
+        if name not in self.wanted:
+            return
+        if len(line) > MAX_SERIES_LINE:
+            raise ScrapeError(f"line {lineno}: {name} series of {len(line)} characters (at most {MAX_SERIES_LINE})")
         labels = _labels(m.group(2), lineno) if m.group(2) else {}
         value = _value(m.group(3), lineno)
         if math.isnan(value) or math.isinf(value) or value < 0:
             raise ScrapeError(f"line {lineno}: {name} has value {m.group(3)!r} (expected a finite value >= 0)")
+        top = self.maxima.get(name)
+        if top is not None and value > top:
+            raise ScrapeError(f"line {lineno}: {name} has value {m.group(3)!r} (expected 0-{top:g})")
         key = (name, tuple(sorted(labels.items())))
-        if key in seen:
+        if key in self._seen:
             raise ScrapeError(f"line {lineno}: duplicate series {name}{{{m.group(2) or ''}}}")
-        seen.add(key)
-        out.setdefault(name, []).append((labels, value))
-    return out
+        self._kept += 1
+        if self._kept > self.budget.max_series:
+            raise ScrapeError(
+                f"line {lineno}: more than {self.budget.max_series} series of the families read (label cardinality; "
+                "exporter.max_series_per_target)"
+            )
+        self._seen.add(key)
+        self.out.setdefault(name, []).append((labels, value))
+
+
+def parse_text(
+    text: str, wanted: Iterable[str], maxima: dict[str, float] | None = None, budget: Budget | None = None
+) -> Raw:
+    """Parse a whole Prometheus text body with `TextParser`; return the samples of the `wanted` names."""
+    p = TextParser(wanted, maxima, budget)
+    p.feed(text)
+    return p.result()
 
 
 def first(samples: dict[str, list[tuple[dict[str, str], float]]], *names: str) -> str | None:
@@ -181,6 +286,10 @@ GPU_USED = "infercast_gpu_memory_used_bytes"
 GPU_TOTAL = "infercast_gpu_memory_total_bytes"
 
 
+#: how far over 1 a ratio computed from two engine values may be (float rounding), before it is an error
+RATIO_SLACK = 1e-6
+
+
 def saturation(running: float | None, max_batch: float | None) -> float | None:
     """running / max batch, or None where either is unknown (then the metric is absent, never a made-up zero)."""
     if running is None or not max_batch:
@@ -189,11 +298,27 @@ def saturation(running: float | None, max_batch: float | None) -> float | None:
 
 
 class Emitter:
-    """Collects samples for one parse; skips None values so that what a source lacks stays absent."""
+    """Collects samples for one parse; skips None values so that what a source lacks stays absent.
+
+    The last line of defence for derived values: a `_ratio` over 1 (beyond rounding) and two series of one page
+    landing on the same labels (two model versions overwriting each other) are ScrapeErrors, never exported.
+    """
 
     def __init__(self) -> None:
         self.samples: list[Sample] = []
+        self._keys: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 
     def add(self, name: str, labels: dict[str, str], value: float | None) -> None:
-        if value is not None:
-            self.samples.append(Sample(name, labels, float(value)))
+        if value is None:
+            return
+        value = float(value)
+        where = labels.get("instance") or labels.get("node") or ""
+        if not math.isfinite(value) or value < 0:
+            raise ScrapeError(f"{name} of {where!r} would be {value!r}")
+        if name.endswith("_ratio") and value > 1.0 + RATIO_SLACK:
+            raise ScrapeError(f"{name} of {where!r} would be {value:.4g}, over 1: the page's values disagree")
+        key = (name, tuple(sorted(labels.items())))
+        if key in self._keys:
+            raise ScrapeError(f"two series of the page map to {name}{dict(key[1])} (a model or version label lost?)")
+        self._keys.add(key)
+        self.samples.append(Sample(name, labels, min(value, 1.0) if name.endswith("_ratio") else value))

@@ -90,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     host, port = _listen(args.listen or config.exporter.listen)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("serving /metrics on %s: reachable beyond this machine", host)
     stop = threading.Event()
     if twin is not None:
         twin.advance(args.twin_warmup_seconds)

@@ -22,7 +22,18 @@ target's `node`, else the target name.
 
 from __future__ import annotations
 
-from exporters.base import GPU_TOTAL, GPU_USED, PCIE_RATE, XID_LAST, Emitter, Sample, ScrapeError, Target, parse_text
+from exporters.base import (
+    GPU_TOTAL,
+    GPU_USED,
+    PCIE_RATE,
+    XID_LAST,
+    Emitter,
+    Raw,
+    Sample,
+    ScrapeError,
+    Target,
+    parse_text,
+)
 
 MIB = 1024**2
 FB_USED, FB_FREE, FB_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"
@@ -34,6 +45,8 @@ SBE, DBE = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 WANTED = frozenset((FB_USED, FB_FREE, FB_RESERVED, UTIL, SM_OCC, DRAM, PCIE_TX, PCIE_RX, TEMP, POWER, SBE, DBE, XID))
 KEPT = ("pod", "namespace", "container")
+#: ranges: utilisation is a percentage, the profiling fields are ratios
+MAXIMA = {UTIL: 100.0, SM_OCC: 1.0, DRAM: 1.0}
 
 #: (dcgm field, catalog name, scale) for the plain gauges
 GAUGES = (
@@ -54,7 +67,11 @@ def gpu_labels(labels: dict[str, str], target: Target) -> tuple[tuple[str, str],
 
 
 def parse(text: str, target: Target) -> list[Sample]:
-    raw = parse_text(text, WANTED)
+    return build(parse_text(text, WANTED, MAXIMA), target)
+
+
+def build(raw: Raw, target: Target) -> list[Sample]:
+    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples."""
     if not raw:
         raise ScrapeError("no DCGM fields in the body (is this dcgm-exporter's /metrics?)")
     by_gpu: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}

@@ -28,11 +28,11 @@ one collapsed dimension cannot hide behind ten healthy ones.
 
 ## Avalanche risk (`infercast_avalanche_risk_score{pool}`, 0-100)
 
-`risk = 100 x P x C`.  `P` is the pool's own pressure: the worst of KV usage, fragmentation, allocation failures and
-batch saturation, each `1 - dimension score / 100`, fragmentation's scaled by how full the cache is (max usage /
-`kv_forecast_trigger`, at most 1).  Nodes already down add pressure twice: their share (a quarter of the pool down,
-`DOWN_SHARE_BAD`, is full pressure: a cascade is under way), and the survivors' usage divided by the share up
-(they carry the down nodes' load).  `C` is the share of the pool's KV load its failover pools could not absorb:
+`risk = 100 x P x C`.  `P` is the pool's own pressure: the worst of KV usage, fragmentation, allocation failures,
+batch saturation and queue depth, each `1 - dimension score / 100`, fragmentation's scaled by how full the cache is
+(max usage / `kv_forecast_trigger`, at most 1).  Nodes already down add pressure twice: their share (a quarter of
+the pool down, `DOWN_SHARE_BAD`, is full pressure: a cascade is under way), and the survivors' usage divided by the
+share up (they carry the down nodes' load).  `C` is the share of the pool's KV load its failover pools could not absorb:
 `C = 1 - min(1, sum_f free_f / used_p)` where `used_p` is the pool's KV tokens in use (a node that is down counts
 as full: it most often went down out of memory, and its load needs a home) and `free_f` each failover pool's free
 KV tokens (capacities from the fleet file's pools, versions and GPUs), scaled by its relative throughput
@@ -62,6 +62,7 @@ DIMENSION = "infercast_health_dimension_score"
 # SHARE_BAD = router_share_bad, TEMP_MARGIN_C = gpu_temperature_margin_celsius,
 # DOWN_SHARE_BAD = nodes_down_full_pressure.
 ERROR_OUTCOMES = ("error", "rejected", "shed")
+PRESSURE_DIMENSIONS = ("kv_usage", "allocation_failures", "batch_saturation", "queue_depth")
 GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
 
 
@@ -179,12 +180,16 @@ def health_score(dims: Mapping[str, float]) -> float:
 
 
 def pressure(dims: Mapping[str, float], fullness: float = 1.0) -> float | None:
-    """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation and batch dimensions.
+    """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation, batch and queue dimensions.
+
+    Queue depth counts because an engine that queues instead of admitting (SGLang with 17 requests waiting per
+    running one, at low KV usage) is as close to timeouts, retries and failover as a full cache; it used to score
+    no pressure at all.
 
     Fragmentation's pressure is scaled by `fullness` (KV usage / the forecast trigger, at most 1): blocks a quarter
     empty on a nearly idle cache waste little and threaten nothing; on a full one they are what tips it over.
     """
-    own = [1.0 - dims[d] / 100.0 for d in ("kv_usage", "allocation_failures", "batch_saturation") if d in dims]
+    own = [1.0 - dims[d] / 100.0 for d in PRESSURE_DIMENSIONS if d in dims]
     if "fragmentation" in dims:
         own.append((1.0 - dims["fragmentation"] / 100.0) * min(1.0, max(0.0, fullness)))
     return max(own) if own else None

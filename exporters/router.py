@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from infercast.catalog import spec
+from infercast.config import FleetConfig
 
 REQUESTS = "infercast_router_requests_total"
 DEGRADATIONS = "infercast_degradations_total"
@@ -30,6 +31,9 @@ _REASONS = frozenset(_DEG.enum("reason"))
 
 #: the most label sets one recorder keeps per family; beyond it new label sets are refused (cardinality guard)
 MAX_SERIES = 10_000
+#: the largest count one call or one ingest item may add (a router POSTs increments every few seconds; a million
+#: requests in one is a bug or an attack, and unbounded integers once made every /metrics answer HTTP 500)
+MAX_COUNT = 1_000_000
 
 
 def _label(name: str, value: object) -> str:
@@ -47,8 +51,31 @@ def _enum(name: str, value: object, allowed: frozenset[str]) -> str:
 def _count(n: object) -> int:
     # bool is an int subclass; a True count is almost certainly a bug in the caller.
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        raise ValueError(f"n must be a non-negative integer, got {n!r}"[:200])
+    if n > MAX_COUNT:
+        shown = f"{n:,}" if n < 10**30 else f"a {len(str(n))}-digit number"
+        raise ValueError(f"n must be at most {MAX_COUNT:,} per item, got {shown}")
     return n
+
+
+def known_label_sets(config: FleetConfig) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str, str]]]:
+    """The label sets the fleet file announces: every pool with its version x priority x outcome, and every
+    degradation path (a pool's version to each failover pool's version) x reason.
+
+    The exporter starts its counters at 0 for these (Prometheus' advice for label sets known in advance), so
+    `rate()` and alerts over them work from the first scrape instead of from the first event.
+    """
+    requests = [
+        (pool, p.version, priority, outcome)
+        for pool, p in config.pools.items()
+        for priority in _REQ.enum("priority")
+        for outcome in _REQ.enum("outcome")
+    ]
+    paths = dict.fromkeys(
+        (p.version, config.pools[f].version) for p in config.pools.values() for f in p.failover
+    )  # ordered, unique
+    degradations = [(a, b, reason) for a, b in paths for reason in _DEG.enum("reason")]
+    return requests, degradations
 
 
 class RouterRecorder:
@@ -85,6 +112,12 @@ class RouterRecorder:
             if key not in table and len(table) >= self._max_series:
                 raise ValueError(f"more than {self._max_series} label sets; refusing {key!r} (label cardinality)")
             table[key] = table.get(key, 0) + n
+
+    def preset(
+        self, requests: Iterable[tuple[str, str, str, str]], degradations: Iterable[tuple[str, str, str]]
+    ) -> None:
+        """Start these label sets at 0 (those already counted keep their counts)."""
+        self.apply([(k, 0) for k in requests], [(k, 0) for k in degradations])
 
     def apply(self, requests: Iterable[tuple[tuple[str, str, str, str], int]], degradations) -> None:
         """Add already-validated counts in one step (all or nothing with respect to concurrent scrapes)."""
@@ -141,11 +174,26 @@ class RouterRecorder:
 MAX_INGEST_ITEMS = 1_000
 
 
-def parse_ingest(body: Any) -> tuple[list, list]:
+def _check_fleet(field: str, key: tuple[str, ...], fleet: FleetConfig) -> None:
+    """Pools and versions must be the fleet file's: a typo or a made-up pool is refused, naming it."""
+    if field == "requests":
+        pool, version = key[0], key[1]
+        if pool not in fleet.pools:
+            raise ValueError(f"unknown pool {pool!r} (the fleet file has {', '.join(sorted(fleet.pools))})")
+        if fleet.pools[pool].version != version:
+            raise ValueError(f"pool {pool!r} serves version {fleet.pools[pool].version!r}, not {version!r}")
+    else:
+        for v in key[:2]:
+            if v not in fleet.versions:
+                raise ValueError(f"unknown version {v!r} (the fleet file has {', '.join(sorted(fleet.versions))})")
+
+
+def parse_ingest(body: Any, fleet: FleetConfig | None = None) -> tuple[list, list]:
     """Validate a decoded `/ingest/router` JSON body; raise ValueError naming the first bad item, else the counts.
 
     Body: `{"requests": [{"pool", "version", "priority", "outcome", "n"}...],
-    "degradations": [{"from_version", "to_version", "reason", "n"}...]}`; both lists optional, `n` defaults to 1.
+    "degradations": [{"from_version", "to_version", "reason", "n"}...]}`; both lists optional, `n` defaults to 1
+    and is at most `MAX_COUNT`.  With a `fleet`, pools and versions must be its own (and a pool its version).
     """
     if not isinstance(body, Mapping):
         raise ValueError(f"expected a JSON object, got {type(body).__name__}")
@@ -176,6 +224,8 @@ def parse_ingest(body: Any) -> tuple[list, list]:
                     _enum("outcome", key[3], _OUTCOMES)
                 else:
                     _enum("reason", key[2], _REASONS)
+                if fleet is not None:
+                    _check_fleet(field, key, fleet)
                 n = _count(item.get("n", 1))
             except ValueError as e:
                 raise ValueError(f"{field}[{i}]: {e}") from None
@@ -183,8 +233,8 @@ def parse_ingest(body: Any) -> tuple[list, list]:
     return out_req, out_deg
 
 
-def apply_ingest(recorder: RouterRecorder, body: Any) -> int:
+def apply_ingest(recorder: RouterRecorder, body: Any, fleet: FleetConfig | None = None) -> int:
     """Validate a body and add all of its counts, or none (ValueError); returns the number of items applied."""
-    requests, degradations = parse_ingest(body)
+    requests, degradations = parse_ingest(body, fleet)
     recorder.apply(requests, degradations)
     return len(requests) + len(degradations)

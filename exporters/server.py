@@ -13,7 +13,6 @@ not punch holes in every graph) while `infercast_target_up` says 0 at once; the 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -21,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -29,12 +27,13 @@ from prometheus_client.samples import Sample as PSample
 
 from exporters.base import Sample, ScrapeError, Target
 from exporters.derive import TARGET_UP, derive
-from exporters.router import RouterRecorder, apply_ingest
+from exporters.router import RouterRecorder, apply_ingest, known_label_sets
 from exporters.sources import SERVING_KINDS, HttpSource, Source
 from exporters.twin import TwinSource, recorder_samples
 from exporters.windows import Windows
 from infercast.catalog import Kind, spec
 from infercast.config import FleetConfig
+from infercast.httpserve import FROM_ENV, HttpError, HttpService, Limits, Request, Response, Route
 
 log = logging.getLogger(__name__)
 UP = "infercast_target_up"
@@ -65,7 +64,10 @@ def build_sources(config: FleetConfig, *, twin: TwinSource | None = None) -> lis
             out.append(twin if twin is not None else TwinSource(config, name=tc.name))
         else:
             target = Target.from_config(tc, config)
-            out.append(HttpSource(target, config.exporter.scrape_timeout_seconds, config.exporter.max_body_bytes))
+            ex = config.exporter
+            out.append(
+                HttpSource(target, ex.scrape_timeout_seconds, ex.max_body_bytes, max_series=ex.max_series_per_target)
+            )
     return out
 
 
@@ -85,6 +87,8 @@ class Exporter:
         self.timeout = config.exporter.scrape_timeout_seconds
         self.staleness = config.exporter.staleness_seconds
         self.recorder = recorder if recorder is not None else RouterRecorder()
+        # the label sets the fleet file announces start at 0: rate() and alerts work from the first scrape
+        self.recorder.preset(*known_label_sets(config))
         self._router_windows = Windows(config.exporter.hit_ratio_window_seconds)
         self._forecast_usage = forecast_usage
         self._clock = clock
@@ -252,19 +256,34 @@ def families(samples: Iterable[Sample]) -> list[Metric]:
 
 # --- HTTP ------------------------------------------------------------------------------------------------------
 class ExporterServer:
-    """`/metrics` (scraping on request, at most once per `min_interval`) and `POST /ingest/router`."""
+    """`GET /metrics` (scraping on request, at most once per `min_interval`) and `POST /ingest/router`.
 
-    def __init__(self, exporter: Exporter, host: str = "127.0.0.1", port: int = 9400, min_interval: float = 1.0):
+    Served through `infercast.httpserve` (strict Content-Length, read deadline, bounded connections, JSON errors);
+    the ingest changes state, so it needs the bearer token when `INFERCAST_HTTP_TOKEN` (or `token`) is set.
+    """
+
+    def __init__(
+        self,
+        exporter: Exporter,
+        host: str = "127.0.0.1",
+        port: int = 9400,
+        min_interval: float = 1.0,
+        *,
+        limits: Limits | None = None,
+        token: str | object | None = FROM_ENV,
+    ):
         self.exporter = exporter
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(exporter)
         self.min_interval = min_interval
         self._lock = threading.Lock()
-        handler = _handler(self)
-        self.httpd = _HTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread: threading.Thread | None = None
+        routes = [
+            Route("GET", "/metrics", self._metrics),
+            Route("GET", "/", lambda _: Response.text("infercast exporter: GET /metrics, POST /ingest/router\n")),
+            Route("POST", "/ingest/router", self._ingest, mutates=True, max_body_bytes=MAX_INGEST_BYTES),
+        ]
+        self.http = HttpService(routes, host, port, name="exporter", limits=limits or Limits(), token=token)
+        self.port = self.http.port
 
     def render(self) -> bytes:
         with self._lock:
@@ -273,67 +292,26 @@ class ExporterServer:
                 self.exporter.scrape()
         return generate_latest(self.registry)
 
+    def _metrics(self, _: Request) -> Response:
+        try:
+            body = self.render()
+        except Exception as e:  # never leave Prometheus without an answer
+            log.exception("rendering /metrics failed")
+            return Response.text(f"infercast exporter: {type(e).__name__}: {e}\n", 500)
+        return Response(200, body, CONTENT_TYPE_LATEST)
+
+    def _ingest(self, req: Request) -> Response:
+        body = req.json()
+        try:
+            n = apply_ingest(self.exporter.recorder, body, self.exporter.config)
+        except ValueError as e:
+            raise HttpError(400, f"rejected, nothing applied: {e}") from None
+        return Response.json({"applied": n})
+
     def start(self) -> ExporterServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="exporter-http", daemon=True)
-        self._thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.http.close()
         self.exporter.close()
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = 128  # the default backlog of 5 drops concurrent connections (clients retry after 1 s)
-    daemon_threads = True
-
-
-def _handler(server: ExporterServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("http: " + format, *args)
-
-        def _reply(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                try:
-                    body = server.render()
-                except Exception as e:  # never leave Prometheus without an answer
-                    log.exception("rendering /metrics failed")
-                    self._reply(500, f"infercast exporter: {e}\n".encode())
-                    return
-                self._reply(200, body, CONTENT_TYPE_LATEST)
-            elif path == "/":
-                self._reply(200, b"infercast exporter: GET /metrics, POST /ingest/router\n")
-            else:
-                self._reply(404, b"not found\n")
-
-        def do_POST(self) -> None:
-            if self.path.split("?", 1)[0] != "/ingest/router":
-                self._reply(404, b"not found\n")
-                return
-            length = self.headers.get("Content-Length")
-            if not length or not length.isdigit():
-                self._reply(411, b"Content-Length required\n")
-                return
-            if int(length) > MAX_INGEST_BYTES:
-                self._reply(413, f"body over {MAX_INGEST_BYTES} bytes\n".encode())
-                return
-            raw = self.rfile.read(int(length))
-            try:
-                body = json.loads(raw)
-                n = apply_ingest(server.exporter.recorder, body)
-            except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
-                self._reply(400, f"rejected, nothing applied: {e}\n".encode())
-                return
-            self._reply(200, json.dumps({"applied": n}).encode(), "application/json")
-
-    return Handler

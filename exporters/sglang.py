@@ -25,6 +25,7 @@ from exporters.base import (
     USAGE,
     WAITING,
     Emitter,
+    Raw,
     Sample,
     ScrapeError,
     Target,
@@ -60,6 +61,8 @@ WANTED = frozenset(
     )
 )
 HIT_MODES = ("device_hit", "host_hit", "storage_hit")
+#: the families that are ratios 0-1
+MAXIMA = dict.fromkeys((USAGE_NAME, HIT_RATE), 1.0)
 
 Key = tuple[str | None, str | None]  # (model_name, dp_rank)
 
@@ -77,7 +80,11 @@ def _by_key(rows, mode: str | tuple[str, ...] | None = None) -> dict[Key, float]
 
 
 def parse(text: str, target: Target) -> list[Sample]:
-    raw = parse_text(text, WANTED)
+    return build(parse_text(text, WANTED, MAXIMA), target)
+
+
+def build(raw: Raw, target: Target) -> list[Sample]:
+    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples."""
     f = {name: _by_key(raw.get(name)) for name in WANTED if name != EFFECTIVE}
     inputs = _by_key(raw.get(EFFECTIVE), "input")
     hits = _by_key(raw.get(EFFECTIVE), HIT_MODES)

@@ -3,10 +3,15 @@
 A source has a `name`, a `kind` (the catalog's `target_up` kinds) and `collect() -> list[Sample]`, which raises
 `ScrapeError` with a one-line reason when the target cannot be read or trusted.  `now()` is the clock its
 windowed ratios run on (wall time here; simulated time for the twin).
+
+An HTTP source parses the body as it arrives (`stream` -> `TextParser`): it never holds a whole page, and the
+scrape's one deadline and series cap (`Budget`) stop the read *and* the parse in the scraping thread itself, so an
+abandoned scrape does not go on using CPU and memory in the background.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -15,15 +20,12 @@ from typing import Protocol
 import requests
 
 from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import Sample, ScrapeError, Target
+from exporters.base import MAX_SERIES, Budget, Sample, ScrapeError, Target, TextParser
+from infercast.redact import redact
 
-PARSERS: dict[str, Callable[[str, Target], list[Sample]]] = {
-    "vllm": vllm.parse,
-    "sglang": sglang.parse,
-    "tgi": tgi.parse,
-    "trtllm": trtllm.parse,
-    "dcgm": dcgm.parse,
-}
+#: kind -> its collector module (`WANTED`, `MAXIMA`, `build`, `parse`)
+MODULES = {"vllm": vllm, "sglang": sglang, "tgi": tgi, "trtllm": trtllm, "dcgm": dcgm}
+PARSERS: dict[str, Callable[[str, Target], list[Sample]]] = {kind: m.parse for kind, m in MODULES.items()}
 SERVING_KINDS = frozenset({"vllm", "sglang", "tgi", "trtllm", "twin"})
 _CHUNK = 64 * 1024
 
@@ -37,13 +39,14 @@ class Source(Protocol):
     def now(self) -> float: ...
 
 
-def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -> str:
-    """GET a /metrics body within `timeout` seconds and `max_bytes` bytes; ScrapeError says why not.
+def stream(url: str, session: requests.Session, timeout: float, max_bytes: int, deadline: float | None = None):
+    """GET a /metrics body within `timeout` seconds and `max_bytes` bytes, yielding it chunk by chunk (decoded from
+    gzip); ScrapeError says why not.
 
     Redirects are not followed (a scrape target that redirects is misconfigured, and following could leave
     loopback); the body is read as it arrives so that a server dribbling bytes hits the deadline too.
     """
-    deadline = time.monotonic() + timeout
+    deadline = deadline if deadline is not None else time.monotonic() + timeout
     try:
         with session.get(
             url,
@@ -53,13 +56,13 @@ def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -
             headers={"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip, identity"},
         ) as r:
             if r.is_redirect or 300 <= r.status_code < 400:
-                raise ScrapeError(f"HTTP {r.status_code} redirect to {r.headers.get('Location', '?')!r} (not followed)")
+                location = redact(r.headers.get("Location", "?"))[:200]
+                raise ScrapeError(f"HTTP {r.status_code} redirect to {location!r} (not followed)")
             if r.status_code != 200:
-                raise ScrapeError(f"HTTP {r.status_code} {r.reason or ''}".strip())
+                raise ScrapeError(f"HTTP {r.status_code} {r.reason or ''}"[:200].strip())
             declared = r.headers.get("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise ScrapeError(f"body of {declared} bytes is over the {max_bytes}-byte limit")
-            chunks: list[bytes] = []
             size = 0
             while True:
                 chunk = r.raw.read1(_CHUNK, decode_content=True)
@@ -70,7 +73,7 @@ def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -
                     raise ScrapeError(f"body over the {max_bytes}-byte limit")
                 if time.monotonic() > deadline:
                     raise ScrapeError(f"timed out after {timeout:g}s")
-                chunks.append(chunk)
+                yield chunk
     except ScrapeError:
         raise
     except requests.Timeout:
@@ -81,8 +84,12 @@ def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -
         raise ScrapeError(f"request failed: {_short(e)}") from None
     except Exception as e:  # urllib3 decode errors and the like: never crash a scrape
         raise ScrapeError(f"request failed: {type(e).__name__}: {_short(e)}") from None
+
+
+def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -> str:
+    """The whole body of `stream` as text (for callers that want it; the exporter parses as it reads)."""
     try:
-        return b"".join(chunks).decode("utf-8")
+        return b"".join(stream(url, session, timeout, max_bytes)).decode("utf-8")
     except UnicodeDecodeError:
         raise ScrapeError("body is not UTF-8 text") from None
 
@@ -97,15 +104,22 @@ def _short(e: BaseException) -> str:
     errno = _ERRNO.search(text)
     if errno:
         return errno.group(0).strip()
-    text = _ADDRESS.sub("", text)
+    text = redact(_ADDRESS.sub("", text))
     return text if len(text) <= 200 else text[:200] + "..."
 
 
 class HttpSource:
     """One engine or dcgm-exporter endpoint: fetch its /metrics, then the kind's pure parser."""
 
-    def __init__(self, target: Target, timeout: float, max_bytes: int, session: requests.Session | None = None):
-        if target.kind not in PARSERS:
+    def __init__(
+        self,
+        target: Target,
+        timeout: float,
+        max_bytes: int,
+        session: requests.Session | None = None,
+        max_series: int = MAX_SERIES,
+    ):
+        if target.kind not in MODULES:
             raise ValueError(f"no HTTP parser for target kind {target.kind!r}")
         if not target.url:
             raise ValueError(f"target {target.name!r} has no url")
@@ -115,12 +129,19 @@ class HttpSource:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.session = session or requests.Session()
-        self._parse = PARSERS[target.kind]
+        self.max_series = max_series
+        self._module = MODULES[target.kind]
 
     def collect(self) -> list[Sample]:
-        text = fetch(self.target.url or "", self.session, self.timeout, self.max_bytes)
+        deadline = time.monotonic() + self.timeout
+        mod = self._module
+        parser = TextParser(mod.WANTED, mod.MAXIMA, Budget(deadline, self.timeout, self.max_series))
         try:
-            return self._parse(text, self.target)
+            chunks = stream(self.target.url or "", self.session, self.timeout, self.max_bytes, deadline)
+            with contextlib.closing(chunks):
+                for chunk in chunks:
+                    parser.feed_bytes(chunk)
+            return mod.build(parser.result(), self.target)
         except ScrapeError:
             raise
         except Exception as e:  # a parser bug must not take the exporter down; it is reported as the reason

@@ -10,7 +10,7 @@ full queue, not a KV block) and no prefix-cache counters: those stay absent.
 
 from __future__ import annotations
 
-from exporters.base import RUNNING, SATURATION, USAGE, WAITING, Emitter, Sample, ScrapeError, Target, parse_text
+from exporters.base import RUNNING, SATURATION, USAGE, WAITING, Emitter, Raw, Sample, ScrapeError, Target, parse_text
 from exporters.base import saturation as _saturation
 
 QUEUE = "tgi_queue_size"
@@ -18,6 +18,7 @@ BATCH = "tgi_batch_current_size"
 BATCH_TOKENS = "tgi_batch_current_max_tokens"
 MAX_TOKENS = "tgi_batch_max_total_tokens"
 WANTED = frozenset((QUEUE, BATCH, BATCH_TOKENS, MAX_TOKENS))
+MAXIMA: dict[str, float] = {}
 
 
 def _one(raw: dict, name: str) -> float | None:
@@ -26,7 +27,11 @@ def _one(raw: dict, name: str) -> float | None:
 
 
 def parse(text: str, target: Target) -> list[Sample]:
-    raw = parse_text(text, WANTED)
+    return build(parse_text(text, WANTED, MAXIMA), target)
+
+
+def build(raw: Raw, target: Target) -> list[Sample]:
+    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples."""
     if QUEUE not in raw and BATCH not in raw:
         raise ScrapeError("no TGI families in the body (is this a TGI router /metrics endpoint?)")
     labels = target.serving_labels(None, target.name)

@@ -26,6 +26,7 @@ from exporters.base import (
     USAGE,
     WAITING,
     Emitter,
+    Raw,
     Sample,
     ScrapeError,
     Target,
@@ -55,6 +56,9 @@ WANTED = frozenset(
     (*USAGE_NAMES, *QUERY_NAMES, *HIT_NAMES, RUNNING_NAME, WAITING_NAME, PREEMPTIONS, EXT_INFO, *EXTENSION)
 )
 
+#: the families that are ratios 0-1 (a `kv_cache_usage_perc` of 57.0 is an error, not a value)
+MAXIMA = dict.fromkeys((*USAGE_NAMES, EXT_FRAG, EXT_EFF), 1.0)
+
 Key = tuple[str | None, str | None]  # (model_name, engine)
 
 
@@ -73,7 +77,11 @@ def extension_enabled(raw: dict) -> bool:
 
 def parse(text: str, target: Target) -> list[Sample]:
     """vLLM-style text -> catalog samples labelled with the target's pool and version."""
-    raw = parse_text(text, WANTED)
+    return build(parse_text(text, WANTED, MAXIMA), target)
+
+
+def build(raw: Raw, target: Target) -> list[Sample]:
+    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples."""
     fams = {
         "usage": _by_key(raw.get(first(raw, *USAGE_NAMES) or "")),
         "running": _by_key(raw.get(RUNNING_NAME)),

@@ -203,6 +203,9 @@ class ExporterConfig(Strict):
     scrape_timeout_seconds: PosFloat = 2.0
     staleness_seconds: PosFloat = 60.0
     max_body_bytes: PosInt = 16 * 1024 * 1024
+    max_series_per_target: PosInt = Field(
+        2000, description="series of the families it reads one target may send per scrape (label cardinality)"
+    )
     hit_ratio_window_seconds: PosFloat = 300.0
 
 

@@ -70,7 +70,7 @@ def test_every_source_feeds_the_catalog(fixture_server):
     assert get(m, "infercast_kv_cache_usage_ratio", instance="trt-a", version="v3.5") == 0.383
     assert get(m, "infercast_kv_cache_fragmentation_ratio", instance="v4-main-0") == 0.22  # twin extension
     assert get(m, "infercast_gpu_temperature_celsius", node="gpu-node-17", gpu="0") == 64
-    assert get(m, "infercast_router_requests_total", outcome="timeout", priority="urgent") == 20
+    assert get(m, "infercast_router_requests_total", pool="v4-main", outcome="timeout", priority="urgent") == 20
     assert get(m, "infercast_degradations_total", reason="oom") == 4
     assert get(m, "infercast_target_scrape_duration_seconds", target="vllm-a") < 0.5
     # derived scores exist per pool; health dimensions only where inputs exist
@@ -202,7 +202,7 @@ def test_http_server_metrics_and_router_ingest(fixture_server):
         assert r.status_code == 400 and "'vip'" in r.text
         assert requests.post(base + "/ingest/router", data="{not json", timeout=5).status_code == 400
         text = requests.get(base + "/metrics", timeout=5).text
-        assert get(text, "infercast_router_requests_total", outcome="shed", priority="low") == 7
+        assert get(text, "infercast_router_requests_total", pool="v4-main", outcome="shed", priority="low") == 7
         assert get(text, "infercast_degradations_total", reason="memory_pressure") == 2
         assert get(text, "infercast_target_up", target="a") == 1
         assert requests.get(base + "/nope", timeout=5).status_code == 404
