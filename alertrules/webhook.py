@@ -1,8 +1,14 @@
-"""A small webhook receiver for Alertmanager: it prints one JSON line per notification and keeps them in memory.
+"""A small webhook receiver for Alertmanager: it prints one JSON line per notification and keeps the latest in memory.
 
 It is the `alert-log` service of docker-compose (the pager until you wire a real one), the receiver of the
 end-to-end test, and a handy stand-in for the actuator's webhook while that lands:
 `python -m alertrules.webhook --listen 127.0.0.1:9095`.
+
+It serves through `infercast.httpserve` (strict Content-Length up to 4 MiB, a read deadline, bounded connections,
+JSON errors; with `INFERCAST_HTTP_TOKEN` set, POSTs need it as a bearer token -- Alertmanager's
+`http_config.authorization`).  A body is validated as Alertmanager's webhook payload *before* anything is kept
+(`validate`): a malformed one is a 400 with the reason and nothing stored, so a sender's retry cannot duplicate a
+half-accepted notification.  Only the last `max_kept` notifications stay in memory (`dropped` counts the others).
 """
 
 from __future__ import annotations
@@ -12,11 +18,15 @@ import json
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
+from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route
+
 MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_KEPT = 1000
+MAX_ALERTS = 1000  # per notification; Alertmanager's max_alerts is unlimited by default, its groups are not this big
 
 
 @dataclass
@@ -30,49 +40,73 @@ class Notification:
         return [a.get("labels", {}).get("alertname", "") for a in self.payload.get("alerts", [])]
 
 
+def _strings(value: Any, where: str) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{where} must be an object of strings")
+
+
+def validate(payload: Any) -> dict[str, Any]:
+    """`payload` when it has the shape of Alertmanager's webhook body (the fields read here); ValueError naming the
+    first bad field otherwise."""
+    if not isinstance(payload, dict):
+        raise ValueError("expected a JSON object")
+    for key in ("receiver", "status", "groupKey", "externalURL"):
+        if key in payload and not isinstance(payload[key], str):
+            raise ValueError(f"{key} must be a string")
+    for key in ("groupLabels", "commonLabels", "commonAnnotations"):
+        if key in payload:
+            _strings(payload[key], key)
+    alerts = payload.get("alerts", [])
+    if not isinstance(alerts, list):
+        raise ValueError("alerts must be a list")
+    if len(alerts) > MAX_ALERTS:
+        raise ValueError(f"alerts: at most {MAX_ALERTS} per notification, got {len(alerts)}")
+    for i, a in enumerate(alerts):
+        if not isinstance(a, dict):
+            raise ValueError(f"alerts[{i}] must be an object")
+        _strings(a.get("labels"), f"alerts[{i}].labels")
+        if "annotations" in a:
+            _strings(a["annotations"], f"alerts[{i}].annotations")
+        if "status" in a and a["status"] not in ("firing", "resolved"):
+            raise ValueError(f"alerts[{i}].status must be 'firing' or 'resolved', got {a['status']!r}"[:200])
+    return payload
+
+
 @dataclass
 class WebhookRecorder:
-    """Records every POSTed Alertmanager notification; `serve()` runs it on a background thread."""
+    """Records POSTed Alertmanager notifications (the last `max_kept`); `serve()` runs it on a background thread."""
 
     host: str = "127.0.0.1"
     port: int = 0
     out: TextIO | None = None
-    notifications: list[Notification] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = field(default=None, repr=False)
+    max_kept: int = MAX_KEPT
+    token: str | object | None = FROM_ENV
+    notifications: deque[Notification] = field(default_factory=deque)
+    dropped: int = 0
+    _service: HttpService | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __post_init__(self) -> None:
+        self.notifications = deque(self.notifications, maxlen=self.max_kept)
+
     def serve(self) -> WebhookRecorder:
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self.send_error(413, "body too large")
-                    return
-                try:
-                    payload = json.loads(self.rfile.read(length) or b"{}")
-                except json.JSONDecodeError as e:
-                    self.send_error(400, f"not JSON: {e.msg}")
-                    return
-                if not isinstance(payload, dict):
-                    self.send_error(400, "expected a JSON object")
-                    return
-                recorder.record(Notification(self.path, time.time(), payload))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:  # quiet: the JSON lines are the log
-                pass
-
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, name="webhook", daemon=True).start()
+        route = Route("POST", "*", self._post, mutates=True, max_body_bytes=MAX_BODY_BYTES)
+        self._service = HttpService([route], self.host, self.port, name="webhook", token=self.token).start()
+        self.port = self._service.port
         return self
+
+    def _post(self, req: Request) -> Response:
+        try:
+            payload = validate(req.json())
+        except ValueError as e:
+            raise HttpError(400, str(e)) from None
+        self.record(Notification(req.path, time.time(), payload))
+        return Response(200)
 
     def record(self, n: Notification) -> None:
         with self._lock:
+            if len(self.notifications) == self.max_kept:
+                self.dropped += 1
             self.notifications.append(n)
         if self.out is not None:
             summary = {
@@ -95,7 +129,7 @@ class WebhookRecorder:
             return list(self.notifications)
 
     def first(self, alertname: str, receiver: str | None = None) -> Notification | None:
-        """The first notification carrying a firing `alertname` (for `receiver`, if given)."""
+        """The first notification kept carrying a firing `alertname` (for `receiver`, if given)."""
         for n in self.received():
             if receiver is not None and n.payload.get("receiver") != receiver:
                 continue
@@ -109,10 +143,9 @@ class WebhookRecorder:
         return f"http://{self.host}:{self.port}"
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._service is not None:
+            self._service.close()
+            self._service = None
 
 
 def main(argv: list[str] | None = None) -> int:

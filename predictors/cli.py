@@ -37,15 +37,18 @@ def _host_port(listen: str) -> tuple[str, int]:
 def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Event) -> None:
     """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen`."""
     from apscheduler.schedulers.background import BackgroundScheduler
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+    from infercast.httpserve import HttpService, Response, Route
     from predictors.publish import LatestSamples
 
     latest = LatestSamples()
     registry = CollectorRegistry()
     registry.register(latest)
     host, port = _host_port(listen)
-    server, thread = start_http_server(port, addr=host, registry=registry)
+    # the shared HTTP front door (infercast/httpserve.py): read deadline, bounded connections, JSON errors
+    metrics = Route("GET", "/metrics", lambda _: Response(200, generate_latest(registry), CONTENT_TYPE_LATEST))
+    http = HttpService([metrics], host, port, name="predictor").start()
 
     def job() -> None:
         try:
@@ -65,8 +68,7 @@ def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Ev
         stop.wait()
     finally:
         sched.shutdown(wait=True)
-        server.shutdown()
-        thread.join(timeout=5)
+        http.close()
 
 
 def run(args: argparse.Namespace) -> int:

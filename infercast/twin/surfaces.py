@@ -6,20 +6,19 @@
   block-allocation failures, GPU memory).  A node that is down renders nothing (its endpoint does not answer).
 - The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
   (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
-- `TwinServer` serves both over loopback HTTP: `/nodes/<name>/metrics` and the admin API, guarding the fleet
-  with one lock so a background thread can advance it.
+- `TwinServer` serves both over loopback HTTP (through `infercast.httpserve`): `/nodes/<name>/metrics` and the
+  admin API, guarding the fleet with one lock so a background thread can advance it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
 from infercast.catalog import ENGINE_EXTENSION_VERSION, spec
+from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route, finite
 
 # vLLM 0.34's time-to-first-token buckets (vllm/v1/metrics/loggers.py)
 TTFT_BUCKETS = (
@@ -96,105 +95,110 @@ def node_metrics_text(node, t: float | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: TwinServer  # type: ignore[assignment]
-
-    def log_message(self, *args) -> None:  # quiet: the exporter logs what matters
-        return
-
-    def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        parts = [p for p in self.path.split("?")[0].split("/") if p]
-        fleet, lock = self.server.fleet, self.server.lock
-        if parts == ["pools"]:
-            with lock:
-                r = fleet.router
-                body = {
-                    p: {
-                        "version": r.version_of[p],
-                        "weight": r.weights[p],
-                        "breaker_threshold_seconds": r.breaker_threshold[p],
-                        "enabled": r.enabled[p],
-                        "nodes_up": sum(n.up for n in r.pool_nodes[p]),
-                        "nodes": len(r.pool_nodes[p]),
-                    }
-                    for p in r.pools
-                }
-            return self._send(200, json.dumps(body))
-        if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "metrics":
-            with lock:
-                node = next((n for n in fleet.nodes if n.name == parts[1]), None)
-                text = node_metrics_text(node) if node is not None else None
-            if node is None:
-                return self._send(404, json.dumps({"error": f"no node {parts[1]!r}"}))
-            if not text:
-                return self._send(503, json.dumps({"error": f"node {parts[1]} is down"}))
-            return self._send(200, text, "text/plain; version=0.0.4; charset=utf-8")
-        if parts == ["nodes"]:
-            with lock:
-                body = [{"name": n.name, "pool": n.pool, "version": n.version, "up": n.up} for n in fleet.nodes]
-            return self._send(200, json.dumps(body))
-        return self._send(404, json.dumps({"error": "not found"}))
-
-    def do_POST(self) -> None:
-        parts = [p for p in self.path.split("?")[0].split("/") if p]
-        if len(parts) != 3 or parts[0] != "pools":
-            return self._send(404, json.dumps({"error": "not found"}))
-        pool, what = parts[1], parts[2]
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > 65536:
-                raise ValueError("body too large")
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("expected a JSON object")
-            fleet, lock = self.server.fleet, self.server.lock
-            with lock:
-                r = fleet.router
-                if what == "weight":
-                    r.set_pool_weight(pool, float(body["weight"]))
-                elif what == "breaker":
-                    r.set_breaker_threshold(pool, float(body["seconds"]))
-                elif what == "prewarm":
-                    started = r.prewarm_pool(pool, fleet.now)
-                    return self._send(200, json.dumps({"pool": pool, "nodes_started": started}))
-                else:
-                    return self._send(404, json.dumps({"error": f"unknown action {what!r}"}))
-        except KeyError as e:
-            return self._send(404 if "pool" in str(e) else 400, json.dumps({"error": str(e).strip("'\"")}))
-        except (ValueError, TypeError) as e:
-            return self._send(400, json.dumps({"error": str(e)}))
-        return self._send(200, json.dumps({"pool": pool, what: body}))
+#: bounds of the admin API's numbers: finite and small enough that sums and products over pools stay finite
+MAX_WEIGHT = 1e6
+MAX_BREAKER_SECONDS = 86400.0
 
 
-class TwinServer(ThreadingHTTPServer):
-    """Serve a fleet's node metrics and router admin API on loopback; `lock` guards the fleet."""
+class TwinServer:
+    """Serve a fleet's node metrics and router admin API on loopback; `lock` guards the fleet.
 
-    daemon_threads = True
+    Served through `infercast.httpserve`: strict Content-Length (64 KiB bodies), a read deadline, bounded
+    connections, JSON errors; the admin POSTs change state, so they need the bearer token when
+    `INFERCAST_HTTP_TOKEN` (or `token`) is set.  Weights and thresholds must be finite JSON numbers (`Infinity`,
+    `1e999` and the string `"1e999"` are refused before the router sees them).
+    """
 
-    def __init__(self, fleet, host: str = "127.0.0.1", port: int = 0, lock: threading.Lock | None = None) -> None:
-        super().__init__((host, port), _Handler)
+    def __init__(
+        self,
+        fleet,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lock: threading.Lock | None = None,
+        *,
+        token: str | object | None = FROM_ENV,
+    ) -> None:
         self.fleet = fleet
         self.lock = lock or threading.Lock()
-        self._thread: threading.Thread | None = None
+        routes = [
+            Route("GET", "/pools", self._pools),
+            Route("GET", "/nodes", self._nodes),
+            Route("GET", "/nodes/{node}/metrics", self._node_metrics),
+            Route("POST", "/pools/{pool}/{action}", self._admin, mutates=True),
+        ]
+        self.http = HttpService(routes, host, port, name="twin", token=token)
+        self.server_address = (host, self.http.port)
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.http.url
 
     def start(self) -> TwinServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="twin-http", daemon=True)
-        self._thread.start()
+        self.http.start()
         return self
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        self.http.close()
+
+    # --- routes --------------------------------------------------------------------------------------------------
+    def _pools(self, _: Request) -> Response:
+        with self.lock:
+            r = self.fleet.router
+            body = {
+                p: {
+                    "version": r.version_of[p],
+                    "weight": r.weights[p],
+                    "breaker_threshold_seconds": r.breaker_threshold[p],
+                    "enabled": r.enabled[p],
+                    "nodes_up": sum(n.up for n in r.pool_nodes[p]),
+                    "nodes": len(r.pool_nodes[p]),
+                }
+                for p in r.pools
+            }
+        return Response.json(body)
+
+    def _nodes(self, _: Request) -> Response:
+        with self.lock:
+            body = [{"name": n.name, "pool": n.pool, "version": n.version, "up": n.up} for n in self.fleet.nodes]
+        return Response.json(body)
+
+    def _node_metrics(self, req: Request) -> Response:
+        name = req.params["node"]
+        with self.lock:
+            node = next((n for n in self.fleet.nodes if n.name == name), None)
+            text = node_metrics_text(node) if node is not None else None
+        if node is None:
+            raise HttpError(404, f"no node {name[:100]!r}")
+        if not text:
+            raise HttpError(503, f"node {name} is down")
+        return Response.text(text, content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def _admin(self, req: Request) -> Response:
+        pool, action = req.params["pool"], req.params["action"]
+        if action not in ("weight", "breaker", "prewarm"):
+            raise HttpError(404, f"unknown action {action[:50]!r}")
+        body = req.json()
+        if not isinstance(body, dict):
+            raise HttpError(400, "expected a JSON object")
+        try:
+            if action == "weight":
+                value = finite(body.get("weight"), "weight", minimum=0.0, maximum=MAX_WEIGHT)
+            elif action == "breaker":
+                value = finite(body.get("seconds"), "seconds", minimum=0.0, maximum=MAX_BREAKER_SECONDS)
+        except ValueError as e:
+            raise HttpError(400, str(e)) from None
+        with self.lock:
+            r = self.fleet.router
+            if pool not in r.weights:
+                raise HttpError(404, f"unknown pool {pool[:100]!r}")
+            try:
+                if action == "weight":
+                    r.set_pool_weight(pool, value)
+                elif action == "breaker":
+                    r.set_breaker_threshold(pool, value)
+                else:
+                    started = r.prewarm_pool(pool, self.fleet.now)
+                    return Response.json({"pool": pool, "nodes_started": started})
+            except ValueError as e:
+                raise HttpError(400, str(e)) from None
+        return Response.json({"pool": pool, action: body})
