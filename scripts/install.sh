@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Set up everything infercast needs on a fresh Debian machine with Python 3.11: the real servers from Debian's
-# packages (Prometheus + promtool, Alertmanager + amtool, Redis) and a virtual environment in .venv with the
-# versions pinned in constraints.txt.  Safe to run again: it skips what is already there.
+# packages (Prometheus + promtool, Alertmanager + amtool, Redis; python3-venv where `python -m venv` cannot work)
+# and a virtual environment in .venv with the versions pinned in constraints.txt.  Safe to run again: it skips
+# what is already there.  Quiet when it works (pip's output goes to .venv/install.log); on a failure it prints
+# the log's end and exits non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
 
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# Debian ships venv without ensurepip (it is in python3-venv): `python3 -m venv` fails until that is installed.
+if [ ! -x .venv/bin/python ] && ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
+  need_apt+=(python3-venv)
+fi
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "install.sh: installing ${need_apt[*]} from Debian" >&2
-  $SUDO apt-get update -qq
+  $SUDO apt-get update -qq >/dev/null
   # The Debian packages start system services; we only need the binaries (our scripts start them on loopback).
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   for svc in prometheus prometheus-alertmanager prometheus-node-exporter redis-server; do
@@ -20,13 +29,17 @@ if ((${#need_apt[@]})); then
   done
 fi
 
-PY=${PYTHON:-python3.11}
-command -v "$PY" >/dev/null 2>&1 || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.infercast-installed
+log=.venv/install.log
 if [ ! -f "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev]'
+  echo "install.sh: installing the Python packages into .venv (log: $log)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >"$log" 2>&1 || true
+  if ! .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev]' >>"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "install.sh: pip install failed; the whole log is in $log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 echo "install.sh: ready (.venv/bin/infercast)" >&2
