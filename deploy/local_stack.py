@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a file: make the repository's packages importable
 
 from alertrules.webhook import WebhookRecorder  # noqa: E402
-from infercast.servers import ServerUnavailable, start_alertmanager, start_prometheus  # noqa: E402
+from infercast.servers import ServerFailed, ServerUnavailable, start_alertmanager, start_prometheus  # noqa: E402
 
 RULES = ("recording.yml", "alerts.yml")
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"a service exited with {proc.returncode}: see the logs in {args.dir}", file=sys.stderr)
                     procs.remove(proc)
                     break
-    except ServerUnavailable as e:
+    except (ServerUnavailable, ServerFailed) as e:
         print(f"local-stack: {e}", file=sys.stderr)
         return 1
     finally:

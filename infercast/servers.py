@@ -2,6 +2,11 @@
 
 They come from Debian's packages (`scripts/install.sh` installs them).  Each helper starts the binary in a
 temporary directory, waits until it answers, and stops it on `close()` (or at the end of a `with` block).
+
+Two failures, kept apart on purpose: `ServerUnavailable` means the binary is not installed (a machine without the
+Debian packages: tests may skip, and the test run then says which); `ServerFailed` means the binary ran and the
+server exited or never answered -- most often a bad config we generated, which is our bug and must fail a test,
+never turn into a skip.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import requests
 
 
 class ServerUnavailable(RuntimeError):
-    """The binary is not installed, or the server did not come up."""
+    """The binary is not installed (nothing was started)."""
+
+
+class ServerFailed(RuntimeError):
+    """The server started but exited (e.g. on a bad config) or did not answer; the message carries its log."""
 
 
 def free_port() -> int:
@@ -85,7 +94,7 @@ def _start(
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             srv.close()
-            raise ServerUnavailable(f"{name} exited with {proc.returncode}:\n{srv.log()}")
+            raise ServerFailed(f"{name} exited with {proc.returncode}:\n{srv.log()}")
         try:
             if ready_url is None:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -96,7 +105,7 @@ def _start(
             pass
         time.sleep(0.1)
     srv.close()
-    raise ServerUnavailable(f"{name} did not answer on port {port} within {timeout:.0f}s:\n{srv.log()}")
+    raise ServerFailed(f"{name} did not answer on port {port} within {timeout:.0f}s:\n{srv.log()}")
 
 
 def _workdir(workdir: str | Path | None):

@@ -1,10 +1,15 @@
-"""Shared test fixtures.  Tests never read ../shared/: what they need lives under tests/data/ (see its README)."""
+"""Shared test fixtures.  Tests never read ../shared/: what they need lives under tests/data/ (see its README).
+
+The run fails on any skip whose reason is not a missing GPU, and lists them (`tests/skipguard.py`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.skipguard import pytest_configure  # noqa: F401 - the skip guard: a pytest hook, found by name here
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"

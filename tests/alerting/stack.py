@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .conftest import REPO
@@ -13,8 +14,13 @@ from .conftest import REPO
 CLI = [sys.executable, "-m", "infercast.cli"]
 
 
-def services_ready() -> str | None:
-    """None when the exporter serves KV series from the twin, else why not (tests skip with it)."""
+def services_problem() -> str | None:
+    """None when the exporter serves KV series from the twin, else why not.
+
+    A test that needs the services *fails* with this reason (`require_services`): the exporter and predictor are
+    infercast's own, so their being broken is infercast's fault, never a reason to skip (the end-to-end and panel
+    tests both used to skip when the twin emitted nothing).
+    """
     argv = [*CLI, "exporter", "--config", str(REPO / "examples" / "flash-sale.yaml")]
     try:
         res = subprocess.run(
@@ -36,6 +42,13 @@ def services_ready() -> str | None:
     except ImportError as e:
         return f"infercast predictor is not importable: {e}"
     return None
+
+
+def require_services() -> None:
+    """Fail the calling test, with the reason, unless the exporter and predictor services work."""
+    problem = services_problem()
+    if problem:
+        pytest.fail(f"the exporter and predictor services over the twin do not work: {problem}", pytrace=False)
 
 
 def fleet_file(tmp: Path, **predictor: float) -> Path:

@@ -242,11 +242,9 @@ NO_DATA_FROM_TWIN: dict[str, str] = {
 def test_panels_against_the_real_exporter_and_predictor(tmp_path):
     """The same panel queries against `infercast exporter` over the flash-sale twin and `infercast predictor`
     (forecasting every second on a 1 s grid, so forecasts exist within seconds)."""
-    from .stack import CLI, fleet_file, services_ready, spawn, stop
+    from .stack import CLI, fleet_file, require_services, spawn, stop
 
-    reason = services_ready()
-    if reason:
-        pytest.skip(f"needs the exporter and predictor services over the twin: {reason}")
+    require_services()
     fleet = fleet_file(
         tmp_path, step_seconds=1.0, history_seconds=600.0, forecast_interval_seconds=1.0, min_history_points=8
     )

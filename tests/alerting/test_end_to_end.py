@@ -40,7 +40,7 @@ from infercast.servers import (
 )
 
 from .conftest import ALERTRULES
-from .stack import fleet_file, services_ready, spawn, stop
+from .stack import fleet_file, require_services, spawn, stop
 
 SPEED = float(os.environ.get("INFERCAST_E2E_SPEED", "5"))
 WARMUP_SIM_S = 480.0  # the flash sale starts at 600 simulated seconds
@@ -77,9 +77,7 @@ def first_crossing(prom_url: str, expr: str, start: float, end: float, threshold
 @pytest.mark.servers
 @pytest.mark.slow
 def test_predictive_alert_reaches_the_receiver_before_kv_crosses_the_trigger(tmp_path):
-    reason = services_ready()
-    if reason:
-        pytest.skip(f"needs the exporter and predictor services over the twin: {reason}")
+    require_services()
     if shutil.which("promtool") is None and not Path("/usr/bin/promtool").exists():
         pytest.skip("Prometheus is not installed")
 

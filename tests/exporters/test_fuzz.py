@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import ScrapeError, Target
-from exporters.sources import PARSERS
+from exporters.base import ScrapeError, Target, TextParser, parse_text
+from exporters.sources import MODULES, PARSERS
 from exporters.windows import Windows
 from tests.exporters.fakes import payload
 
@@ -23,6 +23,7 @@ PAYLOADS = {
 }
 WANTED = {"vllm": vllm.WANTED, "sglang": sglang.WANTED, "tgi": tgi.WANTED, "trtllm": trtllm.WANTED, "dcgm": dcgm.WANTED}
 BAD_TOKENS = ["NaN", "-1", "+Inf", "-Inf", "1e999", "0x10", "1_0", "", "∞", "1.2.3", '"5"', "{", "}", "=", "\\", "\x00"]
+BAD_TOKENS += ["57.0", "1.5", "1e308", "100000"]  # out of range for ratios and percentages (issue 12)
 TARGET = Target("fuzz", "vllm", "http://127.0.0.1:1/metrics", pool="v4-main", version="v4", max_batch=64)
 RUNS = {"examples": 0, "refused": 0}
 
@@ -65,9 +66,14 @@ def check(kind: str, text: str) -> None:
         RUNS["refused"] += 1
         assert str(e)  # a reason to log
         return
+    keys = set()
     for s in samples:
         assert isinstance(s.value, float) and math.isfinite(s.value) and s.value >= 0, s
         assert all(isinstance(v, str) for v in s.labels.values())
+        assert not s.name.endswith("_ratio") or s.value <= 1.0, s  # a ratio over 1 is never exported
+        key = (s.name, tuple(sorted(s.labels.items())))
+        assert key not in keys, s  # no two series of a page on the same labels
+        keys.add(key)
     Windows(300).apply(samples, 0.0)  # the stateful stage takes whatever a parser returns
 
 
@@ -83,11 +89,35 @@ def test_arbitrary_text(kind, text):
     check(kind, text)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated(), st.lists(st.integers(1, 4096), min_size=1, max_size=40))
+def test_the_body_parsed_as_it_arrives_reads_the_same_as_the_whole_body(case, cuts):
+    # the exporter feeds the parser chunks as they come off the socket (split anywhere, even inside a UTF-8
+    # character); it must see exactly what the whole body gives: the same samples or the same reason
+    kind, text = case
+    mod = MODULES[kind]
+    raw = text.encode()
+    try:
+        whole: object = parse_text(text, mod.WANTED, mod.MAXIMA)
+    except ScrapeError as e:
+        whole = str(e)
+    p = TextParser(mod.WANTED, mod.MAXIMA)
+    try:
+        pos = 0
+        for cut in cuts:
+            p.feed_bytes(raw[pos : pos + cut])
+            pos += cut
+        p.feed_bytes(raw[pos:])
+        streamed: object = p.result()
+    except ScrapeError as e:
+        streamed = str(e)
+    assert streamed == whole
+
+
 def test_enough_bad_payloads_were_generated():
     # runs after the two property tests (file order): at least 1,000 payloads refused as bad
-    if RUNS["examples"] == 0:
-        import pytest
-
-        pytest.skip("run with the property tests above (e.g. the whole file)")
+    if RUNS["examples"] == 0:  # run alone (-k): generate the payloads here instead of skipping
+        test_mutated_real_payloads()
+        test_arbitrary_text()
     assert RUNS["examples"] >= 1500
     assert RUNS["refused"] >= 1000, RUNS

@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 from exporters.server import Exporter
 from exporters.twin import TwinSource
 from infercast.config import load_config
@@ -15,17 +13,6 @@ from tests.exporters.conftest import REPO
 from tests.exporters.test_server import get, render, samples
 
 CONFIG = load_config(REPO / "examples" / "flash-sale.yaml")
-
-
-def _twin_renders_metrics() -> bool:
-    try:
-        from infercast.twin.engine import Node
-    except ImportError:
-        return False
-    return hasattr(Node, "metrics_text")
-
-
-pytestmark = pytest.mark.skipif(not _twin_renders_metrics(), reason="infercast.twin nodes do not render /metrics yet")
 
 
 def test_twin_nodes_feed_the_catalog():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
 from infercast.cli import main
@@ -20,7 +19,6 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 
 
 def test_kv_series_from_an_azure_csv_through_the_twin_with_a_plot(capsys, data_dir, tmp_path):
-    pytest.importorskip("infercast.twin.run")
     png = tmp_path / "kv.png"
     trace = data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"
     rc, out, err = _run(
@@ -92,7 +90,6 @@ def test_rps_series_from_a_servegen_directory_uses_its_windows(capsys, data_dir)
 
 
 def test_a_scenario_is_a_trace_too(capsys, repo_root, tmp_path):
-    pytest.importorskip("infercast.twin.run")
     # The flash-sale fleet with a shorter, smaller surge (the full scenario is bench/forecast.py's job).
     data = yaml.safe_load((repo_root / "examples" / "flash-sale.yaml").read_text())
     data["scenario"] = {

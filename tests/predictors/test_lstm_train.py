@@ -54,7 +54,6 @@ def test_trace_replay_through_the_fluid_model(data_dir):
 
 
 def test_calibrate_only_rewrites_the_json_and_keeps_the_weights(tmp_path, capsys):
-    pytest.importorskip("infercast.twin.run")
     from predictors.lstm import CALIBRATION_KEY
 
     stem = tmp_path / "m"

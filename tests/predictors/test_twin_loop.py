@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 
 from infercast.clock import SimClock
 from infercast.config import PredictorConfig, load_config
 from infercast.store.memory import MemoryStore
 from predictors.service import PredictorLoop
-
-pytest.importorskip("infercast.twin.run")
 
 
 def test_loop_over_a_twin_replay_forecasts_every_pool_it_can_and_says_why_not_otherwise(data_dir, repo_root):
