@@ -4,6 +4,7 @@ finding that the listeners failed before they shared `infercast.httpserve`."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -14,8 +15,10 @@ from contextlib import contextmanager
 import pytest
 import requests
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from alertrules.webhook import MAX_KEPT, WebhookRecorder
+from alertrules.webhook import MAX_KEPT, Notification, WebhookRecorder, validate
 from exporters.router import MAX_COUNT
 from exporters.server import Exporter, ExporterServer, build_sources
 from infercast.config import load_config, parse_config
@@ -308,3 +311,31 @@ def test_idle_connections_hold_a_bounded_number_of_threads_and_real_clients_stil
         finally:
             for c in socks:
                 c.close()
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10) | st.sampled_from(["firing", "resolved"]),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.sampled_from(["labels", "status", "alertname", "x"]), c),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {"alerts": st.lists(st.fixed_dictionaries({"labels": JSONISH, "status": JSONISH}), max_size=3) | JSONISH},
+        optional={"receiver": JSONISH, "status": JSONISH, "commonLabels": JSONISH},
+    )
+)
+def test_whatever_the_webhook_accepts_it_can_read_back(payload):
+    # validate() is the gate: a payload it lets through never makes record(), first() or alertnames raise
+    try:
+        validate(payload)
+    except ValueError as e:
+        assert str(e)
+        return
+    hook = WebhookRecorder(out=io.StringIO(), token=None)
+    note = Notification("/pager", 0.0, payload)
+    hook.record(note)
+    assert hook.first("x") is None or hook.first("x") is note
+    assert len(note.alertnames) == len(payload.get("alerts", []))
