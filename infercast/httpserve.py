@@ -362,7 +362,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not lengths:
             raise HttpError(411, "Content-Length required")
         if len(set(lengths)) > 1:
-            raise HttpError(400, f"conflicting Content-Length headers {lengths}")
+            raise HttpError(400, f"conflicting Content-Length headers {[v[:20] for v in lengths[:5]]}")
         raw = lengths[0].strip()
         if not _DIGITS.fullmatch(raw):
             raise HttpError(400, f"Content-Length must be a decimal number of bytes, got {raw[:20]!r}")
