@@ -375,19 +375,26 @@ class _RequestHandler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, r: Response) -> None:
+        """Write the status line, headers and body in one write (an answer never arrives in pieces)."""
+        phrase = self.responses.get(r.status, ("",))[0]
+        headers = [
+            f"HTTP/1.1 {r.status} {phrase}",
+            "Server: infercast",
+            f"Date: {self.date_time_string()}",
+            f"Content-Type: {r.content_type}",
+            f"Content-Length: {len(r.body)}",
+            *(f"{k}: {v}" for k, v in r.headers),
+        ]
+        if self.close_connection:
+            headers.append("Connection: close")
+        data = ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1", "replace")
+        if self.command != "HEAD":
+            data += r.body
         try:
             self.connection.settimeout(self.server.service.limits.read_timeout_seconds)
-            self.send_response(r.status)
-            self.send_header("Content-Type", r.content_type)
-            self.send_header("Content-Length", str(len(r.body)))
-            for k, v in r.headers:
-                self.send_header(k, v)
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(r.body)
+            self.wfile.write(data)
             self.wfile.flush()
+            self.log_request(r.status, len(r.body))
         except OSError:
             self.close_connection = True
 
@@ -414,10 +421,10 @@ class _Server(ThreadingHTTPServer):
                     c.since = time.monotonic()
                 c.waiting = waiting
 
-    @property
-    def open_connections(self) -> int:
+    def connections(self) -> tuple[int, int]:
+        """(open, busy): connections now, and those of them being answered (not waiting for a request)."""
         with self._conns_lock:
-            return len(self._conns)
+            return len(self._conns), sum(not c.waiting for c in self._conns.values())
 
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
         victim: _Conn | None = None
@@ -525,9 +532,10 @@ class HttpService:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Open connections now, and connections dropped or refused so far (for tests and logs)."""
+        """Open and busy connections now, and connections dropped or refused so far (for tests and logs)."""
         s = self._server
-        return {"open": s.open_connections, "dropped": s.dropped, "refused": s.refused}
+        open_, busy = s.connections()
+        return {"open": open_, "busy": busy, "dropped": s.dropped, "refused": s.refused}
 
     def start(self) -> HttpService:
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-http", daemon=True)
