@@ -90,7 +90,7 @@ def test_an_abandoned_scrape_ends_soon_after_the_cycle_deadline(fixture_server):
     exp = Exporter(config, build_sources(config))
     t0 = time.monotonic()
     exp.scrape()
-    assert time.monotonic() - t0 < 1.0 * 1.1 + 0.3
+    assert time.monotonic() - t0 < 1.0 + SLACK  # the cycle waits for the deadline, not for the page
     m = samples(render(exp))
     assert get(m, "infercast_target_up", target="good") == 1
     assert get(m, "infercast_target_up", target="cardinality") == 0
