@@ -145,6 +145,15 @@ class Thresholds(Strict):
     )
 
 
+def _check_priority_shares(v: dict[str, float]) -> dict[str, float]:
+    unknown = set(v) - {"urgent", "normal", "low"}
+    if unknown:
+        raise ValueError(f"unknown priority classes {sorted(unknown)}; use urgent, normal, low")
+    if abs(sum(v.values()) - 1.0) > 1e-6:
+        raise ValueError(f"priority shares must sum to 1, got {sum(v.values()):.3f}")
+    return v
+
+
 class RetryPolicy(Strict):
     max_attempts: PosInt = 3
     backoff_seconds: PosFloat = 1.0
@@ -179,12 +188,89 @@ class RouterConfig(Strict):
     @field_validator("priority_shares")
     @classmethod
     def _shares(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = set(v) - {"urgent", "normal", "low"}
-        if unknown:
-            raise ValueError(f"unknown priority classes {sorted(unknown)}; use urgent, normal, low")
-        if abs(sum(v.values()) - 1.0) > 1e-6:
-            raise ValueError(f"priority shares must sum to 1, got {sum(v.values()):.3f}")
-        return v
+        return _check_priority_shares(v)
+
+
+class Bucket(Strict):
+    """A token bucket at the gateway (seed 004's 基础限流)."""
+
+    rps: PosFloat
+    burst: PosFloat | None = Field(
+        None, description="bucket depth; default 5 x rps (seed 004: 令牌累积上限 = 常规速率 × 5)"
+    )
+    queue_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        0.0, description="requests over the rate wait this long at the gateway before a 429 (0: refuse at once)"
+    )
+
+    @property
+    def depth(self) -> float:
+        return self.burst if self.burst is not None else 5.0 * self.rps
+
+
+class ContextPools(Strict):
+    """Seed 000's version isolation (版本隔离部署): one serving pool becomes a short-context and a long-context pool."""
+
+    pool: str = Field(description="the serving pool whose nodes are split")
+    split_tokens: PosInt = Field(8192, description="prompts longer than this go to the long-context pool")
+    long_nodes: PosInt = Field(description="how many of the pool's nodes serve long contexts")
+    short_pool: str = Field(description="name of the short-context pool")
+    long_pool: str = Field(description="name of the long-context pool")
+
+
+class Autoscaler(Strict):
+    """An autoscaler on current metrics with Kubernetes HPA's defaults (15 s sync, 10% tolerance, no scale-up
+    stabilisation, 300 s scale-down stabilisation).  It starts nodes of a standby pool of the same version, which
+    pay the cold start before they serve."""
+
+    pools: tuple[str, ...] = Field(min_length=1, description="serving pools it scales (after any context split)")
+    reservoir: str = Field(description="a standby pool of the same version whose nodes it may start")
+    kv_target: Ratio = Field(0.6, description="mean KV-cache usage per node it aims for (llm-d's KEDA threshold)")
+    waiting_target: PosFloat = Field(5.0, description="waiting requests per node it aims for (GIE's saturation)")
+    sync_seconds: PosFloat = 15.0
+    tolerance: Ratio = 0.1
+    scale_up_stabilization_seconds: Annotated[float, Field(ge=0.0)] = 0.0
+    scale_down_stabilization_seconds: Annotated[float, Field(ge=0.0)] = 300.0
+
+
+class Tiers(Strict):
+    """Seed 004's three tiers (分级配额): urgent at once, normal queued, low when idle."""
+
+    normal_queue_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        5.0, description="normal requests over the rate wait this long at the gateway (urgent ones never wait)"
+    )
+    low_queue_seconds: Annotated[float, Field(ge=0.0)] = Field(30.0, description="low-priority requests wait this long")
+    low_idle_memory: Ratio = Field(
+        0.6,
+        description="a node starts low-priority work only below this GPU memory ratio and with nothing else waiting",
+    )
+
+
+class Protections(Strict):
+    """How the seeds' fixes are set up on this fleet, with no foresight: `basic` uses the rate limit alone;
+    `reactive` (and the arms built on it) all of them, with the limits of `thresholds` (memory breaker, fragmentation
+    release, context rejection, dynamic timeout)."""
+
+    rate_limit: Bucket | None = Field(None, description="the gateway's token bucket (basic rate limiting)")
+    quota_lanes: dict[str, Bucket] = Field(
+        default_factory=dict,
+        description="streams with a bucket of their own (seed 000: 为秒杀类客户预留专用配额通道); "
+        "the rest share rate_limit",
+    )
+    validate_requests: bool = Field(True, description="the gateway refuses malformed requests (seed 004's 预过滤层)")
+    context_pools: ContextPools | None = None
+    cold_standby: tuple[str, ...] = Field(
+        (), description="failover pools kept switched off (seed 000's 冷备) and started when a failover needs them"
+    )
+    autoscaler: Autoscaler | None = None
+    tiers: Tiers = Tiers()
+    failover_headroom: Ratio = Field(
+        0.7, description="fail over only to a pool whose mean GPU memory is below this, with no saturated queue"
+    )
+    flow_control_waiting: PosFloat | None = Field(
+        5.0,
+        description="flow control at the gateway (GIE's saturation detector): a pool is saturated at this many waiting "
+        "requests per node, and normal and low requests for it wait at the gateway for their tier's time",
+    )
 
 
 class Event(Strict):
@@ -251,19 +337,59 @@ class LengthDistribution(Strict):
     )
 
 
+def _ordered_phases(v: tuple[TrafficPhase, ...]) -> tuple[TrafficPhase, ...]:
+    starts = [p.start_seconds for p in v]
+    if starts != sorted(starts):
+        raise ValueError("phases must be ordered by start_seconds")
+    return v
+
+
+class Stream(Strict):
+    """A further source of requests beside the scenario's own phases: another tenant (the flash-sale customer), or
+    one of a load test's user classes (seed 004's Locust plan).  Quota lanes refer to streams by name."""
+
+    name: str
+    phases: tuple[TrafficPhase, ...] = Field(min_length=1)
+    lengths: LengthDistribution | None = Field(None, description="prompt and output lengths (default: the scenario's)")
+    priority_shares: dict[str, Ratio] | None = Field(
+        None, description="share of this stream's requests per priority class (default: router.priority_shares)"
+    )
+    malformed: bool = Field(
+        False,
+        description="requests with an invalid payload (seed 004's 异常格式攻击): an engine spends the prefill on them "
+        "and then answers 400; a gateway that validates requests refuses them at once",
+    )
+
+    _ordered = field_validator("phases")(_ordered_phases)
+
+    @field_validator("priority_shares")
+    @classmethod
+    def _shares(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        return None if v is None else _check_priority_shares(v)
+
+
 class ScenarioConfig(Strict):
     duration_seconds: PosFloat
     phases: tuple[TrafficPhase, ...] = Field(min_length=1)
+    stream: str = Field("main", description="name of the stream the top-level phases describe")
+    streams: tuple[Stream, ...] = Field((), description="further streams of requests, added to the phases'")
     lengths: LengthDistribution = LengthDistribution()
     seed: int = 0
 
-    @field_validator("phases")
-    @classmethod
-    def _ordered(cls, v: tuple[TrafficPhase, ...]) -> tuple[TrafficPhase, ...]:
-        starts = [p.start_seconds for p in v]
-        if starts != sorted(starts):
-            raise ValueError("phases must be ordered by start_seconds")
-        return v
+    _ordered = field_validator("phases")(_ordered_phases)
+
+    @model_validator(mode="after")
+    def _unique_streams(self) -> ScenarioConfig:
+        names = [self.stream, *(s.name for s in self.streams)]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"stream names must be unique; repeated: {dup}")
+        return self
+
+    @property
+    def stream_names(self) -> tuple[str, ...]:
+        """Stream names by tenant index (0: the top-level phases)."""
+        return (self.stream, *(s.name for s in self.streams))
 
 
 class TwinConfig(Strict):
@@ -296,6 +422,7 @@ class FleetConfig(Strict):
     predictor: PredictorConfig = PredictorConfig()
     scenario: ScenarioConfig | None = None
     twin: TwinConfig = TwinConfig()
+    protections: Protections = Protections()
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:
@@ -325,9 +452,47 @@ class FleetConfig(Strict):
                 problems.append(f"targets.{i}.pool: unknown pool {t.pool!r}")
             if t.version is not None and t.version not in self.versions:
                 problems.append(f"targets.{i}.version: unknown version {t.version!r}")
+        problems += self._protection_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _protection_problems(self) -> list[str]:
+        pr = self.protections
+        problems = []
+        pools = set(self.pools)
+        cp = pr.context_pools
+        if cp is not None:
+            base = self.pools.get(cp.pool)
+            if base is None:
+                problems.append(f"protections.context_pools.pool: unknown pool {cp.pool!r}")
+            elif base.standby or cp.long_nodes >= base.nodes:
+                problems.append(
+                    f"protections.context_pools: {cp.pool!r} must be a serving pool with more than long_nodes nodes"
+                )
+            for key in ("short_pool", "long_pool"):
+                name = getattr(cp, key)
+                if name in self.pools:
+                    problems.append(f"protections.context_pools.{key}: {name!r} is already a pool")
+            pools = (pools - {cp.pool}) | {cp.short_pool, cp.long_pool}
+        for name in pr.cold_standby:
+            if name not in self.pools:
+                problems.append(f"protections.cold_standby: unknown pool {name!r}")
+        a = pr.autoscaler
+        if a is not None:
+            for name in a.pools:
+                if name not in pools:
+                    problems.append(f"protections.autoscaler.pools: unknown pool {name!r} (have {sorted(pools)})")
+            res = self.pools.get(a.reservoir)
+            if res is None or not res.standby:
+                problems.append(f"protections.autoscaler.reservoir: {a.reservoir!r} must be a standby pool")
+        if self.scenario is not None:
+            for name in pr.quota_lanes:
+                if name not in self.scenario.stream_names:
+                    problems.append(
+                        f"protections.quota_lanes: unknown stream {name!r} (have {list(self.scenario.stream_names)})"
+                    )
+        return problems
 
     def pool_version(self, pool: str) -> VersionConfig:
         return self.versions[self.pools[pool].version]

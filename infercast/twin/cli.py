@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infercast.config import ConfigError, load_config, resolve_scenario
 
-CONTROLS = ("none", "reactive", "oracle", "predictive")
+CONTROLS = ("none", "basic", "reactive", "oracle")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ it comes back after a cold start.  A paged manager that allocates on demand (no 
 step on a full card is the OOM.
 
 Batchers (seed 000's table):
-- dynamic (v4): continuous batching up to `max_batch` running requests.  Prefill is processor-shared (what chunked
-  prefill approximates): every admitted prompt progresses each tick, sharing the node's prefill throughput.  A
+- dynamic (v4): continuous batching up to `max_batch` running requests.  Prefill is chunked and first come, first
+  served (vLLM's scheduler): each tick's prefill throughput goes to the admitted prompts in admission order.  A
   prefill that overruns the batch timeout keeps what it computed and carries on in the next step (partial commit
   and retry): nothing is dropped.
 - fixed (v3.5): batches of up to `max_batch` formed when the previous batch is done, prefilled together, decoded
@@ -31,7 +31,7 @@ import numpy as np
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.twin.kvcache import ContiguousKV, PagedKV
 from infercast.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
-from infercast.twin.requests import ROW_FIELDS, RequestQueue, Requests
+from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
 from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 
 
@@ -39,8 +39,13 @@ from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 class NodeControl:
     """Knobs the router or a controller sets on a node (None = off)."""
 
-    stop_admit_memory: float | None = None  # stop admitting new requests above this GPU memory ratio
+    # admit a request only if the GPU memory it brings (its KV blocks and prefill activations) keeps the card
+    # under this ratio (seed 000: 整体使用率>80% → 停止接收新请求, checked per request, not once per tick)
+    stop_admit_memory: float | None = None
     release_fragmentation: float | None = None  # release queued prefills when fragmentation reaches this
+    # seed 004's tiers at the node: urgent before normal before low; low only below this memory with nothing else
+    # waiting (None: one FIFO queue, as engines have by default)
+    low_idle_memory: float | None = None
 
 
 @dataclass
@@ -118,7 +123,11 @@ class Node:
         self.attempt = np.zeros(s, dtype=np.int8)
         self.served = np.zeros(s, dtype=bool)
         self.sent_t = np.zeros(s, dtype=np.float64)
-        self.queue = RequestQueue()
+        self.tenant = np.zeros(s, dtype=np.int8)
+        self.malformed = np.zeros(s, dtype=bool)
+        self.queue: RequestQueue | PriorityQueue = (
+            PriorityQueue() if self.control.low_idle_memory is not None else RequestQueue()
+        )
         self.batch_end_t: float | None = None  # fixed batcher: a batch is running
         self.batch_start_t = 0.0
         if self.vcfg.kv_manager == "paged":
@@ -130,6 +139,7 @@ class Node:
             self.kv = ContiguousKV(self.kv_capacity_tokens, self.slots)
         self.activation_bytes = 0.0
         self._last_memory = self._memory_bytes() / self.physical_bytes
+        self.memory_blocked = False  # the memory breaker held the queue at the last admission
 
     # --- observations -----------------------------------------------------------------------------------
     @property
@@ -139,6 +149,12 @@ class Node:
     @property
     def waiting(self) -> int:
         return len(self.queue)
+
+    @property
+    def waiting_served_first(self) -> int:
+        """Waiting requests that are not low-priority work held for idle time (all of them without tiers)."""
+        q = self.queue
+        return len(q) - len(q.classes[2]) if isinstance(q, PriorityQueue) else len(q)
 
     @property
     def load(self) -> int:
@@ -169,11 +185,21 @@ class Node:
         held = float(self._computed_tokens(t).sum())
         return max(0.0, 1.0 - held / allocated)
 
+    def memory_split(self, t: float) -> tuple[float, float]:
+        """(effective compute memory, total allocated memory) in bytes, seed 000's 显存效率比 = the first / the second:
+        effective is the weights, the KV of tokens computed and the prefill activations in use; allocated adds the
+        CUDA overhead, KV blocks that hold no token yet (queued prompts, partly filled blocks) and cached free
+        blocks (or a contiguous arena's holes)."""
+        allocated = self._memory_bytes()
+        effective = (
+            self.weights_bytes + float(self._computed_tokens(t).sum()) * self.bytes_per_token + self.activation_bytes
+        )
+        return min(effective, allocated), allocated
+
     def memory_efficiency(self, t: float) -> float:
-        """Seed 000's 显存效率比: memory holding live tokens and weights / memory allocated."""
-        used = self._memory_bytes()
-        live = self.weights_bytes + float(self._computed_tokens(t).sum()) * self.bytes_per_token
-        return min(1.0, live / used) if used > 0 else 0.0
+        """Seed 000's 显存效率比 of this node (see `memory_split`)."""
+        effective, allocated = self.memory_split(t)
+        return effective / allocated if allocated > 0 else 0.0
 
     def healthy(self, t: float) -> bool:
         """What a health check sees: the engine answers and its queue moves."""
@@ -210,36 +236,34 @@ class Node:
         self._check_memory(t1, sink)
 
     def _prefill(self, t0: float, t1: float) -> None:
-        """Processor sharing: the tick's prefill budget is split equally among unfinished prompts (water-filling),
-        so a short prompt is not stuck behind a long one; a prompt finishes when its work is done *and* its floor
-        has passed."""
+        """Chunked prefill, first come first served (vLLM's scheduler): the tick's prefill budget goes to the
+        unfinished prompts in the order they were admitted, so a prompt waits for the ones admitted before it (a
+        short prompt behind long ones too: the head-of-line blocking that pools isolated by context length avoid);
+        a prompt finishes when its work is done *and* its floor has passed."""
         busy = np.flatnonzero(self.active & (self.pf_work > 0))
         if not len(busy):
             return
         rate = self.model.prefill_tokens_per_second * self.speed
         budget = rate * (t1 - t0)
-        work = self.pf_work[busy]
-        order = np.argsort(work, kind="stable")
-        w = work[order]
-        n = len(w)
-        # work spent when the k-th smallest finishes: all smaller ones whole, the rest up to w_k each
-        spent_at = np.cumsum(w) + w * (n - 1 - np.arange(n))
+        order = busy[np.argsort(self.admit_t[busy], kind="stable")]
+        work = self.pf_work[order]
+        spent_at = np.cumsum(work)  # budget used when each prompt (in admission order) is done
         done = spent_at <= budget
         k = int(done.sum())
-        finish = np.full(n, np.inf)
-        finish[:k] = t0 + spent_at[:k] / rate
-        if k < n:
-            level = (budget - (w[:k].sum() if k else 0.0)) / (n - k)
-            w = w.copy()
-            w[k:] -= level
-            w[:k] = 0.0
-        else:
-            w = np.zeros(n)
-        self.pf_work[busy[order]] = w
-        fin = busy[order[:k]]
-        self.pf_end[fin] = np.maximum(finish[:k], self.pf_floor[fin])
+        fin = order[:k]
+        self.pf_end[fin] = np.maximum(t0 + spent_at[:k] / rate, self.pf_floor[fin])
+        self.pf_work[fin] = 0.0
+        if k < len(order):  # the next prompt gets what is left of the budget
+            left = budget - (spent_at[k - 1] if k else 0.0)
+            self.pf_work[order[k]] -= left
 
     def _decode(self, t0: float, t1: float, sink: TickSink) -> None:
+        bad = self.active & self.malformed & (self.pf_end <= t1)
+        if bad.any():  # the prefill ran over an invalid payload: the engine answers 400, nothing is generated
+            idx = np.flatnonzero(bad)
+            sink.failed.append((self._take(idx), "malformed"))
+            self.kv.release_many(idx)
+            self.active[idx] = False
         a = self.active
         dec = a & (self.pf_end <= t1)
         n_dec = int(dec.sum())
@@ -331,10 +355,38 @@ class Node:
 
             sink.failed.append((rows_to_requests(rows), "too_long"))
 
-    def _admission_open(self, t: float) -> bool:
-        lim = self.control.stop_admit_memory
-        if lim is not None and self._last_memory >= lim:
+    def set_tiers(self, low_idle_memory: float | None) -> None:
+        """Switch between one FIFO queue and seed 004's tiers, keeping every waiting request."""
+        self.control.low_idle_memory = low_idle_memory
+        tiered = low_idle_memory is not None
+        if tiered != isinstance(self.queue, PriorityQueue):
+            waiting = self.queue.drain()
+            self.queue = PriorityQueue() if tiered else RequestQueue()
+            self.queue.push(waiting)
+
+    def _memory_if_admitted(self, prompt: int, max_tokens: int, prefill_tokens: float) -> float:
+        """GPU bytes once this prompt is admitted: its KV blocks (as the pool would grow for them) and the prefill
+        activations with it in the queue of prefills."""
+        if self.vcfg.batcher.kind == "fixed":
+            act = prefill_tokens + prompt  # the whole batch is prefilled in one pass
+        else:
+            act = min(prefill_tokens + prompt, self.model.prefill_chunk_tokens)
+        return (
+            self.weights_bytes
+            + self.overhead_bytes
+            + self.kv.footprint_if_admitted(prompt, max_tokens) * self.bytes_per_token
+            + act * self.act_bytes_per_token
+        )
+
+    def _may_admit(self, row: tuple, prefill_tokens: float) -> bool:
+        """The per-request gates: low-priority work only when idle, and the memory breaker."""
+        c = self.control
+        if c.low_idle_memory is not None and row[5] == 2 and self._last_memory >= c.low_idle_memory:
             return False
+        lim = c.stop_admit_memory
+        return lim is None or self._memory_if_admitted(row[2], row[4], prefill_tokens) <= lim * self.physical_bytes
+
+    def _admission_open(self, t: float) -> bool:
         rel = self.control.release_fragmentation
         if rel is None or self.fragmentation(t) < rel:
             return True
@@ -350,19 +402,23 @@ class Node:
         if not len(free):
             return
         k = 0
+        prefill = float(self.pf_work[self.active].sum())
+        self.memory_blocked = False
         while k < len(free) and len(self.queue):
-            orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t = self.queue.peek()
+            row = self.queue.peek()
+            prompt, max_tokens, sent_t = row[2], row[4], row[8]
+            if not self._may_admit(row, prefill):
+                self.memory_blocked = True
+                break  # first come, first served (within a tier): the head waits for memory
             slot = int(free[k])
             if not self.kv.try_admit(slot, prompt, max_tokens):
                 self.alloc_failures_total += 1
                 break  # first come, first served: the head blocks the line
             self.queue.pop()
             k += 1
+            prefill += prompt
             arrive = max(t0, sent_t)
-            floor = self._floor(prompt)
-            self._fill(
-                slot, (orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t), arrive, arrive + floor
-            )
+            self._fill(slot, row, arrive, arrive + self._floor(prompt))
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
         if self.active.any() or not len(self.queue) or not self._admission_open(t0):
@@ -371,8 +427,14 @@ class Node:
             return
         rows = []
         slot = 0
+        prefill = 0.0
+        self.memory_blocked = False
         while slot < self.max_batch and len(self.queue):
             row = self.queue.peek()
+            if not self._may_admit(row, prefill):
+                self.memory_blocked = True
+                break
+            prefill += row[2]
             if not self.kv.try_admit(slot, row[2], row[4]):
                 self.alloc_failures_total += 1
                 break
@@ -395,7 +457,7 @@ class Node:
         self.batch_end_t = end
 
     def _fill(self, slot: int, row: tuple, admit: float, floor_end: float) -> None:
-        orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t = row
+        orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t, tenant, malformed = row
         self.active[slot] = True
         self.ttft_done[slot] = False
         self.prompt[slot], self.out[slot], self.max_tokens[slot] = prompt, out, max_tokens
@@ -404,6 +466,7 @@ class Node:
         self.pf_work[slot], self.pf_floor[slot], self.pf_end[slot] = float(prompt), floor_end, np.inf
         self.orig_t[slot], self.att_t[slot] = orig_t, att_t
         self.prio[slot], self.attempt[slot], self.served[slot], self.sent_t[slot] = prio, attempt, served, sent_t
+        self.tenant[slot], self.malformed[slot] = tenant, malformed
         self.prompt_tokens_total += prompt
 
     def _check_memory(self, t1: float, sink: TickSink) -> None:
@@ -441,6 +504,8 @@ class Node:
             self.attempt[idx].copy(),
             self.served[idx] | self.ttft_done[idx],
             self.sent_t[idx].copy(),
+            self.tenant[idx].copy(),
+            self.malformed[idx].copy(),
         )
 
     def crash(self, t: float, sink: TickSink, reason: str = "oom") -> None:

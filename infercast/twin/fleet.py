@@ -42,10 +42,16 @@ class Fleet:
         recorder=None,
         sample_seconds: float = 5.0,
     ) -> None:
-        self.cfg = cfg
         self.seed = seed
         ss = np.random.SeedSequence(seed)
         s_router, s_nodes, s_control = ss.spawn(3)
+        self.control = (
+            control
+            if not isinstance(control, str)
+            else make_control(control, cfg, traffic, int(s_control.generate_state(1)[0]))
+        )
+        cfg = self.control.layout(cfg)  # the seeds' fixes run on the same hardware laid out as they ask
+        self.cfg = cfg
         self.traffic = traffic
         self.dt = cfg.twin.tick_seconds
         self.now = 0.0
@@ -75,11 +81,10 @@ class Fleet:
         self.recorder = recorder if recorder is not None else _default_recorder()
         self.book = LatencyBook(max(traffic.duration_s, 1.0) + 3600.0)
         self.router = Router(cfg, self.nodes, self.recorder, np.random.default_rng(s_router), self.book)
-        self.control = (
-            control
-            if not isinstance(control, str)
-            else make_control(control, cfg, traffic, int(s_control.generate_state(1)[0]))
-        )
+        self.router.tenant_names = tuple(getattr(traffic, "stream_names", ("main",)))
+        auto = cfg.protections.autoscaler
+        if auto is not None and auto.reservoir in cfg.pools:
+            self.router.reservoir = {p: auto.reservoir for p in auto.pools if p in cfg.pools}
         self.actions: list[tuple[float, Action]] = []
         self.samples: list[dict] = []
         self.node_samples: list[dict] = []
@@ -90,8 +95,9 @@ class Fleet:
     # --- observation and actions (the control loop's I/O edge) ------------------------------------------
     def observe(self) -> Observation:
         pools = []
+        r = self.router
         for pool, pc in self.cfg.pools.items():
-            nodes = self.router.pool_nodes[pool]
+            nodes = r.pool_nodes[pool]
             up = [n for n in nodes if n.up]
             pools.append(
                 PoolView(
@@ -100,9 +106,14 @@ class Fleet:
                     nodes_up=len(up),
                     nodes_starting=sum(1 for n in nodes if not n.up and n.up_at < float("inf")),
                     standby=pc.standby,
-                    enabled=self.router.enabled[pool],
+                    enabled=r.enabled[pool],
                     speed=self.cfg.versions[pc.version].peak_throughput_factor,
                     memory_usage=float(np.mean([n.memory_usage() for n in up])) if up else 0.0,
+                    kv_usage=float(np.mean([n.kv_usage() for n in up])) if up else 0.0,
+                    waiting=sum(n.waiting for n in up) + r.flow_waiting(pool),
+                    weight=r.weights[pool],
+                    min_context_tokens=pc.min_context_tokens,
+                    max_context_tokens=pc.max_context_tokens,
                 )
             )
         return Observation(
@@ -118,10 +129,18 @@ class Fleet:
             for n in self.nodes:
                 for k, v in action.args.items():
                     setattr(n.control, k, v)
+        elif action.kind == "set_tiers":
+            for n in self.nodes:
+                n.set_tiers(action.args["low_idle_memory"])
         elif action.kind == "set_rate_limit":
-            r.set_rate_limit(action.args.get("rps"), action.args.get("burst"))
+            r.set_rate_limit(action.args.get("rps"), action.args.get("burst"), action.args.get("queue_seconds"))
+        elif action.kind == "set_quota_lane":
+            a = action.args
+            r.set_quota_lane(a["stream"], a["rps"], a.get("burst"), a.get("queue_seconds", 0.0))
         elif action.kind == "prewarm":
             r.prewarm_pool(action.pool, self.now)
+        elif action.kind == "scale":
+            r.scale_pool(action.pool, int(action.args["replicas"]), self.now)
         elif action.kind == "set_weight":
             r.set_pool_weight(action.pool, action.args["weight"])
         elif action.kind == "set_breaker_threshold":
@@ -191,13 +210,19 @@ class Fleet:
                     "offered_rps": offered / step,
                 }
             )
+            takes_traffic = r.enabled[pool] and r.weights[pool] > 0
             for n in nodes:
+                effective, allocated = n.memory_split(t) if n.up else (0.0, 0.0)
                 self.node_samples.append(
                     {
                         "t": t,
                         "node": n.name,
                         "pool": pool,
                         "up": n.up,
+                        # serving: up and taking traffic (an idle hot fallback or a standby node is not serving)
+                        "serving": n.up and (takes_traffic or n.load > 0),
+                        "effective_bytes": effective,
+                        "allocated_bytes": allocated,
                         "memory_usage": n.memory_usage() if n.up else np.nan,
                         "kv_usage": n.kv_usage() if n.up else np.nan,
                         "fragmentation": n.fragmentation(t) if n.up else np.nan,

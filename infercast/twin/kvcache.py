@@ -72,6 +72,13 @@ class PagedKV:
     def blocks_for(self, tokens: np.ndarray | int) -> np.ndarray | int:
         return -(-np.asarray(tokens) // self.block_tokens)
 
+    def footprint_if_admitted(self, prompt_tokens: int, max_tokens: int) -> int:
+        """`footprint_tokens()` once a prompt of this length is admitted (the pool grows a segment at a time)."""
+        used = self.used_blocks + int(self.blocks_for(prompt_tokens))
+        seg = self.segment_blocks
+        pool = max(self.pool_blocks, min(self.capacity_blocks, -(-used // seg) * seg))
+        return pool * self.block_tokens
+
     def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int) -> bool:
         """Allocate the prompt's blocks; False (and a failure counted) when they are not free."""
         need = int(self.blocks_for(prompt_tokens))
@@ -135,21 +142,26 @@ class ContiguousKV:
     def high_water(self) -> int:
         return self._regions[-1][1] if self._regions else 0
 
-    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int) -> bool:
-        need = -(-(prompt_tokens + max_tokens) // self.granule) * self.granule
-        limit = self.capacity_tokens
+    def _first_fit(self, need: int) -> tuple[int | None, int]:
+        """(position, index among the regions) of the first hole that holds `need` tokens; position None if none."""
         prev_end = 0
-        pos = None
-        idx = 0
-        for idx, (s, e, _) in enumerate(self._regions):  # noqa: B007 - idx used after the loop
+        for idx, (s, e, _) in enumerate(self._regions):
             if s - prev_end >= need:
-                pos = prev_end
-                break
+                return prev_end, idx
             prev_end = e
-        else:
-            idx = len(self._regions)
-            if limit - prev_end >= need:
-                pos = prev_end
+        return (prev_end if self.capacity_tokens - prev_end >= need else None), len(self._regions)
+
+    def _need(self, prompt_tokens: int, max_tokens: int) -> int:
+        return -(-(prompt_tokens + max_tokens) // self.granule) * self.granule
+
+    def footprint_if_admitted(self, prompt_tokens: int, max_tokens: int) -> int:
+        need = self._need(prompt_tokens, max_tokens)
+        pos, _ = self._first_fit(need)
+        return self.high_water if pos is None else max(self.high_water, pos + need)
+
+    def try_admit(self, slot: int, prompt_tokens: int, max_tokens: int) -> bool:
+        need = self._need(prompt_tokens, max_tokens)
+        pos, idx = self._first_fit(need)
         if pos is None:
             self.failures += 1
             return False

@@ -13,7 +13,13 @@ import numpy as np
 
 PRIORITY_NAMES = ("urgent", "normal", "low")  # index = priority code
 # the order of a request row (`RequestQueue.peek`) is the order of the fields
-ROW_FIELDS = ("orig_t", "att_t", "prompt", "out", "max_tokens", "prio", "attempt", "served", "sent_t")
+ROW_FIELDS = (
+    "orig_t", "att_t", "prompt", "out", "max_tokens", "prio", "attempt", "served", "sent_t", "tenant", "malformed"
+)  # fmt: skip
+DTYPES = {
+    "orig_t": np.float64, "att_t": np.float64, "prompt": np.int64, "out": np.int64, "max_tokens": np.int64,
+    "prio": np.int8, "attempt": np.int8, "served": bool, "sent_t": np.float64, "tenant": np.int8, "malformed": bool,
+}  # fmt: skip
 
 
 @dataclass
@@ -27,16 +33,34 @@ class Requests:
     attempt: np.ndarray  # 1 for the first try
     served: np.ndarray  # bool: its first token was already delivered (a preempted request being recomputed)
     sent_t: np.ndarray  # when the router dispatched it to a node (the pool's own latency runs from here)
+    tenant: np.ndarray  # the stream it came from (index into the scenario's streams; quota lanes are per stream)
+    malformed: np.ndarray  # bool: an invalid payload (an engine prefills it, then answers 400)
 
     def __len__(self) -> int:
         return len(self.orig_t)
 
     @staticmethod
     def empty() -> Requests:
-        f = np.empty(0, dtype=np.float64)
-        i = np.empty(0, dtype=np.int64)
-        i8 = np.empty(0, dtype=np.int8)
-        return Requests(f, f.copy(), i, i.copy(), i.copy(), i8, i8.copy(), np.empty(0, dtype=bool), f.copy())
+        return Requests(*(np.empty(0, dtype=DTYPES[f]) for f in ROW_FIELDS))
+
+    @staticmethod
+    def new(t: np.ndarray, prompt: np.ndarray, out: np.ndarray, max_tokens: np.ndarray, prio: np.ndarray,
+            tenant: int = 0, malformed: bool = False) -> Requests:  # fmt: skip
+        """First attempts sent at times t."""
+        n = len(t)
+        return Requests(
+            t.copy(),
+            t.copy(),
+            prompt,
+            out,
+            max_tokens,
+            prio,
+            np.ones(n, dtype=np.int8),
+            np.zeros(n, dtype=bool),
+            t.copy(),
+            np.full(n, tenant, dtype=np.int8),
+            np.full(n, malformed, dtype=bool),
+        )
 
     def take(self, idx: np.ndarray) -> Requests:
         return Requests(*(getattr(self, f.name)[idx] for f in fields(self)))
@@ -160,14 +184,58 @@ def _sorted(a: np.ndarray) -> bool:
 
 def rows_to_requests(rows: list[tuple]) -> Requests:
     cols = list(zip(*rows, strict=True))
-    return Requests(
-        np.array(cols[0], dtype=np.float64),
-        np.array(cols[1], dtype=np.float64),
-        np.array(cols[2], dtype=np.int64),
-        np.array(cols[3], dtype=np.int64),
-        np.array(cols[4], dtype=np.int64),
-        np.array(cols[5], dtype=np.int8),
-        np.array(cols[6], dtype=np.int8),
-        np.array(cols[7], dtype=bool),
-        np.array(cols[8], dtype=np.float64),
-    )
+    return Requests(*(np.array(c, dtype=DTYPES[f]) for f, c in zip(ROW_FIELDS, cols, strict=True)))
+
+
+class PriorityQueue:
+    """Three `RequestQueue`s, one per priority class, served urgent first (seed 004's tiers at a node).
+
+    Same interface as `RequestQueue`; `peek`/`pop` take the head of the most urgent non-empty class."""
+
+    def __init__(self) -> None:
+        self.classes = (RequestQueue(), RequestQueue(), RequestQueue())
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.classes)
+
+    def _head(self) -> RequestQueue:
+        return next(q for q in self.classes if len(q))
+
+    def head_prio(self) -> int:
+        return next(i for i, q in enumerate(self.classes) if len(q))
+
+    def push(self, reqs: Requests) -> None:
+        for c, q in enumerate(self.classes):
+            sel = np.flatnonzero(reqs.prio == c)
+            if len(sel):
+                q.push(reqs if len(sel) == len(reqs) else reqs.take(sel))
+
+    def push_front(self, row: tuple) -> None:
+        self.classes[int(row[ROW_FIELDS.index("prio")])].push_front(row)
+
+    def peek(self) -> tuple:
+        return self._head().peek()
+
+    def pop(self) -> None:
+        self._head().pop()
+
+    def head_att_t(self) -> float:
+        """When the oldest urgent request was sent: a health check probes with an urgent request, and normal and
+        low work is meant to wait behind urgent work, so its age says nothing about whether the queue moves."""
+        return self.classes[0].head_att_t()
+
+    def drop_older_than(self, att_t_cutoff: float) -> Requests:
+        return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes])
+
+    def pop_many(self, k: int) -> Requests:
+        parts = []
+        for q in self.classes:
+            if k <= 0:
+                break
+            part = q.pop_many(k)
+            k -= len(part)
+            parts.append(part)
+        return Requests.concat(parts)
+
+    def drain(self) -> Requests:
+        return Requests.concat([q.drain() for q in self.classes])

@@ -20,7 +20,7 @@ import numpy as np
 
 from infercast.config import FleetConfig
 from infercast.twin.engine import Node, TickSink
-from infercast.twin.requests import PRIORITY_NAMES, RequestQueue, Requests
+from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
 
 
@@ -85,11 +85,30 @@ class RouterPolicy:
     """What the controls change (the seed's fixes and infercast's own levers); defaults = the seed's fleet."""
 
     reject_context_tokens: int | None = None
+    validate_requests: bool = False  # refuse malformed requests at the gateway (seed 004's 预过滤层)
     dynamic_timeout: bool = False
     memory_pressure_limit: float | None = None  # don't route to nodes above this memory ratio
-    failover_headroom: float | None = None  # degrade only to pools whose memory is below this
-    priority_admission: bool = False  # token bucket serves urgent, then normal, then low
-    gateway_queue_seconds: float | None = None  # override router.rate_limit_queue_seconds (0: fail fast)
+    failover_headroom: float | None = None  # degrade only to pools whose memory is below this, queues unsaturated
+    # seed 004's tiers at the gateway: the bucket serves urgent, then normal, then low; over the rate urgent is
+    # refused at once and normal and low wait up to these seconds (None: one FIFO with the lane's queue time)
+    tier_queue_seconds: tuple[float, float, float] | None = None
+    cold_standby: frozenset[str] = frozenset()  # switched-off failover pools, started when a failover needs them
+    # flow control at the gateway (GIE's): a pool is saturated at this many waiting requests per serving node;
+    # normal and low requests for a saturated pool wait at the gateway (None: everything goes straight to nodes)
+    flow_control_waiting: float | None = None
+
+
+SATURATED_WAITING_PER_NODE = 5.0  # GIE's and WVA's saturation: 5 waiting requests per server ...
+SATURATED_KV_USAGE = 0.8  # ... or KV-cache usage of 0.8
+
+
+@dataclass
+class Lane:
+    """A quota lane at the gateway: a token bucket (None: unlimited) and its waiting requests per class."""
+
+    bucket: TokenBucket | None
+    queue_seconds: float
+    queues: dict[int | None, RequestQueue] = field(default_factory=lambda: {c: RequestQueue() for c in (None, 0, 1, 2)})
 
 
 class LatencyBook:
@@ -104,6 +123,7 @@ class LatencyBook:
         n = int(np.ceil(duration_s / window_s)) + 1
         self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
         self.within_slo = np.zeros((n, 3), dtype=np.int64)
+        self.lost = np.zeros((n, 3), dtype=np.int64)  # requests that ended rejected or failed, by when they ended
 
     def add(self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray) -> None:
         if not len(t):
@@ -113,6 +133,15 @@ class LatencyBook:
         np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
         ok = latency <= slo[prio]
         np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
+
+    def add_lost(self, t: float, prio: np.ndarray) -> None:
+        w = min(int(t / self.window_s), self.lost.shape[0] - 1)
+        self.lost[w] += np.bincount(prio.astype(np.int64), minlength=3)
+
+    def counts(self, prio: int, t0: float, t1: float) -> tuple[int, int]:
+        """(served, lost) requests of a priority in the windows covering [t0, t1)."""
+        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
+        return int(self.hist[w0:w1, prio].sum()), int(self.lost[w0:w1, prio].sum())
 
     def quantile(self, q: float, prio: int, t0: float, t1: float) -> float:
         w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
@@ -146,8 +175,18 @@ class Router:
             for p in self.pools
         }
         self.policy = RouterPolicy()
-        self.bucket = TokenBucket(self.rc.rate_limit_rps, self.rc.rate_limit_burst) if self.rc.rate_limit_rps else None
-        self._gateway = {c: RequestQueue() for c in (None, 0, 1, 2)}
+        bucket = TokenBucket(self.rc.rate_limit_rps, self.rc.rate_limit_burst) if self.rc.rate_limit_rps else None
+        # lane 0 is everyone's; `set_quota_lane` gives a stream (tenant) a lane of its own
+        self.lanes: list[Lane] = [Lane(bucket, self.rc.rate_limit_queue_seconds)]
+        self.lane_names = ["shared"]
+        self.lane_of_tenant = np.zeros(128, dtype=np.int64)
+        self.tenant_names: tuple[str, ...] = ("main",)
+        self.reservoir: dict[str, str] = {}  # pool -> standby pool whose nodes `scale_pool` may start
+        self.breaker_log: list[tuple[str, float, float]] = []  # (pool, opened at, open until)
+        # requests waiting for room in a pool (flow control), per pool and per quota lane
+        self.flow: dict[str, dict[int, PriorityQueue]] = {p: defaultdict(PriorityQueue) for p in self.pools}
+        self.draining: set[str] = set()  # nodes scaled down: no new requests, stopped once empty
+        self.prompt_ewma = {p: 2048.0 for p in self.pools}  # mean prompt tokens sent to each pool, recently
         # standby nodes join the rotation only after they pass a health check
         self.healthy = {n.name: not cfg.pools[n.pool].standby for n in nodes}
         self._health_fails = {n.name: 0 for n in nodes}
@@ -155,10 +194,15 @@ class Router:
         self._retries: dict[int, list[Requests]] = defaultdict(list)
         self.qps = 0.0
         self.slo = np.array([self.rc.slo_seconds.get(p, 30.0) for p in PRIORITY_NAMES])
+        # one accounting for every arm: each offered request ends served (got its first token), rejected (refused
+        # at once: a 429, a 400 for length or payload, no pool to take it) or failed (admitted, then lost: OOM,
+        # timeout, error), judged on its last attempt; the rest are still in flight when the run stops
         self.offered_total = 0
         self.served_total = 0
         self.rejected_total = 0
         self.failed_total = 0
+        self.admitted_total = 0  # attempts that passed the gateway (retries included)
+        self.interrupted_total = 0  # served, then lost before finishing (counted as served)
         self.degraded_total = 0
         self.degradation_log: list[tuple[float, str, str, str, int]] = []  # (t, from pool, to pool, reason, n)
         self.routed: dict[str, int] = defaultdict(int)  # requests enqueued on a pool's nodes (retries included)
@@ -199,14 +243,91 @@ class Router:
         self.enabled[pool] = True
         return started
 
-    def set_rate_limit(self, rps: float | None, burst: float | None = None) -> None:
+    @property
+    def bucket(self) -> TokenBucket | None:
+        """The shared lane's token bucket."""
+        return self.lanes[0].bucket
+
+    def set_rate_limit(
+        self, rps: float | None, burst: float | None = None, queue_seconds: float | None = None, lane: int = 0
+    ) -> None:
+        """Set (or with rps None remove) a lane's token bucket; `queue_seconds` how long over-rate requests wait."""
+        ln = self.lanes[lane]
         if rps is None:
-            self.bucket = None
-        elif self.bucket is None:
-            self.bucket = TokenBucket(rps, burst)
+            ln.bucket = None
+        elif ln.bucket is None:
+            ln.bucket = TokenBucket(rps, burst)
         else:
-            self.bucket.rate = float(rps)
-            self.bucket.burst = float(burst if burst is not None else rps)
+            ln.bucket.rate = float(rps)
+            ln.bucket.burst = float(burst if burst is not None else rps)
+        if queue_seconds is not None:
+            ln.queue_seconds = float(queue_seconds)
+
+    def set_quota_lane(self, tenant: str, rps: float, burst: float | None, queue_seconds: float) -> int:
+        """Give a stream (tenant) a token bucket of its own (seed 000's 专用配额通道); returns the lane's index."""
+        if tenant not in self.tenant_names:
+            raise KeyError(f"unknown stream {tenant!r} (have {list(self.tenant_names)})")
+        if tenant in self.lane_names:
+            lane = self.lane_names.index(tenant)
+            self.set_rate_limit(rps, burst, queue_seconds, lane)
+            return lane
+        self.lanes.append(Lane(TokenBucket(rps, burst), queue_seconds))
+        self.lane_names.append(tenant)
+        self.lane_of_tenant[self.tenant_names.index(tenant)] = len(self.lanes) - 1
+        return len(self.lanes) - 1
+
+    def _replicas(self, pool: str) -> list[Node]:
+        return [n for n in self.pool_nodes[pool] if (n.up or n.up_at < float("inf")) and n.name not in self.draining]
+
+    def pool_replicas(self, pool: str) -> int:
+        """Nodes of a pool that serve or are starting, not draining (what a Deployment's replica count says)."""
+        return len(self._replicas(pool))
+
+    def scale_pool(self, pool: str, replicas: int, t: float) -> int:
+        """Set a pool's replica count, as a Deployment scales: up, nodes that were draining stay, then nodes of the
+        pool's reservoir start (they serve after the cold start); down, starting nodes stop at once and serving
+        ones drain (no new requests; they stop and go back to the reservoir once empty).  Never below one node;
+        returns the replicas now."""
+        if pool not in self.pool_nodes:
+            raise KeyError(f"unknown pool {pool!r}")
+        current = self._replicas(pool)
+        res = self.reservoir.get(pool)
+        if replicas > len(current):
+            need = replicas - len(current)
+            for n in [n for n in self.pool_nodes[pool] if n.name in self.draining][:need]:
+                self.draining.discard(n.name)
+                need -= 1
+            spare = [n for n in self.pool_nodes[res] if not n.up and n.up_at == float("inf")] if res else []
+            for n in spare[:need]:
+                self._move(n, res, pool)
+                n.start(t)
+                self.healthy[n.name] = False  # joins the rotation once a health check passes
+        elif replicas < len(current):
+            victims = sorted(current, key=lambda n: (n.up, n.load))[: len(current) - max(1, replicas)]
+            for n in victims:
+                if n.up:
+                    self.draining.add(n.name)
+                else:
+                    n.shutdown()
+                    self._move(n, pool, res or pool)
+        return self.pool_replicas(pool)
+
+    def _finish_draining(self) -> None:
+        for name in list(self.draining):
+            n = next(x for x in self.nodes if x.name == name)
+            if n.load == 0 or not n.up:
+                self.draining.discard(name)
+                n.shutdown()
+                self.healthy[name] = False
+                pool = n.pool
+                self._move(n, pool, self.reservoir.get(pool, pool))
+
+    def _move(self, node: Node, src: str, dst: str) -> None:
+        if src == dst:
+            return
+        self.pool_nodes[src].remove(node)
+        self.pool_nodes[dst].append(node)
+        node.pool = dst
 
     # --- per tick ---------------------------------------------------------------------------------------
     def _tick_index(self, t: float) -> int:
@@ -219,40 +340,57 @@ class Router:
         reqs = Requests.concat([new, *due])
         self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
         if not len(reqs):
+            if self.policy.flow_control_waiting is not None:
+                self._drain_flow(t0)
             return
         lim = self.policy.reject_context_tokens
+        refuse = np.zeros(len(reqs), dtype=bool)
         if lim is not None:
-            too_long = reqs.prompt > lim
-            if too_long.any():
-                bad = reqs.take(np.flatnonzero(too_long))
-                self._final(bad, self._choose_pools(bad), "rejected", t0)
-                reqs = reqs.take(np.flatnonzero(~too_long))
-        if self.bucket is not None:
+            refuse |= reqs.prompt > lim
+        if self.policy.validate_requests:
+            refuse |= reqs.malformed
+        if refuse.any():  # a 400: the client does not retry it
+            bad = reqs.take(np.flatnonzero(refuse))
+            self._final(bad, self._choose_pools(bad), "rejected", t0)
+            reqs = reqs.take(np.flatnonzero(~refuse))
+        if any(ln.bucket is not None for ln in self.lanes):
             reqs = self._rate_limit(reqs, t0, dt)
+        self.admitted_total += len(reqs)
         pool_idx = self._choose_pools(reqs)
         for pi, pool in enumerate(self.pools):
             sel = np.flatnonzero(pool_idx == pi)
             if len(sel):
                 self._send_to_pool(pool, reqs.take(sel), t0, set())
+        if self.policy.flow_control_waiting is not None:
+            self._drain_flow(t0)
 
     def _rate_limit(self, reqs: Requests, t: float, dt: float) -> Requests:
-        """Token bucket at the gateway.  Over the rate, requests wait in the gateway's queue (urgent first when
-        `priority_admission`) up to `rate_limit_queue_seconds`, then get a 429 and their clients retry."""
-        max_wait = self.rc.rate_limit_queue_seconds
-        if self.policy.gateway_queue_seconds is not None:
-            max_wait = self.policy.gateway_queue_seconds
-        classes = (0, 1, 2) if self.policy.priority_admission else (None,)
+        """Token buckets at the gateway, one per quota lane.  Over the rate, requests wait in their lane's queue
+        up to its time (with tiers: urgent never waits, normal and low up to their tier's time; the bucket serves
+        urgent first), then get a 429 and their clients retry."""
+        lane_of = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
+        out = []
+        for li, lane in enumerate(self.lanes):
+            part = reqs if len(self.lanes) == 1 else reqs.take(np.flatnonzero(lane_of == li))
+            out.append(self._through_lane(lane, part, t, dt))
+        return Requests.concat(out)
+
+    def _through_lane(self, lane: Lane, reqs: Requests, t: float, dt: float) -> Requests:
+        tiers = self.policy.tier_queue_seconds
+        classes = (0, 1, 2) if tiers is not None else (None,)
         for c in classes:
-            self._gateway[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
-        budget = self.bucket.take(sum(len(self._gateway[c]) for c in classes), dt)
+            lane.queues[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
+        waiting = sum(len(lane.queues[c]) for c in classes)
+        budget = waiting if lane.bucket is None else lane.bucket.take(waiting, dt)
         out = []
         for c in classes:
-            q = self._gateway[c]
+            q = lane.queues[c]
             take = min(budget, len(q))
             if take:
                 out.append(q.pop_many(take))
                 budget -= take
             # what is left waits, up to the limit (0: nothing waits)
+            max_wait = lane.queue_seconds if c is None else tiers[c]
             gone = q.drop_older_than(t - max_wait + 1e-9) if max_wait > 0 else q.drain()
             if len(gone):
                 self._fail(gone, self._choose_pools(gone), "rejected", t)
@@ -298,15 +436,24 @@ class Router:
             n
             for n in self.pool_nodes[pool]
             # the router's view: a node is routable until its health checks fail (a crash is noticed late)
-            if self.healthy[n.name] and (n.up or n.up_at < float("inf")) and (lim is None or n.memory_usage() < lim)
+            if self.healthy[n.name]
+            and (n.up or n.up_at < float("inf"))
+            and n.name not in self.draining
+            and (lim is None or n.memory_usage() < lim)
         ]
 
     def _has_headroom(self, pool: str) -> bool:
+        """The check seed 000's failover lacked: the target's memory is below the headroom limit and its queues
+        are not saturated (GIE's 5 waiting per server)."""
         lim = self.policy.failover_headroom
         if lim is None:
             return True
         up = [n for n in self.pool_nodes[pool] if n.up]
-        return bool(up) and float(np.mean([n.memory_usage() for n in up])) < lim
+        if not up:
+            return False
+        memory = float(np.mean([n.memory_usage() for n in up]))
+        waiting = float(np.mean([n.waiting for n in up]))
+        return memory < lim and waiting < SATURATED_WAITING_PER_NODE
 
     def _send_to_pool(self, pool: str, reqs: Requests, t: float, visited: set[str]) -> None:
         pidx = np.full(len(reqs), self.pools.index(pool))
@@ -314,6 +461,8 @@ class Router:
         if reason is not None:
             visited = visited | {pool}
             for target in self.cfg.pools[pool].failover:
+                if target in self.policy.cold_standby and not self.enabled[target]:
+                    self.prewarm_pool(target, t)  # cold standby: started now, takes traffic after its cold start
                 if target in visited or not self.enabled[target] or self._unavailable_reason(target, t):
                     continue
                 if not self._has_headroom(target):
@@ -323,8 +472,82 @@ class Router:
                 self.degradation_log.append((t, pool, target, reason, len(reqs)))
                 self._send_to_pool(target, reqs, t, visited)
                 return
-            self._fail(reqs, pidx, "shed", t)
+            self._fail(reqs, pidx, "shed", t)  # no pool can take it: a 503 at once, the client retries
             return
+        if self.policy.flow_control_waiting is None:
+            self._to_nodes(pool, reqs, t)
+            return
+        # flow control: dispatched by `_drain_flow` as the pool has room, fairly between quota lanes
+        lanes = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
+        for lane in np.unique(lanes):
+            self.flow[pool][int(lane)].push(reqs.take(np.flatnonzero(lanes == lane)))
+
+    def flow_waiting(self, pool: str) -> int:
+        """Requests waiting at the gateway for room in this pool (flow control)."""
+        return sum(len(q) for q in self.flow[pool].values())
+
+    def _drain_flow(self, t: float) -> None:
+        """Dispatch waiting requests to pools with room, urgent first, and within a tier fairly between quota lanes
+        (max-min: a lane that needs less than an equal share gets all it needs; GIE's fairness between flows): a
+        pool is saturated when its serving nodes hold `flow_control_waiting` waiting requests each (GIE's
+        saturation detector); requests that wait longer than their tier allows (urgent: not at all) get a 429
+        (their clients retry)."""
+        limit = self.policy.flow_control_waiting
+        waits = self.policy.tier_queue_seconds or (
+            0.0,
+            self.rc.rate_limit_queue_seconds,
+            self.rc.rate_limit_queue_seconds,
+        )
+        for pi, pool in enumerate(self.pools):
+            queues = [q for q in self.flow[pool].values() if len(q)]
+            if not queues:
+                continue
+            prompt = self.prompt_ewma[pool]
+            nodes = [n for n in self._routable(pool) if n.up]
+            room = sum(self._room(n, limit, prompt) for n in nodes)
+            for c in (0, 1, 2):
+                if c == 2 and not self._idle(nodes):
+                    break  # low-priority work waits for an idle pool (seed 004: 空闲时处理)
+                want = np.array([len(q.classes[c]) for q in queues])
+                give = max_min_share(want, room) if want.sum() > room else want
+                for q, k in zip(queues, give, strict=True):
+                    if k:
+                        self._to_nodes(pool, q.classes[c].pop_many(int(k)), t)
+                room -= int(give.sum())
+            for q in queues:
+                for c in (0, 1, 2):
+                    cq = q.classes[c]
+                    gone = cq.drop_older_than(t - waits[c] + 1e-9) if waits[c] > 0 else cq.drain()
+                    if len(gone):
+                        self._fail(gone, np.full(len(gone), pi), "rejected", t)
+
+    @staticmethod
+    def _idle(nodes: list[Node]) -> bool:
+        """Nodes with nothing waiting and memory below the tier's idle level (or no tier levels set)."""
+        return bool(nodes) and all(
+            n.waiting_served_first == 0
+            and (n.control.low_idle_memory is None or n.memory_usage() < n.control.low_idle_memory)
+            for n in nodes
+        )
+
+    @staticmethod
+    def _room(node: Node, waiting_limit: float, prompt_tokens: float) -> int:
+        """Requests a node can take now under flow control: room in its queue up to the saturation limit, plus
+        the prompts (of the pool's recent mean length) that fit in its free batch slots and its KV headroom below
+        GIE's saturation (0.8) and below its memory breaker, as the engine's metrics show them."""
+        room = max(0, int(waiting_limit) - node.waiting_served_first)
+        if node.memory_blocked:
+            return room
+        headroom = (SATURATED_KV_USAGE - node.kv_usage()) * node.kv_capacity_tokens
+        lim = node.control.stop_admit_memory
+        if lim is not None:
+            headroom = min(headroom, (lim - node.memory_usage()) * node.physical_bytes / node.bytes_per_token)
+        fits = int(max(0.0, headroom) // max(prompt_tokens, 1.0))
+        return room + min(max(0, node.max_batch - node.running), fits)
+
+    def _to_nodes(self, pool: str, reqs: Requests, t: float) -> None:
+        """Water-fill requests over the pool's routable nodes."""
+        pidx = np.full(len(reqs), self.pools.index(pool))
         nodes = self._routable(pool)
         loads = np.array([n.load for n in nodes], dtype=np.float64)
         counts = water_fill(loads, len(reqs))
@@ -337,6 +560,7 @@ class Router:
             part.sent_t = np.maximum(part.att_t, t)
             if node.up:
                 node.enqueue(part)
+                self.prompt_ewma[pool] = 0.9 * self.prompt_ewma[pool] + 0.1 * float(part.prompt.mean())
                 self.routed[pool] += len(part)
                 self.routed_long[pool] += int((part.prompt > LONG_CONTEXT_TOKENS).sum())
             else:  # crashed since the last health check: connection refused
@@ -363,11 +587,18 @@ class Router:
             self._final(reqs.take(idx), pool_idx[idx], outcome, t)
 
     def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
+        """The client gives up (or was told not to retry): the request ends `rejected` or `failed`.  One that already
+        had its first token stays counted as served (its stream broke: `interrupted`)."""
         self._count(pool_idx, reqs.prio, outcome)
-        if outcome == "rejected" and self.policy.reject_context_tokens is not None:
-            self.rejected_total += len(reqs)
+        fresh = ~reqs.served
+        n = int(fresh.sum())
+        self.interrupted_total += len(reqs) - n
+        if outcome in ("rejected", "shed"):  # refused at once
+            self.rejected_total += n
         else:
-            self.failed_total += len(reqs)
+            self.failed_total += n
+        if n:
+            self.book.add_lost(t, reqs.prio[fresh])
 
     def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
         if not len(pool_idx):
@@ -382,6 +613,8 @@ class Router:
 
     def collect(self, t: float, sinks: dict[str, TickSink]) -> None:
         """Take the nodes' tick results: first tokens, failures (to retry), breaker windows."""
+        if self.draining:
+            self._finish_draining()
         for pool in self.pools:
             bad = total = 0
             pi = self.pools.index(pool)
@@ -397,8 +630,13 @@ class Router:
                     bad += int(((end_t - sent_t) > thr).sum())
                     total += len(orig_t)
                 for reqs, reason in sink.failed:
-                    if reason == "too_long":  # a 400: retrying cannot help
+                    if reason == "too_long":  # a 400 before any work: retrying cannot help
                         self._final(reqs, np.full(len(reqs), pi), "rejected", t)
+                        continue
+                    if reason == "malformed":  # a 400 after the prefill: admitted, then lost; no retry
+                        self._final(reqs, np.full(len(reqs), pi), "error", t)
+                        bad += len(reqs)
+                        total += len(reqs)
                         continue
                     outcome = "timeout" if reason == "timeout" else "error"
                     self._fail(reqs, np.full(len(reqs), pi), outcome, t)
@@ -406,7 +644,8 @@ class Router:
                     total += len(reqs)
             br = self.breakers[pool]
             br.record(bad, total)
-            br.evaluate(t, "timeout")
+            if br.evaluate(t, "timeout"):
+                self.breaker_log.append((pool, t, br.open_until))
 
     def _thresholds(self, pool: str, prompt: np.ndarray) -> np.ndarray | float:
         base = self.breaker_threshold[pool]
@@ -429,6 +668,24 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
+
+
+def max_min_share(want: np.ndarray, n: int) -> np.ndarray:
+    """Split n between claimants wanting `want` each, max-min fair: who wants less than an equal share gets all it
+    wants, the rest share what is left equally (integers; never more than wanted)."""
+    want = np.asarray(want, dtype=np.int64)
+    give = np.zeros(len(want), dtype=np.int64)
+    left, open_ = int(n), np.flatnonzero(want > 0)
+    while left > 0 and len(open_):
+        share = max(1, left // len(open_))
+        add = np.minimum(want[open_] - give[open_], share)
+        if add.sum() > left:  # the last units: one each, in order
+            add = np.minimum(add, 1)
+            add[np.cumsum(add) > left] = 0
+        give[open_] += add
+        left -= int(add.sum())
+        open_ = open_[give[open_] < want[open_]]
+    return give
 
 
 def water_fill(loads: np.ndarray, n: int) -> np.ndarray:

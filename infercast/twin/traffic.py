@@ -6,7 +6,6 @@ random generator: the same seed gives the same arrivals.
 
 from __future__ import annotations
 
-import itertools
 from typing import Protocol
 
 import numpy as np
@@ -50,18 +49,18 @@ def sample_lengths(
     return prompt, out
 
 
-class ScenarioTraffic:
-    """Poisson arrivals whose rate and long-context share follow the scenario's phases (linear ramps)."""
+class _Stream:
+    """One stream of a scenario: phases of rate and long-context share (linear ramps), its lengths and classes."""
 
-    def __init__(self, scenario: ScenarioConfig, priority_shares: dict[str, float], rng: np.random.Generator) -> None:
-        self.scenario = scenario
-        self.duration_s = scenario.duration_seconds
-        self.shares = priority_shares
-        self.rng = rng
-        self.lengths = scenario.lengths
+    def __init__(self, phases, lengths: LengthDistribution, shares: dict[str, float], tenant: int, malformed: bool):
+        self.phases = phases
+        self.lengths = lengths
+        self.shares = shares
+        self.tenant = tenant
+        self.malformed = malformed
 
-    def _phase_value(self, t: float, attr: str) -> float:
-        phases = self.scenario.phases
+    def value(self, t: float, attr: str) -> float:
+        phases = self.phases
         value = getattr(phases[0], attr)
         for ph in phases[1:]:
             if t < ph.start_seconds:
@@ -75,43 +74,77 @@ class ScenarioTraffic:
             value = value + (target - value) * frac
         return float(value)
 
+    def arrivals(self, t0: float, t1: float, rng: np.random.Generator) -> Requests:
+        mid = 0.5 * (t0 + t1)
+        n = int(rng.poisson(self.value(mid, "rps") * (t1 - t0)))
+        if n == 0:
+            return Requests.empty()
+        t = np.sort(rng.uniform(t0, t1, n))
+        prompt, out = sample_lengths(n, self.value(mid, "long_share"), self.lengths, rng)
+        max_tokens = np.full(n, self.lengths.request_max_tokens, dtype=np.int64)
+        prio = _priorities(n, self.shares, rng)
+        return Requests.new(t, prompt, out, max_tokens, prio, self.tenant, self.malformed)
+
+
+class ScenarioTraffic:
+    """Poisson arrivals of the scenario's streams: the top-level phases (tenant 0) plus each of `streams`."""
+
+    def __init__(self, scenario: ScenarioConfig, priority_shares: dict[str, float], rng: np.random.Generator) -> None:
+        self.scenario = scenario
+        self.duration_s = scenario.duration_seconds
+        self.shares = priority_shares
+        self.rng = rng
+        self.lengths = scenario.lengths
+        self.streams = [_Stream(scenario.phases, scenario.lengths, priority_shares, 0, False)]
+        for i, st in enumerate(scenario.streams, start=1):
+            self.streams.append(
+                _Stream(
+                    st.phases, st.lengths or scenario.lengths, st.priority_shares or priority_shares, i, st.malformed
+                )
+            )
+        self.stream_names = scenario.stream_names
+
     def rate_at(self, t: float) -> float:
-        return self._phase_value(t, "rps")
+        return sum(s.value(t, "rps") for s in self.streams)
 
     def long_share_at(self, t: float) -> float:
-        return self._phase_value(t, "long_share")
+        rates = [s.value(t, "rps") for s in self.streams]
+        total = sum(rates)
+        if total <= 0:
+            return 0.0
+        return sum(r * s.value(t, "long_share") for r, s in zip(rates, self.streams, strict=True)) / total
+
+    def _phase_starts(self) -> list[float]:
+        return sorted({ph.start_seconds for s in self.streams for ph in s.phases})
 
     def surge_start(self) -> float | None:
-        """Start of the first phase whose rate exceeds the one before (the scenario's surge), if any."""
-        phases = self.scenario.phases
-        for prev, ph in itertools.pairwise(phases):
-            if ph.rps > prev.rps:
-                return ph.start_seconds
+        """The first phase start at which the total rate starts to climb (the scenario's surge), if any."""
+        for t in self._phase_starts():
+            if t > 0 and self.rate_at(t + 1.0) > self.rate_at(t - 1e-6) * 1.05:
+                return t
+        return None
+
+    def surge_end(self) -> float | None:
+        """When the total rate is back at or below its pre-surge level after the surge, if it comes back."""
+        start = self.surge_start()
+        if start is None:
+            return None
+        before = self.rate_at(start - 1e-6)
+        starts = [t for t in self._phase_starts() if t > start]
+        for t in starts:
+            ramp = max((ph.ramp_seconds for s in self.streams for ph in s.phases if ph.start_seconds == t), default=0.0)
+            if self.rate_at(t + ramp) <= before * 1.05:
+                return t + ramp
         return None
 
     def arrivals(self, t0: float, t1: float) -> Requests:
-        mid = 0.5 * (t0 + t1)
-        n = int(self.rng.poisson(self.rate_at(mid) * (t1 - t0)))
-        if n == 0:
-            return Requests.empty()
-        t = np.sort(self.rng.uniform(t0, t1, n))
-        prompt, out = sample_lengths(n, self.long_share_at(mid), self.lengths, self.rng)
-        max_tokens = np.full(n, self.lengths.request_max_tokens, dtype=np.int64)
-        return Requests(
-            t,
-            t.copy(),
-            prompt,
-            out,
-            max_tokens,
-            _priorities(n, self.shares, self.rng),
-            np.ones(n, dtype=np.int8),
-            np.zeros(n, dtype=bool),
-            t.copy(),
-        )
+        return Requests.concat([s.arrivals(t0, t1, self.rng) for s in self.streams])
 
 
 class TraceTraffic:
     """Arrivals replayed from a trace (`infercast.traces.Trace`: arrivals_s, prompt_tokens, output_tokens)."""
+
+    stream_names = ("trace",)
 
     def __init__(
         self, trace, priority_shares: dict[str, float], rng: np.random.Generator, request_max_tokens: int = 512
@@ -132,17 +165,8 @@ class TraceTraffic:
         if n == 0:
             return Requests.empty()
         t = self.t[i0:i1]
-        return Requests(
-            t.copy(),
-            t.copy(),
-            self.prompt[i0:i1].copy(),
-            self.out[i0:i1].copy(),
-            self.max_tokens[i0:i1].copy(),
-            _priorities(n, self.shares, self.rng),
-            np.ones(n, dtype=np.int8),
-            np.zeros(n, dtype=bool),
-            t.copy(),
-        )
+        prio = _priorities(n, self.shares, self.rng)
+        return Requests.new(t, self.prompt[i0:i1].copy(), self.out[i0:i1].copy(), self.max_tokens[i0:i1].copy(), prio)
 
     def rate_at(self, t: float) -> float:
         w = self._window

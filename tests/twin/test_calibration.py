@@ -103,13 +103,12 @@ def test_urgent_p99_after_the_surge_is_ten_times_before(runs):
     assert s["p99_latency_ms"] >= 10.0 * s["p99_latency_ms_pre"], s
 
 
-def test_reactive_softens_the_collapse_and_oracle_does_better(runs):
-    none, reactive, oracle = (runs[c].summary for c in ("none", "reactive", "oracle"))
-    # the seed's static fixes: clearly fewer OOMs, no less goodput, but the collapse is not avoided
-    assert reactive["oom_events"] <= 0.8 * none["oom_events"]
-    assert reactive["oom_events"] > 0
-    assert reactive["goodput_rps"] >= 0.97 * none["goodput_rps"]
-    # a controller that knows what is coming does better than the seed's fixes on every count
-    assert oracle["oom_events"] < reactive["oom_events"]
-    assert oracle["goodput_rps"] > reactive["goodput_rps"]
-    assert oracle["p99_latency_ms"] < reactive["p99_latency_ms"]
+def test_the_seeds_fixes_do_what_the_seeds_say(runs):
+    none, reactive = runs["none"].summary, runs["reactive"].summary
+    # seed 000's memory breaker, checked per request (显存双重熔断: stop admitting at 80%): no card runs out of memory
+    assert none["oom_events"] > 0 and reactive["oom_events"] == 0
+    # seed 004: the protections raise what is served (availability 61% -> 97%) ...
+    assert reactive["goodput_rps"] > none["goodput_rps"]
+    assert reactive["served"] > none["served"]
+    # ... and the fleet recovers (seed 004: 45 s for its dynamic breakers), where the unprotected one does not
+    assert reactive["recovered"]
