@@ -279,6 +279,51 @@ class Router:
     def _replicas(self, pool: str) -> list[Node]:
         return [n for n in self.pool_nodes[pool] if (n.up or n.up_at < float("inf")) and n.name not in self.draining]
 
+    def lane_index(self, lane: str) -> int:
+        if lane not in self.lane_names:
+            raise KeyError(f"unknown lane {lane!r} (have {self.lane_names})")
+        return self.lane_names.index(lane)
+
+    def set_lane_rate(self, lane: str, rps: float | None, burst: float | None = None) -> None:
+        """A quota lane's token bucket by name (`shared`: everyone's); rps None removes it."""
+        self.set_rate_limit(rps, burst, lane=self.lane_index(lane))
+
+    def admission(self) -> dict:
+        """The admission limits in force: memory breaker, longest prompt, gateway waits of normal and low work."""
+        limits = {n.control.stop_admit_memory for n in self.nodes}
+        tiers = self.policy.tier_queue_seconds
+        return {
+            "memory_limit": limits.pop() if len(limits) == 1 else None,
+            "max_context_tokens": self.policy.reject_context_tokens,
+            "normal_queue_seconds": tiers[1] if tiers else None,
+            "low_queue_seconds": tiers[2] if tiers else None,
+        }
+
+    def set_admission(
+        self,
+        memory_limit: float | None = None,
+        max_context_tokens: int | None = None,
+        normal_queue_seconds: float | None = None,
+        low_queue_seconds: float | None = None,
+    ) -> None:
+        """Change the admission limits given (None: unchanged)."""
+        for v in (memory_limit, normal_queue_seconds, low_queue_seconds):
+            if v is not None and not (0.0 <= v < float("inf")):
+                raise ValueError(f"an admission limit must be finite and >= 0, got {v!r}")
+        if memory_limit is not None:
+            for n in self.nodes:
+                n.control.stop_admit_memory = float(memory_limit)
+        if max_context_tokens is not None:
+            self.policy.reject_context_tokens = int(max_context_tokens)
+        if normal_queue_seconds is not None or low_queue_seconds is not None:
+            urgent, normal, low = self.policy.tier_queue_seconds or (0.0, self.rc.rate_limit_queue_seconds,
+                                                                     self.rc.rate_limit_queue_seconds)  # fmt: skip
+            self.policy.tier_queue_seconds = (
+                urgent,
+                normal if normal_queue_seconds is None else float(normal_queue_seconds),
+                low if low_queue_seconds is None else float(low_queue_seconds),
+            )
+
     def pool_replicas(self, pool: str) -> int:
         """Nodes of a pool that serve or are starting, not draining (what a Deployment's replica count says)."""
         return len(self._replicas(pool))

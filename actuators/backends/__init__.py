@@ -1,0 +1,1 @@
+"""Backends of `actuators.admin.FleetAdmin`: where the actuator's actions land."""
