@@ -25,6 +25,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,8 +185,9 @@ def load_series(args: argparse.Namespace) -> SeriesData:
     return SeriesData(h, trace.name, "kv", meta)
 
 
-def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
-    """Run and score every model on the series; the JSON object the command prints."""
+def backtest(data: SeriesData, args: argparse.Namespace, extra_models: Sequence = ()) -> dict:
+    """Run and score every model on the series; the JSON object the command prints.  `extra_models` (forecasters,
+    e.g. a variant a bench compares) are scored beside the registry's."""
     from predictors import registry
     from predictors.backtest import run_backtest, score_runs
 
@@ -198,6 +200,7 @@ def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
         if unknown:
             notes.append(f"not available for this series: {', '.join(sorted(unknown))}")
         models = [m for m in models if m.name in wanted]
+    models += list(extra_models)
     if threshold is not None:  # the degenerate references are in every report that has breach scores
         models += references(threshold, registry.CLIP[data.series])
     h = data.history
