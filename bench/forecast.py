@@ -3,8 +3,10 @@
     nice -n 10 .venv/bin/python bench/forecast.py --traces /work/shared/traces [--json OUT] [--skip-kv] ...
 
 1. KV usage, 300 s ahead (`infercast backtest --series kv` on Azure code, Azure conv, Mooncake and the flash-sale
-   scenario): every model's scores, then the goal ratios: LSTM peak_mae / predict_linear's and / the best classical
-   baseline's, band coverage - nominal, breach recall / precision / median lead at 0.75 beside predict_linear's.
+   scenario): every model's scores, the two degenerate references (`always_alarm`, `never_alarm`) and the shipped
+   LSTM with its band calibration switched off (`lstm_raw`), then the goal ratios: LSTM peak_mae / predict_linear's
+   and / the best classical baseline's (lowest peak_mae of the four), band coverage - nominal, and the breach
+   scores of `predictors.scoring` at 0.75.
 2. Prophet on ServeGen traffic (`language/m-large`, days 0-8, 600 s windows): origins every 6 h from day 1, Prophet
    fitted on everything before the origin and forecasting the next 6 h; for each day its peak hour (highest actual
    mean rate) is forecast from the last origin at or before the hour starts.  Error = |forecast - actual| / actual
@@ -13,7 +15,12 @@
 3. Traffic 300 s ahead on the request traces (`--series rps`): Prophet beside the baselines.
 4. Cost: Prophet refits for 50 series on this machine, against the 180 s predictive loop, with the Kalman
    baseline's forecast cost for the same 50 series measured in the same run.
-Nothing is asserted; figures and ratios are printed (and written as JSON with --json).
+
+Nothing is asserted.  A full run (every section, every KV series) publishes its figures through `bench/results.py`:
+`docs/results/forecast.json`, and every `<!-- bench:forecast:PART -->` block in README.md and docs/*.md re-rendered
+from it by `TABLES[PART]`; `tests/test_results_tables.py` checks that the blocks match the JSON.  The JSON also
+records what was measured: the commit, the twin's source hash and the LSTM's weights hash and metadata.
+Importing this module is cheap and has no side effects (the heavy imports are inside the functions).
 """
 
 from __future__ import annotations
@@ -23,23 +30,39 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from predictors.backtest_cli import backtest, load_series
-from predictors.base import History
-
+ROOT = Path(__file__).resolve().parent.parent
 CLASSICAL = ("last_value", "predict_linear", "holt_winters", "kalman")
+REFERENCES = ("always_alarm", "never_alarm")
 KV_TRACES = {
     "azure-code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
     "azure-conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
     "mooncake": "mooncake_fast25/conversation_trace.jsonl",
     "flash-sale": "scenario:flash-sale",
 }
+LABELS = {
+    "azure-code": "Azure code (bursty)",
+    "azure-conv": "Azure conv (smooth)",
+    "mooncake": "Mooncake (bursty)",
+    "flash-sale": "flash-sale scenario",
+}
 BURSTY = ("azure-code", "mooncake", "flash-sale")
+#: The forecasting goals, as the `goals` table checks them (breach goals with the scores of `predictors.scoring`).
+GOALS = {
+    "vs_predict_linear": 0.7,
+    "vs_best_classical": 0.85,
+    "coverage_tolerance": 0.05,
+    "event_recall": 0.9,
+    "origin_precision": 0.8,
+    "median_lead_seconds": 120.0,
+    "prophet_vs_naive": 0.85,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# measuring
 
 
 def _args(trace: str, series: str, **kw) -> argparse.Namespace:
@@ -69,7 +92,30 @@ def _ratio(a, b):
     return None if a is None or b in (None, 0) else a / b
 
 
+def best_classical(models: dict) -> str | None:
+    """The classical baseline with the lowest peak_mae on a series (the goals compare the LSTM with it)."""
+    pm = {k: models[k]["peak_mae"] for k in CLASSICAL if k in models and models[k].get("peak_mae") is not None}
+    return min(pm, key=pm.get) if pm else None
+
+
+def _uncalibrated(lstm):
+    """The same network with its band as trained (no calibration factors), scored as `lstm_raw`."""
+    import copy
+
+    from predictors.lstm import CALIBRATION_KEY
+
+    raw = copy.copy(lstm)
+    raw.meta_ = {k: v for k, v in lstm.meta_.items() if k != CALIBRATION_KEY}
+    raw.name = "lstm_raw"
+    return raw
+
+
 def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
+    from predictors import registry
+    from predictors.backtest_cli import backtest, load_series
+
+    lstm, _ = registry.load_lstm()
+    extra = [_uncalibrated(lstm)] if lstm is not None else []
     out = {}
     for name in names:
         spec = KV_TRACES[name]
@@ -77,54 +123,29 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
         t0 = time.perf_counter()
         plot = str(plot_dir / f"kv-{name}.png") if plot_dir else None
         try:
-            res = backtest(load_series(_args(trace, "kv")), _args(trace, "kv", plot=plot))
+            res = backtest(load_series(_args(trace, "kv")), _args(trace, "kv", plot=plot), extra_models=extra)
         except Exception as e:  # one broken input must not lose the other traces' figures
             print(f"# {name}: FAILED: {e}\n", flush=True)
             continue
+        res.pop("plot", None)
+        res["trace"] = spec  # relative to --traces: the JSON does not depend on where the traces lie
         res["wall_seconds"] = round(time.perf_counter() - t0, 1)
         m = res["models"]
-        classical = {k: m[k]["peak_mae"] for k in CLASSICAL if k in m and m[k].get("peak_mae") is not None}
-        best = min(classical, key=classical.get) if classical else None
+        best = best_classical(m)
         goal = {"best_classical": best}
         if "lstm" in m:
             lp = m["lstm"].get("peak_mae")
             goal["lstm_vs_predict_linear"] = _ratio(lp, m["predict_linear"].get("peak_mae"))
-            goal["lstm_vs_best_classical"] = _ratio(lp, classical.get(best))
+            goal["lstm_vs_best_classical"] = _ratio(lp, m[best].get("peak_mae") if best else None)
             cov = m["lstm"].get("coverage")
             goal["lstm_coverage_minus_nominal"] = None if cov is None else cov - m["lstm"]["coverage_nominal"]
-            goal["lstm_breach"] = m["lstm"].get("breach")
-        goal["predict_linear_breach"] = m["predict_linear"].get("breach")
         res["goal"] = goal
         out[name] = res
-        print(_kv_table(name, res), flush=True)
+        print(_kv_text(name, res), flush=True)
     return out
 
 
-def rps_section(root: Path, names: list[str]) -> dict:
-    """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
-    from predictors.backtest_cli import table
-
-    out = {}
-    for name in names:
-        spec = KV_TRACES[name]
-        trace = spec if spec.startswith("scenario:") else str(root / spec)
-        try:
-            res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
-        except Exception as e:
-            print(f"# {name} rps: FAILED: {e}\n", flush=True)
-            continue
-        out[name] = res
-        print(table(res) + "\n", flush=True)
-    return out
-
-
-def _f(v, nd=3):
-    if v is None:
-        return "-"
-    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
-
-
-def _kv_table(name: str, res: dict) -> str:
+def _kv_text(name: str, res: dict) -> str:
     from predictors.backtest_cli import table
 
     g = res["goal"]
@@ -140,8 +161,36 @@ def _kv_table(name: str, res: dict) -> str:
     return "\n".join(lines)
 
 
+def rps_section(root: Path, names: list[str]) -> dict:
+    """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
+    from predictors.backtest_cli import backtest, load_series, table
+
+    out = {}
+    for name in names:
+        spec = KV_TRACES[name]
+        trace = spec if spec.startswith("scenario:") else str(root / spec)
+        try:
+            res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
+        except Exception as e:
+            print(f"# {name} rps: FAILED: {e}\n", flush=True)
+            continue
+        res["trace"] = spec
+        out[name] = res
+        print(table(res) + "\n", flush=True)
+    return out
+
+
+def _f(v, nd=3):
+    if v is None:
+        return "-"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
 def servegen_section(root: Path) -> dict:
+    import numpy as np
+
     from infercast.traces import servegen_rates
+    from predictors.base import History
     from predictors.prophet_model import ProphetForecaster
 
     day = 86400.0
@@ -192,7 +241,7 @@ def servegen_section(root: Path) -> dict:
                 "peak_hour": int((h0 % day) // 3600),
                 "actual": actual,
                 "prophet": prophet,
-                "hours_ahead": (h0 - o) / 3600,
+                "hours_ahead": float((h0 - o) / 3600),
                 "seasonal_naive_day": sn_day,
                 "seasonal_naive_week": sn_week,
             }
@@ -216,24 +265,14 @@ def servegen_section(root: Path) -> dict:
     }
     res["ratio_vs_day"] = _ratio(res["mape_prophet"], res["mape_seasonal_naive_day"])
     res["ratio_vs_week"] = _ratio(res["mape_prophet_on_week_days"], res["mape_seasonal_naive_week"])
-    print("# Prophet on ServeGen language/m-large, days 1-8, peak hour of each day (mean rate over the hour)")
-    print("day  hour  ahead_h    actual   prophet  naive_day  naive_week")
-    for x in rows:
-        print(
-            f"{x['day']:>3}  {x['peak_hour']:>4}  {x['hours_ahead']:>7.1f}  {x['actual']:>8.1f}  {x['prophet']:>8.1f}  "
-            f"{x['seasonal_naive_day']:>9.1f}  {_f(x['seasonal_naive_week'], 1):>10}"
-        )
-    print(
-        f"# peak-hour MAPE: prophet {_f(res['mape_prophet'])}, naive day {_f(res['mape_seasonal_naive_day'])} "
-        f"(ratio {_f(res['ratio_vs_day'])}, goal <= 0.85); on days with a week of history: prophet "
-        f"{_f(res['mape_prophet_on_week_days'])}, naive week {_f(res['mape_seasonal_naive_week'])} "
-        f"(ratio {_f(res['ratio_vs_week'])})\n",
-        flush=True,
-    )
+    print(TABLES["servegen"](res) + "\n", flush=True)
     return res
 
 
 def cost_section(n_series: int = 50) -> dict:
+    import numpy as np
+
+    from predictors.base import History
     from predictors.kalman import Kalman
     from predictors.prophet_model import ProphetForecaster
 
@@ -272,93 +311,485 @@ def cost_section(n_series: int = 50) -> dict:
     return out
 
 
+def provenance(traces: Path) -> dict:
+    """What was measured: the commit (and which code paths differed from it), the twin, the LSTM model file."""
+    import datetime
+    import subprocess
+
+    from predictors.lstm import CALIBRATION_KEY, DEFAULT_MODEL
+    from predictors.modelfile import paths
+    from predictors.train_cli import twin_provenance
+
+    twin = twin_provenance(ROOT / "examples" / "flash-sale.yaml")
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "infercast", "predictors", "bench", "examples"],
+        capture_output=True,
+        text=True,
+    )
+    meta = json.loads(paths(DEFAULT_MODEL)[1].read_text())
+    cal = meta.get(CALIBRATION_KEY) or {}
+    data = meta.get("data", {})
+    return {
+        "utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "bench/forecast.py " + " ".join(sys.argv[1:]),
+        "traces": traces.name,
+        "commit": twin["commit"],
+        "uncommitted_code": sorted(line[3:] for line in changed.stdout.splitlines())
+        if changed.returncode == 0
+        else None,
+        "twin_sources_sha256": twin["twin_sources_sha256"],
+        "fleet_file_sha256": twin["config_sha256"],
+        "lstm": {
+            "weights_sha256": meta.get("weights_sha256"),
+            "command": meta.get("command"),
+            "sources": data.get("sources"),
+            "twin_weight": data.get("twin_weight"),
+            "validation": data.get("validation"),
+            "validation_held_out": data.get("validation_held_out"),  # the files of before issue 8, if any
+            "selection": meta.get("selection"),
+            "scores": meta.get("scores"),
+            "twin": meta.get("twin"),
+            "calibration": {
+                "data": (cal.get("source") or {}).get("data"),
+                "upper": cal.get("upper"),
+                "lower": cal.get("lower"),
+                "coverage_before": cal.get("coverage_before"),
+                "coverage_after": cal.get("coverage_after"),
+                "series": cal.get("series"),
+                "origins": cal.get("origins"),
+            }
+            if cal
+            else None,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rendering (TABLES): pure functions of the published JSON
+
+
 def _m(v, nd=3) -> str:
     if v is None:
         return "-"
     return str(v) if isinstance(v, int) else f"{v:.{nd}f}"
 
 
-def markdown(result: dict) -> str:
-    """The figures as the Markdown tables of docs/predictors.md."""
-    out = []
-    if "kv" in result:
-        out.append("### KV usage 300 s ahead (`--series kv`, threshold 0.75, P10-P90 band)\n")
-        for name, res in result["kv"].items():
-            first = next(iter(res["models"].values()))
-            sizing = res["meta"].get("sizing") or {"nodes": res["meta"].get("fleet")}
-            out.append(
-                f"**{name}**: {res['samples']} samples at 15 s, {first['breach']['breaches']} breach(es) scored; "
-                f"fleet {sizing}\n"
-            )
-            out.append(
-                "| model | mae | peak_mae | coverage | pinball | recall | precision | median lead s | false alarms/h "
-                "| ms/forecast |"
-            )
-            out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            for m, s in res["models"].items():
-                b = s.get("breach") or {}
-                ms = s.get("predict_seconds_per_series")
-                out.append(
-                    f"| {m} | {_m(s.get('mae'))} | {_m(s.get('peak_mae'))} | {_m(s.get('coverage'), 2)} | "
-                    f"{_m(s.get('pinball'), 4)} | {_m(b.get('recall'), 2)} | {_m(b.get('precision'), 2)} | "
-                    f"{_m(b.get('median_lead_seconds'), 0)} | {_m(b.get('false_alarms_per_hour'), 1)} | "
-                    f"{_m(ms * 1000 if ms is not None else None, 1)} |"
-                )
-            g = res["goal"]
-            if "lstm_vs_predict_linear" in g:
-                out.append(
-                    f"\nLSTM peak_mae / predict_linear's = **{_m(g['lstm_vs_predict_linear'])}**; / best classical "
-                    f"({g['best_classical']}) = **{_m(g['lstm_vs_best_classical'])}**; coverage - nominal = "
-                    f"**{_m(g['lstm_coverage_minus_nominal'])}**.\n"
-                )
-            else:
-                out.append("\n(no LSTM in this run)\n")
-    if "rps" in result:
-        out.append("### Traffic 300 s ahead (`--series rps`, requests/s)\n")
-        out.append("| trace | model | mae | peak_mae | coverage | pinball | ms/forecast |")
-        out.append("|---|---|---:|---:|---:|---:|---:|")
-        for name, res in result["rps"].items():
-            for m, s in res["models"].items():
-                ms = s.get("predict_seconds_per_series")
-                out.append(
-                    f"| {name} | {m} | {_m(s.get('mae'), 2)} | {_m(s.get('peak_mae'), 2)} | "
-                    f"{_m(s.get('coverage'), 2)} | {_m(s.get('pinball'), 3)} | {_m(ms * 1000 if ms else None, 1)} |"
-                )
+def _sha(v: str | None) -> str:
+    return v[:12] if v else "-"
+
+
+def _provenance_line(result: dict) -> str:
+    run = result.get("run", {})
+    code = run.get("uncommitted_code")
+    at = f"commit `{_sha(run.get('commit'))}`" + (f" with uncommitted changes to {', '.join(code)}" if code else "")
+    return (
+        f"_Measured {run.get('utc', '?')} at {at}; twin sources `{_sha(run.get('twin_sources_sha256'))}`, LSTM "
+        f"weights `{_sha(run.get('lstm', {}).get('weights_sha256'))}`; `{run.get('command', '?')}`._"
+    )
+
+
+def _breach_cells(s: dict) -> list[str]:
+    b = s.get("breach") or {}
+    det = f"{b.get('detected', 0)}/{b.get('breaches', 0)}"
+    lead = b.get("median_lead_seconds")
+    return [
+        _m(b.get("origin_f1"), 2),
+        f"{_m(b.get('origin_precision'), 2)} / {_m(b.get('origin_recall'), 2)}",
+        det + (f", {lead:.0f} s" if lead is not None else ""),
+        _m(b.get("false_alarms_per_hour"), 1),
+    ]
+
+
+def _readme_rows(res: dict) -> list[tuple[str, dict]]:
+    m = res["models"]
+    best = res["goal"]["best_classical"]
+    rows = [(n, m[n]) for n in ("lstm", "predict_linear") if n in m]
+    if best and best != "predict_linear":
+        rows.append((f"{best} (best classical)", m[best]))
+    elif best:
+        rows[-1] = ("predict_linear (also best classical)", m["predict_linear"])
+    rows += [(n, m[n]) for n in REFERENCES if n in m]
+    return rows
+
+
+#: A series where at least this share of the origins under the threshold see a crossing within the horizon is
+#: one on which `always_alarm` is nearly right; the README says so under its table.
+SATURATED = 0.9
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _short(name: str) -> str:
+    return LABELS.get(name, name).split(" (")[0]
+
+
+def render_readme(result: dict) -> str:
+    """The README's forecaster table: per series, the LSTM against predict_linear, the best classical baseline and
+    the two references, with peak error, band coverage and the breach scores; then what the figures say."""
+    out = [
+        "| series | model | peak_mae (x predict_linear) | coverage (0.80) | breach F1 | precision / recall | "
+        "crossings paged, median lead | false alarms/h |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    f1_wins, f1_series, saturated = [], 0, []
+    for name, res in result["kv"].items():
+        m = res["models"]
+        b = m[next(iter(m))].get("breach") or {}
+        if b.get("origins_scored") and b["origins_crossing"] >= SATURATED * b["origins_scored"]:
+            saturated.append(_short(name))
+        first = (
+            f"{LABELS.get(name, name)}: {b.get('origins_scored', 0)} origins under 0.75, "
+            f"{b.get('origins_crossing', 0)} before a crossing"
+        )
+        pl = m["predict_linear"].get("peak_mae")
+        for i, (label, s) in enumerate(_readme_rows(res)):
+            ratio = _ratio(s.get("peak_mae"), pl)
+            peak = _m(s.get("peak_mae")) + (f" ({ratio:.2f})" if ratio is not None and label == "lstm" else "")
+            cells = [first if i == 0 else "", label, peak, _m(s.get("coverage"), 2), *_breach_cells(s)]
+            out.append("| " + " | ".join(cells) + " |")
+        if "lstm" in m and all(k in m for k in REFERENCES):
+            f1 = {k: (m[k].get("breach") or {}).get("origin_f1") for k in ("lstm", *REFERENCES)}
+            if None not in f1.values():
+                f1_series += 1
+                if f1["lstm"] > max(f1[k] for k in REFERENCES):
+                    f1_wins.append(_short(name))
+    out.append("")
+    if f1_series:
+        out.append(
+            f"The LSTM's breach F1 is above both references' on {len(f1_wins)} of {f1_series} series"
+            + (f" ({_and(f1_wins)})." if f1_wins else ".")
+        )
         out.append("")
-    if "servegen_prophet" in result:
-        sg = result["servegen_prophet"]
-        out.append("### Prophet on ServeGen language/m-large (days 1-8, peak hour of each day)\n")
+    if saturated:
         out.append(
-            "| day | peak hour | hours ahead | actual req/s | Prophet | same hour yesterday | same hour last week |"
+            f"On {_and(saturated)}, at least {SATURATED:.0%} of the origins under 0.75 are followed by a crossing "
+            "within 5 minutes (the sized fleet hovers around the threshold), so paging all the time is close to right "
+            "there and the breach scores cannot tell the models apart."
         )
-        out.append("|---:|---:|---:|---:|---:|---:|---:|")
-        for x in sg["days"]:
-            out.append(
-                f"| {x['day']} | {x['peak_hour']} | {x['hours_ahead']:.0f} | {x['actual']:.1f} | {x['prophet']:.1f} | "
-                f"{x['seasonal_naive_day']:.1f} | {_m(x['seasonal_naive_week'], 1)} |"
-            )
-        out.append(
-            f"\nPeak-hour MAPE: Prophet **{_m(sg['mape_prophet'])}**, seasonal naive (yesterday) "
-            f"**{_m(sg['mape_seasonal_naive_day'])}**: ratio **{_m(sg['ratio_vs_day'])}**.  On the days with a week "
-            f"of history: Prophet {_m(sg['mape_prophet_on_week_days'])}, last week "
-            f"{_m(sg['mape_seasonal_naive_week'])}: ratio {_m(sg['ratio_vs_week'])}.\n"
-        )
-    if "cost" in result:
-        out.append("### Prophet cost (50 series, this machine)\n")
-        out.append(
-            "| history | Prophet refit + forecast, 50 series | share of the 180 s loop | Kalman forecasts, same |"
-        )
-        out.append("|---|---:|---:|---:|")
-        for label, c in result["cost"].items():
-            out.append(
-                f"| {label} | {c['prophet_refit_and_forecast_seconds']} s | {c['prophet_share_of_180s_loop']} | "
-                f"{c['kalman_forecast_seconds']} s |"
-            )
         out.append("")
+    out.append(_provenance_line(result))
     return "\n".join(out)
 
 
+def render_kv(result: dict) -> str:
+    """Every model's scores per KV series (docs/predictors.md)."""
+    out = []
+    for name, res in result["kv"].items():
+        m = res["models"]
+        b = m[next(iter(m))].get("breach") or {}
+        sizing = res["meta"].get("sizing") or {"nodes": res["meta"].get("fleet")}
+        nodes = sizing.get("nodes")
+        fleet = f"fleet {nodes}" + (
+            f", sized to a realised peak of {sizing['realised_peak_kv']}" if "realised_peak_kv" in sizing else ""
+        )
+        out.append(
+            f"**{name}**: {res['samples']} samples at 15 s; {b.get('origins_scored', 0)} origins under 0.75, "
+            f"{b.get('origins_crossing', 0)} of them before a crossing; {b.get('breaches', 0)} crossing(s) scored; "
+            f"{fleet}.\n"
+        )
+        out.append(
+            "| model | mae | peak_mae | coverage | pinball | breach F1 | precision | recall | crossings paged | "
+            "median lead s | false alarms/h | ms/forecast |"
+        )
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, s in m.items():
+            br = s.get("breach") or {}
+            ms = s.get("predict_seconds_per_series")
+            out.append(
+                f"| {n} | {_m(s.get('mae'))} | {_m(s.get('peak_mae'))} | {_m(s.get('coverage'), 2)} | "
+                f"{_m(s.get('pinball'), 4)} | {_m(br.get('origin_f1'), 2)} | {_m(br.get('origin_precision'), 2)} | "
+                f"{_m(br.get('origin_recall'), 2)} | {br.get('detected', 0)}/{br.get('breaches', 0)} | "
+                f"{_m(br.get('median_lead_seconds'), 0)} | {_m(br.get('false_alarms_per_hour'), 1)} | "
+                f"{_m(ms * 1000 if ms is not None else None, 1)} |"
+            )
+        g = res["goal"]
+        if "lstm_vs_predict_linear" in g:
+            out.append(
+                f"\nLSTM peak_mae / predict_linear's = **{_m(g['lstm_vs_predict_linear'])}**; / best classical "
+                f"({g['best_classical']}) = **{_m(g['lstm_vs_best_classical'])}**; coverage - nominal = "
+                f"**{_m(g['lstm_coverage_minus_nominal'])}**.\n"
+            )
+        else:
+            out.append("\n(no LSTM in this run)\n")
+    out.append(_provenance_line(result))
+    return "\n".join(out)
+
+
+def render_baselines(result: dict) -> str:
+    """Mean peak_mae and breach F1 of each baseline over the KV series (`registry.BEST_BASELINE` rests on it)."""
+    out = ["| baseline | mean KV peak_mae | mean breach F1 | series |", "|---|---:|---:|---:|"]
+    for n in CLASSICAL:
+        pm = [r["models"][n]["peak_mae"] for r in result["kv"].values() if r["models"].get(n, {}).get("peak_mae")]
+        f1 = [
+            r["models"][n]["breach"]["origin_f1"]
+            for r in result["kv"].values()
+            if (r["models"].get(n, {}).get("breach") or {}).get("origin_f1") is not None
+        ]
+        out.append(
+            f"| {n} | {_m(sum(pm) / len(pm) if pm else None)} | {_m(sum(f1) / len(f1) if f1 else None, 2)} | "
+            f"{len(pm)} |"
+        )
+    return "\n".join(out)
+
+
+def render_rps(result: dict) -> str:
+    out = [
+        "| trace | model | mae | peak_mae | coverage | pinball | ms/forecast |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, res in result["rps"].items():
+        for m, s in res["models"].items():
+            ms = s.get("predict_seconds_per_series")
+            out.append(
+                f"| {name} | {m} | {_m(s.get('mae'), 2)} | {_m(s.get('peak_mae'), 2)} | "
+                f"{_m(s.get('coverage'), 2)} | {_m(s.get('pinball'), 3)} | {_m(ms * 1000 if ms else None, 1)} |"
+            )
+    return "\n".join(out)
+
+
+def render_servegen(sg: dict) -> str:
+    """Prophet's peak-hour forecasts on ServeGen (takes the whole result or its `servegen_prophet` part)."""
+    sg = sg.get("servegen_prophet", sg)
+    out = [
+        "| day | peak hour | hours ahead | actual req/s | Prophet | same hour yesterday | same hour last week |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for x in sg["days"]:
+        out.append(
+            f"| {x['day']} | {x['peak_hour']} | {x['hours_ahead']:.0f} | {x['actual']:.1f} | {x['prophet']:.1f} | "
+            f"{x['seasonal_naive_day']:.1f} | {_m(x['seasonal_naive_week'], 1)} |"
+        )
+    out.append(
+        f"\nPeak-hour MAPE: Prophet **{_m(sg['mape_prophet'])}**, seasonal naive (yesterday) "
+        f"**{_m(sg['mape_seasonal_naive_day'])}**: ratio **{_m(sg['ratio_vs_day'])}**.  On the days with a week "
+        f"of history: Prophet {_m(sg['mape_prophet_on_week_days'])}, last week "
+        f"{_m(sg['mape_seasonal_naive_week'])}: ratio {_m(sg['ratio_vs_week'])}."
+    )
+    return "\n".join(out)
+
+
+def render_cost(result: dict) -> str:
+    out = [
+        "| history | Prophet refit + forecast, 50 series | share of the 180 s loop | Kalman forecasts, same |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, c in result["cost"].items():
+        out.append(
+            f"| {label} | {c['prophet_refit_and_forecast_seconds']} s | {c['prophet_share_of_180s_loop']} | "
+            f"{c['kalman_forecast_seconds']} s |"
+        )
+    return "\n".join(out)
+
+
+def _status(ok: list[bool]) -> str:
+    return "met" if all(ok) else ("missed" if not any(ok) else f"met on {sum(ok)} of {len(ok)}")
+
+
+def render_goals(result: dict) -> str:
+    """Each goal, the figures it is judged on, and whether it is met (computed, not typed)."""
+    kv = result["kv"]
+    lstm = {n: r for n, r in kv.items() if "lstm" in r["models"]}
+    rows = []
+
+    bursty = [n for n in BURSTY if n in lstm]
+    vals = {n: lstm[n]["goal"]["lstm_vs_predict_linear"] for n in bursty}
+    rows.append(
+        (
+            f"LSTM KV peak_mae <= {GOALS['vs_predict_linear']} x predict_linear (bursty series)",
+            ", ".join(f"{n} {_m(v)}" for n, v in vals.items()),
+            _status([v is not None and v <= GOALS["vs_predict_linear"] for v in vals.values()]),
+        )
+    )
+    vals = {n: (lstm[n]["goal"]["lstm_vs_best_classical"], lstm[n]["goal"]["best_classical"]) for n in bursty}
+    rows.append(
+        (
+            f"LSTM KV peak_mae <= {GOALS['vs_best_classical']} x best classical (bursty series)",
+            ", ".join(f"{n} {_m(v)} ({b})" for n, (v, b) in vals.items()),
+            _status([v is not None and v <= GOALS["vs_best_classical"] for v, _ in vals.values()]),
+        )
+    )
+    if "azure-conv" in lstm:
+        v = lstm["azure-conv"]["goal"]["lstm_vs_best_classical"]
+        rows.append(
+            (
+                "LSTM no worse than the best baseline on a smooth trace (azure-conv)",
+                f"{_m(v)} x {lstm['azure-conv']['goal']['best_classical']}",
+                _status([v is not None and v <= 1.0]),
+            )
+        )
+    cov = {n: r["goal"]["lstm_coverage_minus_nominal"] for n, r in lstm.items()}
+    raw = {n: r["models"].get("lstm_raw", {}).get("coverage") for n, r in lstm.items()}
+    rows.append(
+        (
+            f"LSTM band coverage within {GOALS['coverage_tolerance']} of 0.80",
+            ", ".join(f"{n} {v:+.3f}" for n, v in cov.items() if v is not None)
+            + (
+                " (raw band: " + ", ".join(f"{v - 0.8:+.3f}" for v in raw.values() if v is not None) + ")"
+                if any(v is not None for v in raw.values())
+                else ""
+            ),
+            _status([v is not None and abs(v) <= GOALS["coverage_tolerance"] for v in cov.values()]),
+        )
+    )
+    b = {n: r["models"]["lstm"]["breach"] for n, r in lstm.items()}
+    rows.append(
+        (
+            f"breach at 0.75: crossings paged >= {GOALS['event_recall']}, precision over origins >= "
+            f"{GOALS['origin_precision']}, median lead >= {GOALS['median_lead_seconds']:.0f} s",
+            "; ".join(
+                f"{n} {_m(x['event_recall'], 2)} / {_m(x['origin_precision'], 2)} / {_m(x['median_lead_seconds'], 0)} s"
+                for n, x in b.items()
+            ),
+            _status(
+                [
+                    (x["event_recall"] or 0) >= GOALS["event_recall"]
+                    and (x["origin_precision"] or 0) >= GOALS["origin_precision"]
+                    and (x["median_lead_seconds"] or 0) >= GOALS["median_lead_seconds"]
+                    for x in b.values()
+                ]
+            ),
+        )
+    )
+    f1 = {
+        n: {k: (r["models"][k]["breach"] or {}).get("origin_f1") for k in ("lstm", *REFERENCES)}
+        for n, r in lstm.items()
+    }
+    rows.append(
+        (
+            "breach F1 above always_alarm's and never_alarm's",
+            "; ".join(
+                f"{n} {_m(v['lstm'], 2)} vs {_m(v['always_alarm'], 2)} / {_m(v['never_alarm'], 2)}"
+                for n, v in f1.items()
+            ),
+            _status(
+                [None not in v.values() and v["lstm"] > max(v["always_alarm"], v["never_alarm"]) for v in f1.values()]
+            ),
+        )
+    )
+    if "servegen_prophet" in result:
+        sg = result["servegen_prophet"]
+        rows.append(
+            (
+                "Prophet peak-hour error >= 15% below seasonal naive (ServeGen m-large, days 0-8)",
+                f"MAPE {_m(sg['mape_prophet'])} vs {_m(sg['mape_seasonal_naive_day'])} (yesterday): ratio "
+                f"{_m(sg['ratio_vs_day'])}; vs last week (days 7-8 only) ratio {_m(sg['ratio_vs_week'])}",
+                "met vs yesterday" if (sg["ratio_vs_day"] or 9) <= GOALS["prophet_vs_naive"] else "missed vs yesterday",
+            )
+        )
+    if "cost" in result:
+        c = result["cost"]
+        rows.append(
+            (
+                "50 Prophet refits inside the 180 s loop",
+                ", ".join(f"{k}: {v['prophet_refit_and_forecast_seconds']} s" for k, v in c.items()),
+                _status([v["prophet_share_of_180s_loop"] < 1 for v in c.values()]),
+            )
+        )
+    out = ["| goal | measured | status |", "|---|---|---|"]
+    out += [f"| {g} | {m} | {s} |" for g, m, s in rows]
+    return "\n".join(out)
+
+
+def render_lstm(result: dict) -> str:
+    """docs/lstm.md: the shipped LSTM against the baselines, and its band with and without the calibration."""
+    out = [
+        "| series | LSTM peak_mae | predict_linear | Holt-Winters | Kalman | x predict_linear | x best classical | "
+        "coverage raw -> cal. | breach F1 raw -> cal. | precision raw -> cal. | lead raw -> cal. |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|",
+    ]
+    for name, res in result["kv"].items():
+        m = res["models"]
+        if "lstm" not in m:
+            continue
+        g, raw, cal = res["goal"], m.get("lstm_raw", {}), m["lstm"]
+        rb, cb = raw.get("breach") or {}, cal.get("breach") or {}
+        out.append(
+            f"| {name} | **{_m(cal.get('peak_mae'))}** | {_m(m['predict_linear'].get('peak_mae'))} | "
+            f"{_m(m.get('holt_winters', {}).get('peak_mae'))} | {_m(m.get('kalman', {}).get('peak_mae'))} | "
+            f"{_m(g.get('lstm_vs_predict_linear'), 2)} | {_m(g.get('lstm_vs_best_classical'), 2)} | "
+            f"{_m(raw.get('coverage'))} -> {_m(cal.get('coverage'))} | "
+            f"{_m(rb.get('origin_f1'), 2)} -> {_m(cb.get('origin_f1'), 2)} | "
+            f"{_m(rb.get('origin_precision'), 2)} -> {_m(cb.get('origin_precision'), 2)} | "
+            f"{_m(rb.get('median_lead_seconds'), 0)} -> {_m(cb.get('median_lead_seconds'), 0)} s |"
+        )
+    out.append("")
+    out.append(_provenance_line(result))
+    return "\n".join(out)
+
+
+def render_model(result: dict) -> str:
+    """docs/lstm.md: what the scored model file says it was trained, validated, chosen and calibrated on."""
+    lm = result["run"]["lstm"]
+    out = [f"Model file weights `{_sha(lm.get('weights_sha256'))}`, built by `{lm.get('command')}`."]
+    out.append("- Trained on: " + "; ".join(lm.get("sources") or []) + ".")
+    val = lm.get("validation") or {}
+    if val:
+        out.append(f"- Early stopping on: {val.get('early_stopping')}.")
+        for s in val.get("sources", []):
+            out.append(f"  - {s}")
+        for x in (val.get("twin_runs") or {}).get("servegen_slices", []):
+            out.append(
+                f"  - ServeGen `{x['source']}` [{x['start_s']:.0f}, {x['end_s']:.0f}) s, arrival seed {x['seed']}"
+            )
+        out.append(f"- Model chosen by: {val.get('model_choice')}.")
+        out.append(f"- Not used anywhere in training or choice: {val.get('not_used')}.")
+    elif lm.get("validation_held_out"):
+        out.append(
+            "- Validated (early stopping) on the development traces the backtest scores: "
+            + ", ".join(lm["validation_held_out"])
+            + "."
+        )
+    sel = lm.get("selection")
+    if sel:
+        out.append(
+            "\n| twin weight | epochs run | best epoch | val loss (fit) | loss on the validation twin runs | "
+            "their peak_mae | their P10-P90 coverage | chosen |"
+        )
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---|")
+        for c in sel["candidates"]:
+            v = c.get("validation_twin") or {}
+            out.append(
+                f"| {c['twin_weight']:g} | {c.get('epochs_run', 0):.0f} | {c.get('best_epoch', 0):.0f} | "
+                f"{_m(c.get('val_loss'), 4)} | {_m(v.get('loss'), 4)} | {_m(v.get('val_peak_mae'))} | "
+                f"{_m(v.get('val_band_coverage'))} | {'yes' if c == sel['chosen'] else ''} |"
+            )
+    tw = lm.get("twin") or {}
+    if tw:
+        out.append(
+            f"\nTwin of the training runs: commit `{_sha(tw.get('commit'))}`"
+            + (" with uncommitted twin changes" if tw.get("dirty") else "")
+            + f", twin sources `{_sha(tw.get('twin_sources_sha256'))}`."
+        )
+    cal = lm.get("calibration")
+    if cal:
+        up, lo, before, after = cal["upper"], cal["lower"], cal["coverage_before"], cal["coverage_after"]
+        out.append(
+            f"\nBand calibration on {'; '.join(cal.get('data') or [])} ({cal.get('series')} series, "
+            f"{cal.get('origins')} origins): upper factors {min(up):.2f}-{max(up):.2f} ({up[-1]:.2f} at the horizon), "
+            f"lower {min(lo):.2f}-{max(lo):.2f} ({lo[-1]:.2f} at the horizon); coverage on that data "
+            f"{min(before):.3f}-{max(before):.3f} per step before, {min(after):.3f}-{max(after):.3f} after (in-sample)."
+        )
+    return "\n".join(out)
+
+
+TABLES: dict[str, Callable[[dict], str]] = {
+    "readme": render_readme,
+    "kv": render_kv,
+    "baselines": render_baselines,
+    "rps": render_rps,
+    "servegen": render_servegen,
+    "cost": render_cost,
+    "goals": render_goals,
+    "lstm": render_lstm,
+    "model": render_model,
+}
+
+
 def main() -> int:
+    sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
+    sys.path.insert(0, str(ROOT / "bench"))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", default="/work/shared/traces", help="folder holding the traces (as in README)")
     p.add_argument("--kv", default=",".join(KV_TRACES), help="comma-separated KV traces to run")
@@ -367,8 +798,8 @@ def main() -> int:
     p.add_argument("--skip-servegen", action="store_true")
     p.add_argument("--skip-cost", action="store_true")
     p.add_argument("--plots", default=None, help="folder for the backtest PNGs")
-    p.add_argument("--json", default=None, help="write all figures to this JSON file")
-    p.add_argument("--markdown", default=None, help="write the tables as Markdown (for docs/predictors.md)")
+    p.add_argument("--json", default=None, help="also write all figures to this JSON file")
+    p.add_argument("--no-publish", action="store_true", help="do not write docs/results/forecast.json and the docs")
     a = p.parse_args()
     try:
         import torch
@@ -380,19 +811,30 @@ def main() -> int:
     plots = Path(a.plots) if a.plots else None
     if plots:
         plots.mkdir(parents=True, exist_ok=True)
-    result = {}
+    names = [n for n in a.kv.split(",") if n]
+    result: dict = {"run": provenance(root)}
     if not a.skip_kv:
-        result["kv"] = kv_section(root, [n for n in a.kv.split(",") if n], plots)
+        result["kv"] = kv_section(root, names, plots)
     if not a.skip_rps:
-        result["rps"] = rps_section(root, [n for n in a.kv.split(",") if n])
+        result["rps"] = rps_section(root, names)
     if not a.skip_servegen:
         result["servegen_prophet"] = servegen_section(root)
     if not a.skip_cost:
         result["cost"] = cost_section()
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2, default=float))
-    if a.markdown:
-        Path(a.markdown).write_text(markdown(result))
+    complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "cost")) and set(result["kv"]) == set(
+        KV_TRACES
+    )
+    if a.no_publish:
+        return 0
+    if not complete:
+        print("# not published: a partial run (a section skipped or a series failed) would leave tables incomplete")
+        return 0
+    import results
+
+    path = results.publish("forecast", result, TABLES)
+    print(f"# published {path.relative_to(ROOT)} and the bench:forecast blocks of README.md and docs/*.md")
     return 0
 
 

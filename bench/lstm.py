@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from predictors.base import History
 
 GOALS = {"vs_predict_linear": 0.7, "vs_best_classical": 0.85, "coverage": (0.75, 0.85)}
+BREACH_KEYS = ("breaches", "origin_f1", "origin_precision", "origin_recall", "event_recall", "median_lead_seconds")
 
 
 def _kv_series(spec: str) -> tuple[History, str]:
@@ -84,11 +85,9 @@ def accuracy(specs: list[str], model_path: str | None) -> list[dict]:
                 "lstm_vs_predict_linear": round(pm["lstm"] / pm["predict_linear"], 3),
                 "lstm_vs_best_classical": round(pm["lstm"] / best, 3),
                 "coverage": {k: v.get("coverage") for k, v in sc.items()},
-                "breach_lstm": {k: b.get(k) for k in ("breaches", "recall", "precision", "median_lead_seconds")},
-                "breach_lstm_raw": {k: braw.get(k) for k in ("breaches", "recall", "precision", "median_lead_seconds")},
-                "breach_kalman": {
-                    k: sc["kalman"].get("breach", {}).get(k) for k in ("recall", "precision", "median_lead_seconds")
-                },
+                "breach_lstm": {k: b.get(k) for k in BREACH_KEYS},
+                "breach_lstm_raw": {k: braw.get(k) for k in BREACH_KEYS},
+                "breach_kalman": {k: sc["kalman"].get("breach", {}).get(k) for k in BREACH_KEYS},
             }
         )
         r = rows[-1]

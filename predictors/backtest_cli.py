@@ -1,7 +1,10 @@
 """`infercast backtest --trace FILE_OR_DIR [--series kv|rps] [--horizon 300] [--json] [--plot FILE]`.
 
 Builds the series (I/O: reads the trace, runs the twin for `kv`), runs the pure backtest (`predictors.backtest`)
-and prints the scores per model as a table, or as one JSON object with `--json`.
+and prints the scores per model as a table, or as one JSON object with `--json`.  Wherever a threshold is set
+(always for `kv`), the two degenerate references of `predictors.reference`, `always_alarm` and `never_alarm`, are
+scored beside the models (also with `--models`), so a breach score can be read against a pager that always pages
+and one that never does.
 
 Series:
 - `rps`: requests per second straight from the trace, per `--step` bin (ServeGen: its 600 s windows, so the
@@ -22,12 +25,17 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from predictors.base import History
+from predictors.reference import references
+
+#: The degenerate references (`predictors.reference`) every report with a threshold scores beside the models.
+REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +185,9 @@ def load_series(args: argparse.Namespace) -> SeriesData:
     return SeriesData(h, trace.name, "kv", meta)
 
 
-def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
-    """Run and score every model on the series; the JSON object the command prints."""
+def backtest(data: SeriesData, args: argparse.Namespace, extra_models: Sequence = ()) -> dict:
+    """Run and score every model on the series; the JSON object the command prints.  `extra_models` (forecasters,
+    e.g. a variant a bench compares) are scored beside the registry's."""
     from predictors import registry
     from predictors.backtest import run_backtest, score_runs
 
@@ -187,10 +196,13 @@ def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
     models, notes = registry.models_for(data.series, events=data.events, prophet=not args.no_prophet, lstm=lstm)
     if args.models:
         wanted = [m.strip() for m in args.models.split(",") if m.strip()]
-        unknown = set(wanted) - {m.name for m in models}
+        unknown = set(wanted) - {m.name for m in models} - set(REFERENCE_NAMES)
         if unknown:
             notes.append(f"not available for this series: {', '.join(sorted(unknown))}")
         models = [m for m in models if m.name in wanted]
+    models += list(extra_models)
+    if threshold is not None:  # the degenerate references are in every report that has breach scores
+        models += references(threshold, registry.CLIP[data.series])
     h = data.history
     horizon = max(float(args.horizon), h.step)
     if horizon != args.horizon:
@@ -215,7 +227,8 @@ def backtest(data: SeriesData, args: argparse.Namespace) -> dict:
     if args.plot:
         from predictors.plot import plot_backtest
 
-        plot_backtest(h, runs, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
+        shown = {k: v for k, v in runs.items() if k not in REFERENCE_NAMES}
+        plot_backtest(h, shown, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
         result["plot"] = str(args.plot)
     return result
 
@@ -236,8 +249,10 @@ def table(result: dict) -> str:
         "peak_mae",
         "coverage",
         "pinball",
-        "recall",
+        "f1",
         "precision",
+        "recall",
+        "events",
         "lead_s",
         "fa/h",
         "fit_s",
@@ -254,8 +269,10 @@ def table(result: dict) -> str:
                 _fmt(s.get("peak_mae")),
                 _fmt(s.get("coverage"), 3),
                 _fmt(s.get("pinball")),
-                _fmt(b.get("recall"), 3),
-                _fmt(b.get("precision"), 3),
+                _fmt(b.get("origin_f1"), 3),
+                _fmt(b.get("origin_precision"), 3),
+                _fmt(b.get("origin_recall"), 3),
+                _fmt(b.get("event_recall"), 3),
                 _fmt(b.get("median_lead_seconds"), 4),
                 _fmt(b.get("false_alarms_per_hour"), 3),
                 _fmt(s.get("fit_seconds"), 3),
@@ -270,7 +287,12 @@ def table(result: dict) -> str:
     first = next(iter(result["models"].values()), {})
     if "breach" in first:
         b = first["breach"]
-        lines.append(f"# breaches scored: {b['breaches']}")
+        lines.append(
+            f"# breach scores at {b['threshold']:g}: {b['origins_scored']} origins below it, "
+            f"{b['origins_crossing']} of them crossing within the horizon; {b['breaches']} crossings "
+            "(f1/precision/recall over origins, events = share of crossings paged ahead, lead_s = median lead, "
+            "fa/h = false-alarm episodes per hour)"
+        )
     for r in rows:
         lines.append(
             "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))

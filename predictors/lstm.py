@@ -329,6 +329,29 @@ class LSTMForecaster:
             loss = loss + self.params.peak_weight * peak_err
         return loss
 
+    def evaluate(self, histories: list[History]) -> dict[str, float]:
+        """The training loss and validation scores on windows of `histories` (up to `val_windows`, drawn with a
+        fixed seed, so two models are compared on the same windows); used to choose between trained candidates."""
+        import torch
+
+        self._check_fitted()
+        p = self.params
+        grids = [F.to_grid(h, p.step_s) for h in histories]
+        raw, tar = F.training_windows(
+            grids, p.lookback, p.horizon_steps, p.val_windows, np.random.default_rng(p.seed + 2)
+        )
+        if not len(tar):
+            raise ValueError("evaluate: no window of the histories is long enough")
+        val = self._tensors(raw, tar)
+        self.net_.eval()
+        with torch.no_grad():
+            loss = float(self._loss(self.net_(val[0], val[1]), val[3]))
+        return {
+            "loss": round(loss, 6),
+            "windows": len(tar),
+            **{k: round(v, 6) for k, v in self._val_scores(val).items()},
+        }
+
     def _val_scores(self, val) -> dict[str, float]:
         import torch
 

@@ -16,7 +16,9 @@ Pool sizes are drawn so that some series never come near 0.75 and others saturat
 `size_fleet_for_trace` does for real traces.  When the fleet twin is importable, `twin_histories` adds series
 from the twin itself (the flash-sale scenario, and traces given on the command line).
 
-The development traces (Azure, Mooncake) are *not* used here: `train_cli` holds them out for validation.
+The development traces (Azure, Mooncake) and the flash-sale scenario itself (seed 0) are *not* used here, nor for
+validation: the backtest scores them, so nothing that trains or chooses the model may see them (`train_cli`
+validates on twin runs with seeds the backtest never uses).
 Everything is deterministic under its seed.  No I/O except reading the ServeGen directories named by the caller.
 """
 
@@ -441,18 +443,60 @@ def twin_trace_histories(traces: Sequence, config, seed: int = 0, step_s: float 
     return hs
 
 
-def servegen_slices(dirs: Sequence[Path | str], hours: int, seed: int, slice_s: float = 3600.0) -> list:
-    """`hours` one-hour traces cut at random from the ServeGen directories (arrivals generated from the
-    per-client windows by `infercast.traces.load_trace`), for the twin to replay."""
-    from infercast.traces import load_trace, servegen_rates
+@dataclass(frozen=True)
+class SliceSpec:
+    """One slice of a ServeGen directory for the twin to replay: [start_s, end_s) of `source` (the directory's
+    `family/model`, e.g. `language/m-large`), arrivals generated with `seed`."""
+
+    source: str
+    start_s: float
+    end_s: float
+    seed: int
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "start_s": self.start_s, "end_s": self.end_s, "seed": self.seed}
+
+
+def servegen_source(d: Path | str) -> str:
+    """The name a ServeGen directory goes by in slice specs and model metadata: `family/model`."""
+    return f"{Path(d).parent.name}/{Path(d).name}"
+
+
+def plan_servegen_slices(
+    dirs: Sequence[Path | str],
+    hours: int,
+    seed: int,
+    slice_s: float = 3600.0,
+    avoid: Sequence[SliceSpec] = (),
+) -> list[SliceSpec]:
+    """`hours` one-hour slices drawn at random from the ServeGen directories (round robin), none overlapping a
+    slice in `avoid` of the same source (so validation and calibration slices stay apart from training's)."""
+    from infercast.traces import servegen_rates
 
     rng = np.random.default_rng(seed)
     out = []
     for i in range(hours):
         d = dirs[i % len(dirs)]
+        src = servegen_source(d)
         t, r = servegen_rates(d)
         ok = t[np.isfinite(r)]
-        start = float(rng.choice(ok[ok <= ok[-1] - slice_s])) if (ok <= ok[-1] - slice_s).any() else float(ok[0])
-        tr = load_trace(d, seed=seed + i, start_s=start, end_s=start + slice_s)
-        out.append(tr)
+        cand = ok[ok <= ok[-1] - slice_s]
+        for a in avoid:
+            if a.source == src:
+                cand = cand[(cand + slice_s <= a.start_s) | (cand >= a.end_s)]
+        start = float(rng.choice(cand)) if len(cand) else float(ok[0])
+        out.append(SliceSpec(src, start, start + slice_s, seed + i))
     return out
+
+
+def load_servegen_slices(dirs: Sequence[Path | str], specs: Sequence[SliceSpec]) -> list:
+    """The traces of planned slices (arrivals generated from the per-client windows by `load_trace`)."""
+    from infercast.traces import load_trace
+
+    by_source = {servegen_source(d): d for d in dirs}
+    return [load_trace(by_source[s.source], seed=s.seed, start_s=s.start_s, end_s=s.end_s) for s in specs]
+
+
+def servegen_slices(dirs: Sequence[Path | str], hours: int, seed: int, slice_s: float = 3600.0) -> list:
+    """`hours` one-hour traces cut at random from the ServeGen directories, for the twin to replay."""
+    return load_servegen_slices(dirs, plan_servegen_slices(dirs, hours, seed, slice_s))

@@ -9,18 +9,28 @@ Definitions (all at the horizon `h`, on the forecast origins `o` the backtest ma
   band's stated width (upper quantile - lower quantile, 0.8 for P10-P90).
 - `pinball`: mean over origins of the pinball (quantile) loss of the three forecast values at h, averaged over
   them: yhat_lower at the lower quantile, yhat at 0.5, yhat_upper at the upper quantile.
-- `breach` (only with a threshold, e.g. KV usage 0.75):
-  - a *breach* is a sample c where y(c) >= threshold and the sample before is below it (first crossing after
-    being below).  A breach is scored when the backtest had origins during all of [c - h, c).
-  - an *alarm* is raised at origin o when the upper band crosses the threshold anywhere in (o, o + h], and y(o)
-    is still below it (once over the threshold the breach has happened; forecasting it is no longer a warning).
-  - `recall`: share of scored breaches with at least one alarm at an origin in [c - h, c).
-  - `median_lead_seconds`: median over detected breaches of c minus the first alarm time in [c - h, c)
-    (so a lead is at most h).
-  - an *alarm episode* is a maximal run of consecutive origins with an alarm.  It is *true* when a breach
-    starts in [first alarm, last alarm + h]; episodes whose outcome lies beyond the data are not counted.
-  - `precision`: true episodes / counted episodes; `false_alarms_per_hour`: false episodes per hour of origins.
-  Values are null where the denominator is zero (no breach, no alarm).
+- `breach` (only with a threshold, e.g. KV usage 0.75; the operator's question is "will it go over in the next
+  h?", so the scores judge the forecast's upper band as a pager):
+  - an *alarm* at origin o: the upper band reaches the threshold anywhere in (o, o + h] while y(o) is below it.
+    Origins already at or over the threshold are not scored (the breach is there; the threshold alert speaks,
+    not the forecast), nor are those whose y(o) is missing.
+  - *per origin*: an origin is scored when y(o) is below the threshold and its window (o, o + h] lies inside the
+    data.  It is *positive* when some observed y in (o, o + h] reaches the threshold (a crossing within the
+    horizon).  `origins_scored`, `origins_crossing` (positives), `alarms`, `true_alarms` count them;
+    `origin_precision` = true alarms / alarms, `origin_recall` = true alarms / positives, `origin_f1` =
+    2 TP / (2 TP + FP + FN).  An upper band that always alarms has precision = the share of positives and an F1
+    of 2p / (1 + p); one that never alarms has recall 0 and F1 0.  `origin_f1` is the headline breach score.
+  - a *breach* is a sample c where y(c) >= threshold and the sample before is (finite and) below it.  A breach is
+    scored when the backtest had origins during all of [c - h, c).  `breaches` counts them, `detected` those with
+    an alarm at an origin in [c - h, c); `event_recall` = detected / breaches.
+  - an *alarm episode* is a maximal run of consecutive origins with an alarm.  `median_lead_seconds`: median over
+    detected breaches of c minus the first alarm of the episode holding the last alarm before c.  It is not
+    capped at h: a page that went out 20 minutes early has a 20-minute lead, and its first 15 minutes are false
+    alarms below.
+  - a *false alarm step* is an alarm at a scored origin with no crossing within the horizon (a false positive
+    above); `false_alarm_steps` counts them, `false_alarm_episodes` the maximal runs of consecutive ones, and
+    `false_alarms_per_hour` = false alarm episodes per hour of origins (last origin - first origin + one step).
+  Ratios are null where their denominator is zero (no alarm, no positive, no breach).
 """
 
 from __future__ import annotations
@@ -100,65 +110,97 @@ def breach_starts(t: np.ndarray, y: np.ndarray, threshold: float) -> np.ndarray:
     return t[idx]
 
 
+def _runs(flags: np.ndarray, origins: np.ndarray, max_gap: float) -> list[tuple[int, int]]:
+    """(first, last) indices of maximal runs of consecutive True flags (origins at most `max_gap` apart)."""
+    runs: list[tuple[int, int]] = []
+    for i in np.nonzero(flags)[0]:
+        if runs and runs[-1][1] == i - 1 and origins[i] - origins[i - 1] <= max_gap:
+            runs[-1] = (runs[-1][0], int(i))
+        else:
+            runs.append((int(i), int(i)))
+    return runs
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
 def breach_scores(
     t: np.ndarray, y: np.ndarray, origins: np.ndarray, upper_max: np.ndarray, horizon_s: float, threshold: float
 ) -> dict:
-    """Precision, recall, lead and false alarms of "upper band crosses `threshold` within `horizon_s`"."""
+    """Scores of "upper band reaches `threshold` within `horizon_s`" as a pager (see the module docstring).
+
+    `upper_max[i]` is the highest upper band over (origins[i], origins[i] + horizon_s] (NaN: no forecast there).
+    """
     step = float(np.median(np.diff(t))) if len(t) > 1 else horizon_s
     tol = step / 2
-    res = {
+    res: dict = {
         "threshold": threshold,
+        "origins_scored": 0,
+        "origins_crossing": 0,
+        "alarms": 0,
+        "true_alarms": 0,
+        "origin_precision": None,
+        "origin_recall": None,
+        "origin_f1": None,
         "breaches": 0,
         "detected": 0,
-        "alarm_episodes": 0,
-        "true_alarm_episodes": 0,
-        "precision": None,
-        "recall": None,
+        "event_recall": None,
         "median_lead_seconds": None,
+        "false_alarm_steps": 0,
+        "false_alarm_episodes": 0,
         "false_alarms_per_hour": None,
     }
     if len(origins) == 0:
         return res
     y_at_origin = _at(t, y, origins, tol)
-    alarm = (upper_max >= threshold) & (y_at_origin < threshold)
+    below = np.isfinite(y_at_origin) & (y_at_origin < threshold)
+    alarm = below & (np.nan_to_num(upper_max, nan=-np.inf) >= threshold)
+    # Per origin: is the window (o, o + h] inside the data, and does an observed sample in it reach the threshold?
+    judged = np.zeros(len(origins), bool)
+    crossing = np.zeros(len(origins), bool)
+    for i, o in enumerate(origins):
+        if o + horizon_s > t[-1] + tol:
+            continue
+        fut = y[(t > o + tol / 10) & (t <= o + horizon_s + tol / 10)]
+        fut = fut[np.isfinite(fut)]
+        if len(fut):
+            judged[i] = True
+            crossing[i] = bool((fut >= threshold).any())
+    scored = below & judged
+    tp = int((scored & alarm & crossing).sum())
+    fp = int((scored & alarm & ~crossing).sum())
+    fn = int((scored & ~alarm & crossing).sum())
+    res.update(
+        origins_scored=int(scored.sum()),
+        origins_crossing=tp + fn,
+        alarms=tp + fp,
+        true_alarms=tp,
+        origin_precision=_ratio(tp, tp + fp),
+        origin_recall=_ratio(tp, tp + fn),
+        origin_f1=_ratio(2 * tp, 2 * tp + fp + fn),
+    )
+    # Events: each scored crossing, detected by an alarm in [c - h, c); the lead runs from its episode's start.
+    max_gap = step + tol
+    episode_start = np.full(len(origins), np.nan)
+    for a, b in _runs(alarm, origins, max_gap):
+        episode_start[a : b + 1] = origins[a]
     starts = breach_starts(t, y, threshold)
-    # Only breaches whose whole warning window [c - h, c) was covered by origins.
-    scored = starts[(starts - horizon_s >= origins[0] - tol) & (starts <= origins[-1] + step + tol)]
+    scored_starts = starts[(starts - horizon_s >= origins[0] - tol) & (starts <= origins[-1] + step + tol)]
     leads = []
-    for c in scored:
-        w = (origins >= c - horizon_s - tol / 10) & (origins < c - tol / 10) & alarm
-        if w.any():
-            leads.append(float(c - origins[w].min()))
-    res["breaches"] = len(scored)
+    for c in scored_starts:
+        w = np.nonzero((origins >= c - horizon_s - tol / 10) & (origins < c - tol / 10) & alarm)[0]
+        if len(w):
+            leads.append(float(c - episode_start[w[-1]]))
+    res["breaches"] = len(scored_starts)
     res["detected"] = len(leads)
-    if len(scored):
-        res["recall"] = len(leads) / len(scored)
+    res["event_recall"] = _ratio(len(leads), len(scored_starts))
     if leads:
         res["median_lead_seconds"] = float(np.median(leads))
-    # Alarm episodes: runs of consecutive origins with an alarm.
-    episodes = []
-    i = 0
-    while i < len(alarm):
-        if alarm[i]:
-            j = i
-            while j + 1 < len(alarm) and alarm[j + 1] and origins[j + 1] - origins[j] <= step + tol:
-                j += 1
-            episodes.append((origins[i], origins[j]))
-            i = j + 1
-        else:
-            i += 1
-    n_true = n_counted = 0
-    for a, b in episodes:
-        hit = ((starts >= a - tol / 10) & (starts <= b + horizon_s + tol / 10)).any()
-        if hit:
-            n_true += 1
-            n_counted += 1
-        elif b + horizon_s <= t[-1] + tol:
-            n_counted += 1
-    res["alarm_episodes"] = n_counted
-    res["true_alarm_episodes"] = n_true
-    if n_counted:
-        res["precision"] = n_true / n_counted
+    false_step = scored & alarm & ~crossing
+    n_false = len(_runs(false_step, origins, max_gap))
+    res["false_alarm_steps"] = int(false_step.sum())
+    res["false_alarm_episodes"] = n_false
     hours = (origins[-1] - origins[0] + step) / 3600.0
-    res["false_alarms_per_hour"] = (n_counted - n_true) / hours if hours > 0 else None
+    res["false_alarms_per_hour"] = n_false / hours if hours > 0 else None
     return res

@@ -1,24 +1,37 @@
-"""`infercast train --out predictors/models/lstm_kv [--from-twin] [--servegen DIR ...] [--traces PATH ...]
+"""`infercast train --out predictors/models/lstm_kv [--from-twin] [--servegen DIR ...] [--twin-weight W ...]
 [--seed 0] [--max-epochs N]`: (re)build the LSTM's model file reproducibly.
 
 Training data (see `predictors.pretrain_data`): KV series from the fluid pool model driven by ServeGen rates
 (`--servegen`, a ServeGen model directory or a folder above several) and synthetic surges; with `--from-twin`,
-also the fleet twin's runs of the flash-sale scenario.  The development traces given with `--traces` (Azure CSV,
-Mooncake JSONL, or folders holding them) are *held out*: they only choose the epoch to stop at and are scored in
-the metadata; they are never trained on.  Same arguments and seed -> the same model file.
+also the fleet twin's runs: `--twin-variants` variants of the fleet file's surge scenario (seeds `--seed` + 100...)
+and `--twin-servegen-hours` one-hour ServeGen slices (arrival seeds `--seed` + 200...).
+
+Validation, i.e. the choice of the stopping epoch and of the model that ships, uses only data the backtest
+(`infercast backtest`, `bench/forecast.py`) never scores: the last `val_fraction` of every training series
+(time-ordered split) and, with `--from-twin`, twin runs of their own: `--val-variants` surge-scenario variants
+(seeds `--seed` + 300...) and `--val-servegen-hours` one-hour ServeGen slices (seed `--seed` + 400, drawn apart from
+the training slices).  The development traces (Azure code and conv, Mooncake) and the flash-sale scenario itself
+(seed 0) are what the backtest scores, so they are used nowhere here.  Given several `--twin-weight` values, one
+model is trained per value and the one with the lowest loss on the validation twin runs ships (the fit's own
+validation loss when there are none); every candidate's scores are kept in the metadata (`selection`).  The
+metadata also records the exact data (seeds, slices) and the twin's provenance (`twin`: the repository commit,
+whether the twin's sources differed from it, and a hash of them).  Same arguments and seed -> the same weights.
 
 `infercast train --out STEM --calibrate-only [--servegen DIR ...]` refits only the band calibration of the
 existing model STEM (per-step P10/P90 widening factors, split conformal, see `LSTMForecaster.calibrate`) and
-rewrites only STEM.json; the weights are not touched.  The calibration data are twin runs that neither training
-nor scoring uses: `--calib-variants` surge-scenario variants and `--calib-servegen-hours` one-hour ServeGen
-slices, drawn with seeds offset from training's (`--seed` + 500 and + 600).  Never the development traces.
+rewrites only STEM.json; the weights are not touched.  The calibration data are twin runs that neither training,
+validation nor scoring uses: `--calib-variants` surge-scenario variants (seeds `--seed` + 500...) and
+`--calib-servegen-hours` one-hour ServeGen slices (seed `--seed` + 600, drawn apart from the slices the model's
+metadata lists for training and validation).  Never the development traces.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,11 +44,23 @@ DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sal
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="model path stem: writes OUT.safetensors and OUT.json")
     p.add_argument("--servegen", nargs="*", default=[], help="ServeGen model dirs (or a folder above them)")
-    p.add_argument("--traces", nargs="*", default=[], help="held-out validation traces (files or folders)")
     p.add_argument("--from-twin", action="store_true", help="add the fleet twin's runs to the training data")
     p.add_argument("--twin-variants", type=int, default=6, help="with --from-twin: surge-scenario variants to run")
-    p.add_argument("--twin-weight", type=float, default=1.0, help="with --from-twin: sampling weight of twin runs")
+    p.add_argument(
+        "--twin-weight",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="with --from-twin: sampling weight of twin runs; several values train one candidate each and keep "
+        "the one with the lowest loss on the validation twin runs",
+    )
     p.add_argument("--twin-servegen-hours", type=int, default=4, help="with --from-twin: ServeGen hours to replay")
+    p.add_argument(
+        "--val-variants", type=int, default=4, help="with --from-twin: validation surge variants (default 4)"
+    )
+    p.add_argument(
+        "--val-servegen-hours", type=int, default=2, help="with --from-twin: validation ServeGen hours (default 2)"
+    )
     p.add_argument("--config", default=str(DEFAULT_FLEET), help="fleet file for the twin (default flash-sale)")
     p.add_argument("--series", type=int, default=96, help="generated series (pools) (default 96)")
     p.add_argument("--hours", type=float, default=6.0, help="hours per generated series (default 6)")
@@ -73,67 +98,140 @@ def _servegen_dirs(roots: list[str]) -> list[Path]:
     return out
 
 
-def _trace_files(paths: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for s in paths:
-        p = Path(s)
-        if p.is_file():
-            out.append(p)
-        elif p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".csv", ".jsonl", ".gz"))
-        else:
-            raise SystemExit(f"infercast train: --traces {s}: no such file or directory")
-    return [f for f in out if "servegen" not in f.parts and "LICENSE" not in f.name]
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from infercast.config import load_config
     from predictors import pretrain_data as D
-    from predictors.lstm import LSTMForecaster, LSTMParams
+    from predictors.lstm import LSTMParams
 
     torch.set_num_threads(max(1, args.threads))
     if args.calibrate_only:
         return calibrate_only(args)
+    if len(args.twin_weight) > 1 and not args.from_twin:
+        raise SystemExit("infercast train: several --twin-weight values need --from-twin")
     t0 = time.perf_counter()
     sg = _servegen_dirs(args.servegen)
     rates = D.servegen_rate_series(sg)
     train = D.generated_histories(
         rates, args.series, args.hours, seed=args.seed, out_step_s=args.step, surges_per_hour=args.surges_per_hour
     )
+    n_generated = len(train)
     sources = [name for name, _, _ in rates] or ["synthetic-diurnal"]
-    cfg = None
+    data: dict = {
+        "generated_series": args.series,
+        "hours_per_series": args.hours,
+        "surges_per_hour": args.surges_per_hour,
+    }
+    val: list = []
+    validation: dict = {
+        "early_stopping": f"the last {LSTMParams().val_fraction:.0%} of each training series (time-ordered split)"
+        + (" and the validation twin runs" if args.from_twin else ""),
+        "not_used": "the development traces (Azure code and conv, Mooncake) and the flash-sale scenario's own run "
+        "(seed 0): the backtest scores them",
+    }
+    twin = None
     if args.from_twin:
         try:
             import infercast.twin.run  # noqa: F401
         except ImportError as e:
             raise SystemExit(f"infercast train: --from-twin needs the fleet twin (infercast.twin.run): {e}") from e
         cfg = load_config(args.config)
-        n_generated = len(train)
-        variants = D.scenario_variants(cfg, args.twin_variants, seed=args.seed + 100)
-        train += D.twin_scenario_histories(variants, step_s=args.step)
-        sources.append(f"twin: {args.twin_variants} variants of the {cfg.name} scenario")
-        if args.twin_servegen_hours and sg:
-            slices = D.servegen_slices(sg, args.twin_servegen_hours, seed=args.seed + 200)
-            train += D.twin_trace_histories(slices, cfg, seed=args.seed, step_s=args.step)
-            sources.append(f"twin: {args.twin_servegen_hours} one-hour ServeGen slices")
+        twin = twin_provenance(Path(args.config))
+        # Training's ServeGen replays keep the twin seed they always had (--seed); validation's get their own.
+        train_runs, hs = _twin_runs(
+            cfg,
+            sg,
+            args,
+            variants=args.twin_variants,
+            hours=args.twin_servegen_hours,
+            seed=args.seed + 100,
+            twin_seed=args.seed,
+        )
+        train += hs
+        sources += train_runs.pop("sources")
+        data["twin_runs"] = train_runs
+        val_runs, val = _twin_runs(
+            cfg,
+            sg,
+            args,
+            variants=args.val_variants,
+            hours=args.val_servegen_hours,
+            seed=args.seed + 300,
+            twin_seed=args.seed + 400,
+            avoid=_slices(train_runs),
+        )
+        validation["sources"] = val_runs.pop("sources")
+        validation["twin_runs"] = val_runs
         log.info("twin data generated (%.0f s so far)", time.perf_counter() - t0)
+    data["sources"] = sources
+    data["validation"] = validation
     log.info(
-        "training data: %d series, %.0f h (%.1f s to generate)", len(train), _hours(train), time.perf_counter() - t0
+        "training data: %d series, %.0f h; validation twin runs: %d series (%.1f s to generate)",
+        len(train),
+        _hours(train),
+        len(val),
+        time.perf_counter() - t0,
     )
+    weights_tried = args.twin_weight if args.from_twin else [1.0]
+    candidates = []
+    for w in weights_tried:
+        t1 = time.perf_counter()
+        model = _fit(args, train, val, n_generated, w)
+        rec = {"twin_weight": w, "train_seconds": round(time.perf_counter() - t1, 1), **model.meta_["scores"]}
+        if val:
+            rec["validation_twin"] = model.evaluate(val)
+        candidates.append((model, rec))
+        log.info("candidate twin_weight %g: %s", w, rec)
+    criterion = "loss on the validation twin runs" if val else "validation loss of the fit (time-ordered split)"
+    model, chosen = min(candidates, key=lambda c: c[1]["validation_twin"]["loss"] if val else c[1]["val_loss"])
+    data["twin_weight"] = chosen["twin_weight"] if args.from_twin else None
+    validation["model_choice"] = (
+        f"{criterion}, among twin weights {weights_tried}" if len(weights_tried) > 1 else "one candidate"
+    )
+    extra = {
+        "data": data,
+        "selection": {"criterion": criterion, "candidates": [r for _, r in candidates], "chosen": chosen},
+        "twin": twin,
+        "command": _command(),
+        "train_seconds": chosen["train_seconds"],
+    }
+    model.save(args.out, extra=extra)
+    s = model.meta_["scores"]
+    print(
+        f"wrote {args.out}.safetensors/.json: {len(train)} series, {_hours(train):.0f} h; "
+        f"{s.get('epochs_run')} epochs in {chosen['train_seconds']:.0f} s (twin weight {data['twin_weight']}); "
+        f"val peak_mae {s.get('val_peak_mae')}, band coverage {s.get('val_band_coverage')}"
+        + (f"; validation twin runs loss {chosen['validation_twin']['loss']}" if val else "")
+    )
+    return 0
 
-    val = []
-    files = _trace_files(args.traces)
-    if files:
-        from infercast.traces import load_trace
 
-        traces = [load_trace(f) for f in files]
-        if cfg is not None:
-            val = D.twin_trace_histories(traces, cfg, seed=args.seed, step_s=args.step)
-        else:
-            for i, tr in enumerate(traces):
-                val += D.trace_histories(tr, n_pools=4, seed=args.seed + 1000 + i, out_step_s=args.step)
+def _twin_runs(
+    cfg, sg: list[Path], args: argparse.Namespace, *, variants: int, hours: int, seed: int, twin_seed: int, avoid=()
+) -> tuple[dict, list]:
+    """Twin runs: `variants` variants of the scenario (seeds `seed`...) and `hours` ServeGen slices (seed
+    `seed` + 100, none overlapping a slice in `avoid`) replayed with twin seed `twin_seed`.
+    Returns (what they are, for the metadata; their histories)."""
+    from predictors import pretrain_data as D
+
+    hs: list = []
+    what: dict = {"sources": [], "scenario_variants": None, "servegen_slices": []}
+    if variants:
+        hs += D.twin_scenario_histories(D.scenario_variants(cfg, variants, seed=seed), step_s=args.step)
+        what["scenario_variants"] = {"scenario": cfg.name, "seeds": list(range(seed, seed + variants))}
+        what["sources"].append(f"twin: {variants} variants of the {cfg.name} scenario (seeds {seed}+)")
+    if hours and sg:
+        specs = D.plan_servegen_slices(sg, hours, seed=seed + 100, avoid=avoid)
+        hs += D.twin_trace_histories(D.load_servegen_slices(sg, specs), cfg, seed=twin_seed, step_s=args.step)
+        what["servegen_slices"] = [{**x.as_dict(), "twin_seed": twin_seed} for x in specs]
+        what["sources"].append(f"twin: {hours} one-hour ServeGen slices (seed {seed + 100})")
+    return what, hs
+
+
+def _fit(args: argparse.Namespace, train: list, val: list, n_generated: int, twin_weight: float):
+    from predictors.lstm import LSTMForecaster, LSTMParams
+
     params = LSTMParams(
         step_s=args.step,
         seed=args.seed,
@@ -142,53 +240,76 @@ def run(args: argparse.Namespace) -> int:
         hidden=args.hidden,
     )
     model = LSTMForecaster(params, progress=not args.no_progress)
-    t1 = time.perf_counter()
     weights = None
-    if cfg is not None and args.twin_weight != 1.0:
-        weights = [1.0] * n_generated + [args.twin_weight] * (len(train) - n_generated)
-    model.fit(train, validation=val, weights=weights)
-    train_s = time.perf_counter() - t1
-    extra = {
-        "data": {
-            "sources": sources,
-            "generated_series": args.series,
-            "hours_per_series": args.hours,
-            "surges_per_hour": args.surges_per_hour,
-            "twin_weight": args.twin_weight if cfg is not None else None,
-            "validation_held_out": [f.name for f in files],
-            "validation_kind": "twin" if cfg is not None and files else ("fluid pool model" if files else "none"),
-        },
-        "command": "infercast train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-        if len(sys.argv) > 1 and sys.argv[1] == "train"
-        else None,
-        "train_seconds": round(train_s, 1),
+    if twin_weight != 1.0:
+        weights = [1.0] * n_generated + [twin_weight] * (len(train) - n_generated)
+    return model.fit(train, validation=val, weights=weights)
+
+
+def _command() -> str | None:
+    if len(sys.argv) > 1 and sys.argv[1] == "train":
+        return "infercast train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    return None
+
+
+def twin_provenance(config: Path) -> dict:
+    """Which twin made the twin runs: the repository commit, whether the twin's sources or the fleet file differ
+    from it, and sha256 hashes of both (which identify them even without git)."""
+    import infercast
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted((root / "infercast" / "twin").rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    out: dict = {
+        "infercast_version": infercast.__version__,
+        "twin_sources_sha256": h.hexdigest(),
+        "config": config.name,
+        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
+        "commit": None,
+        "dirty": None,
     }
-    model.save(args.out, extra=extra)
-    s = model.meta_["scores"]
-    print(
-        f"wrote {args.out}.safetensors/.json: {len(train)} series, {_hours(train):.0f} h; "
-        f"{s.get('epochs_run')} epochs in {train_s:.0f} s; val peak_mae {s.get('val_peak_mae')}, "
-        f"band coverage {s.get('val_band_coverage')}"
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "infercast/twin", str(config.resolve())],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return out
+    if head.returncode == 0:
+        out["commit"] = head.stdout.strip()
+        out["dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return out
+
+
+def _slices(runs: dict | None) -> list:
+    """The ServeGen slice specs a `_twin_runs` record lists."""
+    from predictors.pretrain_data import SliceSpec
+
+    return [
+        SliceSpec(x["source"], x["start_s"], x["end_s"], x["seed"]) for x in (runs or {}).get("servegen_slices", [])
+    ]
+
+
+def calibration_histories(args: argparse.Namespace, cfg, meta: dict | None = None) -> tuple[list, dict]:
+    """Twin runs for the band calibration, with seeds neither training nor validation uses, and ServeGen slices
+    apart from those the model's metadata `meta` lists; (histories, what they are)."""
+    data = (meta or {}).get("data", {})
+    avoid = _slices(data.get("twin_runs")) + _slices(data.get("validation", {}).get("twin_runs"))
+    what, hs = _twin_runs(
+        cfg,
+        _servegen_dirs(args.servegen),
+        args,
+        variants=args.calib_variants,
+        hours=args.calib_servegen_hours,
+        seed=args.seed + 500,
+        twin_seed=args.seed + 600,
+        avoid=avoid,
     )
-    return 0
-
-
-def calibration_histories(args: argparse.Namespace, cfg) -> tuple[list, list[str]]:
-    """Twin runs for the band calibration, with seeds training doesn't use; (histories, description)."""
-    from predictors import pretrain_data as D
-
-    hs: list = []
-    sources: list[str] = []
-    if args.calib_variants:
-        variants = D.scenario_variants(cfg, args.calib_variants, seed=args.seed + 500)
-        hs += D.twin_scenario_histories(variants, step_s=args.step)
-        sources.append(f"twin: {args.calib_variants} variants of the {cfg.name} scenario (seeds {args.seed + 500}+)")
-    sg = _servegen_dirs(args.servegen)
-    if args.calib_servegen_hours and sg:
-        slices = D.servegen_slices(sg, args.calib_servegen_hours, seed=args.seed + 600)
-        hs += D.twin_trace_histories(slices, cfg, seed=args.seed + 600, step_s=args.step)
-        sources.append(f"twin: {args.calib_servegen_hours} one-hour ServeGen slices (seed {args.seed + 600})")
-    return hs, sources
+    return hs, what
 
 
 def calibrate_only(args: argparse.Namespace) -> int:
@@ -211,16 +332,18 @@ def calibrate_only(args: argparse.Namespace) -> int:
         )
     t0 = time.perf_counter()
     cfg = load_config(args.config)
-    hs, sources = calibration_histories(args, cfg)
+    hs, what = calibration_histories(args, cfg, model.meta_)
     if not hs:
         raise SystemExit("infercast train --calibrate-only: no calibration data (--calib-variants 0 and no ServeGen)")
     log.info("calibration data: %d series, %.1f h (%.0f s)", len(hs), _hours(hs), time.perf_counter() - t0)
-    command = (
-        "infercast train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-        if len(sys.argv) > 1 and sys.argv[1] == "train"
-        else None
-    )
-    rec = model.calibrate(hs, coverage=args.calib_coverage, source={"data": sources, "command": command})
+    source = {
+        "data": what["sources"],
+        "scenario_variants": what["scenario_variants"],
+        "servegen_slices": what["servegen_slices"],
+        "twin": twin_provenance(Path(args.config)),
+        "command": _command(),
+    }
+    rec = model.calibrate(hs, coverage=args.calib_coverage, source=source)
     modelfile.update_metadata(args.out, {CALIBRATION_KEY: rec})
     before, after = rec["coverage_before"], rec["coverage_after"]
     print(

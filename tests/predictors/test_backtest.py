@@ -8,7 +8,7 @@ import pytest
 from predictors.backtest import origin_times, run_backtest, score_runs
 from predictors.base import Forecast, History
 from predictors.registry import BASELINES, make
-from predictors.scoring import breach_scores, breach_starts, score_forecasts
+from predictors.scoring import score_forecasts
 
 
 def _series(n: int = 240, seed: int = 0) -> History:
@@ -102,32 +102,3 @@ def test_point_scores_by_hand():
     # Pinball at origin 0: lower 2.5 vs 2 -> (0.1-1)*(-0.5)=0.45; median 3 vs 2 -> 0.5; upper 4 vs 2 -> 0.2.
     # Origin 1: lower 2 vs 3 -> 0.1; median 3 vs 3 -> 0; upper 4 vs 3 -> 0.1.
     assert s["pinball"] == pytest.approx(((0.45 + 0.5 + 0.2) / 3 + (0.1 + 0 + 0.1) / 3) / 2)
-
-
-def test_breach_precision_recall_lead_and_false_alarms_by_hand():
-    step = 15.0
-    t = np.arange(0, 3600, step)
-    y = np.full(len(t), 0.5)
-    y[(t >= 1200) & (t < 1500)] = 0.9  # one breach episode starting at 1200 s
-    y[(t >= 2400) & (t < 2460)] = 0.8  # a second one at 2400 s
-    origins = t.copy()
-    upper = np.full(len(t), 0.6)
-    upper[(t >= 1020) & (t < 1200)] = 0.8  # alarm from 1020 s: 180 s ahead of the first breach
-    upper[(t >= 3000) & (t < 3060)] = 0.8  # an alarm followed by nothing: false
-    # the second breach (2400 s) gets no alarm: missed
-    b = breach_scores(t, y, origins, upper, 300.0, 0.75)
-    assert breach_starts(t, y, 0.75).tolist() == [1200.0, 2400.0]
-    assert b["breaches"] == 2 and b["detected"] == 1
-    assert b["recall"] == 0.5
-    assert b["median_lead_seconds"] == 180.0
-    assert b["alarm_episodes"] == 2 and b["true_alarm_episodes"] == 1
-    assert b["precision"] == 0.5
-    assert b["false_alarms_per_hour"] == pytest.approx(1 / 1.0)  # origins span one hour
-
-
-def test_alarms_while_already_over_the_threshold_do_not_count():
-    t = np.arange(0, 1800, 15.0)
-    y = np.where(t >= 600, 0.9, 0.5)
-    upper = np.where(t >= 600, 0.95, 0.5)  # only "predicts" the breach once it is already there
-    b = breach_scores(t, y, t, upper, 300.0, 0.75)
-    assert b["breaches"] == 1 and b["recall"] == 0.0 and b["alarm_episodes"] == 0

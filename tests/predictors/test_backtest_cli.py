@@ -9,7 +9,15 @@ import yaml
 from infercast.cli import main
 
 SCORE_KEYS = {"mae", "peak_mae", "coverage", "coverage_nominal", "pinball", "fit_seconds", "predict_seconds_per_series"}
-BREACH_KEYS = {"precision", "recall", "median_lead_seconds", "false_alarms_per_hour", "breaches"}
+BREACH_KEYS = {
+    "origin_f1",
+    "origin_precision",
+    "origin_recall",
+    "event_recall",
+    "median_lead_seconds",
+    "false_alarms_per_hour",
+    "breaches",
+}
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -46,6 +54,12 @@ def test_kv_series_from_an_azure_csv_through_the_twin_with_a_plot(capsys, data_d
         assert 0 <= s["coverage"] <= 1 and s["peak_mae"] >= 0 and s["n_origins"] > 20
     # The LSTM is in the table when part B's model file loads, otherwise a note says why not.
     assert "lstm" in res["models"] or any(n.startswith("lstm skipped") for n in res["notes"])
+    # The two references are scored on the same origins: one pages at every origin below the threshold, the
+    # other never does.
+    always, never = res["models"]["always_alarm"]["breach"], res["models"]["never_alarm"]["breach"]
+    assert always["origins_scored"] == never["origins_scored"] == res["models"]["kalman"]["breach"]["origins_scored"]
+    assert always["alarms"] == always["origins_scored"] > 0 and always["origin_recall"] == 1.0
+    assert never["alarms"] == 0 and never["false_alarms_per_hour"] == 0.0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -8,7 +8,14 @@ import pytest
 from infercast.cli import main
 from predictors.lstm import LSTMForecaster
 from predictors.modelfile import paths
-from predictors.pretrain_data import generated_histories, trace_histories
+from predictors.pretrain_data import (
+    generated_histories,
+    load_servegen_slices,
+    plan_servegen_slices,
+    servegen_slices,
+    servegen_source,
+    trace_histories,
+)
 
 pytest.importorskip("torch")
 
@@ -74,3 +81,40 @@ def test_calibrate_only_rewrites_the_json_and_keeps_the_weights(tmp_path, capsys
 def test_calibrate_only_names_a_missing_model(tmp_path):
     with pytest.raises(SystemExit, match="metadata file is missing"):
         main(["train", "--out", str(tmp_path / "none"), "--calibrate-only"])
+
+
+def test_validation_slices_stay_apart_from_the_training_slices(data_dir):
+    sg = [data_dir / "traces" / "servegen" / "language" / "m-large"]
+    train = plan_servegen_slices(sg, 3, seed=200)
+    # Planning draws exactly what the training data always drew (the shipped model's slices stay the same).
+    assert [len(x.arrivals_s) for x in servegen_slices(sg, 3, seed=200)] == [
+        len(x.arrivals_s) for x in load_servegen_slices(sg, train)
+    ]
+    assert {x.source for x in train} == {servegen_source(sg[0])} == {"language/m-large"}
+    val = plan_servegen_slices(sg, 6, seed=400, avoid=train)
+    for v in val:
+        assert all(v.end_s <= a.start_s or v.start_s >= a.end_s for a in train), (v, train)
+
+
+def test_model_choice_uses_only_twin_runs_the_backtest_never_scores(tmp_path, capsys):
+    """`infercast train --from-twin --twin-weight 1 4`: two candidates, chosen on validation twin runs (surge
+    variant seed 300) that neither training (seed 100) nor the backtest (the scenario's own seed 0, the dev
+    traces) uses; the file says what it was trained and validated on, and which twin made the runs."""
+    stem = tmp_path / "m"
+    argv = ["train", "--out", str(stem), "--no-progress", "--from-twin", "--twin-variants", "1", "--val-variants", "1"]
+    argv += ["--twin-servegen-hours", "0", "--val-servegen-hours", "0", "--twin-weight", "1", "4", *TINY]
+    assert main(argv) == 0
+    assert "validation twin runs loss" in capsys.readouterr().out
+    meta = LSTMForecaster.load(stem).meta_
+    data, sel = meta["data"], meta["selection"]
+    assert data["twin_runs"]["scenario_variants"]["seeds"] == [100]
+    assert data["validation"]["twin_runs"]["scenario_variants"]["seeds"] == [300]
+    assert "Azure" in data["validation"]["not_used"] and "seed 0" in data["validation"]["not_used"]
+    assert sel["criterion"] == "loss on the validation twin runs"
+    losses = {c["twin_weight"]: c["validation_twin"]["loss"] for c in sel["candidates"]}
+    assert set(losses) == {1.0, 4.0}
+    assert data["twin_weight"] == sel["chosen"]["twin_weight"] == min(losses, key=losses.get)
+    # The twin that made the runs: a hash of its sources always, the commit where git can tell.
+    assert len(meta["twin"]["twin_sources_sha256"]) == 64 and meta["twin"]["config"] == "flash-sale.yaml"
+    # No series of the scored traces anywhere in what it trained on.
+    assert not any("Azure" in x or "conversation" in x for x in meta["training_range"]["series"])

@@ -1,0 +1,62 @@
+"""bench/forecast.py's published figures (docs/results/forecast.json, rendered into README.md and docs/*.md) are of
+the code in this tree: the shipped LSTM and the current twin.  `tests/test_results_tables.py` checks that the
+blocks match the JSON; this checks that the JSON matches what it claims to have measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+from predictors.lstm import DEFAULT_MODEL
+from predictors.modelfile import paths
+from predictors.train_cli import twin_provenance
+from tests.conftest import REPO
+
+BENCH = REPO / "bench" / "forecast.py"
+RESULT = json.loads((REPO / "docs" / "results" / "forecast.json").read_text())
+RERUN = "rerun `nice -n 10 .venv/bin/python bench/forecast.py --traces /work/shared/traces` (docs/lstm.md)"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_forecast", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_importing_the_bench_is_cheap_and_has_no_side_effects():
+    code = (
+        "import importlib.util, sys; before = set(sys.modules); path = list(sys.path)\n"
+        f"spec = importlib.util.spec_from_file_location('b', {str(BENCH)!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "heavy = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+        "('numpy', 'torch', 'predictors', 'infercast', 'pandas'))\n"
+        "print(heavy, sys.path == path)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[] True"
+
+
+def test_published_figures_are_of_the_shipped_lstm():
+    meta = json.loads(paths(DEFAULT_MODEL)[1].read_text())
+    assert RESULT["run"]["lstm"]["weights_sha256"] == meta["weights_sha256"], f"the model file changed: {RERUN}"
+
+
+def test_published_figures_are_of_the_current_twin():
+    now = twin_provenance(REPO / "examples" / "flash-sale.yaml")
+    assert RESULT["run"]["twin_sources_sha256"] == now["twin_sources_sha256"], f"the twin changed: {RERUN}"
+    assert RESULT["run"]["fleet_file_sha256"] == now["config_sha256"], f"examples/flash-sale.yaml changed: {RERUN}"
+
+
+def test_the_readme_table_sets_the_lstm_against_the_baselines_and_both_references():
+    tables = _bench().TABLES
+    readme = tables["readme"](RESULT)
+    assert set(RESULT["kv"]) == {"azure-code", "azure-conv", "mooncake", "flash-sale"}
+    rows = [line.split(" | ") for line in readme.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    models = [r[1] for r in rows]
+    assert models.count("lstm") == models.count("always_alarm") == models.count("never_alarm") == 4
+    assert sum(m.startswith("predict_linear") for m in models) == 4
+    # Every part renders from the published JSON.
+    assert all(tables[part](RESULT) for part in tables)
