@@ -273,6 +273,32 @@ class Protections(Strict):
     )
 
 
+class PolicyConfig(Strict):
+    """The predictive policy (`actuators/policy.py`): when the upper band of a pool's KV forecast crosses
+    `thresholds.kv_forecast_trigger` within the horizon, act a lead time ahead, in bounded steps, and relax one
+    step at a time once the forecasts and the live figures are back under it."""
+
+    prewarm_margin_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        30.0, description="start standby capacity this long more than a cold start before the forecast breach"
+    )
+    tighten_lead_seconds: PosFloat = Field(
+        60.0, description="tighten admission when the forecast breach is this close (what is admitted must drain)"
+    )
+    context_steps: tuple[PosInt, ...] = Field(
+        (16_000, 8_192), description="accepted prompt lengths, one step per decision (seed 000: 24k -> 16k -> 8k)"
+    )
+    tightened_memory_limit: Ratio = Field(0.75, description="memory admission threshold while tightened")
+    tightened_normal_queue_seconds: Annotated[float, Field(ge=0.0)] = 1.0
+    tightened_low_queue_seconds: Annotated[float, Field(ge=0.0)] = 0.0
+    target_kv: Ratio = Field(0.6, description="KV usage per node the pre-warmed replica count aims for")
+    max_replicas_step: PosInt = Field(4, description="at most this many replicas more per decision (HPA: 4 per 15 s)")
+    max_weight_shift: Ratio = Field(0.5, description="at most this share of a pool's weight moved per decision")
+    hysteresis: Ratio = Field(0.05, description="relax only below the trigger minus this")
+    relax_hold_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        60.0, description="forecasts and live figures must stay below the relax level this long before a step back"
+    )
+
+
 class Event(Strict):
     """A calendar event for the traffic forecaster (promotions, version upgrades)."""
 
@@ -423,6 +449,7 @@ class FleetConfig(Strict):
     scenario: ScenarioConfig | None = None
     twin: TwinConfig = TwinConfig()
     protections: Protections = Protections()
+    policy: PolicyConfig = PolicyConfig()
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:

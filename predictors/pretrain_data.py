@@ -413,8 +413,14 @@ def scenario_variants(config, n: int, seed: int):
                 long_ramp_seconds=float(rng.uniform(20, 400)),
             ),
         )
+        # the variant's phases are the whole traffic: the scenario's other streams (its own surge) are left out
         sc = config.scenario.model_copy(
-            update={"phases": phases, "duration_seconds": start + float(rng.uniform(900, 1500)), "seed": seed + i}
+            update={
+                "phases": phases,
+                "streams": (),
+                "duration_seconds": start + float(rng.uniform(900, 1500)),
+                "seed": seed + i,
+            }
         )
         out.append(config.model_copy(update={"scenario": sc, "name": f"{config.name}-variant{seed + i}"}))
     return out

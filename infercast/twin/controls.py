@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from infercast.config import Autoscaler, FleetConfig, LengthDistribution
+from infercast.config import Autoscaler, FleetConfig
 from infercast.twin.layout import protected_layout
-from infercast.twin.traffic import LONG_CONTEXT_TOKENS, sample_lengths
+from infercast.twin.traffic import LONG_CONTEXT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class PoolView:
     speed: float
     memory_usage: float
     kv_usage: float = 0.0  # mean over the nodes that are up
+    kv_usage_max: float = 0.0  # the fullest node that is up
     waiting: int = 0  # requests waiting on the pool's nodes
     weight: float = 1.0
     min_context_tokens: int = 0
@@ -67,6 +68,7 @@ class Observation:
     pools: tuple[PoolView, ...]
     prefill_tokens_per_second: float
     cold_start_seconds: float
+    fleet: Any = None  # a callable giving the fleet's control-plane state (`actuators.admin.Observation`)
 
     def pool(self, name: str) -> PoolView:
         return next(p for p in self.pools if p.name == name)
@@ -265,44 +267,73 @@ class ReactiveControl(_SetOnce):
 
 
 class OracleControl(ReactiveControl):
-    """`reactive`, plus standby nodes started a cold start ahead of the load, read from the traffic's future."""
+    """`reactive`, plus infercast's predictive policy (`actuators.policy`) fed the true future instead of forecasts,
+    a horizon ahead: the KV usage the same seed realises under `reactive` (the fullest instance of each pool: the
+    world the policy sets out to change) and the load the traffic will offer each pool (prompt tokens per second
+    over what its ready replicas prefill, the share of its capacity).  So `oracle - predictive` is the value of
+    better forecasts."""
 
     name = "oracle"
-    utilisation_target = 0.80  # plan for this share of a node's prefill throughput
-    margin_seconds = 30.0  # start a little more than a cold start ahead
 
-    def __init__(self, cfg: FleetConfig, traffic, lengths: LengthDistribution, seed: int = 0) -> None:
+    def __init__(self, cfg: FleetConfig, traffic, reference: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        from actuators.policy import PredictivePolicy
+
         super().__init__(cfg)
+        self.policy = PredictivePolicy(cfg)
         self.traffic = traffic
-        rng = np.random.default_rng(seed + 7919)
-        short, _ = sample_lengths(20_000, 0.0, lengths, rng)
-        long, _ = sample_lengths(20_000, 1.0, lengths, rng)
-        self.mean_short, self.mean_long = float(short.mean()), float(long.mean())
+        self.reference = reference  # pool -> (t, fullest instance's KV usage) of the reactive run
+        self.horizon = cfg.predictor.horizon_seconds
+        self.trigger = cfg.thresholds.kv_forecast_trigger
+        self.step = 5.0
 
-    def demand_nodes(self, p: PoolView, obs: Observation, t: float) -> float:
-        """Nodes of this pool the offered load at t needs, from the rate and long-context share the traffic will
-        have then; only pools that take traffic (enabled, weight > 0) share it."""
-        rate, share = self.traffic.rate_at(t), self.traffic.long_share_at(t)
-        takes_short = p.min_context_tokens <= LONG_CONTEXT_TOKENS
-        takes_long = p.max_context_tokens is None or p.max_context_tokens > LONG_CONTEXT_TOKENS
-        siblings = [
-            q
-            for q in obs.pools
-            if q.enabled and q.weight > 0 and not q.standby and q.speed > 0
-            and (q.min_context_tokens <= LONG_CONTEXT_TOKENS) == takes_short
-            and (q.max_context_tokens is None or q.max_context_tokens > LONG_CONTEXT_TOKENS) == takes_long
-        ]  # fmt: skip
-        tokens = rate * ((1 - share) * self.mean_short * takes_short + share * self.mean_long * takes_long)
-        per_node = self.utilisation_target * obs.prefill_tokens_per_second * p.speed
-        return tokens / per_node / max(1, len(siblings))
+    @staticmethod
+    def _serves(p: PoolView) -> tuple[bool, bool]:
+        return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
+            p.max_context_tokens is None or p.max_context_tokens > LONG_CONTEXT_TOKENS
+        )
 
-    def floors(self, obs: Observation) -> dict[str, int]:
-        """Nodes each autoscaled pool will need a cold start (and a margin) from now."""
-        ahead = obs.now + obs.cold_start_seconds + self.margin_seconds
-        return {name: math.ceil(self.demand_nodes(obs.pool(name), obs, ahead)) for name in self.hpa.a.pools}
+    def load(self, p: PoolView, obs: Observation, t: float) -> float:
+        """The share of its prefill capacity the traffic at t offers this pool (the pools taking traffic of the
+        same prompt lengths share it; only pools that take traffic count: enabled, weight > 0)."""
+        kind = self._serves(p)
+        siblings = [q for q in obs.pools if q.enabled and q.weight > 0 and not q.standby and self._serves(q) == kind]
+        capacity = sum(max(q.nodes_up, 1) * q.speed for q in siblings) * obs.prefill_tokens_per_second
+        return self.traffic.token_rate_at(t, *kind) / capacity if capacity > 0 else 0.0
+
+    def outlook(self, obs: Observation) -> dict:
+        from actuators.policy import Outlook
+
+        out = {}
+        ahead = obs.now + np.arange(self.step, self.horizon + 1e-9, self.step)
+        for p in obs.pools:
+            if p.standby or not p.enabled:
+                continue
+            load = np.array([self.load(p, obs, t) for t in ahead])
+            t, kv = self.reference.get(p.name, (np.empty(0), np.empty(0)))
+            kv_ahead = np.interp(ahead, t, kv) if len(t) else np.zeros(len(ahead))
+            pressure = np.maximum(load, np.nan_to_num(kv_ahead))
+            over = np.flatnonzero(pressure >= self.trigger)
+            eta = float(ahead[over[0]] - obs.now) if len(over) else math.inf
+            out[p.name] = Outlook(p.name, p.kv_usage_max, float(pressure.max()), eta)
+        return out
+
+    def decide(self, obs: Observation) -> list[Action]:
+        actions = super().decide(obs)
+        if obs.fleet is None:
+            return actions
+        return actions + [d.action for d in self.policy.decide(obs.now, obs.fleet(), self.outlook(obs))]
 
 
-def make_control(name: str, cfg: FleetConfig, traffic, seed: int = 0) -> Control:
+def reference_series(timeseries) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """pool -> (t, fullest instance's KV usage) from a run's time series (what the oracle reads the future from)."""
+    out = {}
+    for pool, df in timeseries.groupby("pool"):
+        df = df.sort_values("t")
+        out[str(pool)] = (df["t"].to_numpy(dtype=float), df["kv_usage_max"].to_numpy(dtype=float))
+    return out
+
+
+def make_control(name: str, cfg: FleetConfig, traffic, seed: int = 0, reference=None) -> Control:
     if name == "none":
         return NoControl()
     if name == "basic":
@@ -310,6 +341,7 @@ def make_control(name: str, cfg: FleetConfig, traffic, seed: int = 0) -> Control
     if name == "reactive":
         return ReactiveControl(cfg)
     if name == "oracle":
-        lengths = cfg.scenario.lengths if cfg.scenario else LengthDistribution()
-        return OracleControl(cfg, traffic, lengths, seed)
+        if reference is None:
+            raise ValueError("control 'oracle' needs the reference run's series (run_scenario builds it)")
+        return OracleControl(cfg, traffic, reference)
     raise ValueError(f"unknown control {name!r}; use none, basic, reactive or oracle")

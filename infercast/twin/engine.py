@@ -236,18 +236,22 @@ class Node:
         self._check_memory(t1, sink)
 
     def _prefill(self, t0: float, t1: float) -> None:
-        """Chunked prefill, first come first served (vLLM's scheduler): the tick's prefill budget goes to the
-        unfinished prompts in the order they were admitted, so a prompt waits for the ones admitted before it (a
-        short prompt behind long ones too: the head-of-line blocking that pools isolated by context length avoid);
-        a prompt finishes when its work is done *and* its floor has passed."""
+        """Chunked prefill, one prompt after another (vLLM's scheduler): the tick's prefill throughput goes first to
+        prompts whose prefill has started, then to the others in admission order — with tiers, urgent before
+        normal before low (vLLM's priority scheduling), which cannot preempt a prefill already under way.  So a
+        prompt waits for the ones ahead of it, a short prompt behind a long one too: the head-of-line blocking
+        that pools isolated by context length avoid.  A prompt's first token comes when its work is done *and*
+        its floor has passed."""
         busy = np.flatnonzero(self.active & (self.pf_work > 0))
         if not len(busy):
             return
         rate = self.model.prefill_tokens_per_second * self.speed
         budget = rate * (t1 - t0)
-        order = busy[np.argsort(self.admit_t[busy], kind="stable")]
+        waiting = self.pf_work[busy] >= self.prompt[busy]  # not started
+        prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
+        order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
         work = self.pf_work[order]
-        spent_at = np.cumsum(work)  # budget used when each prompt (in admission order) is done
+        spent_at = np.cumsum(work)  # budget used when each prompt, in that order, is done
         done = spent_at <= budget
         k = int(done.sum())
         fin = order[:k]

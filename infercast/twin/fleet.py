@@ -41,6 +41,7 @@ class Fleet:
         seed: int = 0,
         recorder=None,
         sample_seconds: float = 5.0,
+        reference=None,
     ) -> None:
         self.seed = seed
         ss = np.random.SeedSequence(seed)
@@ -48,7 +49,7 @@ class Fleet:
         self.control = (
             control
             if not isinstance(control, str)
-            else make_control(control, cfg, traffic, int(s_control.generate_state(1)[0]))
+            else make_control(control, cfg, traffic, int(s_control.generate_state(1)[0]), reference)
         )
         cfg = self.control.layout(cfg)  # the seeds' fixes run on the same hardware laid out as they ask
         self.cfg = cfg
@@ -110,6 +111,7 @@ class Fleet:
                     speed=self.cfg.versions[pc.version].peak_throughput_factor,
                     memory_usage=float(np.mean([n.memory_usage() for n in up])) if up else 0.0,
                     kv_usage=float(np.mean([n.kv_usage() for n in up])) if up else 0.0,
+                    kv_usage_max=float(np.max([n.kv_usage() for n in up])) if up else 0.0,
                     waiting=sum(n.waiting for n in up) + r.flow_waiting(pool),
                     weight=r.weights[pool],
                     min_context_tokens=pc.min_context_tokens,
@@ -117,10 +119,22 @@ class Fleet:
                 )
             )
         return Observation(
-            self.now, tuple(pools), self.cfg.twin.prefill_tokens_per_second, self.cfg.router.cold_start_seconds
+            self.now,
+            tuple(pools),
+            self.cfg.twin.prefill_tokens_per_second,
+            self.cfg.router.cold_start_seconds,
+            fleet=lambda: self._admin().observe(),
         )
 
-    def apply(self, action: Action) -> None:
+    def _admin(self):
+        from actuators.backends.twin import TwinAdmin
+
+        return TwinAdmin(self)
+
+    def apply(self, action) -> None:
+        if not isinstance(action, Action):  # a typed action of `actuators.actions`
+            self._admin().apply(action)
+            return
         r = self.router
         if action.kind == "set_policy":
             for k, v in action.args.items():
@@ -137,6 +151,8 @@ class Fleet:
         elif action.kind == "set_quota_lane":
             a = action.args
             r.set_quota_lane(a["stream"], a["rps"], a.get("burst"), a.get("queue_seconds", 0.0))
+        elif action.kind == "set_admission":
+            r.set_admission(**action.args)
         elif action.kind == "prewarm":
             r.prewarm_pool(action.pool, self.now)
         elif action.kind == "scale":
@@ -233,14 +249,16 @@ class Fleet:
                 )
 
 
-def build_fleet(cfg: FleetConfig, control: str | Control = "none", seed: int | None = None, recorder=None) -> Fleet:
+def build_fleet(
+    cfg: FleetConfig, control: str | Control = "none", seed: int | None = None, recorder=None, reference=None
+) -> Fleet:
     """A fleet driven by the config's scenario (or, with none, a steady trickle): the exporter's in-process twin."""
     if cfg.scenario is None:
         raise ValueError("the fleet file has no `scenario:` section to drive the twin with")
     seed = cfg.scenario.seed if seed is None else seed
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     traffic = ScenarioTraffic(cfg.scenario, cfg.router.priority_shares, rng)
-    return Fleet(cfg, traffic, control, seed, recorder)
+    return Fleet(cfg, traffic, control, seed, recorder, reference=reference)
 
 
 def trace_fleet(cfg: FleetConfig, trace, control: str | Control = "none", seed: int = 0, recorder=None, **kw) -> Fleet:

@@ -411,8 +411,8 @@ class Router:
 
     def _rate_limit(self, reqs: Requests, t: float, dt: float) -> Requests:
         """Token buckets at the gateway, one per quota lane.  Over the rate, requests wait in their lane's queue
-        up to its time (with tiers: urgent never waits, normal and low up to their tier's time; the bucket serves
-        urgent first), then get a 429 and their clients retry."""
+        up to its time (with tiers: urgent requests pass at once, outside the bucket; normal, then low, wait up to
+        their tier's time), then get a 429 and their clients retry."""
         lane_of = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
         out = []
         for li, lane in enumerate(self.lanes):
@@ -425,12 +425,15 @@ class Router:
         classes = (0, 1, 2) if tiers is not None else (None,)
         for c in classes:
             lane.queues[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
-        waiting = sum(len(lane.queues[c]) for c in classes)
+        # with tiers, urgent requests are served at once, outside the bucket (seed 004: 紧急请求：立即处理); the
+        # bucket meters normal and low work
+        metered = tuple(c for c in classes if c != 0)
+        waiting = sum(len(lane.queues[c]) for c in metered)
         budget = waiting if lane.bucket is None else lane.bucket.take(waiting, dt)
         out = []
         for c in classes:
             q = lane.queues[c]
-            take = min(budget, len(q))
+            take = len(q) if c == 0 else min(budget, len(q))
             if take:
                 out.append(q.pop_many(take))
                 budget -= take

@@ -149,9 +149,17 @@ def recovery(fleet: Fleet, since: float | None) -> tuple[float | None, bool]:
     return round(float(fleet.now - since), 1), False
 
 
+def _action_fields(a) -> dict:
+    """An applied action as event fields: the twin's own (`kind`, `pool`, `args`) or a typed one of `actuators`."""
+    if hasattr(a, "args"):
+        return {"action": a.kind, "pool": a.pool, **a.args}
+    d = a.to_dict()
+    return {"action": d.pop("kind"), **d}
+
+
 def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None) -> RunResult:
     summary = summarise(fleet, surge, surge_end)
-    events = [{"t": t, "event": "action", "action": a.kind, "pool": a.pool, **a.args} for t, a in fleet.actions]
+    events = [{"t": t, "event": "action", **_action_fields(a)} for t, a in fleet.actions]
     events += [
         {
             "t": t,
@@ -172,8 +180,18 @@ def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None) -
     return RunResult(summary, pd.DataFrame(fleet.samples), pd.DataFrame(fleet.node_samples), events)
 
 
+def _reference(cfg: FleetConfig, control, run) -> dict | None:
+    """The oracle reads the future from the reactive run of the same seed (see `controls.OracleControl`)."""
+    if control != "oracle":
+        return None
+    from infercast.twin.controls import reference_series
+
+    return reference_series(run("reactive").timeseries)
+
+
 def run_scenario(cfg: FleetConfig, control="none", seed: int | None = None, step_seconds: float = 5.0) -> RunResult:
-    fleet = build_fleet(cfg, control, seed)
+    ref = _reference(cfg, control, lambda c: run_scenario(cfg, c, seed, step_seconds))
+    fleet = build_fleet(cfg, control, seed, reference=ref)
     fleet.sample_seconds = step_seconds
     fleet.advance(cfg.scenario.duration_seconds)
     assert isinstance(fleet.traffic, ScenarioTraffic)
@@ -181,7 +199,8 @@ def run_scenario(cfg: FleetConfig, control="none", seed: int | None = None, step
 
 
 def run_trace(trace, cfg: FleetConfig, control="none", seed: int = 0, step_seconds: float = 15.0) -> RunResult:
-    fleet = trace_fleet(cfg, trace, control, seed, sample_seconds=step_seconds)
+    ref = _reference(cfg, control, lambda c: run_trace(trace, cfg, c, seed, step_seconds))
+    fleet = trace_fleet(cfg, trace, control, seed, sample_seconds=step_seconds, reference=ref)
     fleet.advance(fleet.traffic.duration_s)
     return _result(fleet, None)
 

@@ -58,6 +58,10 @@ class _Stream:
         self.shares = shares
         self.tenant = tenant
         self.malformed = malformed
+        # mean prompt tokens of its short (<= 8k) and long prompts (a fixed sample: the same for every seed)
+        rng = np.random.default_rng(20_251_203)
+        self.mean_short = float(sample_lengths(4096, 0.0, lengths, rng)[0].mean())
+        self.mean_long = float(sample_lengths(4096, 1.0, lengths, rng)[0].mean())
 
     def value(self, t: float, attr: str) -> float:
         phases = self.phases
@@ -113,6 +117,14 @@ class ScenarioTraffic:
         if total <= 0:
             return 0.0
         return sum(r * s.value(t, "long_share") for r, s in zip(rates, self.streams, strict=True)) / total
+
+    def token_rate_at(self, t: float, short: bool = True, long: bool = True) -> float:
+        """Prompt tokens per second offered at t, of short (<= 8k) prompts, long ones, or both."""
+        out = 0.0
+        for s in self.streams:
+            share = s.value(t, "long_share")
+            out += s.value(t, "rps") * ((1 - share) * s.mean_short * short + share * s.mean_long * long)
+        return out
 
     def _phase_starts(self) -> list[float]:
         return sorted({ph.start_seconds for s in self.streams for ph in s.phases})
