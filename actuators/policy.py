@@ -6,10 +6,10 @@ ahead of the crossing, each lever as early as it needs:
 
 - **pre-warm** (a cold start + a margin ahead): start replicas of the pool from its reservoir, as many as bring the
   forecast peak down to `policy.target_kv` per replica, at most `max_replicas_step` more per decision;
-- **tighten** (`tighten_lead_seconds` ahead, one step per decision): lower the memory admission threshold, shorten
-  the gateway waits of normal and low work (protecting the urgent quota), and — where a pool serves short and long
-  prompts together — lower the accepted context one step (seed 000: 24k -> 16k -> 8k), so short prompts are not
-  stuck behind long ones;
+- **tighten** (`tighten_lead_seconds` ahead, one step per decision while the breach is still forecast): shorten the
+  gateway waits of normal and low work (protecting the urgent quota) and — where a pool serves short and long
+  prompts together — lower the accepted context a step at a time (seed 000: 24k -> 16k -> 8k), so short prompts
+  are not stuck behind long ones; last, lower the memory admission threshold (it costs capacity);
 - **shift weight** away from a pool forecast to breach towards a sibling pool serving the same prompts whose own
   forecast leaves headroom, never more than that headroom allows (the check seed 000's failover lacked);
 - **relax** one step at a time, with hysteresis, once every forecast and live figure has stayed below the trigger
@@ -36,12 +36,27 @@ LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
 
 @dataclass(frozen=True)
 class Outlook:
-    """One pool: live figures now and the forecast's upper band over the horizon."""
+    """One pool: live figures now and the forecasts' upper bands over the horizon."""
 
     pool: str
     kv_now: float  # KV-cache usage now (the fullest instance when it is known: what breaks first)
-    kv_upper_peak: float  # the highest upper band over (now, now + horizon]
-    breach_eta_seconds: float = math.inf  # when the upper band first crosses the trigger (inf: not in the horizon)
+    kv_upper_peak: float  # the highest upper band of the KV forecast over (now, now + horizon]
+    kv_breach_eta_seconds: float = math.inf  # when that upper band first crosses the trigger (inf: not in horizon)
+    rps_now: float = 0.0  # requests per second the pool takes now
+    rps_upper_peak: float = 0.0  # the highest upper band of its traffic forecast over the horizon
+    rps_surge_eta_seconds: float = math.inf  # when that upper band first reaches `traffic_surge_factor` x now
+
+    @property
+    def breach_eta_seconds(self) -> float:
+        """The sooner of the two warnings: KV usage crossing the trigger, or a traffic peak announced."""
+        return min(self.kv_breach_eta_seconds, self.rps_surge_eta_seconds)
+
+    @property
+    def pressure_peak(self) -> float:
+        """The KV usage the pool is heading for: the KV forecast's peak, or today's usage scaled by the traffic
+        forecast's peak, whichever is higher."""
+        surge = self.rps_upper_peak / self.rps_now if self.rps_now > 0 else 1.0
+        return max(self.kv_upper_peak, self.kv_now * surge)
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,8 @@ class Decision:
     action: Action
     reason: str
     inputs: dict[str, Any] = field(default_factory=dict)
+    # protect (pre-warm, tighten): undone only if it had no effect; shift and relax: undone if the pool got worse
+    intent: str = "protect"
 
 
 @dataclass
@@ -77,6 +94,7 @@ class PredictivePolicy:
         self.trigger = cfg.thresholds.kv_forecast_trigger
         self.cold_start = cfg.router.cold_start_seconds
         self.state = PolicyState()
+        self.floor: dict[str, int] = {}
 
     # --- the tick -------------------------------------------------------------------------------------------
     def decide(self, now: float, fleet: Observation, outlook: dict[str, Outlook]) -> list[Decision]:
@@ -92,6 +110,27 @@ class PredictivePolicy:
             self.state.calm_since = None
         return out
 
+    def floors(self) -> dict[str, int]:
+        """Replica counts the policy has asked for: an autoscaler on current metrics must not scale below them
+        (AIBrix's `max(reactive, predicted)`)."""
+        return dict(self.floor)
+
+    def note_applied(self, d: Decision, result_previous) -> None:
+        """What was applied (the loop says so): a scale-up the policy asked for becomes a floor; a scale back
+        lowers it."""
+        a = d.action
+        if isinstance(a, ScalePool):
+            if d.intent == "protect" or a.pool in self.state.base_replicas:
+                self.floor[a.pool] = a.replicas
+            else:
+                self.floor.pop(a.pool, None)
+
+    def note_rolled_back(self, d: Decision) -> None:
+        """A decision was undone after verification: wait a full hold before relaxing again."""
+        self.state.calm_since = None
+        if isinstance(d.action, ScalePool) and d.intent == "protect":
+            self.floor.pop(d.action.pool, None)
+
     def _prewarm_lead(self) -> float:
         return self.cold_start + self.p.prewarm_margin_seconds
 
@@ -102,7 +141,7 @@ class PredictivePolicy:
             o = outlook[p.name]
             if o.breach_eta_seconds > self._prewarm_lead() or p.spare <= 0:
                 continue
-            want = math.ceil(max(p.replicas, 1) * o.kv_upper_peak / self.p.target_kv - 1e-9)
+            want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
             target = min(want, p.replicas + self.p.max_replicas_step, p.replicas + p.spare)
             if target <= p.replicas:
                 continue
@@ -110,9 +149,8 @@ class PredictivePolicy:
             out.append(
                 Decision(
                     ScalePool(p.name, target),
-                    f"KV forecast upper band {o.kv_upper_peak:.2f} crosses {self.trigger:.2f} in "
-                    f"{o.breach_eta_seconds:.0f} s, within a cold start ({self.cold_start:.0f} s) and a margin: "
-                    f"{p.replicas} -> {target} replicas for {self.p.target_kv:.2f} per replica",
+                    f"{self._warning(o)}, within a cold start ({self.cold_start:.0f} s) and a margin: "
+                    f"{p.replicas} -> {target} replicas for {self.p.target_kv:.2f} KV per replica",
                     self._inputs(o, replicas=p.replicas, spare=p.spare),
                 )
             )
@@ -130,7 +168,8 @@ class PredictivePolicy:
                 "normal_queue_seconds": a.normal_queue_seconds,
                 "low_queue_seconds": a.low_queue_seconds,
             }
-            self.state.levels = self._levels(fleet, mixed=any(all(_serves(p)) for p in close))
+            kv_driven = any(outlook[p.name].kv_breach_eta_seconds <= self.p.tighten_lead_seconds for p in close)
+            self.state.levels = self._levels(fleet, mixed=any(all(_serves(p)) for p in close), memory=kv_driven)
         if self.state.level >= len(self.state.levels):
             return []
         step = self.state.levels[self.state.level]
@@ -140,17 +179,19 @@ class PredictivePolicy:
         return [
             Decision(
                 SetAdmission(**step),
-                f"pool {worst.name}: KV forecast crosses {self.trigger:.2f} in {o.breach_eta_seconds:.0f} s "
-                f"(within {self.p.tighten_lead_seconds:.0f} s): tighten admission, step {self.state.level}",
+                f"pool {worst.name}: {self._warning(o)} (within {self.p.tighten_lead_seconds:.0f} s): tighten "
+                f"admission, step {self.state.level}",
                 self._inputs(o, level=self.state.level),
             )
         ]
 
-    def _levels(self, fleet: Observation, mixed: bool) -> list[dict[str, Any]]:
-        """The tightening steps: first memory and queues, then (for pools of mixed prompt lengths) the context."""
+    def _levels(self, fleet: Observation, mixed: bool, memory: bool) -> list[dict[str, Any]]:
+        """The tightening steps, mildest first: the gateway waits of normal and low work (and, where a pool serves
+        short and long prompts together, the accepted context one step), then each further context step, then —
+        only when it is KV usage that is forecast to cross, not a traffic peak — the memory admission threshold,
+        which costs capacity, so it comes last."""
         p = self.p
-        first = {
-            "memory_limit": p.tightened_memory_limit,
+        first: dict[str, Any] = {
             "normal_queue_seconds": p.tightened_normal_queue_seconds,
             "low_queue_seconds": p.tightened_low_queue_seconds,
         }
@@ -158,7 +199,11 @@ class PredictivePolicy:
         contexts = [c for c in p.context_steps if c < current] if mixed else []
         if contexts:
             first["max_context_tokens"] = contexts[0]
-        return [first] + [{"max_context_tokens": c} for c in contexts[1:]]
+        levels = [first] + [{"max_context_tokens": c} for c in contexts[1:]]
+        limit = fleet.admission.memory_limit
+        if memory and (limit is None or p.tightened_memory_limit < limit):
+            levels.append({"memory_limit": p.tightened_memory_limit})
+        return levels
 
     def _shift(self, serving: list[PoolState], outlook: dict[str, Outlook], pressed: set[str]) -> list[Decision]:
         out = []
@@ -168,25 +213,27 @@ class PredictivePolicy:
                 q
                 for q in serving
                 if q.name not in pressed and _serves(q) == _serves(p) and q.weight > 0
-                and outlook[q.name].kv_upper_peak < self.trigger - self.p.hysteresis
+                and outlook[q.name].pressure_peak < self.trigger - self.p.hysteresis
             ]  # fmt: skip
             if not siblings or p.weight <= 0:
                 continue
-            q = min(siblings, key=lambda x: outlook[x.name].kv_upper_peak)
+            q = min(siblings, key=lambda x: outlook[x.name].pressure_peak)
             oq = outlook[q.name]
             # move no more load onto q than its forecast headroom takes: weight in proportion to that headroom
-            headroom = (self.trigger - oq.kv_upper_peak) / max(oq.kv_upper_peak, 0.05)
+            headroom = (self.trigger - oq.pressure_peak) / max(oq.pressure_peak, 0.05)
             moved = min(p.weight * self.p.max_weight_shift, q.weight * headroom)
             if moved <= 0.01 * p.weight:
                 continue
             self.state.base_weights.setdefault(p.name, p.weight)
             self.state.base_weights.setdefault(q.name, q.weight)
             why = (
-                f"pool {p.name} forecast to cross {self.trigger:.2f} in {outlook[name].breach_eta_seconds:.0f} s; "
-                f"{q.name} has headroom (upper band {oq.kv_upper_peak:.2f})"
+                f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
+                f"{oq.pressure_peak:.2f})"
             )
-            out.append(Decision(SetPoolWeight(p.name, round(p.weight - moved, 4)), why, self._inputs(outlook[name])))
-            out.append(Decision(SetPoolWeight(q.name, round(q.weight + moved, 4)), why, self._inputs(oq)))
+            out.append(
+                Decision(SetPoolWeight(p.name, round(p.weight - moved, 4)), why, self._inputs(outlook[name]), "shift")
+            )
+            out.append(Decision(SetPoolWeight(q.name, round(q.weight + moved, 4)), why, self._inputs(oq), "shift"))
         return out
 
     def _relax(
@@ -196,7 +243,11 @@ class PredictivePolicy:
         if not (st.level or st.base_replicas or st.base_weights):
             return []
         level = self.trigger - self.p.hysteresis
-        calm = all(max(outlook[p.name].kv_upper_peak, outlook[p.name].kv_now) < level for p in serving)
+        calm = all(
+            max(outlook[p.name].pressure_peak, outlook[p.name].kv_now) < level
+            and math.isinf(outlook[p.name].rps_surge_eta_seconds)
+            for p in serving
+        )
         if not calm:
             st.calm_since = None
             return []
@@ -214,7 +265,7 @@ class PredictivePolicy:
             )
         if st.base_weights:
             out = [
-                Decision(SetPoolWeight(name, w), f"{why}: weight back", {})
+                Decision(SetPoolWeight(name, w), f"{why}: weight back", {}, "relax")
                 for name, w in sorted(st.base_weights.items())
             ]
             st.base_weights.clear()
@@ -227,7 +278,9 @@ class PredictivePolicy:
             target = max(base, p.replicas - self.p.max_replicas_step)
             if target == base:
                 del st.base_replicas[name]
-            return [Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base})]
+            return [
+                Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base}, "relax")
+            ]
         return []
 
     def _levels_back(self, fleet: Observation) -> dict[str, Any]:
@@ -240,13 +293,29 @@ class PredictivePolicy:
             merged.update(step)
         return merged
 
+    def _warning(self, o: Outlook) -> str:
+        if o.kv_breach_eta_seconds <= o.rps_surge_eta_seconds:
+            return (
+                f"KV forecast upper band {o.kv_upper_peak:.2f} crosses {self.trigger:.2f} in "
+                f"{o.kv_breach_eta_seconds:.0f} s"
+            )
+        return (
+            f"traffic forecast peaks at {o.rps_upper_peak:.1f} req/s against {o.rps_now:.1f} now (a surge from "
+            f"{o.rps_surge_eta_seconds:.0f} s)"
+        )
+
     @staticmethod
     def _inputs(o: Outlook, **extra: Any) -> dict[str, Any]:
-        eta = o.breach_eta_seconds
+        def eta(x: float) -> float | None:
+            return None if math.isinf(x) else round(x, 1)
+
         return {
             "pool": o.pool,
             "kv_now": round(o.kv_now, 4),
             "kv_upper_peak": round(o.kv_upper_peak, 4),
-            "breach_eta_seconds": None if math.isinf(eta) else round(eta, 1),
+            "kv_breach_eta_seconds": eta(o.kv_breach_eta_seconds),
+            "rps_now": round(o.rps_now, 3),
+            "rps_upper_peak": round(o.rps_upper_peak, 3),
+            "rps_surge_eta_seconds": eta(o.rps_surge_eta_seconds),
             **extra,
         }

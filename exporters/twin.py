@@ -33,7 +33,7 @@ def _default_factory(config: FleetConfig) -> Any:
     except ImportError:
         from infercast.twin.fleet import build_fleet
 
-    return build_fleet(config, control="none", seed=0)
+    return build_fleet(config, seed=0)
 
 
 def recorder_samples(recorder: Any) -> list[Sample]:

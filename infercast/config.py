@@ -290,12 +290,32 @@ class PolicyConfig(Strict):
     tightened_memory_limit: Ratio = Field(0.75, description="memory admission threshold while tightened")
     tightened_normal_queue_seconds: Annotated[float, Field(ge=0.0)] = 1.0
     tightened_low_queue_seconds: Annotated[float, Field(ge=0.0)] = 0.0
+    traffic_surge_factor: Annotated[float, Field(gt=1.0)] = Field(
+        1.5, description="a traffic forecast whose upper band reaches this many times today's rate announces a peak"
+    )
     target_kv: Ratio = Field(0.6, description="KV usage per node the pre-warmed replica count aims for")
     max_replicas_step: PosInt = Field(4, description="at most this many replicas more per decision (HPA: 4 per 15 s)")
     max_weight_shift: Ratio = Field(0.5, description="at most this share of a pool's weight moved per decision")
     hysteresis: Ratio = Field(0.05, description="relax only below the trigger minus this")
     relax_hold_seconds: Annotated[float, Field(ge=0.0)] = Field(
         60.0, description="forecasts and live figures must stay below the relax level this long before a step back"
+    )
+
+
+class GuardrailConfig(Strict):
+    """Bounds around every decision of the actuator (`actuators/guardrails.py`)."""
+
+    max_replicas_step: PosInt = Field(4, description="at most this many replicas more or fewer per decision")
+    cooldown_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        60.0, description="one change per action kind and target in this long (rollbacks excepted)"
+    )
+    change_budget_per_hour: PosInt = Field(30, description="at most this many applied changes in any rolling hour")
+    verify_window_seconds: PosFloat = Field(
+        60.0, description="check each action's effect this long after it (after the cold start for a scale-up)"
+    )
+    stale_after_seconds: PosFloat = Field(60.0, description="live figures older than this freeze the actuator")
+    forecast_stale_after_seconds: PosFloat = Field(
+        120.0, description="forecasts older than this (the forecaster down) freeze the actuator"
     )
 
 
@@ -394,6 +414,15 @@ class Stream(Strict):
         return None if v is None else _check_priority_shares(v)
 
 
+class Fault(Strict):
+    """A fault injected into a scenario (seed 004's 故障注入测试): at `at_seconds` the node's GPU process is killed
+    (随机kill GPU进程): what it held fails back to the clients, and it serves again after the cold start."""
+
+    at_seconds: Annotated[float, Field(ge=0)]
+    node: str = Field(description="node name, e.g. bed-0 (pool name and index)")
+    kind: Literal["kill"] = "kill"
+
+
 class ScenarioConfig(Strict):
     duration_seconds: PosFloat
     phases: tuple[TrafficPhase, ...] = Field(min_length=1)
@@ -401,6 +430,7 @@ class ScenarioConfig(Strict):
     streams: tuple[Stream, ...] = Field((), description="further streams of requests, added to the phases'")
     lengths: LengthDistribution = LengthDistribution()
     seed: int = 0
+    faults: tuple[Fault, ...] = Field((), description="faults injected during the run")
 
     _ordered = field_validator("phases")(_ordered_phases)
 
@@ -450,6 +480,7 @@ class FleetConfig(Strict):
     twin: TwinConfig = TwinConfig()
     protections: Protections = Protections()
     policy: PolicyConfig = PolicyConfig()
+    guardrails: GuardrailConfig = GuardrailConfig()
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:

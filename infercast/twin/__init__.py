@@ -1,6 +1,9 @@
 """The fleet twin: a simulated inference fleet that reproduces the seed incidents (see docs/twin.md).
 
 from infercast.twin import build_fleet, run_scenario, run_trace
+
+The twin runs with no controller here; the arms (`basic`, `reactive`, `predictive`, `oracle`) are run by
+`actuators.driver.run_arm`, which acts on the twin through its admin API.
 """
 
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet

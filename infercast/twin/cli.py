@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infercast.config import ConfigError, load_config, resolve_scenario
 
-CONTROLS = ("none", "basic", "reactive", "oracle")
+CONTROLS = ("none", "basic", "reactive", "predictive", "oracle")  # actuators.driver.ARMS (kept light for --help)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infercast.twin.run import run_scenario, run_trace, size_fleet_for_trace
+    from actuators.driver import run_arm
+    from infercast.twin.run import size_fleet_for_trace
 
     started = time.perf_counter()
     try:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             cfg = load_config(resolve_scenario(args.scenario))
             if cfg.scenario is None:
                 raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
-            result = run_scenario(cfg, args.control, args.seed)
+            result = run_arm(cfg, args.control, args.seed)
         else:
             from infercast.traces import TraceError, load_trace
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                 trace = trace.scaled(args.time_scale, args.rate_scale, seed=args.seed or 0)
             if args.size_fleet:
                 cfg = size_fleet_for_trace(trace, cfg)
-            result = run_trace(trace, cfg, args.control, args.seed or 0)
+            result = run_arm(cfg, args.control, args.seed or 0, trace=trace)
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise

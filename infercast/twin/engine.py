@@ -90,6 +90,7 @@ class Node:
         self.up_at = 0.0
         self.oom_events = 0
         self.crash_log: list[float] = []
+        self.crash_reasons: list[str] = []  # per crash: oom, killed
         self.crash_memory: list[float] = []  # GPU memory ratio that broke the card, per crash
         self.crash_fragmentation: list[float] = []
         # counters exported as vLLM-style metrics
@@ -153,8 +154,12 @@ class Node:
     @property
     def waiting_served_first(self) -> int:
         """Waiting requests that are not low-priority work held for idle time (all of them without tiers)."""
+        return self.waiting_upto(1)
+
+    def waiting_upto(self, prio: int) -> int:
+        """Waiting requests this node serves before one of priority `prio` (all of them without tiers)."""
         q = self.queue
-        return len(q) - len(q.classes[2]) if isinstance(q, PriorityQueue) else len(q)
+        return sum(len(c) for c in q.classes[: prio + 1]) if isinstance(q, PriorityQueue) else len(q)
 
     @property
     def load(self) -> int:
@@ -519,6 +524,7 @@ class Node:
         if reason == "oom":
             self.oom_events += 1
         self.crash_log.append(t)
+        self.crash_reasons.append(reason)
         self.crash_memory.append(self._memory_bytes() / self.physical_bytes)
         self.crash_fragmentation.append(self.fragmentation(t))
         self.up = False

@@ -1,4 +1,5 @@
-"""The fleet: nodes, router, traffic and a control, advanced together in fixed ticks.
+"""The fleet: nodes, router and traffic, advanced together in fixed ticks.  Controllers act on it from outside,
+through its admin API (`actuators/backends/twin.py`), between calls to `advance`.
 
 Why fixed ticks (default 250 ms) rather than one event per request: at 12,000 req/s a per-request event loop in
 Python cannot run 30x faster than real time.  The twin moves requests through the router as cohorts (numpy
@@ -15,21 +16,33 @@ scenario and seed give the same result to the last digit.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from infercast.config import FleetConfig
-from infercast.twin.controls import Action, Control, NoControl, Observation, PoolView, make_control
 from infercast.twin.engine import Node, TickSink
 from infercast.twin.requests import Requests
-from infercast.twin.router import LatencyBook, Router
+from infercast.twin.router import CountingRecorder, LatencyBook, Recorder, Router, RouterPolicy
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS, ScenarioTraffic, TraceTraffic, Traffic
 
 
-def _default_recorder():
-    from exporters.router import RouterRecorder
+@dataclass(frozen=True)
+class PoolLive:
+    """What the engines of one pool show right now (what an HPA reads through the Prometheus adapter)."""
 
-    return RouterRecorder()
+    name: str
+    nodes_up: int
+    nodes_starting: int
+    memory_usage: float  # mean over the nodes that are up
+    kv_usage: float  # mean over the nodes that are up
+    kv_usage_max: float  # the fullest node that is up
+    waiting: int  # requests waiting on its nodes and, under flow control, at the gateway for it
+
+    @property
+    def replicas(self) -> int:
+        return self.nodes_up + self.nodes_starting
 
 
 class Fleet:
@@ -37,21 +50,13 @@ class Fleet:
         self,
         cfg: FleetConfig,
         traffic: Traffic,
-        control: str | Control = "none",
         seed: int = 0,
-        recorder=None,
+        recorder: Recorder | None = None,
         sample_seconds: float = 5.0,
-        reference=None,
     ) -> None:
         self.seed = seed
         ss = np.random.SeedSequence(seed)
-        s_router, s_nodes, s_control = ss.spawn(3)
-        self.control = (
-            control
-            if not isinstance(control, str)
-            else make_control(control, cfg, traffic, int(s_control.generate_state(1)[0]), reference)
-        )
-        cfg = self.control.layout(cfg)  # the seeds' fixes run on the same hardware laid out as they ask
+        s_router, s_nodes, _ = ss.spawn(3)
         self.cfg = cfg
         self.traffic = traffic
         self.dt = cfg.twin.tick_seconds
@@ -79,91 +84,71 @@ class Fleet:
                     node.shutdown()
                 self.nodes.append(node)
                 k += 1
-        self.recorder = recorder if recorder is not None else _default_recorder()
+        self.recorder: Recorder = recorder if recorder is not None else CountingRecorder()
         self.book = LatencyBook(max(traffic.duration_s, 1.0) + 3600.0)
         self.router = Router(cfg, self.nodes, self.recorder, np.random.default_rng(s_router), self.book)
         self.router.tenant_names = tuple(getattr(traffic, "stream_names", ("main",)))
         auto = cfg.protections.autoscaler
         if auto is not None and auto.reservoir in cfg.pools:
             self.router.reservoir = {p: auto.reservoir for p in auto.pools if p in cfg.pools}
-        self.actions: list[tuple[float, Action]] = []
+        self.actions: list[tuple[float, Any]] = []  # (time, action) as applied through the admin API
         self.samples: list[dict] = []
         self.node_samples: list[dict] = []
         self._routed_mark: dict[str, int] = defaultdict(int)
         self._routed_long_mark: dict[str, int] = defaultdict(int)
         self._offered_mark = 0
 
-    # --- observation and actions (the control loop's I/O edge) ------------------------------------------
-    def observe(self) -> Observation:
-        pools = []
+    # --- what a controller reads and sets (the control loop's I/O edge) ----------------------------------
+    def live(self) -> dict[str, PoolLive]:
         r = self.router
-        for pool, pc in self.cfg.pools.items():
-            nodes = r.pool_nodes[pool]
-            up = [n for n in nodes if n.up]
-            pools.append(
-                PoolView(
-                    name=pool,
-                    nodes=len(nodes),
-                    nodes_up=len(up),
-                    nodes_starting=sum(1 for n in nodes if not n.up and n.up_at < float("inf")),
-                    standby=pc.standby,
-                    enabled=r.enabled[pool],
-                    speed=self.cfg.versions[pc.version].peak_throughput_factor,
-                    memory_usage=float(np.mean([n.memory_usage() for n in up])) if up else 0.0,
-                    kv_usage=float(np.mean([n.kv_usage() for n in up])) if up else 0.0,
-                    kv_usage_max=float(np.max([n.kv_usage() for n in up])) if up else 0.0,
-                    waiting=sum(n.waiting for n in up) + r.flow_waiting(pool),
-                    weight=r.weights[pool],
-                    min_context_tokens=pc.min_context_tokens,
-                    max_context_tokens=pc.max_context_tokens,
-                )
+        out = {}
+        for pool in self.cfg.pools:
+            up = [n for n in r.pool_nodes[pool] if n.up]
+            out[pool] = PoolLive(
+                name=pool,
+                nodes_up=len(up),
+                nodes_starting=sum(1 for n in r.pool_nodes[pool] if not n.up and n.up_at < float("inf")),
+                memory_usage=float(np.mean([n.memory_usage() for n in up])) if up else 0.0,
+                kv_usage=float(np.mean([n.kv_usage() for n in up])) if up else 0.0,
+                kv_usage_max=float(np.max([n.kv_usage() for n in up])) if up else 0.0,
+                waiting=sum(n.waiting for n in up) + r.flow_waiting(pool),
             )
-        return Observation(
-            self.now,
-            tuple(pools),
-            self.cfg.twin.prefill_tokens_per_second,
-            self.cfg.router.cold_start_seconds,
-            fleet=lambda: self._admin().observe(),
-        )
+        return out
 
-    def _admin(self):
-        from actuators.backends.twin import TwinAdmin
-
-        return TwinAdmin(self)
-
-    def apply(self, action) -> None:
-        if not isinstance(action, Action):  # a typed action of `actuators.actions`
-            self._admin().apply(action)
-            return
+    def protect(self) -> None:
+        """Switch on the seeds' fixes (`protections` and `thresholds` of the fleet file) as the router and the
+        engines are deployed with them; the layout (context pools, cold standby) is the config's own
+        (`layout.protected_layout`)."""
+        th, pr = self.cfg.thresholds, self.cfg.protections
+        tiers = pr.tiers
         r = self.router
-        if action.kind == "set_policy":
-            for k, v in action.args.items():
-                setattr(r.policy, k, v)
-        elif action.kind == "set_node_control":
-            for n in self.nodes:
-                for k, v in action.args.items():
-                    setattr(n.control, k, v)
-        elif action.kind == "set_tiers":
-            for n in self.nodes:
-                n.set_tiers(action.args["low_idle_memory"])
-        elif action.kind == "set_rate_limit":
-            r.set_rate_limit(action.args.get("rps"), action.args.get("burst"), action.args.get("queue_seconds"))
-        elif action.kind == "set_quota_lane":
-            a = action.args
-            r.set_quota_lane(a["stream"], a["rps"], a.get("burst"), a.get("queue_seconds", 0.0))
-        elif action.kind == "set_admission":
-            r.set_admission(**action.args)
-        elif action.kind == "prewarm":
-            r.prewarm_pool(action.pool, self.now)
-        elif action.kind == "scale":
-            r.scale_pool(action.pool, int(action.args["replicas"]), self.now)
-        elif action.kind == "set_weight":
-            r.set_pool_weight(action.pool, action.args["weight"])
-        elif action.kind == "set_breaker_threshold":
-            r.set_breaker_threshold(action.pool, action.args["seconds"])
-        else:
-            raise ValueError(f"unknown action {action.kind!r}")
-        self.actions.append((self.now, action))
+        r.policy = RouterPolicy(
+            reject_context_tokens=th.context_reject_tokens,
+            validate_requests=pr.validate_requests,
+            dynamic_timeout=True,
+            memory_pressure_limit=th.memory_breaker,
+            failover_headroom=pr.failover_headroom,
+            tier_queue_seconds=(0.0, tiers.normal_queue_seconds, tiers.low_queue_seconds),
+            cold_standby=frozenset(pr.cold_standby),
+            flow_control_waiting=pr.flow_control_waiting,
+        )
+        for n in self.nodes:
+            n.control.stop_admit_memory = th.memory_breaker
+            n.control.release_fragmentation = th.fragmentation_release
+            n.set_tiers(tiers.low_idle_memory)
+        for pool in self.cfg.pools:  # the dynamic timeout's base: seed 000's 200 ms, scaled by context and load
+            r.set_breaker_threshold(pool, th.timeout_base_seconds)
+        if pr.rate_limit is not None:
+            self.limit_rate()
+        for stream, b in pr.quota_lanes.items():
+            r.set_quota_lane(stream, b.rps, b.depth, b.queue_seconds)
+
+    def limit_rate(self) -> None:
+        """Everyone's token bucket at the gateway, as `protections.rate_limit` sets it (seed 004's 基础限流)."""
+        b = self.cfg.protections.rate_limit
+        if b is None:
+            raise ValueError("the fleet file has no protections.rate_limit")
+        self.router.set_rate_limit(b.rps, b.depth, b.queue_seconds)
 
     # --- time -------------------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
@@ -174,16 +159,16 @@ class Fleet:
     def step(self) -> None:
         t0 = self.now
         t1 = (self._tick_no + 1) * self.dt
-        if not isinstance(self.control, NoControl):  # nothing to observe for
-            for action in self.control.decide(self.observe()):
-                self.apply(action)
         self.router.health_check(t0)
         arrivals = self.traffic.arrivals(t0, t1) if t0 < self.traffic.duration_s else Requests.empty()
         self.router.route(t0, t1, arrivals)
         client_timeout = self.cfg.router.client_timeout_seconds
         sinks = {}
+        killed = self._faults_due(t0, t1)
         for node in self.nodes:
             sink = TickSink()
+            if node.name in killed and node.up:
+                node.crash(t0, sink, reason="killed")
             node.step(t0, t1, sink, client_timeout)
             if sink.ttft or sink.failed or sink.completed:
                 sinks[node.name] = sink
@@ -192,6 +177,10 @@ class Fleet:
         self.now = t1
         if self._tick_no % max(1, round(self.sample_seconds / self.dt)) == 0:
             self._sample()
+
+    def _faults_due(self, t0: float, t1: float) -> set[str]:
+        faults = self.cfg.scenario.faults if self.cfg.scenario is not None else ()
+        return {f.node for f in faults if t0 <= f.at_seconds < t1}
 
     # --- sampling -----------------------------------------------------------------------------------------
     def _sample(self) -> None:
@@ -249,23 +238,21 @@ class Fleet:
                 )
 
 
-def build_fleet(
-    cfg: FleetConfig, control: str | Control = "none", seed: int | None = None, recorder=None, reference=None
-) -> Fleet:
-    """A fleet driven by the config's scenario (or, with none, a steady trickle): the exporter's in-process twin."""
+def build_fleet(cfg: FleetConfig, seed: int | None = None, recorder: Recorder | None = None, **kw) -> Fleet:
+    """A fleet driven by the config's scenario: the fleet as the file lays it out, with no controller."""
     if cfg.scenario is None:
         raise ValueError("the fleet file has no `scenario:` section to drive the twin with")
     seed = cfg.scenario.seed if seed is None else seed
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     traffic = ScenarioTraffic(cfg.scenario, cfg.router.priority_shares, rng)
-    return Fleet(cfg, traffic, control, seed, recorder, reference=reference)
+    return Fleet(cfg, traffic, seed, recorder, **kw)
 
 
-def trace_fleet(cfg: FleetConfig, trace, control: str | Control = "none", seed: int = 0, recorder=None, **kw) -> Fleet:
+def trace_fleet(cfg: FleetConfig, trace, seed: int = 0, recorder: Recorder | None = None, **kw) -> Fleet:
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
     max_tokens = cfg.scenario.lengths.request_max_tokens if cfg.scenario else 512
     traffic = TraceTraffic(trace, cfg.router.priority_shares, rng, max_tokens)
-    return Fleet(cfg, traffic, control, seed, recorder, **kw)
+    return Fleet(cfg, traffic, seed, recorder, **kw)
 
 
-__all__ = ["LONG_CONTEXT_TOKENS", "Fleet", "build_fleet", "trace_fleet"]
+__all__ = ["LONG_CONTEXT_TOKENS", "Fleet", "PoolLive", "build_fleet", "trace_fleet"]

@@ -30,6 +30,21 @@ class Recorder(Protocol):
     def record_degradation(self, from_version: str, to_version: str, reason: str, n: int = 1) -> None: ...
 
 
+class CountingRecorder:
+    """The twin's own record of router decisions when no exporter is attached (the exporter's router SDK,
+    `exporters.router.RouterRecorder`, implements the same `Recorder` protocol and is passed in instead)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, str, str], int] = defaultdict(int)
+        self.degradations: dict[tuple[str, str, str], int] = defaultdict(int)
+
+    def record_request(self, pool: str, version: str, priority: str, outcome: str, n: int = 1) -> None:
+        self.requests[(pool, version, priority, outcome)] += n
+
+    def record_degradation(self, from_version: str, to_version: str, reason: str, n: int = 1) -> None:
+        self.degradations[(from_version, to_version, reason)] += n
+
+
 class TokenBucket:
     def __init__(self, rate: float, burst: float | None) -> None:
         self.rate = float(rate)
@@ -133,6 +148,11 @@ class LatencyBook:
         np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
         ok = latency <= slo[prio]
         np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
+
+    def within_slo_count(self, t0: float, t1: float) -> int:
+        """Requests whose first token came within their SLO, sent in the windows covering [t0, t1)."""
+        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s - 1e-9))
+        return int(self.within_slo[w0:w1].sum())
 
     def add_lost(self, t: float, prio: np.ndarray) -> None:
         w = min(int(t / self.window_s), self.lost.shape[0] - 1)
@@ -552,16 +572,19 @@ class Router:
                 continue
             prompt = self.prompt_ewma[pool]
             nodes = [n for n in self._routable(pool) if n.up]
-            room = sum(self._room(n, limit, prompt) for n in nodes)
+            fits = sum(self._fits(n, prompt) for n in nodes)  # shared by the tiers, most urgent first
+            given = 0
             for c in (0, 1, 2):
                 if c == 2 and not self._idle(nodes):
                     break  # low-priority work waits for an idle pool (seed 004: 空闲时处理)
+                # a tier's room in the nodes' queues counts only what the nodes serve before it
+                room = max(0, sum(max(0, int(limit) - n.waiting_upto(c)) for n in nodes) + fits - given)
                 want = np.array([len(q.classes[c]) for q in queues])
                 give = max_min_share(want, room) if want.sum() > room else want
                 for q, k in zip(queues, give, strict=True):
                     if k:
                         self._to_nodes(pool, q.classes[c].pop_many(int(k)), t)
-                room -= int(give.sum())
+                given += int(give.sum())
             for q in queues:
                 for c in (0, 1, 2):
                     cq = q.classes[c]
@@ -579,19 +602,18 @@ class Router:
         )
 
     @staticmethod
-    def _room(node: Node, waiting_limit: float, prompt_tokens: float) -> int:
-        """Requests a node can take now under flow control: room in its queue up to the saturation limit, plus
-        the prompts (of the pool's recent mean length) that fit in its free batch slots and its KV headroom below
-        GIE's saturation (0.8) and below its memory breaker, as the engine's metrics show them."""
-        room = max(0, int(waiting_limit) - node.waiting_served_first)
+    def _fits(node: Node, prompt_tokens: float) -> int:
+        """Requests a node can start now beyond its queue (flow control): the prompts, of the pool's recent mean
+        length, that fit in its free batch slots and its KV headroom below GIE's saturation (0.8) and below its
+        memory breaker, as the engine's metrics show them; none while its memory breaker holds its queue."""
         if node.memory_blocked:
-            return room
+            return 0
         headroom = (SATURATED_KV_USAGE - node.kv_usage()) * node.kv_capacity_tokens
         lim = node.control.stop_admit_memory
         if lim is not None:
             headroom = min(headroom, (lim - node.memory_usage()) * node.physical_bytes / node.bytes_per_token)
         fits = int(max(0.0, headroom) // max(prompt_tokens, 1.0))
-        return room + min(max(0, node.max_batch - node.running), fits)
+        return min(max(0, node.max_batch - node.running), fits)
 
     def _to_nodes(self, pool: str, reqs: Requests, t: float) -> None:
         """Water-fill requests over the pool's routable nodes."""

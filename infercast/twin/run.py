@@ -12,11 +12,15 @@ The same accounting for every arm (`RunResult.summary`):
   `p99_latency_ms_pre` is the same before the surge.
 - `goodput_rps`: requests whose first token came within their priority's SLO (`router.slo_seconds`), per second
   of the run.
-- `recovery_seconds`: from the end of the surge (a scenario whose load comes back down), or else from the first
-  fault (an OOM or a breaker opening), until the fleet has recovered: urgent P99 over 10 s — counting urgent
-  requests that were refused or lost as infinitely late, except 400s, which are the client's fault — is back under
-  the urgent SLO and no breaker is open, and both stay so for 30 s.  `recovered` is false if that never happens
-  (then `recovery_seconds` runs to the end of the run); a run with neither surge nor fault reports 0.
+- With a fault injected (`scenario.faults`), the load test is what runs before it: P99, goodput and memory
+  efficiency are measured until the first injected fault (`measured_until_seconds`), recovery after it (seed 004
+  measures its table in a load test and recovery in a fault-injection test; the scenario runs them back to back).
+- `recovery_seconds`: from the first injected fault (a scenario with `faults`), or else from the end of the surge
+  (a scenario whose load comes back down), or else from the first fault (an OOM or a breaker opening), until the
+  fleet has recovered: urgent P99 over 10 s (or as many 10 s windows, up to 60 s, as hold 100 urgent requests) —
+  counting urgent requests that were refused or lost as infinitely late, except 400s, which are the client's
+  fault — is back under the urgent SLO and no breaker is open, and both stay so for 30 s.  `recovered` is false
+  if that never happens (then `recovery_seconds` runs to the end of the run); a run with neither reports 0.
 - `memory_efficiency`: seed 000's 显存效率比, effective compute memory (weights, KV of computed tokens, prefill
   activations) / total allocated memory, summed over the serving nodes (up and taking traffic; idle fallbacks and
   standby nodes are not serving) and over the run.
@@ -28,6 +32,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -72,33 +77,44 @@ def _ms(x: float) -> float | None:
 
 RECOVERY_WINDOW_SECONDS = 10.0  # seed 004's short-window P99 (短时（10s）P99 <1s)
 RECOVERY_HOLD_SECONDS = 30.0
+RECOVERY_MIN_REQUESTS = 100
+RECOVERY_MAX_WINDOW_SECONDS = 60.0
 
 
 def summarise(fleet: Fleet, surge_start: float | None, surge_end: float | None = None) -> dict:
     book = fleet.book
     end = fleet.now
+    injected = sorted(f.at_seconds for f in (fleet.cfg.scenario.faults if fleet.cfg.scenario else ()))
+    # with a fault injected, the load test is what runs before it and recovery what follows (seed 004 measures
+    # its table in a load test and recovery in a fault-injection test; the scenario runs them back to back)
+    measured = min(end, injected[0]) if injected else end
     s0 = surge_start if surge_start is not None else 0.0
-    p99 = book.quantile(0.99, 0, s0, end)
+    p99 = book.quantile(0.99, 0, s0, measured)
     p99_pre = book.quantile(0.99, 0, 0.0, s0) if surge_start else float("nan")
     r = fleet.router
     nodes = pd.DataFrame(fleet.node_samples)
-    serving = nodes[nodes["serving"]] if len(nodes) else nodes
+    serving = nodes[nodes["serving"] & (nodes["t"] <= measured)] if len(nodes) else nodes
     alloc = float(serving["allocated_bytes"].sum()) if len(serving) else 0.0
     eff = float(serving["effective_bytes"].sum()) / alloc if alloc > 0 else float("nan")
-    crashes = sorted(t for n in fleet.nodes for t in n.crash_log)
-    first_oom = crashes[0] if crashes else None
-    faults = [t for t in (first_oom, r.breaker_log[0][1] if r.breaker_log else None) if t is not None]
-    since = surge_end if surge_end is not None and surge_end < end else (min(faults) if faults else None)
+    crashes = sorted((t, why) for n in fleet.nodes for t, why in zip(n.crash_log, n.crash_reasons, strict=True))
+    first_oom = next((t for t, why in crashes if why == "oom"), None)
+    first_crash = crashes[0][0] if crashes else None  # an OOM or an injected fault
+    faults = [t for t in (first_crash, r.breaker_log[0][1] if r.breaker_log else None) if t is not None]
+    if injected:  # a fault-injection test: recovery from the injected fault
+        since = injected[0] if injected[0] < end else None
+    elif surge_end is not None and surge_end < end:
+        since = surge_end
+    else:
+        since = min(faults) if faults else None
     rec, recovered = recovery(fleet, since)
     in_flight = r.offered_total - r.served_total - r.rejected_total - r.failed_total
     return {
-        "control": fleet.control.name,
         "seed": fleet.seed,
         "simulated_seconds": end,
         "oom_events": int(sum(n.oom_events for n in fleet.nodes)),
         "p99_latency_ms": _ms(p99),
         "p99_latency_ms_pre": _ms(p99_pre),
-        "goodput_rps": round(float(book.within_slo.sum()) / max(end, 1e-9), 2),
+        "goodput_rps": round(book.within_slo_count(0.0, measured) / max(measured, 1e-9), 2),
         "offered": int(r.offered_total),
         "served": int(r.served_total),
         "rejected": int(r.rejected_total),
@@ -116,15 +132,20 @@ def summarise(fleet: Fleet, surge_start: float | None, surge_end: float | None =
         "first_degradation_seconds": r.degradation_log[0][0] if r.degradation_log else None,
         "surge_start_seconds": surge_start,
         "surge_end_seconds": surge_end,
+        "measured_until_seconds": measured,
     }
 
 
 def _urgent_ok(fleet: Fleet, t: float) -> bool:
-    """Over the 10 s before t: urgent P99 (refused and lost requests counted as infinitely late) within the urgent
-    SLO, and no breaker open at t."""
+    """Over the 10 s before t (longer, up to 60 s, until it holds 100 urgent requests, so that a P99 means
+    something on a small fleet): urgent P99 (refused and lost requests counted as infinitely late) within the
+    urgent SLO, and no breaker open at t."""
     book, r = fleet.book, fleet.router
     t0 = t - RECOVERY_WINDOW_SECONDS
     served, lost = book.counts(0, t0, t)
+    while served + lost < RECOVERY_MIN_REQUESTS and t - t0 < RECOVERY_MAX_WINDOW_SECONDS:
+        t0 -= RECOVERY_WINDOW_SECONDS
+        served, lost = book.counts(0, t0, t)
     if lost > 0.01 * (served + lost):
         return False
     if served:
@@ -157,20 +178,20 @@ def _action_fields(a) -> dict:
     return {"action": d.pop("kind"), **d}
 
 
-def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None) -> RunResult:
-    summary = summarise(fleet, surge, surge_end)
+def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None, arm: Arm | None = None) -> RunResult:
+    summary = {"control": arm.name if arm is not None else "none", **summarise(fleet, surge, surge_end)}
     events = [{"t": t, "event": "action", **_action_fields(a)} for t, a in fleet.actions]
     events += [
         {
             "t": t,
-            "event": "oom",
+            "event": why,  # oom, or killed (an injected fault)
             "node": n.name,
             "pool": n.pool,
             "memory_usage": round(m, 4),
             "fragmentation": round(f, 4),
         }
         for n in fleet.nodes
-        for t, m, f in zip(n.crash_log, n.crash_memory, n.crash_fragmentation, strict=True)
+        for t, m, f, why in zip(n.crash_log, n.crash_memory, n.crash_fragmentation, n.crash_reasons, strict=True)
     ]
     events += [
         {"t": t, "event": "degradation", "from_pool": a, "to_pool": b, "reason": why, "requests": k}
@@ -180,29 +201,57 @@ def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None) -
     return RunResult(summary, pd.DataFrame(fleet.samples), pd.DataFrame(fleet.node_samples), events)
 
 
-def _reference(cfg: FleetConfig, control, run) -> dict | None:
-    """The oracle reads the future from the reactive run of the same seed (see `controls.OracleControl`)."""
-    if control != "oracle":
+class Arm(Protocol):
+    """A controller the twin is run under (`actuators.arms`): how it lays the fleet out, how it sets it up before
+    the run, and what it does every `step_seconds` of simulated time (through the fleet's admin API)."""
+
+    name: str
+    step_seconds: float
+
+    def layout(self, cfg: FleetConfig) -> FleetConfig: ...
+
+    def configure(self, fleet: Fleet) -> None: ...
+
+    def tick(self, fleet: Fleet) -> None: ...
+
+
+def _drive(fleet: Fleet, arm: Arm | None, until: float) -> None:
+    """Advance the fleet to `until`, letting the arm act every `arm.step_seconds` (first at the start)."""
+    if arm is None:
+        fleet.advance(until - fleet.now)
+        return
+    arm.configure(fleet)
+    while fleet.now < until - 1e-9:
+        arm.tick(fleet)
+        fleet.advance(min(arm.step_seconds, until - fleet.now))
+
+
+def _arm(arm: Arm | str | None) -> Arm | None:
+    if arm is None or arm == "none":
         return None
-    from infercast.twin.controls import reference_series
+    if isinstance(arm, str):
+        raise ValueError(f"arm {arm!r}: the twin runs arms as objects; `actuators.driver` builds them by name")
+    return arm
 
-    return reference_series(run("reactive").timeseries)
 
-
-def run_scenario(cfg: FleetConfig, control="none", seed: int | None = None, step_seconds: float = 5.0) -> RunResult:
-    ref = _reference(cfg, control, lambda c: run_scenario(cfg, c, seed, step_seconds))
-    fleet = build_fleet(cfg, control, seed, reference=ref)
-    fleet.sample_seconds = step_seconds
-    fleet.advance(cfg.scenario.duration_seconds)
+def run_scenario(
+    cfg: FleetConfig, arm: Arm | str | None = None, seed: int | None = None, step_seconds: float = 5.0, recorder=None
+) -> RunResult:
+    """The scenario on the fleet as `arm` lays it out and runs it (None or "none": as the file has it)."""
+    arm = _arm(arm)
+    fleet = build_fleet(arm.layout(cfg) if arm else cfg, seed, recorder, sample_seconds=step_seconds)
+    _drive(fleet, arm, cfg.scenario.duration_seconds)
     assert isinstance(fleet.traffic, ScenarioTraffic)
-    return _result(fleet, fleet.traffic.surge_start(), fleet.traffic.surge_end())
+    return _result(fleet, fleet.traffic.surge_start(), fleet.traffic.surge_end(), arm)
 
 
-def run_trace(trace, cfg: FleetConfig, control="none", seed: int = 0, step_seconds: float = 15.0) -> RunResult:
-    ref = _reference(cfg, control, lambda c: run_trace(trace, cfg, c, seed, step_seconds))
-    fleet = trace_fleet(cfg, trace, control, seed, sample_seconds=step_seconds, reference=ref)
-    fleet.advance(fleet.traffic.duration_s)
-    return _result(fleet, None)
+def run_trace(
+    trace, cfg: FleetConfig, arm: Arm | str | None = None, seed: int = 0, step_seconds: float = 15.0, recorder=None
+) -> RunResult:
+    arm = _arm(arm)
+    fleet = trace_fleet(arm.layout(cfg) if arm else cfg, trace, seed, recorder, sample_seconds=step_seconds)
+    _drive(fleet, arm, fleet.traffic.duration_s)
+    return _result(fleet, None, None, arm)
 
 
 def _busiest_minute_kv(result: RunResult, pool: str) -> float:

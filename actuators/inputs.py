@@ -1,0 +1,182 @@
+"""What the control loop decides on: per pool, an `Outlook` (live figures and the forecasts' upper bands), plus the
+figures and their ages that the guardrails check before anything is decided.
+
+Two sources give the same `Inputs`:
+- `StoreInputs` reads the metric store (Prometheus, or the in-memory store of the embedded pipeline): the fullest
+  instance's KV usage, the published KV forecast's upper band and breach ETA, the request rate and its forecast.
+  The daemon and the `predictive` arm use it.
+- `TruthInputs` reads the true future instead of forecasts: the `oracle` arm (see `actuators/arms.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from actuators.admin import Observation, PoolState
+from actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.config import FleetConfig
+from infercast.store import Store, StoreError
+
+KV_USAGE = "infercast_kv_cache_usage_ratio"
+REQUESTS = "infercast_router_requests_total"
+KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
+RPS_FORECAST = "infercast_forecast_requests_per_second"
+BREACH_ETA = "infercast_forecast_breach_eta_seconds"
+LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
+
+
+class InputError(Exception):
+    """The inputs cannot be read (the store is down or answers garbage): the loop freezes and says why."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    at: float
+    outlook: dict[str, Outlook]
+    figures: dict[str, float] = field(default_factory=dict)  # every number the decision rests on (freeze check)
+    ages: dict[str, float] = field(default_factory=dict)  # "live" / "forecast" -> seconds since the newest value
+
+
+class InputSource(Protocol):
+    def read(self, now: float, fleet: Observation) -> Inputs: ...
+
+
+def serving(fleet: Observation) -> list[PoolState]:
+    return [p for p in fleet.pools if not p.standby and p.weight > 0]
+
+
+def _latest(series, now: float) -> tuple[float, float]:
+    """(value, time) of the newest sample at or before now among `series`; (nan, -inf) if none."""
+    best_t, best_v = -math.inf, math.nan
+    for s in series:
+        ok = s.t <= now + 1e-9
+        if ok.any():
+            i = int(np.flatnonzero(ok)[-1])
+            if s.t[i] > best_t:
+                best_t, best_v = float(s.t[i]), float(s.v[i])
+    return best_v, best_t
+
+
+class StoreInputs:
+    """Live figures and forecasts from the metric store, as Prometheus holds them."""
+
+    def __init__(self, store: Store, cfg: FleetConfig, step_seconds: float = 15.0) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.step = step_seconds
+        self.trigger = cfg.thresholds.kv_forecast_trigger
+        self.surge = cfg.policy.traffic_surge_factor
+        self.horizon = cfg.predictor.horizon_seconds
+
+    def _q(self, metric: str, matchers: dict[str, str], start: float, end: float):
+        try:
+            return self.store.query_range(metric, matchers, start, end, self.step)
+        except StoreError as e:
+            raise InputError(f"the store did not answer for {metric}: {e}") from None
+
+    def read(self, now: float, fleet: Observation) -> Inputs:
+        start = now - 4 * self.step
+        outlook, figures = {}, {}
+        live_t, fc_t = -math.inf, -math.inf
+        for p in serving(fleet):
+            kv_series = self._q(KV_USAGE, {"pool": p.name}, start, now)
+            latest = [(_latest([s], now)) for s in kv_series]
+            fresh = [v for v, t in latest if t >= now - 2 * self.step]
+            kv_now = max(fresh) if fresh else math.nan
+            live_t = max([live_t] + [t for _, t in latest])
+            upper, t_u = _latest(self._q(KV_FORECAST, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now)
+            eta, _ = _latest(self._q(BREACH_ETA, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now), now)
+            rps_now = self._rate(p.name, now)
+            rps_upper, _ = _latest(
+                self._q(RPS_FORECAST, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
+            )
+            fc_t = max(fc_t, t_u)
+            surge_eta = self.horizon if rps_now > 0 and rps_upper >= self.surge * rps_now else math.inf
+            outlook[p.name] = Outlook(
+                p.name,
+                kv_now,
+                max(upper, kv_now) if math.isfinite(upper) else kv_now,
+                eta if math.isfinite(eta) or eta == math.inf else math.inf,
+                rps_now,
+                rps_upper if math.isfinite(rps_upper) else rps_now,
+                surge_eta,
+            )
+            figures[f"{p.name}.kv_now"] = kv_now
+            if math.isfinite(t_u):  # a forecast was published (a missing one shows as the forecast's age)
+                figures[f"{p.name}.kv_upper"] = upper
+        ages = {"live": now - live_t, "forecast": now - fc_t} if outlook else {}
+        return Inputs(now, outlook, figures, ages)
+
+    def _rate(self, pool: str, now: float) -> float:
+        """Requests per second the pool handled over the last minute (counter increase, reset-aware)."""
+        total = 0.0
+        for s in self._q(REQUESTS, {"pool": pool}, now - 60.0, now):
+            if len(s.v) < 2:
+                continue
+            d = np.diff(s.v)
+            total += float(np.where(d >= 0, d, s.v[1:]).sum()) / max(s.t[-1] - s.t[0], 1e-9)
+        return total
+
+
+class TruthInputs:
+    """The true future in place of forecasts (the `oracle` arm): the realised KV series of a reference run of the same
+    seed (the fullest instance per pool) and the requests per second the traffic will offer each pool."""
+
+    def __init__(self, cfg: FleetConfig, fleet, traffic, reference: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        self.cfg = cfg
+        self.fleet = fleet  # the live figures come from the twin itself
+        self.traffic = traffic
+        self.reference = reference
+        self.horizon = cfg.predictor.horizon_seconds
+        self.trigger = cfg.thresholds.kv_forecast_trigger
+        self.surge = cfg.policy.traffic_surge_factor
+        self.step = 5.0
+
+    @staticmethod
+    def _serves(p: PoolState) -> tuple[bool, bool]:
+        return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
+            p.max_context_tokens is None or p.max_context_tokens > LONG_CONTEXT_TOKENS
+        )
+
+    def offered(self, p: PoolState, fleet: Observation, t: float) -> float:
+        """Requests per second the traffic offers this pool at t: the traffic of the prompt lengths it takes, shared
+        with the other pools taking the same."""
+        kind = self._serves(p)
+        siblings = [q for q in serving(fleet) if self._serves(q) == kind]
+        share = self.traffic.token_rate_at(t, *kind) / max(self.traffic.token_rate_at(t), 1e-9)
+        return self.traffic.rate_at(t) * share / max(1, len(siblings))
+
+    def read(self, now: float, fleet: Observation) -> Inputs:
+        live = self.fleet.live()
+        ahead = now + np.arange(self.step, self.horizon + 1e-9, self.step)
+        out = {}
+        for p in serving(fleet):
+            t, kv = self.reference.get(p.name, (np.empty(0), np.empty(0)))
+            kv_ahead = np.nan_to_num(np.interp(ahead, t, kv)) if len(t) else np.zeros(len(ahead))
+            over = np.flatnonzero(kv_ahead >= self.trigger)
+            rps_now = self.offered(p, fleet, now)
+            rps = np.array([self.offered(p, fleet, x) for x in ahead])
+            peak = np.flatnonzero(rps >= self.surge * rps_now) if rps_now > 0 else np.empty(0, dtype=int)
+            out[p.name] = Outlook(
+                p.name,
+                live[p.name].kv_usage_max,
+                float(kv_ahead.max()),
+                float(ahead[over[0]] - now) if len(over) else math.inf,
+                rps_now,
+                float(rps.max()),
+                float(ahead[peak[0]] - now) if len(peak) else math.inf,
+            )
+        return Inputs(now, out, {}, {})
+
+
+def reference_series(timeseries) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """pool -> (t, fullest instance's KV usage) from a twin run's time series (what the oracle reads ahead)."""
+    out = {}
+    for pool, df in timeseries.groupby("pool"):
+        df = df.sort_values("t")
+        out[str(pool)] = (df["t"].to_numpy(dtype=float), df["kv_usage_max"].to_numpy(dtype=float))
+    return out
