@@ -260,9 +260,9 @@ class PredictivePolicy:
         if st.level:
             st.level -= 1
             back = self._levels_back(fleet)
-            return (
-                [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level})] if back else []
-            )
+            if not back:
+                return []
+            return [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level}, "relax")]
         if st.base_weights:
             out = [
                 Decision(SetPoolWeight(name, w), f"{why}: weight back", {}, "relax")

@@ -1,0 +1,133 @@
+"""The predictive policy, tick by scripted tick: what it does a lead time ahead, in bounded steps, and how it relaxes.
+
+Pure: an `Observation` of the fleet and an `Outlook` per pool in, decisions out; no twin, no clock."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from actuators.actions import ScalePool, SetAdmission, SetPoolWeight
+from actuators.admin import Admission, Observation, PoolState
+from actuators.policy import Outlook, PredictivePolicy
+from infercast.config import load_config
+
+
+@pytest.fixture()
+def cfg(repo_root):
+    return load_config(repo_root / "examples" / "flash-sale.yaml")
+
+
+def fleet(short=7, long_=5, spare=4, admission=None, mixed=False):
+    pools = (
+        PoolState("v4-short", "v4", short, short, 1.0, 0.2, False, 0, None if mixed else 8192, spare),
+        PoolState("v4-long", "v4", long_, long_, 1.0, 0.2, False, 8193, None, spare),
+        PoolState("v4-standby", "v4", 0, 0, 1.0, 0.2, True, 0, None, 0),
+    )
+    return Observation(0.0, pools, admission or Admission(0.8, 24_000, 2.5, 15.0), {"shared": 220.0})
+
+
+def calm(pool, kv=0.4):
+    return Outlook(pool, kv, kv)
+
+
+def breach(pool, eta, peak=0.95, kv=0.6):
+    return Outlook(pool, kv, peak, eta)
+
+
+def test_nothing_to_do_on_a_calm_fleet(cfg):
+    p = PredictivePolicy(cfg)
+    assert p.decide(0.0, fleet(), {"v4-short": calm("v4-short"), "v4-long": calm("v4-long")}) == []
+
+
+def test_prewarms_a_cold_start_ahead_and_tightens_only_when_close(cfg):
+    p = PredictivePolicy(cfg)
+    # a breach forecast 100 s out: within a cold start (90 s) + margin (30 s) -> pre-warm, not yet tighten (60 s)
+    out = p.decide(0.0, fleet(), {"v4-short": calm("v4-short"), "v4-long": breach("v4-long", 100.0)})
+    assert [type(d.action) for d in out] == [ScalePool]
+    a = out[0].action
+    # 5 replicas heading for 0.95 at 0.6 per replica: ceil(5 * 0.95 / 0.6) = 8, a step of at most 4, 4 spare
+    assert a == ScalePool("v4-long", 8)
+    assert "crosses 0.75 in 100 s" in out[0].reason and out[0].intent == "protect"
+    assert p.floors() == {}  # a floor only once the loop says it was applied
+    p.note_applied(out[0], None)
+    assert p.floors() == {"v4-long": 8}
+    # 40 s later it is 60 s out: tighten one step (queues; no context step for a long-only pool)
+    out = p.decide(40.0, fleet(long_=8, spare=1), {"v4-short": calm("v4-short"), "v4-long": breach("v4-long", 60.0)})
+    adm = [d.action for d in out if isinstance(d.action, SetAdmission)]
+    assert adm == [SetAdmission(normal_queue_seconds=1.0, low_queue_seconds=0.0)]
+
+
+def test_tightens_the_context_a_step_at_a_time_where_short_and_long_share_a_pool(cfg):
+    p = PredictivePolicy(cfg)
+    f = fleet(mixed=True)
+    o = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
+    steps = [p.decide(float(t), f, o) for t in (0, 15, 30, 45)]
+    adm = [next(d.action for d in s if isinstance(d.action, SetAdmission)) for s in steps[:3]]
+    assert adm[0].max_context_tokens == 16_000 and adm[1] == SetAdmission(max_context_tokens=8192)
+    # the memory threshold last, since it is KV usage (not a traffic peak) that is forecast to cross
+    assert adm[2] == SetAdmission(memory_limit=0.75)
+    assert not any(isinstance(d.action, SetAdmission) for d in steps[3]), "no step beyond the last"
+
+
+def test_a_traffic_peak_announced_by_the_forecast_acts_like_a_breach_but_keeps_memory(cfg):
+    p = PredictivePolicy(cfg)
+    peak = Outlook("v4-short", 0.3, 0.35, math.inf, rps_now=100.0, rps_upper_peak=400.0, rps_surge_eta_seconds=45.0)
+    out = p.decide(0.0, fleet(mixed=True), {"v4-short": peak, "v4-long": calm("v4-long")})
+    kinds = {type(d.action) for d in out}
+    assert kinds == {ScalePool, SetAdmission}
+    assert "traffic forecast peaks at 400.0 req/s against 100.0 now" in out[0].reason
+    # heading for 0.3 x 4 = 1.2 on 7 replicas: ceil(7 * 1.2 / 0.6) = 14, a step of 4 at most
+    assert next(d.action for d in out if isinstance(d.action, ScalePool)) == ScalePool("v4-short", 11)
+    assert all(d.action.memory_limit is None for d in out if isinstance(d.action, SetAdmission))
+
+
+def test_shifts_weight_only_onto_a_sibling_with_forecast_headroom(cfg):
+    p = PredictivePolicy(cfg)
+    pools = (
+        PoolState("a", "v4", 4, 4, 1.0, 0.2, False, 0, None, 0),
+        PoolState("b", "v4", 4, 4, 1.0, 0.2, False, 0, None, 0),
+    )
+    f = Observation(0.0, pools, Admission(0.8, 24_000, 2.5, 15.0))
+    out = p.decide(0.0, f, {"a": breach("a", 100.0, kv=0.7), "b": calm("b", 0.35)})
+    weights = {d.action.pool: d.action.weight for d in out if isinstance(d.action, SetPoolWeight)}
+    # b heads for 0.35: headroom (0.75 - 0.35) / 0.35 = 1.14 of its weight; at most half of a's weight moves
+    assert weights == {"a": 0.5, "b": 1.5}
+    assert all(d.intent == "shift" for d in out if isinstance(d.action, SetPoolWeight))
+    # a sibling without headroom gets nothing
+    p2 = PredictivePolicy(cfg)
+    out = p2.decide(0.0, f, {"a": breach("a", 100.0, kv=0.7), "b": calm("b", 0.72)})
+    assert not any(isinstance(d.action, SetPoolWeight) for d in out)
+
+
+def test_relaxes_one_step_at_a_time_after_a_calm_hold(cfg):
+    p = PredictivePolicy(cfg)
+    f = fleet(mixed=True)
+    hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
+    for t in (0, 15):
+        p.decide(float(t), f, hot)
+    assert p.state.level == 2
+    quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
+    assert p.decide(30.0, f, quiet) == []  # the hold starts
+    assert p.decide(60.0, f, quiet) == []
+    back = p.decide(90.0, f, quiet)  # 60 s of calm: one step back (the first level's settings, memory as before)
+    assert [d.action for d in back] == [SetAdmission(memory_limit=0.8, max_context_tokens=16_000,
+                                                     normal_queue_seconds=1.0, low_queue_seconds=0.0)]  # fmt: skip
+    assert back[0].intent == "relax"
+    assert p.decide(120.0, f, quiet) == [], "the next step waits another hold"
+    last = p.decide(150.0, f, quiet)
+    assert [d.action for d in last] == [SetAdmission(memory_limit=0.8, max_context_tokens=24_000,
+                                                     normal_queue_seconds=2.5, low_queue_seconds=15.0)]  # fmt: skip
+    # a warning inside the hold resets it
+    p.decide(160.0, f, hot)
+    assert p.state.calm_since is None
+
+
+def test_never_relaxes_while_a_peak_is_announced(cfg):
+    p = PredictivePolicy(cfg)
+    f = fleet(mixed=True)
+    p.decide(0.0, f, {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")})
+    announced = Outlook("v4-short", 0.4, 0.4, math.inf, 100.0, 200.0, 250.0)
+    for t in (15, 100, 200):
+        assert p.decide(float(t), f, {"v4-short": announced, "v4-long": calm("v4-long")}) == []
