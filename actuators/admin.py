@@ -35,6 +35,7 @@ class PoolState:
     min_context_tokens: int = 0
     max_context_tokens: int | None = None
     spare: int = 0  # more replicas the pool's reservoir (or cluster) can start now
+    reservoir: str | None = None  # pools naming the same reservoir share its spare
 
 
 @dataclass(frozen=True)

@@ -67,14 +67,22 @@ class Guardrails:
             self.max_weight = 10.0 * max([p.weight for p in fleet.pools] + [1.0])
         out = []
         planned = 0
+        taken: dict[str, int] = {}  # spare already promised this tick, per reservoir
         for d in decisions:
-            why = self._refusal(now, d.action, fleet, rollback, planned)
+            why = self._refusal(now, d.action, fleet, rollback, planned, taken)
             if why is None:
                 planned += 1
+                a = d.action
+                if isinstance(a, ScalePool):
+                    p = fleet.pool(a.pool)
+                    key = p.reservoir or p.name
+                    taken[key] = taken.get(key, 0) + max(0, a.replicas - p.replicas)
             out.append(Judged(d, why is None, why or ""))
         return out
 
-    def _refusal(self, now: float, a: Action, fleet: Observation, rollback: bool, planned: int) -> str | None:
+    def _refusal(
+        self, now: float, a: Action, fleet: Observation, rollback: bool, planned: int, taken: dict[str, int]
+    ) -> str | None:
         c = self.cfg
         if self.budget_used(now) + planned >= c.change_budget_per_hour:
             return f"change budget spent ({c.change_budget_per_hour} changes in the last hour)"
@@ -89,9 +97,9 @@ class Guardrails:
                 p = fleet.pool(a.pool)
             except KeyError as e:
                 return str(e.args[0])
-            hi = p.replicas + p.spare
-            if a.replicas > hi:
-                return f"{a.pool}: {a.replicas} replicas is beyond its reach ({p.replicas} + {p.spare} spare)"
+            spare = p.spare - taken.get(p.reservoir or p.name, 0)
+            if a.replicas > p.replicas + spare:
+                return f"{a.pool}: {a.replicas} replicas is beyond its reach ({p.replicas} + {spare} spare)"
             if a.replicas < 1:
                 return f"{a.pool}: never below one replica"
             if abs(a.replicas - p.replicas) > c.max_replicas_step:

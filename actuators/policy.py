@@ -78,6 +78,26 @@ class PolicyState:
     calm_since: float | None = None  # since when everything has been below the relax level
 
 
+def _share_spare(asks: dict[str, int], pools: dict[str, PoolState]) -> dict[str, int]:
+    """Pools drawing on one reservoir share its spare in proportion to what each asks (largest remainders)."""
+    grants: dict[str, int] = {}
+    groups: dict[str, list[str]] = {}
+    for name in asks:
+        groups.setdefault(pools[name].reservoir or name, []).append(name)
+    for names in groups.values():
+        spare = min(pools[n].spare for n in names)
+        total = sum(asks[n] for n in names)
+        if total <= spare:
+            grants.update({n: asks[n] for n in names})
+            continue
+        share = {n: spare * asks[n] / total for n in names}
+        g = {n: int(share[n]) for n in names}
+        for n in sorted(names, key=lambda n: -(share[n] - g[n]))[: spare - sum(g.values())]:
+            g[n] += 1
+        grants.update(g)
+    return grants
+
+
 def _serves(p: PoolState) -> tuple[bool, bool]:
     """(takes prompts up to 8k, takes longer ones)."""
     return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
@@ -136,13 +156,19 @@ class PredictivePolicy:
 
     # --- levers ---------------------------------------------------------------------------------------------
     def _prewarm(self, fleet: Observation, serving: list[PoolState], outlook: dict[str, Outlook]) -> list[Decision]:
-        out = []
+        asks: dict[str, int] = {}
         for p in serving:
             o = outlook[p.name]
             if o.breach_eta_seconds > self._prewarm_lead() or p.spare <= 0:
                 continue
             want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
-            target = min(want, p.replicas + self.p.max_replicas_step, p.replicas + p.spare)
+            asks[p.name] = max(0, want - p.replicas)
+        # shared in proportion to the need, then at most a bounded step each
+        grants = _share_spare(asks, {p.name: p for p in serving})
+        out = []
+        for p in serving:
+            o = outlook.get(p.name)
+            target = p.replicas + min(grants.get(p.name, 0), self.p.max_replicas_step)
             if target <= p.replicas:
                 continue
             self.state.base_replicas.setdefault(p.name, p.replicas)

@@ -44,6 +44,7 @@ class TwinAdmin:
                     min_context_tokens=pc.min_context_tokens,
                     max_context_tokens=pc.max_context_tokens,
                     spare=spare,
+                    reservoir=reservoir,
                 )
             )
         a = r.admission()
