@@ -6,8 +6,11 @@
   block-allocation failures, GPU memory).  A node that is down renders nothing (its endpoint does not answer).
 - The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
   (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
+- The router also serves the generic router admin API (docs/router-admin-api.md: `GET /v1/fleet`,
+  `POST /v1/actions`, `GET /v1/actions/<key>`) through `actuators.backends.twin.TwinAdmin`, so the actuator's HTTP
+  backend drives the twin as it would any router.
 - `TwinServer` serves both over loopback HTTP (through `infercast.httpserve`): `/nodes/<name>/metrics` and the
-  admin API, guarding the fleet with one lock so a background thread can advance it.
+  admin APIs, guarding the fleet with one lock so a background thread can advance it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import threading
 
 import numpy as np
 
+from actuators.backends.router_api import RouterAdminApi
+from actuators.backends.twin import TwinAdmin
 from infercast.catalog import ENGINE_EXTENSION_VERSION, spec
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route, finite
 
@@ -120,11 +125,13 @@ class TwinServer:
     ) -> None:
         self.fleet = fleet
         self.lock = lock or threading.Lock()
+        self.admin_api = RouterAdminApi(TwinAdmin(fleet), self.lock)
         routes = [
             Route("GET", "/pools", self._pools),
             Route("GET", "/nodes", self._nodes),
             Route("GET", "/nodes/{node}/metrics", self._node_metrics),
             Route("POST", "/pools/{pool}/{action}", self._admin, mutates=True),
+            *self.admin_api.routes(),
         ]
         self.http = HttpService(routes, host, port, name="twin", token=token)
         self.server_address = (host, self.http.port)
