@@ -87,7 +87,7 @@ class FaultyServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @property
     def url(self) -> str:
