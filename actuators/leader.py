@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import redis as redislib
-
 from infercast.redact import redact
 
 
@@ -97,11 +95,14 @@ return 0
 class RedisLease:
     def __init__(
         self,
-        client: redislib.Redis,
+        client: Any,  # a redis.Redis (the `redis` extra; imported only where a Redis lease is configured)
         key: str = "infercast:actuator:leader",
         identity: str | None = None,
         lease_seconds: float = 15.0,
     ) -> None:
+        import redis
+
+        self._errors = redis.RedisError
         self.r = client
         self.key = key
         self.token_key = f"{key}:fencing"
@@ -124,7 +125,7 @@ class RedisLease:
             ok, token, holder, note = self._acquire(
                 keys=[self.key, self.token_key], args=[self.identity, self.lease_ms]
             )
-        except redislib.RedisError as e:
+        except self._errors as e:
             why = redact(f"{type(e).__name__}: {e}")[:200]
             return Leadership(False, None, None, f"redis unreachable ({why}): nobody can be sure to lead, so none acts")
         if ok:
@@ -132,7 +133,7 @@ class RedisLease:
         return Leadership(False, int(token), holder, f"{holder} holds the redis lease for another {note} ms")
 
     def release(self) -> None:
-        with contextlib.suppress(redislib.RedisError):  # unreachable: the lease expires by itself
+        with contextlib.suppress(self._errors):  # unreachable: the lease expires by itself
             self._release(keys=[self.key], args=[self.identity])
 
 
@@ -274,3 +275,12 @@ class KubernetesLease:
     def _unreachable(self, where: str, status: int, why: Any) -> Leadership:
         what = f"HTTP {status}: {why}" if status else str(why)
         return Leadership(False, None, None, f"kubernetes API unusable for {where} ({redact(what)}): none acts")
+
+
+def build_elector(cfg) -> LeaderElector:
+    """The elector `actuator.leader` (an `infercast.config` Leader) describes."""
+    if cfg.kind == "redis":
+        return RedisLease.from_config(cfg)
+    if cfg.kind == "kubernetes":
+        return KubernetesLease.from_config(cfg)
+    return SingleReplica()
