@@ -27,18 +27,19 @@ from actuators.tick import ActionOutcome, TickContext, TickReport, VerdictOutcom
 class ObserveOnly:
     """TEST DOUBLE: observes (backend + Prometheus) and decides nothing."""
 
-    def __init__(self, parts: DaemonParts) -> None:
+    def __init__(self, parts: DaemonParts, metric: str = "infercast_kv_cache_usage_ratio") -> None:
         self.parts = parts
-        self.seen: list[tuple[float, str, int, int]] = []  # (now, loop, pools observed, KV series read)
+        self.metric = metric
+        self.seen: list[tuple[float, str, int, int]] = []  # (now, loop, pools observed, series read)
 
     def __call__(self, now: float, ctx: TickContext) -> TickReport:
         obs = self.parts.admin.observe()
         n = 0
         if self.parts.store is not None:
-            n = len(self.parts.store.query_range("infercast_kv_cache_usage_ratio", None, now - 60, now, 15))
+            n = len(self.parts.store.query_range(self.metric, None, now - 60, now, 15))
         self.seen.append((now, ctx.loop, len(obs.pools), n))
         self.parts.inbox.drain()
-        return TickReport(note=f"observed {len(obs.pools)} pools and {n} KV series; decided nothing")
+        return TickReport(note=f"observed {len(obs.pools)} pools and {n} series of {self.metric}; decided nothing")
 
 
 def observe_only(parts: DaemonParts) -> ObserveOnly:
