@@ -209,3 +209,40 @@ class TwinServer:
             except ValueError as e:
                 raise HttpError(400, str(e)) from None
         return Response.json({"pool": pool, action: body})
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """Serve a twin that advances in (scaled) real time, for running the actuator daemon against its admin API
+    (docs/actuator.md): `python -c 'from infercast.twin.surfaces import serve_main; serve_main()' --scenario
+    flash-sale --listen 127.0.0.1:9410 [--speed 1]`.  POSTs need `INFERCAST_HTTP_TOKEN` as a bearer token when it
+    is set.  (Not `python -m`: the twin package imports this module, so runpy would run a second copy of it.)"""
+    import argparse
+    import signal
+    import sys
+    import time
+
+    from infercast.config import load_config, resolve_scenario
+    from infercast.twin.fleet import build_fleet
+
+    p = argparse.ArgumentParser(prog="serve_main", description="serve the twin's metrics and admin APIs")
+    p.add_argument("--scenario", default="flash-sale", help="a scenario name or fleet file with a scenario")
+    p.add_argument("--listen", default="127.0.0.1:9410", help="HOST:PORT (default 127.0.0.1:9410)")
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1)")
+    args = p.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit() or args.speed <= 0:
+        p.error("--listen must be HOST:PORT and --speed positive")
+    fleet = build_fleet(load_config(resolve_scenario(args.scenario)))
+    server = TwinServer(fleet, host, int(port)).start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"twin {args.scenario} serving {server.url} (/v1/fleet, /v1/actions, /pools, /nodes)", file=sys.stderr)
+    t0 = time.monotonic()
+    while not stop.wait(fleet.dt / args.speed):
+        target = (time.monotonic() - t0) * args.speed
+        with server.lock:
+            while fleet.now < min(target, fleet.traffic.duration_s):
+                fleet.step()
+    server.stop()
+    return 0

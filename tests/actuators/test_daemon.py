@@ -321,3 +321,40 @@ def test_sigterm_finishes_the_tick_in_flight_then_exits(twin, tmp_path):
     lines = marks.read_text().splitlines()
     assert lines[-1].startswith("end ") and lines[-2].startswith("start ") and lines[-1][4:] == lines[-2][6:]
     assert "infercast actuator: stopped" in err
+
+
+@pytest.mark.slow
+def test_the_daemon_against_a_twin_served_in_its_own_process_in_both_modes(tmp_path):
+    """The set-up docs/actuator.md describes: a twin advancing in real time behind its admin API (serve_main) in one
+    process, the daemon in another; advisory leaves the twin alone, active changes it."""
+    from infercast.servers import free_port
+
+    port = free_port()
+    twin = subprocess.Popen(
+        [sys.executable, "-c", "from infercast.twin.surfaces import serve_main; serve_main()",
+         "--listen", f"127.0.0.1:{port}", "--speed", "10"],
+        cwd=REPO, env={**os.environ, "INFERCAST_HTTP_TOKEN": "s3cret"}, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                first = requests.get(f"{url}/v1/fleet", timeout=2).json()
+                break
+            except requests.RequestException:
+                time.sleep(0.2)
+        path = fleet_file(tmp_path, url)
+        tick = ["--tick", "tests.actuators.doubles:weight_walk", "--once"]
+        r = _cli("--config", str(path), *tick)
+        assert r.returncode == 0 and json.loads(r.stdout)["actions"][0]["outcome"] == "advisory", r.stderr
+        assert requests.get(f"{url}/v1/fleet", timeout=2).json()["pools"][0]["weight"] == 1.0
+        r = _cli("--config", str(path), "--mode", "active", *tick)
+        assert r.returncode == 0 and json.loads(r.stdout)["actions"][0]["outcome"] == "applied", r.stderr
+        now = requests.get(f"{url}/v1/fleet", timeout=2).json()
+        assert now["pools"][0] == {**first["pools"][0], "weight": 0.5}
+        assert now["at"] > first["at"]  # the twin kept running meanwhile
+    finally:
+        twin.terminate()
+        twin.wait(timeout=30)
+    assert twin.returncode == 0
