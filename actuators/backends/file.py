@@ -8,7 +8,7 @@ or JSON file when it changes.  The document (docs/router-admin-api.md, "File"):
     admission: {memory_limit: 0.8, max_context_tokens: 16000, normal_queue_seconds: 5, low_queue_seconds: 30}
     rate_limits:
       shared: {rps: 220.0, burst: 55.0}
-    infercast: {revision: 3, fencing_token: 2, updated_at: 1700000000.0, applied: {KEY: {...}}}
+    infercast: {revision: 3, fencing_token: 2, updated_at: 1700000000.0, applied: {KEY: '{"action": ...}'}}
 
 A setting the document leaves out is the fleet file's (`pools.<p>.weight`, `router.breaker_latency_seconds`,
 `pools.<p>.nodes`, `router.rate_limit_rps`); other top-level keys (the router's own configuration) are kept.
@@ -56,7 +56,12 @@ from actuators.admin import ActionRefused, Admission, BackendError, Observation,
 from actuators.stamp import Stamp
 from infercast.config import FleetConfig
 
-KEEP_KEYS = 256
+#: idempotency keys remembered in the document: enough for retries and a restart's in-flight decisions, few enough
+#: that a router re-reading the file on every change does not parse a log (each is one JSON string, cheap in YAML)
+KEEP_KEYS = 64
+# libyaml's parser and emitter where PyYAML has them (10x the pure-Python ones; the same documents)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds", "low_queue_seconds")
 POOL_FIELDS = {"weight": float, "breaker_threshold_seconds": float, "replicas": int, "standby": bool}
 
@@ -111,7 +116,7 @@ class FileAdmin:
             meta = doc.setdefault("infercast", {})
             applied = meta.setdefault("applied", {})
             if stamp.key is not None and stamp.key in applied:
-                done = applied[stamp.key]
+                done = self._entry(applied[stamp.key], stamp.key)
                 if done.get("action") != action.to_dict():
                     raise ActionRefused(f"idempotency key {stamp.key!r} was used for another action")
                 prev = done.get("previous")
@@ -126,24 +131,36 @@ class FileAdmin:
             meta["revision"] = int(meta.get("revision", 0)) + 1
             meta["updated_at"] = round(time.time(), 3)
             if stamp.key is not None:
-                applied[stamp.key] = {
-                    "action": action.to_dict(),
-                    "previous": previous.to_dict() if previous else None,
-                    "revision": meta["revision"],
-                }
+                applied[stamp.key] = json.dumps(
+                    {
+                        "action": action.to_dict(),
+                        "previous": previous.to_dict() if previous else None,
+                        "revision": meta["revision"],
+                    },
+                    sort_keys=True,
+                )
                 for old in list(applied)[: max(0, len(applied) - self.keep_keys)]:
                     del applied[old]
             self._write(doc)
         return Result("applied", previous=previous)
 
     def lookup(self, key: str) -> Result | None:
-        done = ((self._read().get("infercast") or {}).get("applied") or {}).get(key)
-        if done is None:
+        raw = ((self._read().get("infercast") or {}).get("applied") or {}).get(key)
+        if raw is None:
             return None
-        prev = done.get("previous")
+        prev = self._entry(raw, key).get("previous")
         return Result("applied", "applied earlier under this idempotency key", parse_action(prev) if prev else None)
 
     # --- the document --------------------------------------------------------------------------------------
+    def _entry(self, raw: str, key: str) -> dict[str, Any]:
+        try:
+            done = json.loads(raw)
+            if isinstance(done, dict):
+                return done
+        except (TypeError, ValueError):
+            pass
+        raise BackendError(f"{self.path}: infercast.applied.{key} is not what the actuator wrote; left as it is")
+
     def _defaults(self, pool: str) -> dict[str, Any]:
         pc = self.fleet.pools[pool]
         return {
@@ -197,7 +214,7 @@ class FileAdmin:
         except (OSError, UnicodeDecodeError) as e:
             raise BackendError(f"{self.path}: cannot read: {e}") from None
         try:
-            doc = json.loads(text) if self.fmt == "json" else yaml.safe_load(text)
+            doc = json.loads(text) if self.fmt == "json" else yaml.load(text, Loader=_LOADER)  # a safe loader
         except (json.JSONDecodeError, yaml.YAMLError) as e:
             raise BackendError(f"{self.path}: not valid {self.fmt.upper()} ({_first_line(e)}); left as it is") from None
         if doc is None:
@@ -213,7 +230,7 @@ class FileAdmin:
             json.dumps(doc, indent=2, sort_keys=False) + "\n"
             if self.fmt == "json"
             else "# Written by infercast actuator (actuators/backends/file.py); see docs/router-admin-api.md\n"
-            + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+            + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
         )
         try:
             mode = self.path.stat().st_mode & 0o777
@@ -299,6 +316,8 @@ def _check(doc: Any) -> str | None:
     meta = doc.get("infercast", {})
     if not isinstance(meta, dict) or not isinstance(meta.get("applied", {}), dict):
         return "infercast: expected a mapping with an `applied` mapping"
+    if not all(isinstance(v, str) for v in meta.get("applied", {}).values()):
+        return "infercast.applied: expected idempotency key -> a JSON string"
     if "fencing_token" in meta and not _is_num(meta["fencing_token"], integer=True):
         return f"infercast.fencing_token: expected an integer, got {meta['fencing_token']!r}"[:200]
     return None
