@@ -90,6 +90,7 @@ class Daemon:
         )
         self.scheduler.add_listener(self._missed, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
         self._stopped = threading.Event()
+        self._lead_lock = threading.Lock()  # the renew job and a tick's check never ask the elector at once
 
     @property
     def url(self) -> str:
@@ -100,7 +101,8 @@ class Daemon:
         """Ask the elector, run the tick, publish its report; what the scheduler calls (tests call it directly).
         Never raises: a tick that raises is logged and counted as `error`."""
         now = self.clock.now()
-        lead = self.elector.try_acquire_or_renew(now)
+        with self._lead_lock:
+            lead = self.elector.try_acquire_or_renew(now)
         active = self.mode == "active" and lead.is_leader
         self.metrics.leadership(lead.is_leader, active)
         if self.mode == "active" and not lead.is_leader:
@@ -118,7 +120,8 @@ class Daemon:
         return report
 
     def renew(self) -> None:
-        lead = self.elector.try_acquire_or_renew(self.clock.now())
+        with self._lead_lock:
+            lead = self.elector.try_acquire_or_renew(self.clock.now())
         self.metrics.leadership(lead.is_leader, self.mode == "active" and lead.is_leader)
 
     def wake(self) -> None:

@@ -152,6 +152,33 @@ def test_two_daemons_on_one_redis_lease_exactly_one_acts(redis_server, twin, fle
             d.stop()
 
 
+def test_backend_errors_are_retried_with_backoff_then_recorded_failed(fleet_cfg, tmp_path):
+    """The router answers 500 every time: the apply is tried apply_attempts times with backoff, then the audit
+    trail, the report and the metrics all say `failed` with the router's reason."""
+    from tests.actuators.faulty import FaultyServer, Step
+
+    srv = FaultyServer([Step(500, b'{"error": "upstream config store unavailable"}')])
+    parts = DaemonParts(
+        config=fleet_cfg, mode="active", admin=HttpAdmin(srv.url), audit=Audit(tmp_path / "a.db"), inbox=Inbox(),
+        store=None, clock=WallClock(), apply_attempts=3, apply_backoff_seconds=0.01,
+    )  # fmt: skip
+    d = Daemon(Scripted(parts, [(W5, "forecast")]), SingleReplica(), mode="active").start(first_run=False)
+    try:
+        report = d.run_once("fast")
+        m = scrape(d)
+    finally:
+        d.stop()
+        srv.close()
+    (outcome,) = report.actions
+    assert outcome.outcome == "failed" and "gave up after 3 attempts" in outcome.detail
+    assert len(srv.seen) == 3 and {s.method for s in srv.seen} == {"POST"}
+    (decision,) = parts.audit.recent(0)
+    assert decision.status == "failed" and decision.attempts == 3
+    assert "HTTP 500: upstream config store unavailable" in decision.detail
+    assert m['infercast_actuator_actions_total{action="set_pool_weight",outcome="failed",pool="v4-main"}'] == 1.0
+    assert 'infercast_actuator_pool_weight{pool="v4-main"}' not in m
+
+
 def test_a_tick_that_raises_is_counted_and_the_next_runs(twin, fleet_cfg, tmp_path):
     calls = []
 
