@@ -100,7 +100,7 @@ def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> Dae
     )
 
 
-def build_daemon(parts: DaemonParts, tick: TickHook):
+def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None):
     import os
 
     from actuators.daemon import Daemon
@@ -109,7 +109,7 @@ def build_daemon(parts: DaemonParts, tick: TickHook):
 
     cfg = parts.config
     ac = cfg.actuator
-    host, port = _listen(ac.listen)
+    host, port = _listen(listen or ac.listen)
     lease = getattr(ac.leader, "lease_seconds", None)
     return Daemon(
         tick,
@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     for r in resolve_in_flight(parts.audit, parts.admin, parts.clock.now()):
         print(f"infercast actuator: in-flight decision {r.decision.id}: {r.outcome}: {r.detail}", file=sys.stderr)
     tick = factory(parts)
-    daemon = build_daemon(parts, tick)
+    # --once serves nothing: a free loopback port, so it runs beside a daemon that holds actuator.listen
+    daemon = build_daemon(parts, tick, "127.0.0.1:0" if args.once else None)
     if args.once:
         report = daemon.run_once("fast")
         daemon.stop()
