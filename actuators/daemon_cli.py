@@ -59,7 +59,10 @@ def load_tick_factory(spec: str):
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and (module == e.name or module.startswith(e.name + ".")):
-            raise ConfigError(f"--tick: no module {module!r} (the control loop it names is not installed)") from None
+            raise ConfigError(
+                f"--tick: no module {module!r}: the control loop it names is not installed (--tick MODULE:FACTORY "
+                "names another)"
+            ) from None
         raise
     factory = getattr(mod, name, None)
     if not callable(factory):
