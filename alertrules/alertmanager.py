@@ -31,6 +31,8 @@ class Receivers:
     """
 
     actuator_url: str = "http://127.0.0.1:9402/api/v1/alerts"
+    #: a file holding the bearer token the actuator's webhook expects (its `actuator.webhook.token_env`); None: none
+    actuator_token_file: str | None = None
     pager_url: str = "http://127.0.0.1:9095/pager"
     chat_url: str = "http://127.0.0.1:9095/chat"
     pager: Literal["webhook", "pagerduty"] = "webhook"
@@ -76,6 +78,13 @@ def _chat(r: Receivers, team: str) -> dict[str, Any]:
             ],
         }
     return {"name": name, "webhook_configs": [{"url": r.chat_url, "send_resolved": True}]}
+
+
+def _actuator_webhook(r: Receivers) -> dict[str, Any]:
+    hook: dict[str, Any] = {"url": r.actuator_url, "send_resolved": True, "max_alerts": 0}
+    if r.actuator_token_file:
+        hook["http_config"] = {"authorization": {"type": "Bearer", "credentials_file": r.actuator_token_file}}
+    return hook
 
 
 def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
@@ -134,10 +143,7 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
         ],
         "receivers": [
             {"name": "blackhole"},
-            {
-                "name": "infercast-actuator",
-                "webhook_configs": [{"url": r.actuator_url, "send_resolved": True, "max_alerts": 0}],
-            },
+            {"name": "infercast-actuator", "webhook_configs": [_actuator_webhook(r)]},
             *[_pager(r, t) for t in TEAMS],
             *[_chat(r, t) for t in TEAMS],
         ],

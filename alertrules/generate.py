@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-scale", type=float, default=1.0, help="divide every for: duration by this factor")
     d = Receivers()
     p.add_argument("--actuator-url", default=d.actuator_url)
+    p.add_argument("--actuator-token-file", default=None, help="file with the actuator webhook's bearer token")
     p.add_argument("--pager-url", default=d.pager_url)
     p.add_argument("--chat-url", default=d.chat_url)
     p.add_argument("--pager", choices=["webhook", "pagerduty"], default=d.pager)
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"out of date: {rel} (run python -m alertrules.generate)", file=sys.stderr)
         return 1 if stale else 0
     if args.out is None:
-        if args.time_scale != 1.0 or args.actuator_url != d.actuator_url:
+        if args.time_scale != 1.0 or args.actuator_url != d.actuator_url or args.actuator_token_file:
             p.error("custom settings need --out DIR (the committed files keep the defaults)")
         for rel, text in generated_files().items():
             (REPO / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     receivers = Receivers(
         actuator_url=args.actuator_url,
+        actuator_token_file=args.actuator_token_file,
         pager_url=args.pager_url,
         chat_url=args.chat_url,
         pager=args.pager,

@@ -1,8 +1,8 @@
 """The Grafana dashboards, built as code with grafana-foundation-sdk (pure: builders in, JSON text out).
 
-Four dashboards share the template variables `$datasource`, `$pool` and `$version` (the GPU one has `$node`):
-fleet overview, KV-cache health, forecasts, GPU.  The actuator's own dashboard comes with the actuator; it joins
-the same `infercast` tag, so the dashboard links below pick it up without a change here.  All PromQL lives in
+Five dashboards share the template variable `$datasource` and the `infercast` tag (the links between them):
+fleet overview, KV-cache health and forecasts (with `$pool` and `$version`), GPU (with `$node`), and the actuator
+(with `$pool`: the pools it acted on, `fleet` for fleet-wide settings).  All PromQL lives in
 `dashboards/queries.py`; colour bands come from `infercast.config.Thresholds`.
 """
 
@@ -130,7 +130,7 @@ def stat(
     return p
 
 
-def _base(uid: str, title: str, description: str, *, gpu: bool = False) -> Dashboard:
+def _base(uid: str, title: str, description: str, *, gpu: bool = False, actuator: bool = False) -> Dashboard:
     d = (
         Dashboard(title)
         .uid(uid)
@@ -152,6 +152,8 @@ def _base(uid: str, title: str, description: str, *, gpu: bool = False) -> Dashb
     )
     if gpu:
         return d.with_variable(_var("node", "Node", q.VAR_NODE))
+    if actuator:
+        return d.with_variable(_var("pool", "Pool", q.VAR_ACTUATOR_POOL))
     return d.with_variable(_var("pool", "Pool", q.VAR_POOL)).with_variable(_var("version", "Version", q.VAR_VERSION))
 
 
@@ -326,11 +328,90 @@ def gpu() -> Dashboard:
     )
 
 
+ON_OFF = _steps((None, "green"), (1, "red"))
+LEADERS = _steps((None, "red"), (1, "green"), (2, "red"))  # none or two leaders: both wrong
+BUDGET_BANDS = _steps((None, "green"), (0.8, "orange"), (1, "red"))
+
+
+def actuator() -> Dashboard:
+    return (
+        _base(
+            "infercast-actuator",
+            "infercast / Actuator",
+            "What the actuator decided and why, what it applied, how it was judged, and when it froze.",
+            actuator=True,
+        )
+        .with_row(Row("Now"))
+        .with_panel(
+            stat(
+                "Mode",
+                q.ACTUATOR_ACTIVE,
+                "none",
+                _steps((None, "blue"), (1, "green")),
+                description="1: active (acts on the fleet); 0: advisory (decides and logs, touches nothing).",
+            )
+        )
+        .with_panel(
+            stat("Replicas leading", q.ACTUATOR_LEADERS, "none", LEADERS, description="Exactly one when healthy.")
+        )
+        .with_panel(stat("Frozen", q.ACTUATOR_FROZEN_NOW, "none", ON_OFF, description="1: frozen, deciding nothing."))
+        .with_panel(stat("Change budget used (worst)", q.ACTUATOR_BUDGET_NOW, "percentunit", BUDGET_BANDS))
+        .with_row(Row("Decisions"))
+        .with_panel(
+            ts(
+                "Decisions and their reasons",
+                q.ACTUATOR_DECISIONS,
+                unit="short",
+                lo=0,
+                width=24,
+                description="Each decision on the timeline, by action, target and reason (advisory ones too); "
+                "the words are in the audit trail: infercast actuator log.",
+            )
+        )
+        .with_panel(ts("Actions by outcome", q.ACTUATOR_ACTIONS, unit="short", lo=0))
+        .with_panel(ts("Mode and leadership", q.ACTUATOR_MODE, q.ACTUATOR_LEADER, unit="none", lo=0))
+        .with_panel(ts("Pool weights set", q.ACTUATOR_WEIGHTS, unit="none", lo=0))
+        .with_panel(
+            ts(
+                "Breaker thresholds and admission limits set",
+                q.ACTUATOR_BREAKERS,
+                unit="none",
+                lo=0,
+                description="latency: seconds; memory: ratio; context_tokens: tokens; *_queue: seconds.",
+            )
+        )
+        .with_row(Row("Verification"))
+        .with_panel(ts("Verdicts", q.ACTUATOR_VERDICTS, unit="short", lo=0))
+        .with_panel(ts("Rollbacks (last hour)", q.ACTUATOR_ROLLBACKS, unit="short", lo=0))
+        .with_row(Row("Freezes and budget"))
+        .with_panel(ts("Frozen", q.ACTUATOR_FROZEN, unit="none", lo=0, hi=1, width=8))
+        .with_panel(ts("Freezes by reason (last hour)", q.ACTUATOR_FREEZES, unit="short", lo=0, width=8))
+        .with_panel(
+            ts("Change budget used", q.ACTUATOR_BUDGET, unit="percentunit", thresholds=BUDGET_BANDS, lo=0, width=8)
+        )
+        .with_row(Row("The daemon"))
+        .with_panel(
+            ts(
+                "Decision-to-action latency",
+                q.ACTUATOR_LATENCY_P50,
+                q.ACTUATOR_LATENCY_P99,
+                unit="s",
+                lo=0,
+                width=8,
+                description="From a decision to the backend's answer, retries included (goal: 1 s).",
+            )
+        )
+        .with_panel(ts("Loop runs by outcome", q.ACTUATOR_TICKS, unit="short", lo=0, width=8))
+        .with_panel(ts("Alerts from Alertmanager", q.ACTUATOR_ALERTS, unit="short", lo=0, width=8))
+    )
+
+
 DASHBOARDS: dict[str, Callable[[], Dashboard]] = {
     "fleet-overview": fleet_overview,
     "kv-cache-health": kv_cache_health,
     "forecasts": forecasts,
     "gpu": gpu,
+    "actuator": actuator,
 }
 GENERATED = Path(__file__).resolve().parent / "generated"
 

@@ -74,6 +74,19 @@ F_RPS = _n("infercast_forecast_requests_per_second")
 F_ETA = _n("infercast_forecast_breach_eta_seconds")
 F_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
 F_SKIPPED = _n("infercast_forecast_skipped")
+A_ACTIONS = _n("infercast_actuator_actions_total")
+A_DECISIONS = _n("infercast_actuator_decisions_total")
+A_VERDICTS = _n("infercast_actuator_verdicts_total")
+A_WEIGHT = _n("infercast_actuator_pool_weight")
+A_BREAKER = _n("infercast_actuator_breaker_threshold")
+A_LEADER = _n("infercast_actuator_leader")
+A_ACTIVE = _n("infercast_actuator_active")
+A_FROZEN = _n("infercast_actuator_frozen")
+A_FREEZES = _n("infercast_actuator_freezes_total")
+A_BUDGET = _n("infercast_actuator_change_budget_used_ratio")
+A_LATENCY = _n("infercast_actuator_decision_latency_seconds")
+A_TICKS = _n("infercast_actuator_ticks_total")
+A_ALERTS = _n("infercast_actuator_webhook_alerts_total")
 
 
 def _forecast(band: str, metric: str = F_KV) -> str:
@@ -154,7 +167,42 @@ GPU_XID_ERRORS = Q(f"sum by (node, gpu, xid) (increase({GPU_XID}{{{GPU}}}[1h]))"
 TARGETS_UP = Q(f"{TARGET_UP}", "{{target}} ({{kind}})", instant=True)
 SCRAPE_DURATION = Q(f"{SCRAPE_S}", "{{target}}")
 
+# --- Actuator ----------------------------------------------------------------------------------------------------
+# `pool` on the actuator's series is what an action changes: a pool, or `fleet` for fleet-wide settings.
+AP = 'pool=~"$pool|fleet"'
+ACTUATOR_ACTIVE = Q(f"max({A_ACTIVE})", "active", instant=True)  # 1 active, 0 advisory
+ACTUATOR_LEADERS = Q(f"sum({A_LEADER})", "leaders", instant=True)  # exactly 1 when healthy
+ACTUATOR_FROZEN_NOW = Q(f"max({A_FROZEN})", "frozen", instant=True)
+ACTUATOR_BUDGET_NOW = Q(f"max({A_BUDGET}{{{AP}}})", "worst", instant=True)
+ACTUATOR_MODE = Q(f"max({A_ACTIVE})", "active (1) / advisory (0)")
+ACTUATOR_LEADER = Q(f"sum({A_LEADER})", "replicas leading")
+ACTUATOR_ACTIONS = Q(
+    f"sum by (outcome) (increase({A_ACTIONS}{{{AP}}}[$__rate_interval]))", "{{outcome}}"
+)  # per scrape-window: bars on a timeline
+ACTUATOR_DECISIONS = Q(
+    f"sum by (action, pool, reason) (increase({A_DECISIONS}{{{AP}}}[$__rate_interval]))",
+    "{{action}} {{pool}}: {{reason}}",
+)
+ACTUATOR_WEIGHTS = Q(f"{A_WEIGHT}{{{P}}}", "{{pool}}")
+ACTUATOR_BREAKERS = Q(f"{A_BREAKER}{{{AP}}}", "{{pool}} {{kind}}")
+ACTUATOR_VERDICTS = Q(f"sum by (verdict) (increase({A_VERDICTS}{{{AP}}}[$__rate_interval]))", "{{verdict}}")
+ACTUATOR_ROLLBACKS = Q(
+    f'sum by (action, pool) (increase({A_VERDICTS}{{{AP},verdict="rolled_back"}}[1h]))', "{{action}} {{pool}}"
+)
+ACTUATOR_FROZEN = Q(f"max({A_FROZEN})", "frozen")
+ACTUATOR_FREEZES = Q(f"sum by (reason) (increase({A_FREEZES}[1h]))", "{{reason}}")
+ACTUATOR_BUDGET = Q(f"{A_BUDGET}{{{AP}}}", "{{pool}}")
+ACTUATOR_LATENCY_P99 = Q(
+    f"histogram_quantile(0.99, sum by (le, loop) (rate({A_LATENCY}_bucket[$__rate_interval])))", "p99 {{loop}}"
+)
+ACTUATOR_LATENCY_P50 = Q(
+    f"histogram_quantile(0.5, sum by (le, loop) (rate({A_LATENCY}_bucket[$__rate_interval])))", "p50 {{loop}}"
+)
+ACTUATOR_TICKS = Q(f"sum by (loop, outcome) (increase({A_TICKS}[$__rate_interval]))", "{{loop}} {{outcome}}")
+ACTUATOR_ALERTS = Q(f"sum by (outcome) (increase({A_ALERTS}[$__rate_interval]))", "{{outcome}}")
+
 # --- template variables ------------------------------------------------------------------------------------------
 VAR_POOL = f"label_values({KV_USAGE}, pool)"
 VAR_VERSION = f'label_values({KV_USAGE}{{pool=~"$pool"}}, version)'
 VAR_NODE = f"label_values({GPU_TEMP}, node)"
+VAR_ACTUATOR_POOL = f"label_values({A_DECISIONS}, pool)"

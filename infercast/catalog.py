@@ -57,6 +57,17 @@ ROUTER_OUTCOMES = ("ok", "error", "timeout", "rejected", "shed", "retried")
 PRIORITIES = ("urgent", "normal", "low")
 ML_FORECAST = ("yhat", "yhat_lower", "yhat_upper")
 ACTION_OUTCOMES = ("applied", "advisory", "refused", "rolled_back", "failed")
+#: why the actuator decided an action (a short code; the words go to the audit trail)
+ACTION_REASONS = ("forecast", "live_metrics", "alert", "relax", "rollback", "manual", "other")
+VERDICTS = ("verified", "rolled_back", "no_effect")
+#: why the actuator froze (decides nothing): its inputs are stale, not finite or negative, or a source is down
+FREEZE_REASONS = ("stale_inputs", "bad_value", "forecaster_down", "store_down", "backend_down", "other")
+#: what an `infercast_actuator_breaker_threshold` series holds: a pool's latency breaker (seconds) or, with
+#: pool="fleet", an admission limit (memory ratio, context tokens, queue seconds)
+BREAKER_KINDS = ("latency", "memory", "context_tokens", "normal_queue", "low_queue")
+ACTUATOR_LOOPS = ("fast", "predictive", "alert")
+TICK_OUTCOMES = ("ok", "error", "missed")
+WEBHOOK_OUTCOMES = ("accepted", "duplicate", "dropped")
 TARGET_KINDS = ("vllm", "sglang", "tgi", "trtllm", "dcgm", "nvml", "router", "twin")
 HEALTH_DIMENSIONS = (
     "kv_usage",
@@ -242,9 +253,61 @@ CATALOG: tuple[MetricSpec, ...] = (
         "",
         ("pool", "kind"),
         "Breaker threshold the actuator last set.",
+        enums=(("kind", BREAKER_KINDS),),
     ),
     _g("infercast_actuator_leader", "", (), "1 if this actuator replica holds the leadership."),
     _g("infercast_actuator_active", "", (), "1 if the actuator acts, 0 in advisory mode."),
+    _c(
+        "infercast_actuator_decisions_total",
+        "",
+        ("action", "pool", "reason"),
+        "Actions the actuator decided, by why (advisory ones included).",
+        enums=(("reason", ACTION_REASONS),),
+    ),
+    _c(
+        "infercast_actuator_verdicts_total",
+        "",
+        ("action", "pool", "verdict"),
+        "Verdicts on applied actions after their verification window (rolled_back: undone).",
+        enums=(("verdict", VERDICTS),),
+    ),
+    _g("infercast_actuator_frozen", "", (), "1 while the actuator is frozen (decides nothing), else 0."),
+    _c(
+        "infercast_actuator_freezes_total",
+        "",
+        ("reason",),
+        "Times the actuator froze, by reason.",
+        enums=(("reason", FREEZE_REASONS),),
+    ),
+    _g(
+        "infercast_actuator_change_budget_used_ratio",
+        "ratio",
+        ("pool",),
+        "Share of the hourly change budget of a pool (or fleet) used.",
+    ),
+    MetricSpec(
+        "infercast_actuator_decision_latency_seconds",
+        Kind.HISTOGRAM,
+        "seconds",
+        ("loop",),
+        "Time from a decision to the backend's answer.",
+        enums=(("loop", ACTUATOR_LOOPS),),
+    ),
+    _c(
+        "infercast_actuator_ticks_total",
+        "",
+        ("loop", "outcome"),
+        "Runs of the actuator's loops: ok, error (the tick raised) or missed (late or overrunning).",
+        enums=(("loop", ACTUATOR_LOOPS), ("outcome", TICK_OUTCOMES)),
+    ),
+    _c(
+        "infercast_actuator_webhook_alerts_total",
+        "",
+        ("outcome",),
+        "Alerts received on the actuator's webhook: accepted, duplicate (same fingerprint and status) or dropped "
+        "(inbox full).",
+        enums=(("outcome", WEBHOOK_OUTCOMES),),
+    ),
 )
 
 # --- the engine extension (text format v1) ----------------------------------------------------------------

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "twin": ("infercast.twin.cli", "run the fleet twin on a scenario or a real trace"),
     "exporter": ("exporters.cli", "serve the catalog metrics scraped from engines, GPUs and the router"),
     "predictor": ("predictors.cli", "forecast KV usage and traffic; serve the forecasts as metrics"),
+    "actuator": ("actuators.cli", "act on forecasts and alerts, advisory by default; `actuator log`: its audit"),
     "backtest": ("predictors.backtest_cli", "score every forecaster on a trace with a rolling origin"),
     "train": ("predictors.train_cli", "train the LSTM forecaster and save its model file"),
     "dashboards": ("dashboards.cli", "build the Grafana dashboards or push them to a Grafana"),

@@ -355,6 +355,153 @@ class PredictorConfig(Strict):
     model_file: str | None = None
 
 
+# --- the actuator (docs/actuator.md) ---------------------------------------------------------------------------
+def _check_url(v: str | None, schemes: tuple[str, ...]) -> str | None:
+    if v is not None and not v.startswith(schemes):
+        raise ValueError(f"must start with {' or '.join(schemes)}, got {v!r}")
+    return v
+
+
+def _check_listen(v: str) -> str:
+    host, _, port = v.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port, got {v!r}")
+    return v
+
+
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class HttpBackend(Strict):
+    """A router's admin API as documented in docs/router-admin-api.md (the twin serves it too)."""
+
+    kind: Literal["http"]
+    url: str = Field(description="base URL of the router admin API, e.g. http://127.0.0.1:9410")
+    token_env: EnvName | None = Field(
+        "INFERCAST_ROUTER_TOKEN", description="environment variable holding the bearer token (unset: none sent)"
+    )
+    connect_timeout_seconds: PosFloat = 1.0
+    timeout_seconds: PosFloat = Field(2.0, description="time to wait for an answer")
+
+    _url = field_validator("url")(lambda v: _check_url(v, ("http://", "https://")))
+
+
+class RedisBackend(Strict):
+    """Router state in Redis: a hash per pool, a fleet hash and a pub/sub notice (docs/router-admin-api.md)."""
+
+    kind: Literal["redis"]
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = Field("infercast", min_length=1, description="key prefix ({infercast}: one slot on a cluster)")
+    timeout_seconds: PosFloat = 1.0
+
+    _url = field_validator("url")(lambda v: _check_url(v, ("redis://", "rediss://", "unix://")))
+
+
+class FileBackend(Strict):
+    """A YAML or JSON document a hot-reloading router reads, replaced atomically on every change."""
+
+    kind: Literal["file"]
+    path: str = Field(min_length=1)
+    format: Literal["yaml", "json"] | None = Field(None, description="default: from the file's suffix (.json or YAML)")
+
+
+class KubernetesAccess(Strict):
+    """How to reach the Kubernetes API: in-cluster service account, a kubeconfig, or an explicit URL + token."""
+
+    namespace: str = Field("default", min_length=1)
+    in_cluster: bool = Field(False, description="use the pod's service account")
+    kubeconfig: str | None = Field(None, description="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    context: str | None = None
+    api_url: str | None = Field(None, description="API server URL; overrides the kubeconfig (with token_env)")
+    token_env: EnvName | None = Field(None, description="environment variable holding a bearer token for api_url")
+    timeout_seconds: PosFloat = 5.0
+
+    _url = field_validator("api_url")(lambda v: _check_url(v, ("http://", "https://")))
+
+
+class KubernetesBackend(KubernetesAccess):
+    """`scale_pool` scales a Deployment per pool (its `scale` subresource); other actions are refused."""
+
+    kind: Literal["kubernetes"]
+    deployments: dict[str, str] = Field(min_length=1, description="pool -> Deployment name in `namespace`")
+
+
+Backend = Annotated[HttpBackend | RedisBackend | FileBackend | KubernetesBackend, Field(discriminator="kind")]
+
+
+class SingleLeader(Strict):
+    """One replica: it always leads (no fencing token)."""
+
+    kind: Literal["single"] = "single"
+
+
+class RedisLeader(Strict):
+    """A Redis lease (SET NX PX, renewed by compare-and-set) with an INCR'd fencing token."""
+
+    kind: Literal["redis"]
+    url: str = "redis://127.0.0.1:6379/0"
+    key: str = Field("infercast:actuator:leader", min_length=1)
+    lease_seconds: Annotated[float, Field(ge=1.0)] = 15.0
+    identity: str | None = Field(None, description="this replica's name (default: host:pid:random)")
+    timeout_seconds: PosFloat = 1.0
+
+    _url = field_validator("url")(lambda v: _check_url(v, ("redis://", "rediss://", "unix://")))
+
+
+class KubernetesLeader(KubernetesAccess):
+    """A `coordination.k8s.io/v1` Lease; its leaseTransitions is the fencing token."""
+
+    kind: Literal["kubernetes"]
+    name: str = Field("infercast-actuator", min_length=1)
+    lease_seconds: Annotated[int, Field(ge=1)] = 15
+    identity: str | None = Field(None, description="this replica's name (default: $POD_NAME or host:pid)")
+
+
+Leader = Annotated[SingleLeader | RedisLeader | KubernetesLeader, Field(discriminator="kind")]
+
+
+class WebhookConfig(Strict):
+    """Alertmanager's webhook into the actuator (served on `actuator.listen` beside /metrics)."""
+
+    path: str = Field("/api/v1/alerts", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    token_env: EnvName = Field(
+        "INFERCAST_ACTUATOR_TOKEN",
+        description="environment variable holding the bearer token Alertmanager must send (unset: no auth, "
+        "acceptable on loopback only)",
+    )
+    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    inbox_size: PosInt = Field(1000, description="alert events kept for the loop; the oldest are dropped when full")
+    dedup_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        300.0, description="an alert with the same fingerprint and status within this time is a duplicate"
+    )
+
+
+class ActuatorConfig(Strict):
+    """The actuator daemon (`infercast actuator`): docs/actuator.md."""
+
+    mode: Literal["advisory", "active"] = Field(
+        "advisory", description="advisory: decide, log and publish, touch nothing (the default)"
+    )
+    backend: Backend | None = Field(None, description="where actions go; required to run the daemon")
+    leader: Leader = SingleLeader()
+    audit_db: str = Field("actuator-audit.db", min_length=1, description="SQLite audit trail (relative: to the cwd)")
+    listen: str = Field("127.0.0.1:9402", description="host:port of /metrics and the webhook")
+    webhook: WebhookConfig = WebhookConfig()
+    prometheus_url: str | None = Field(None, description="live metrics (default: predictor.prometheus_url)")
+    fast_interval_seconds: PosFloat = Field(15.0, description="the fast loop: live metrics, breakers")
+    predictive_interval_seconds: PosFloat | None = Field(
+        None, description="the predictive loop (default: predictor.forecast_interval_seconds, one forecast step)"
+    )
+    misfire_grace_seconds: Annotated[float, Field(ge=1.0)] = Field(
+        5.0, description="a loop run this late still runs; later ones are counted as missed"
+    )
+    apply_attempts: Annotated[int, Field(ge=1, le=10)] = 3
+    apply_backoff_seconds: PosFloat = 0.2
+
+    _listen = field_validator("listen")(lambda v: _check_listen(v))
+    _prom = field_validator("prometheus_url")(lambda v: _check_url(v, ("http://", "https://")))
+
+
 class TrafficPhase(Strict):
     """One phase of a scenario: from `start_seconds` the rate and long-context share ramp to the given values."""
 
@@ -481,6 +628,7 @@ class FleetConfig(Strict):
     protections: Protections = Protections()
     policy: PolicyConfig = PolicyConfig()
     guardrails: GuardrailConfig = GuardrailConfig()
+    actuator: ActuatorConfig = ActuatorConfig()
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:
@@ -511,6 +659,11 @@ class FleetConfig(Strict):
             if t.version is not None and t.version not in self.versions:
                 problems.append(f"targets.{i}.version: unknown version {t.version!r}")
         problems += self._protection_problems()
+        backend = self.actuator.backend
+        if isinstance(backend, KubernetesBackend):
+            for pool in backend.deployments:
+                if pool not in self.pools:
+                    problems.append(f"actuator.backend.deployments: unknown pool {pool!r} (have {sorted(self.pools)})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -1,1 +1,41 @@
-"""Backends of `actuators.admin.FleetAdmin`: where the actuator's actions land."""
+"""Backends of `actuators.admin.FleetAdmin`: where the actuator's actions land.
+
+`build_backend(cfg)` makes the one `actuator.backend` of a fleet file selects (each backend's module is imported
+only when chosen, so the Kubernetes client or redis are needed only where used):
+
+| `actuator.backend.kind` | module | reaches |
+|---|---|---|
+| `http` | `router_http.HttpAdmin` | a router's admin API (docs/router-admin-api.md; the twin serves it) |
+| `redis` | `redis.RedisAdmin` | router state shared in Redis (hash per pool, fleet hash, pub/sub notice) |
+| `file` | `file.FileAdmin` | a YAML/JSON file a hot-reloading router reads (atomic replace) |
+| `kubernetes` | `k8s.KubernetesAdmin` | Deployments' `scale` subresource |
+
+`twin.TwinAdmin` (the in-process twin) is built by the simulated driver, not from a fleet file.
+"""
+
+from __future__ import annotations
+
+from actuators.admin import FleetAdmin
+from infercast.config import ConfigError, FleetConfig
+
+
+def build_backend(cfg: FleetConfig) -> FleetAdmin:
+    """The backend `cfg.actuator.backend` describes; ConfigError naming the key when there is none."""
+    b = cfg.actuator.backend
+    if b is None:
+        raise ConfigError("actuator.backend: required to run the actuator (kind: http, redis, file or kubernetes)")
+    if b.kind == "http":
+        from actuators.backends.router_http import HttpAdmin
+
+        return HttpAdmin.from_config(b)
+    if b.kind == "redis":
+        from actuators.backends.redis import RedisAdmin
+
+        return RedisAdmin.from_config(b)
+    if b.kind == "file":
+        from actuators.backends.file import FileAdmin
+
+        return FileAdmin.from_config(b, cfg)
+    from actuators.backends.k8s import KubernetesAdmin
+
+    return KubernetesAdmin.from_config(b, cfg)

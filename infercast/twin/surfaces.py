@@ -6,8 +6,11 @@
   block-allocation failures, GPU memory).  A node that is down renders nothing (its endpoint does not answer).
 - The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
   (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
+- The router also serves the generic router admin API (docs/router-admin-api.md: `GET /v1/fleet`,
+  `POST /v1/actions`, `GET /v1/actions/<key>`) through `actuators.backends.twin.TwinAdmin`, so the actuator's HTTP
+  backend drives the twin as it would any router.
 - `TwinServer` serves both over loopback HTTP (through `infercast.httpserve`): `/nodes/<name>/metrics` and the
-  admin API, guarding the fleet with one lock so a background thread can advance it.
+  admin APIs, guarding the fleet with one lock so a background thread can advance it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import threading
 
 import numpy as np
 
+from actuators.backends.router_api import RouterAdminApi
+from actuators.backends.twin import TwinAdmin
 from infercast.catalog import ENGINE_EXTENSION_VERSION, spec
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route, finite
 
@@ -120,11 +125,13 @@ class TwinServer:
     ) -> None:
         self.fleet = fleet
         self.lock = lock or threading.Lock()
+        self.admin_api = RouterAdminApi(TwinAdmin(fleet), self.lock)
         routes = [
             Route("GET", "/pools", self._pools),
             Route("GET", "/nodes", self._nodes),
             Route("GET", "/nodes/{node}/metrics", self._node_metrics),
             Route("POST", "/pools/{pool}/{action}", self._admin, mutates=True),
+            *self.admin_api.routes(),
         ]
         self.http = HttpService(routes, host, port, name="twin", token=token)
         self.server_address = (host, self.http.port)
@@ -202,3 +209,40 @@ class TwinServer:
             except ValueError as e:
                 raise HttpError(400, str(e)) from None
         return Response.json({"pool": pool, action: body})
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """Serve a twin that advances in (scaled) real time, for running the actuator daemon against its admin API
+    (docs/actuator.md): `python -c 'from infercast.twin.surfaces import serve_main; serve_main()' --scenario
+    flash-sale --listen 127.0.0.1:9410 [--speed 1]`.  POSTs need `INFERCAST_HTTP_TOKEN` as a bearer token when it
+    is set.  (Not `python -m`: the twin package imports this module, so runpy would run a second copy of it.)"""
+    import argparse
+    import signal
+    import sys
+    import time
+
+    from infercast.config import load_config, resolve_scenario
+    from infercast.twin.fleet import build_fleet
+
+    p = argparse.ArgumentParser(prog="serve_main", description="serve the twin's metrics and admin APIs")
+    p.add_argument("--scenario", default="flash-sale", help="a scenario name or fleet file with a scenario")
+    p.add_argument("--listen", default="127.0.0.1:9410", help="HOST:PORT (default 127.0.0.1:9410)")
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1)")
+    args = p.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit() or args.speed <= 0:
+        p.error("--listen must be HOST:PORT and --speed positive")
+    fleet = build_fleet(load_config(resolve_scenario(args.scenario)))
+    server = TwinServer(fleet, host, int(port)).start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"twin {args.scenario} serving {server.url} (/v1/fleet, /v1/actions, /pools, /nodes)", file=sys.stderr)
+    t0 = time.monotonic()
+    while not stop.wait(fleet.dt / args.speed):
+        target = (time.monotonic() - t0) * args.speed
+        with server.lock:
+            while fleet.now < min(target, fleet.traffic.duration_s):
+                fleet.step()
+    server.stop()
+    return 0

@@ -27,7 +27,7 @@ OTHER = {
     "threshold": ("0.75",),
     "series": ("kv",),
     "xid": ("79",),
-    "action": ("prewarm", "pool_weight"),
+    "action": ("prewarm_pool", "set_pool_weight"),
     "kind": ("latency",),
 }
 
@@ -89,9 +89,24 @@ def value(m: MetricSpec, labels: dict[str, str], t: float) -> float:
         return round(base * (1 + wobble), 4)
     if m.unit == "seconds":
         return round(0.02 + 0.05 * seed, 4)
-    return {"infercast_actuator_leader": 1.0, "infercast_actuator_active": 0.0, "infercast_target_up": 1.0}.get(
-        m.name, round(1 + 40 * seed, 0)
-    )
+    fixed = {
+        "infercast_actuator_leader": 1.0,
+        "infercast_actuator_active": 0.0,
+        "infercast_actuator_frozen": 0.0,
+        "infercast_target_up": 1.0,
+    }
+    return fixed.get(m.name, round(1 + 40 * seed, 0))
+
+
+#: a histogram's cumulative share of observations per bucket (the fake decision latency: mostly under 100 ms)
+HISTOGRAM_SHARES = (("0.05", 0.3), ("0.1", 0.6), ("0.25", 0.9), ("0.5", 0.97), ("1.0", 1.0), ("+Inf", 1.0))
+
+
+def histogram(m: MetricSpec, labels: dict[str, str], t: float) -> list[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of a histogram at `t`: buckets, count and sum growing at 0.2 observations/s."""
+    count = round(0.2 * (t - 1.7e9), 3)
+    out = [(f"{m.name}_bucket", {**labels, "le": le}, round(count * share, 3)) for le, share in HISTOGRAM_SHARES]
+    return [*out, (f"{m.name}_count", labels, count), (f"{m.name}_sum", labels, round(count * 0.08, 3))]
 
 
 def _fmt_labels(labels: dict[str, str]) -> str:
@@ -107,12 +122,13 @@ def exposition(t: float) -> str:
     """Prometheus text format (0.0.4) of every catalog metric at time `t`."""
     out = []
     for m in CATALOG:
-        if m.kind is Kind.HISTOGRAM:
-            continue
         out.append(f"# HELP {m.name} {m.help}")
         out.append(f"# TYPE {m.name} {m.kind.value if m.kind is not Kind.INFO else 'gauge'}")
         for labels in label_sets(m):
-            out.append(f"{m.name}{_fmt_labels(labels)} {_fmt_value(value(m, labels, t))}")
+            if m.kind is Kind.HISTOGRAM:
+                out += [f"{name}{_fmt_labels(lbls)} {_fmt_value(v)}" for name, lbls, v in histogram(m, labels, t)]
+            else:
+                out.append(f"{m.name}{_fmt_labels(labels)} {_fmt_value(value(m, labels, t))}")
     return "\n".join(out) + "\n"
 
 
@@ -121,12 +137,19 @@ def history(start: float, end: float, step: float, extra: dict[str, str]) -> str
     out = []
     for m in CATALOG:
         family = m.name.removesuffix("_total") if m.kind is Kind.COUNTER else m.name
-        out.append(f"# TYPE {family} {'counter' if m.kind is Kind.COUNTER else 'gauge'}")
+        kind = {Kind.COUNTER: "counter", Kind.HISTOGRAM: "histogram"}.get(m.kind, "gauge")
+        out.append(f"# TYPE {family} {kind}")
         for labels in label_sets(m):
             text = _fmt_labels({**labels, **extra})
             t = start
             while t < end:
-                out.append(f"{m.name}{text} {_fmt_value(value(m, labels, t))} {t:.3f}")
+                if m.kind is Kind.HISTOGRAM:  # one point: every bucket, the count and the sum at the same time
+                    out += [
+                        f"{name}{_fmt_labels({**lbls, **extra})} {_fmt_value(v)} {t:.3f}"
+                        for name, lbls, v in histogram(m, labels, t)
+                    ]
+                else:
+                    out.append(f"{m.name}{text} {_fmt_value(value(m, labels, t))} {t:.3f}")
                 t += step
     return "\n".join(out) + "\n# EOF\n"
 

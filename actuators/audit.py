@@ -1,0 +1,300 @@
+"""The audit trail: every decision the actuator makes, what it acted on, what the fleet answered, and the verdict.
+
+One SQLite file in WAL mode (readers such as `infercast actuator log` never block the daemon; `synchronous=FULL`:
+a decision written is on disk before the action goes out, so even a power cut leaves the trail ahead of the
+fleet).  A decision goes through these states:
+
+    record_decision(now, key, action, inputs)        -> "decided"   (or "advisory": decided, never applied)
+    mark_applied(id, result, now)                     -> "applied" | "refused" | "failed"  (the backend's answer)
+    mark_verdict(id, verdict, reason, now)            -> verdict "verified" | "rolled_back" | "no_effect"
+    mark_interrupted(id, reason, now)                 -> "interrupted" (a restart found it decided, never answered)
+
+`key` is the decision's idempotency key (`actuators.stamp.decision_key`, or any unique string): a decision whose
+key is already recorded is not recorded again (`record_decision` returns the existing id), and the same key
+travels to the backend with the apply.  A process killed between `record_decision` and `mark_applied` leaves the
+decision `in_flight()`; on restart `actuators.recovery.resolve_in_flight` asks the backend whether that key was
+applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` serves
+cooldowns and change budgets (by the time the backend answered).
+
+Times are the `now` the caller passes (the loop's clock): this module never reads the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from actuators.actions import Action, parse_action
+from actuators.admin import Result
+
+SCHEMA_VERSION = 1
+Status = Literal["decided", "advisory", "applied", "refused", "failed", "interrupted"]
+Verdict = Literal["verified", "rolled_back", "no_effect"]
+VERDICTS = ("verified", "rolled_back", "no_effect")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    decided_at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT NOT NULL,
+    action TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    status TEXT NOT NULL,
+    fencing_token INTEGER,
+    answered_at REAL,
+    detail TEXT NOT NULL DEFAULT '',
+    previous TEXT,
+    attempts INTEGER,
+    verdict TEXT,
+    verdict_reason TEXT NOT NULL DEFAULT '',
+    verdict_at REAL
+);
+CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (decided_at);
+CREATE INDEX IF NOT EXISTS decisions_by_target ON decisions (target, status, answered_at);
+"""
+
+
+class AuditError(RuntimeError):
+    """The audit trail cannot be opened or written, or a change to it is not allowed (the message says which)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    id: int
+    key: str
+    decided_at: float
+    action: Action
+    inputs: dict[str, Any]
+    status: Status
+    fencing_token: int | None = None
+    answered_at: float | None = None
+    detail: str = ""
+    previous: Action | None = None
+    attempts: int | None = None
+    verdict: Verdict | None = None
+    verdict_reason: str = ""
+    verdict_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["action"] = self.action.to_dict()
+        d["previous"] = self.previous.to_dict() if self.previous else None
+        return d
+
+
+class Audit:
+    """The audit trail in SQLite at `path` (created if missing); safe to share between threads."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 5.0) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_seconds, isolation_level=None, check_same_thread=False
+            )
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise AuditError(f"{self.path}: written by a newer infercast (schema {version} > {SCHEMA_VERSION})")
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise AuditError(f"{self.path}: SQLite refused WAL mode (got {mode}); is it on a network filesystem?")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except (sqlite3.Error, OSError) as e:
+            raise AuditError(f"{self.path}: cannot open the audit trail: {e}") from None
+
+    # --- writing ---------------------------------------------------------------------------------------------
+    def record_decision(
+        self,
+        now: float,
+        key: str,
+        action: Action,
+        inputs: Mapping[str, Any],
+        *,
+        advisory: bool = False,
+        fencing_token: int | None = None,
+    ) -> int:
+        """Record a decision before it is carried out; returns its id (the existing one when `key` is known)."""
+        if not isinstance(key, str) or not key:
+            raise AuditError(f"a decision needs a non-empty idempotency key, got {key!r}")
+        row = (
+            key,
+            float(now),
+            action.kind,
+            action.target,
+            _dumps(action.to_dict()),
+            _dumps(dict(inputs)),
+            "advisory" if advisory else "decided",
+            fencing_token,
+        )
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO decisions (key, decided_at, kind, target, action, inputs, status, fencing_token) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                    row,
+                )
+                if cur.rowcount == 1:
+                    return int(cur.lastrowid)  # type: ignore[arg-type]
+                return int(self._db.execute("SELECT id FROM decisions WHERE key = ?", (key,)).fetchone()[0])
+            except sqlite3.Error as e:
+                raise AuditError(f"{self.path}: cannot record a decision: {e}") from None
+
+    def mark_applied(self, decision_id: int, result: Result, now: float) -> None:
+        """Record the backend's answer (applied, refused or failed) to a decided action."""
+        self._answer(
+            decision_id,
+            result.status,
+            now,
+            result.detail,
+            _dumps(result.previous.to_dict()) if result.previous else None,
+            result.attempts,
+        )
+
+    def mark_interrupted(self, decision_id: int, reason: str, now: float) -> None:
+        """A decided action found unanswered after a restart, resolved without applying it (`reason` says how)."""
+        self._answer(decision_id, "interrupted", now, reason, None, None)
+
+    def _answer(
+        self, decision_id: int, status: str, now: float, detail: str, previous: str | None, attempts: int | None
+    ) -> None:
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "UPDATE decisions SET status = ?, answered_at = ?, detail = ?, previous = ?, attempts = ? "
+                    "WHERE id = ? AND status = 'decided'",
+                    (status, float(now), detail, previous, attempts, decision_id),
+                )
+            except sqlite3.Error as e:
+                raise AuditError(f"{self.path}: cannot record an answer: {e}") from None
+            if cur.rowcount != 1:
+                raise AuditError(self._why_not(decision_id, "an answer", "decided"))
+
+    def mark_verdict(self, decision_id: int, verdict: Verdict, reason: str, now: float) -> None:
+        """The verdict on an applied action after its verification window (once per decision)."""
+        if verdict not in VERDICTS:
+            raise AuditError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "UPDATE decisions SET verdict = ?, verdict_reason = ?, verdict_at = ? "
+                    "WHERE id = ? AND status = 'applied' AND verdict IS NULL",
+                    (verdict, reason, float(now), decision_id),
+                )
+            except sqlite3.Error as e:
+                raise AuditError(f"{self.path}: cannot record a verdict: {e}") from None
+            if cur.rowcount != 1:
+                raise AuditError(self._why_not(decision_id, "a verdict", "applied and without a verdict"))
+
+    def _why_not(self, decision_id: int, what: str, needed: str) -> str:
+        row = self._db.execute("SELECT status, verdict FROM decisions WHERE id = ?", (decision_id,)).fetchone()
+        if row is None:
+            return f"no decision {decision_id} to record {what} for"
+        state = row[0] + (f", verdict {row[1]}" if row[1] else "")
+        return f"decision {decision_id} is {state}: {what} needs it {needed}"
+
+    # --- reading ---------------------------------------------------------------------------------------------
+    def get(self, decision_id: int) -> Decision | None:
+        rows = self._select("WHERE id = ?", (decision_id,))
+        return rows[0] if rows else None
+
+    def by_key(self, key: str) -> Decision | None:
+        rows = self._select("WHERE key = ?", (key,))
+        return rows[0] if rows else None
+
+    def in_flight(self) -> list[Decision]:
+        """Decided and never answered: what a restart must resolve before acting again."""
+        return self._select("WHERE status = 'decided' ORDER BY id")
+
+    def awaiting_verdict(self) -> list[Decision]:
+        """Applied and not yet judged: what verification (after a restart too) still owes a verdict."""
+        return self._select("WHERE status = 'applied' AND verdict IS NULL ORDER BY id")
+
+    def recent(self, since: float, limit: int | None = None) -> list[Decision]:
+        """Decisions made at or after `since`, oldest first (the newest `limit` of them)."""
+        if limit is None:
+            return self._select("WHERE decided_at >= ? ORDER BY decided_at, id", (since,))
+        rows = self._select("WHERE decided_at >= ? ORDER BY decided_at DESC, id DESC LIMIT ?", (since, int(limit)))
+        return rows[::-1]
+
+    def applied_in_window(self, target: str, start: float, end: float) -> list[Decision]:
+        """Actions on `target` (a pool, `fleet`, `lane:NAME`: `Action.target`) the backend applied in
+        [start, end], by the time it answered: for cooldowns and change budgets."""
+        return self._select(
+            "WHERE target = ? AND status = 'applied' AND answered_at >= ? AND answered_at <= ? ORDER BY id",
+            (target, start, end),
+        )
+
+    def _select(self, where: str, args: tuple = ()) -> list[Decision]:
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT id, key, decided_at, action, inputs, status, fencing_token, answered_at, detail, "
+                    f"previous, attempts, verdict, verdict_reason, verdict_at FROM decisions {where}",
+                    args,
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise AuditError(f"{self.path}: cannot read the audit trail: {e}") from None
+        return [_decision(r) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Audit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _decision(r: tuple) -> Decision:
+    return Decision(
+        id=r[0],
+        key=r[1],
+        decided_at=r[2],
+        action=parse_action(json.loads(r[3])),
+        inputs=json.loads(r[4]),
+        status=r[5],
+        fencing_token=r[6],
+        answered_at=r[7],
+        detail=r[8],
+        previous=parse_action(json.loads(r[9])) if r[9] else None,
+        attempts=r[10],
+        verdict=r[11],
+        verdict_reason=r[12],
+        verdict_at=r[13],
+    )
+
+
+def _plain(v: Any) -> Any:
+    """`v` as strict JSON: NaN and infinities (a frozen loop records them) as strings, dataclasses as dicts."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf")
+    if isinstance(v, Action):
+        return v.to_dict()
+    if is_dataclass(v) and not isinstance(v, type):
+        return _plain(asdict(v))
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple | set | frozenset):
+        return [_plain(x) for x in v]
+    if hasattr(v, "item") and callable(v.item):  # numpy scalars
+        return _plain(v.item())
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    return str(v)
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(_plain(v), sort_keys=True, allow_nan=False)

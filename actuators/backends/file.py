@@ -1,0 +1,323 @@
+"""A file a hot-reloading router reads, as a `FleetAdmin`: each change is an atomic replace of the whole document.
+
+Routers such as Envoy (file-based xDS), vLLM production-stack's router and many in-house gateways reload a YAML
+or JSON file when it changes.  The document (docs/router-admin-api.md, "File"):
+
+    pools:                      # only the pools of the fleet file; other keys of a pool are kept as they are
+      v4-main: {weight: 0.5, breaker_threshold_seconds: 0.4, replicas: 12, standby: false}
+    admission: {memory_limit: 0.8, max_context_tokens: 16000, normal_queue_seconds: 5, low_queue_seconds: 30}
+    rate_limits:
+      shared: {rps: 220.0, burst: 55.0}
+    infercast: {revision: 3, fencing_token: 2, updated_at: 1700000000.0, applied: {KEY: '{"action": ...}'}}
+
+A setting the document leaves out is the fleet file's (`pools.<p>.weight`, `router.breaker_latency_seconds`,
+`pools.<p>.nodes`, `router.rate_limit_rps`); other top-level keys (the router's own configuration) are kept.
+Comments are not (the file is rewritten by a YAML dumper).
+
+How a change is written, and why:
+- under an exclusive `flock` on `<file>.lock`, so two writers (two actuators, a person with the same tool) never
+  interleave their read-modify-write;
+- to a temporary file in the same directory, flushed and `fsync`ed, given the old file's mode, then `os.replace`d
+  over the document and the directory `fsync`ed: a router sees the old document or the new one, never half of
+  one, and a crash (or power loss) leaves one of the two;
+- never over a document it cannot read: an existing file that is not YAML/JSON, or whose `pools`, `admission`,
+  `rate_limits` or `infercast` sections are not what this says, raises `BackendError` naming the problem and the
+  file is left exactly as it was (retried: a router's own writer may be mid-way through a non-atomic write).
+A missing file is the fleet file's defaults; the first apply creates it.  `observe()` reports the settings; a file
+cannot tell what is running, so `ready` is the `replicas` setting.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from actuators.actions import (
+    Action,
+    PrewarmPool,
+    ScalePool,
+    SetAdmission,
+    SetBreakerThreshold,
+    SetPoolWeight,
+    SetRateLimit,
+    parse_action,
+)
+from actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
+from actuators.stamp import Stamp
+from infercast.config import FleetConfig
+
+#: idempotency keys remembered in the document: enough for retries and a restart's in-flight decisions, few enough
+#: that a router re-reading the file on every change does not parse a log (each is one JSON string, cheap in YAML)
+KEEP_KEYS = 64
+# libyaml's parser and emitter where PyYAML has them (10x the pure-Python ones; the same documents)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds", "low_queue_seconds")
+POOL_FIELDS = {"weight": float, "breaker_threshold_seconds": float, "replicas": int, "standby": bool}
+
+
+class FileAdmin:
+    name = "file"
+    takes_stamp = True
+
+    def __init__(self, path: str | Path, fleet: FleetConfig, fmt: str | None = None, *, keep_keys: int = KEEP_KEYS):
+        self.path = Path(path)
+        self.fleet = fleet
+        self.fmt = fmt or ("json" if self.path.suffix == ".json" else "yaml")
+        self.keep_keys = keep_keys
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+
+    @classmethod
+    def from_config(cls, cfg, fleet: FleetConfig) -> FileAdmin:
+        """From `infercast.config.FileBackend` and the fleet file it belongs to."""
+        return cls(cfg.path, fleet, cfg.format)
+
+    # --- FleetAdmin ------------------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        doc = self._read()
+        pools = doc.get("pools") or {}
+        states = []
+        for name, pc in self.fleet.pools.items():
+            p = {**self._defaults(name), **{k: v for k, v in (pools.get(name) or {}).items() if k in POOL_FIELDS}}
+            states.append(
+                PoolState(
+                    name=name,
+                    version=pc.version,
+                    replicas=p["replicas"],
+                    ready=p["replicas"],
+                    weight=float(p["weight"]),
+                    breaker_threshold_seconds=float(p["breaker_threshold_seconds"]),
+                    standby=p["standby"],
+                    min_context_tokens=pc.min_context_tokens,
+                    max_context_tokens=pc.max_context_tokens,
+                )
+            )
+        adm = doc.get("admission") or {}
+        lanes = {lane: None for lane in self._lanes()}
+        lanes["shared"] = self.fleet.router.rate_limit_rps
+        for lane, v in (doc.get("rate_limits") or {}).items():
+            lanes[lane] = v.get("rps")
+        return Observation(time.time(), tuple(states), Admission(**{f: adm.get(f) for f in ADMISSION_FIELDS}), lanes)
+
+    def apply(self, action: Action, stamp: Stamp | None = None) -> Result:
+        stamp = stamp or Stamp()
+        with self._locked():
+            doc = self._read()
+            meta = doc.setdefault("infercast", {})
+            applied = meta.setdefault("applied", {})
+            if stamp.key is not None and stamp.key in applied:
+                done = self._entry(applied[stamp.key], stamp.key)
+                if done.get("action") != action.to_dict():
+                    raise ActionRefused(f"idempotency key {stamp.key!r} was used for another action")
+                prev = done.get("previous")
+                note = "replayed: applied earlier under this idempotency key"
+                return Result("applied", note, parse_action(prev) if prev else None)
+            if stamp.fencing_token is not None:
+                held = meta.get("fencing_token", -1)
+                if stamp.fencing_token < held:
+                    raise ActionRefused(f"stale fencing token {stamp.fencing_token} (a newer leader holds {held})")
+                meta["fencing_token"] = stamp.fencing_token
+            previous = self._change(doc, action)
+            meta["revision"] = int(meta.get("revision", 0)) + 1
+            meta["updated_at"] = round(time.time(), 3)
+            if stamp.key is not None:
+                applied[stamp.key] = json.dumps(
+                    {
+                        "action": action.to_dict(),
+                        "previous": previous.to_dict() if previous else None,
+                        "revision": meta["revision"],
+                    },
+                    sort_keys=True,
+                )
+                for old in list(applied)[: max(0, len(applied) - self.keep_keys)]:
+                    del applied[old]
+            self._write(doc)
+        return Result("applied", previous=previous)
+
+    def lookup(self, key: str) -> Result | None:
+        raw = ((self._read().get("infercast") or {}).get("applied") or {}).get(key)
+        if raw is None:
+            return None
+        prev = self._entry(raw, key).get("previous")
+        return Result("applied", "applied earlier under this idempotency key", parse_action(prev) if prev else None)
+
+    # --- the document --------------------------------------------------------------------------------------
+    def _entry(self, raw: str, key: str) -> dict[str, Any]:
+        try:
+            done = json.loads(raw)
+            if isinstance(done, dict):
+                return done
+        except (TypeError, ValueError):
+            pass
+        raise BackendError(f"{self.path}: infercast.applied.{key} is not what the actuator wrote; left as it is")
+
+    def _defaults(self, pool: str) -> dict[str, Any]:
+        pc = self.fleet.pools[pool]
+        return {
+            "weight": pc.weight,
+            "breaker_threshold_seconds": self.fleet.router.breaker_latency_seconds,
+            "replicas": 0 if pc.standby else pc.nodes,
+            "standby": pc.standby,
+        }
+
+    def _lanes(self) -> list[str]:
+        return ["shared", *self.fleet.protections.quota_lanes]
+
+    def _change(self, doc: dict[str, Any], a: Action) -> Action | None:
+        """Change `doc` for `a`; returns the action that puts it back."""
+        if isinstance(a, SetAdmission):
+            adm = doc.setdefault("admission", {})
+            back = {f: adm.get(f) for f in ADMISSION_FIELDS if getattr(a, f) is not None}
+            adm.update({f: getattr(a, f) for f in back})
+            return SetAdmission(**back) if all(v is not None for v in back.values()) else None
+        if isinstance(a, SetRateLimit):
+            if a.lane not in self._lanes():
+                raise ActionRefused(f"the fleet file has no quota lane {a.lane!r} (have {self._lanes()})")
+            lanes = doc.setdefault("rate_limits", {})
+            old = lanes.get(a.lane) or {"rps": self.fleet.router.rate_limit_rps if a.lane == "shared" else None}
+            lanes[a.lane] = {"rps": a.rps, "burst": a.burst}
+            return SetRateLimit(a.lane, old.get("rps"), old.get("burst"))
+        pool = getattr(a, "pool", None)
+        if pool not in self.fleet.pools:
+            raise ActionRefused(f"the fleet file has no pool {pool!r} (have {sorted(self.fleet.pools)})")
+        entry = doc.setdefault("pools", {}).setdefault(pool, {})
+        now = {**self._defaults(pool), **{k: v for k, v in entry.items() if k in POOL_FIELDS}}
+        if isinstance(a, SetPoolWeight):
+            entry["weight"] = a.weight
+            return SetPoolWeight(pool, float(now["weight"]))
+        if isinstance(a, SetBreakerThreshold):
+            entry["breaker_threshold_seconds"] = a.seconds
+            return SetBreakerThreshold(pool, float(now["breaker_threshold_seconds"]))
+        if isinstance(a, ScalePool):
+            entry["replicas"] = a.replicas
+            return ScalePool(pool, now["replicas"])
+        if isinstance(a, PrewarmPool):
+            entry["standby"] = False
+            return None
+        raise ActionRefused(f"the file backend cannot express {a.kind!r}")
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as e:
+            raise BackendError(f"{self.path}: cannot read: {e}") from None
+        try:
+            doc = json.loads(text) if self.fmt == "json" else yaml.load(text, Loader=_LOADER)  # a safe loader
+        except (json.JSONDecodeError, yaml.YAMLError) as e:
+            raise BackendError(f"{self.path}: not valid {self.fmt.upper()} ({_first_line(e)}); left as it is") from None
+        if doc is None:
+            return {}
+        problem = _check(doc)
+        if problem:
+            raise BackendError(f"{self.path}: not a router document the actuator can change: {problem}; left as it is")
+        return doc
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        directory = self.path.parent
+        text = (
+            json.dumps(doc, indent=2, sort_keys=False) + "\n"
+            if self.fmt == "json"
+            else "# Written by infercast actuator (actuators/backends/file.py); see docs/router-admin-api.md\n"
+            + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
+        )
+        try:
+            mode = self.path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, self.path)
+            tmp = None
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as e:
+            raise BackendError(f"{self.path}: cannot write: {e}") from None
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise BackendError(f"{self.lock_path}: cannot open the lock file: {e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _first_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+def _is_num(v: Any, *, integer: bool = False) -> bool:
+    if isinstance(v, bool):
+        return False
+    if integer:
+        return isinstance(v, int) and v >= 0
+    return isinstance(v, int | float) and math.isfinite(v) and v >= 0
+
+
+def _check(doc: Any) -> str | None:
+    """What is wrong with a document this backend would change, or None."""
+    if not isinstance(doc, dict):
+        return f"expected a mapping at the top level, got {type(doc).__name__}"
+    pools = doc.get("pools", {})
+    if not isinstance(pools, dict):
+        return "pools: expected a mapping of pool name -> settings"
+    for name, p in pools.items():
+        if not isinstance(p, dict):
+            return f"pools.{name}: expected a mapping"
+        for field, kind in POOL_FIELDS.items():
+            if field not in p:
+                continue
+            v = p[field]
+            ok = isinstance(v, bool) if kind is bool else _is_num(v, integer=kind is int)
+            if not ok:
+                return f"pools.{name}.{field}: expected {kind.__name__}, got {v!r}"[:200]
+    adm = doc.get("admission", {})
+    if not isinstance(adm, dict):
+        return "admission: expected a mapping"
+    for field in ADMISSION_FIELDS:
+        v = adm.get(field)
+        if v is not None and not _is_num(v, integer=field == "max_context_tokens"):
+            return f"admission.{field}: expected a number, got {v!r}"[:200]
+    lanes = doc.get("rate_limits", {})
+    if not isinstance(lanes, dict) or not all(isinstance(v, dict) for v in lanes.values()):
+        return "rate_limits: expected a mapping of lane -> {rps, burst}"
+    for lane, v in lanes.items():
+        for field in ("rps", "burst"):
+            if v.get(field) is not None and not _is_num(v[field]):
+                return f"rate_limits.{lane}.{field}: expected a number, got {v[field]!r}"[:200]
+    meta = doc.get("infercast", {})
+    if not isinstance(meta, dict) or not isinstance(meta.get("applied", {}), dict):
+        return "infercast: expected a mapping with an `applied` mapping"
+    if not all(isinstance(v, str) for v in meta.get("applied", {}).values()):
+        return "infercast.applied: expected idempotency key -> a JSON string"
+    if "fencing_token" in meta and not _is_num(meta["fencing_token"], integer=True):
+        return f"infercast.fencing_token: expected an integer, got {meta['fencing_token']!r}"[:200]
+    return None

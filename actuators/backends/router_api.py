@@ -1,0 +1,117 @@
+"""The generic router admin API, served: any `FleetAdmin` behind `GET /v1/fleet` and `POST /v1/actions`.
+
+docs/router-admin-api.md is the contract; this is its reference implementation, served through
+`infercast.httpserve` (the twin's `TwinServer` mounts it over `actuators.backends.twin.TwinAdmin`).  A router
+written in another language implements the same three routes; `actuators.backends.router_http.HttpAdmin` is the
+client.
+
+What the server keeps, and why:
+- the answers of the last `remember` idempotency keys: a POST retried with the same `Idempotency-Key` (the client
+  timed out but the first one was applied) gets the first answer again, `"replayed": true`, and changes nothing;
+  the same key with another action is a 422 (a client bug, never silently applied);
+- the highest fencing token seen (`X-Fencing-Token`): a lower one is a 409, so a deposed leader cannot act.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from actuators.actions import ActionError, parse_action
+from actuators.admin import ActionRefused, BackendError, FleetAdmin
+from actuators.stamp import KEY_PATTERN
+from actuators.wire import observation_to_dict, result_to_dict
+from infercast.httpserve import HttpError, Request, Response, Route
+
+PREFIX = "/v1"
+KEY_HEADER = "idempotency-key"
+FENCING_HEADER = "x-fencing-token"
+REMEMBER = 10_000
+
+
+@dataclass(frozen=True)
+class _Answer:
+    body: str  # the action as sent (canonical JSON): a replay must carry the same action
+    status: int
+    payload: dict
+
+
+class RouterAdminApi:
+    """Routes serving `admin` as the router admin API; `lock` serialises every call into it (the twin's lock)."""
+
+    def __init__(self, admin: FleetAdmin, lock: threading.Lock | None = None, *, remember: int = REMEMBER) -> None:
+        self.admin = admin
+        self.lock = lock or threading.Lock()
+        self.remember = remember
+        self.fence = 0  # the highest fencing token seen
+        self._answers: OrderedDict[str, _Answer] = OrderedDict()
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("GET", f"{PREFIX}/fleet", self._fleet),
+            Route("POST", f"{PREFIX}/actions", self._apply, mutates=True),
+            Route("GET", f"{PREFIX}/actions/{{key}}", self._lookup),
+        ]
+
+    def _fleet(self, _: Request) -> Response:
+        with self.lock:
+            try:
+                obs = self.admin.observe()
+            except BackendError as e:
+                raise HttpError(503, f"fleet unavailable: {e}") from None
+        return Response.json(observation_to_dict(obs))
+
+    def _lookup(self, req: Request) -> Response:
+        key = req.params["key"]
+        with self.lock:
+            answer = self._answers.get(key)
+        if answer is None:
+            raise HttpError(404, f"no action applied with idempotency key {key[:100]!r}")
+        return Response.json({**answer.payload, "replayed": True}, answer.status)
+
+    def _apply(self, req: Request) -> Response:
+        body = req.json()
+        try:
+            action = parse_action(body)
+        except ActionError as e:
+            raise HttpError(400, str(e)) from None
+        key = req.headers.get(KEY_HEADER)
+        if key is not None and not KEY_PATTERN.fullmatch(key):
+            raise HttpError(400, "Idempotency-Key must be 1-200 characters of [A-Za-z0-9._:~+/=-]")
+        token = _fencing_token(req.headers.get(FENCING_HEADER))
+        canonical = json.dumps(action.to_dict(), sort_keys=True)
+        with self.lock:
+            if key is not None and key in self._answers:
+                answer = self._answers[key]
+                if answer.body != canonical:
+                    raise HttpError(422, f"Idempotency-Key {key!r} was used for another action")
+                return Response.json({**answer.payload, "replayed": True}, answer.status)
+            if token is not None:
+                if token < self.fence:
+                    raise HttpError(409, f"stale fencing token {token} (a newer leader holds {self.fence})")
+                self.fence = token
+            try:
+                result = self.admin.apply(action)
+            except ActionRefused as e:
+                status, payload = 422, {"status": "refused", "error": str(e), "detail": str(e), "previous": None}
+            except BackendError as e:  # transient: not remembered, the client retries with the same key
+                raise HttpError(503, f"fleet unavailable: {e}") from None
+            else:
+                status, payload = 200, {**result_to_dict(result), "attempts": 1}
+            payload = {**payload, "idempotency_key": key}
+            if key is not None:
+                self._answers[key] = _Answer(canonical, status, payload)
+                while len(self._answers) > self.remember:
+                    self._answers.popitem(last=False)
+        return Response.json({**payload, "replayed": False}, status)
+
+
+def _fencing_token(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if not raw.isdigit() or len(raw) > 18:
+        raise HttpError(400, f"X-Fencing-Token must be a non-negative integer, got {raw[:20]!r}")
+    return int(raw)

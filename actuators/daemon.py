@@ -1,0 +1,190 @@
+"""The actuator daemon: the control loop on the wall clock, under APScheduler, with a leader check before each tick.
+
+What runs (docs/actuator.md):
+- the **fast** loop every `fast_interval` (15 s: live metrics, breakers) and the **predictive** loop every
+  `predictive_interval` (one forecast step), each calling the injected `tick(now, ctx) -> TickReport`
+  (actuators/tick.py); an **alert** run as soon as the webhook accepts a new alert event, so an alert is acted
+  on within about a second instead of at the next fast tick;
+- all three on one single-threaded executor, so ticks never overlap (the control loop need not be re-entrant);
+  APScheduler's `job_defaults` are explicit: `coalesce` (a backlog is one run), `max_instances=1` (an overrunning
+  loop skips its next run rather than queueing it) and a `misfire_grace_time`; a run skipped either way is counted
+  as `missed`, a run that raised as `error` (`infercast_actuator_ticks_total`), and the daemon carries on;
+- before each tick the elector is asked (`try_acquire_or_renew`): the tick is `active` only when the mode is
+  `active` and this replica leads; a follower, or a replica that cannot reach its lease store, stays advisory.
+  Between ticks a renew job on its own thread keeps the lease (every third of `lease_seconds`);
+- `/metrics` (the catalog's `infercast_actuator_*`) and the webhook are served on one listener through
+  `infercast.httpserve` (loopback by default; the webhook needs the bearer token when one is configured);
+- `stop()` (SIGTERM, SIGINT) shuts the scheduler down with `wait=True`: the tick in flight finishes -- its apply,
+  its audit record -- and no new one starts; then the leadership is released so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from actuators.leader import LeaderElector
+from actuators.metrics import ActuatorMetrics
+from actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
+from actuators.webhook import Offer, WebhookReceiver
+from infercast.clock import Clock, WallClock
+from infercast.httpserve import HttpService, Response, Route
+
+log = logging.getLogger(__name__)
+
+JOBS: dict[str, Loop] = {"fast": "fast", "predictive": "predictive", "alert": "alert"}
+
+
+class Daemon:
+    def __init__(
+        self,
+        tick: TickHook,
+        elector: LeaderElector,
+        *,
+        mode: Mode = "advisory",
+        clock: Clock | None = None,
+        metrics: ActuatorMetrics | None = None,
+        fast_interval: float = 15.0,
+        predictive_interval: float = 15.0,
+        misfire_grace: float = 5.0,
+        renew_interval: float | None = None,
+        webhook: WebhookReceiver | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+    ) -> None:
+        self.tick = tick
+        self.elector = elector
+        self.mode: Mode = mode
+        self.clock = clock or WallClock()
+        self.metrics = metrics or ActuatorMetrics()
+        self.fast_interval = fast_interval
+        self.predictive_interval = predictive_interval
+        self.misfire_grace = misfire_grace
+        self.renew_interval = renew_interval
+        self.last_report: TickReport | None = None
+        self.metrics.leadership(False, False)
+        routes = [Route("GET", "/metrics", self._metrics)]
+        if webhook is not None:
+            routes.append(webhook.route())
+            previous = webhook.on_offer
+
+            def on_offer(offer: Offer) -> None:
+                self.metrics.webhook(offer)
+                if previous is not None:
+                    previous(offer)
+                if offer.accepted:
+                    self.wake()
+
+            webhook.on_offer = on_offer
+        self.http = HttpService(routes, host, port, name="actuator", token=token)
+        self.scheduler = BackgroundScheduler(
+            executors={"loop": ThreadPoolExecutor(1), "leader": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(misfire_grace))},
+            timezone=UTC,
+        )
+        self.scheduler.add_listener(self._missed, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+        self._stopped = threading.Event()
+        self._lead_lock = threading.Lock()  # the renew job and a tick's check never ask the elector at once
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    # --- one run of a loop ---------------------------------------------------------------------------------
+    def run_once(self, loop: Loop) -> TickReport | None:
+        """Ask the elector, run the tick, publish its report; what the scheduler calls (tests call it directly).
+        Never raises: a tick that raises is logged and counted as `error`."""
+        now = self.clock.now()
+        with self._lead_lock:
+            lead = self.elector.try_acquire_or_renew(now)
+        active = self.mode == "active" and lead.is_leader
+        self.metrics.leadership(lead.is_leader, active)
+        if self.mode == "active" and not lead.is_leader:
+            log.info("actuator: %s tick advisory: not the leader (%s)", loop, lead.detail)
+        ctx = TickContext(loop=loop, active=active, mode=self.mode, leadership=lead)
+        try:
+            report = self.tick(now, ctx)
+        except Exception:
+            log.exception("actuator: %s tick failed", loop)
+            self.metrics.tick(loop, "error")
+            return None
+        self.metrics.record(report, loop)
+        self.metrics.tick(loop, "ok")
+        self.last_report = report
+        return report
+
+    def renew(self) -> None:
+        with self._lead_lock:
+            lead = self.elector.try_acquire_or_renew(self.clock.now())
+        self.metrics.leadership(lead.is_leader, self.mode == "active" and lead.is_leader)
+
+    def wake(self) -> None:
+        """Run the alert loop now (a new alert event arrived); at most one such run waits behind a running tick."""
+        if self._stopped.is_set() or not self.scheduler.running:
+            return
+        self.scheduler.add_job(
+            self.run_once,
+            "date",
+            args=["alert"],
+            id="alert",
+            name="alert",
+            executor="loop",
+            replace_existing=True,
+            run_date=datetime.now(UTC),
+            max_instances=2,  # one running, one waiting: an event that arrives mid-run still gets its run
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    def start(self, *, first_run: bool = True) -> Daemon:
+        """Serve /metrics (and the webhook), start the loops (the fast one at once when `first_run`)."""
+        self.http.start()
+        start = datetime.now(UTC)
+        first_fast = start if first_run else start + timedelta(seconds=self.fast_interval)
+        self.scheduler.add_job(
+            self.run_once, "interval", args=["fast"], id="fast", name="fast", executor="loop",
+            seconds=self.fast_interval, next_run_time=first_fast,
+        )  # fmt: skip
+        self.scheduler.add_job(
+            self.run_once, "interval", args=["predictive"], id="predictive", name="predictive", executor="loop",
+            seconds=self.predictive_interval, next_run_time=start + timedelta(seconds=self.predictive_interval),
+        )  # fmt: skip
+        if self.renew_interval:
+            self.scheduler.add_job(
+                self.renew, "interval", id="leader", name="leader", executor="leader", seconds=self.renew_interval
+            )
+        self.scheduler.start()
+        log.info(
+            "actuator: %s mode, fast loop every %g s, predictive every %g s; /metrics on %s",
+            self.mode, self.fast_interval, self.predictive_interval, self.http.url,
+        )  # fmt: skip
+        return self
+
+    def stop(self, wait: bool = True) -> None:
+        """Finish the tick in flight (wait=True), start no other, hand the leadership over, stop serving."""
+        self._stopped.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=wait)
+        try:
+            self.elector.release()
+        except Exception:  # releasing is a courtesy: the lease expires anyway
+            log.warning("actuator: could not release the leadership", exc_info=True)
+        self.metrics.leadership(False, False)
+        self.http.close()
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+    def _missed(self, event: JobExecutionEvent) -> None:
+        loop = JOBS.get(event.job_id)
+        if loop is not None:
+            log.warning("actuator: %s tick skipped (late or still running)", loop)
+            self.metrics.tick(loop, "missed")
+
+    def _metrics(self, _) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(200, self.metrics.exposition(), CONTENT_TYPE_LATEST)

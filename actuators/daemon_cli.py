@@ -1,0 +1,175 @@
+"""`infercast actuator --config FILE [--mode advisory|active] [--tick MODULE:FACTORY] [--once]`: run the daemon.
+
+It reads the fleet file's `actuator:` section, builds the backend, the elector, the audit trail, the webhook inbox
+and (when a Prometheus URL is configured) the metric store, resolves what a previous run left in flight (without
+applying it again), builds the control loop with the tick factory, and runs it on APScheduler until SIGTERM or
+SIGINT.  A bad section is a `ConfigError` naming the key, before anything starts.
+
+`--tick MODULE:FACTORY` names the control loop: a callable `FACTORY(parts: DaemonParts) -> TickHook`.  The default
+is infercast's own (`actuators.controller:build_tick`); tests and other control loops pass theirs.  `--once` runs
+one fast tick, prints its report as JSON and exits (for checks and cron jobs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from actuators.admin import FleetAdmin
+from actuators.audit import Audit, AuditError
+from actuators.tick import Mode, TickHook
+from actuators.webhook import Inbox
+from infercast.clock import Clock, WallClock
+from infercast.config import ConfigError, FleetConfig, load_config
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TICK = "actuators.controller:build_tick"
+
+
+@dataclass
+class DaemonParts:
+    """What a tick factory gets to build the control loop from."""
+
+    config: FleetConfig
+    mode: Mode
+    admin: FleetAdmin
+    audit: Audit
+    inbox: Inbox
+    store: Any | None  # infercast.store.prometheus.PrometheusStore, or None when no Prometheus is configured
+    clock: Clock
+    apply_attempts: int = 3
+    apply_backoff_seconds: float = 0.2
+
+
+def load_tick_factory(spec: str):
+    """`MODULE:FACTORY` -> the factory; ConfigError saying what is missing."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ConfigError(f"--tick: expected MODULE:FACTORY, got {spec!r}")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            raise ConfigError(
+                f"--tick: no module {module!r}: the control loop it names is not installed (--tick MODULE:FACTORY "
+                "names another)"
+            ) from None
+        raise
+    factory = getattr(mod, name, None)
+    if not callable(factory):
+        raise ConfigError(f"--tick: {module} has no callable {name!r}")
+    return factory
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> DaemonParts:
+    from actuators.backends import build_backend
+
+    ac = cfg.actuator
+    admin = build_backend(cfg)
+    try:
+        audit = Audit(ac.audit_db)
+    except AuditError as e:
+        raise ConfigError(f"actuator.audit_db: {e}") from None
+    url = ac.prometheus_url or cfg.predictor.prometheus_url
+    store = None
+    if url:
+        from infercast.store.prometheus import PrometheusStore
+
+        store = PrometheusStore(url, timeout_seconds=max(1.0, min(10.0, ac.fast_interval_seconds / 3)))
+    return DaemonParts(
+        config=cfg,
+        mode=mode,
+        admin=admin,
+        audit=audit,
+        inbox=Inbox(ac.webhook.inbox_size, ac.webhook.dedup_seconds),
+        store=store,
+        clock=clock or WallClock(),
+        apply_attempts=ac.apply_attempts,
+        apply_backoff_seconds=ac.apply_backoff_seconds,
+    )
+
+
+def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None):
+    import os
+
+    from actuators.daemon import Daemon
+    from actuators.leader import build_elector
+    from actuators.webhook import WebhookReceiver
+
+    cfg = parts.config
+    ac = cfg.actuator
+    host, port = _listen(listen or ac.listen)
+    lease = getattr(ac.leader, "lease_seconds", None)
+    return Daemon(
+        tick,
+        build_elector(ac.leader),
+        mode=parts.mode,
+        clock=parts.clock,
+        fast_interval=ac.fast_interval_seconds,
+        predictive_interval=ac.predictive_interval_seconds or cfg.predictor.forecast_interval_seconds,
+        misfire_grace=ac.misfire_grace_seconds,
+        renew_interval=lease / 3 if lease else None,
+        webhook=WebhookReceiver(parts.inbox, ac.webhook.path, ac.webhook.max_body_bytes),
+        host=host,
+        port=port,
+        token=os.environ.get(ac.webhook.token_env) or None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from actuators.recovery import resolve_in_flight
+
+    if not args.config:
+        raise ConfigError("infercast actuator: --config FILE is required")
+    cfg = load_config(args.config)
+    mode: Mode = args.mode or cfg.actuator.mode
+    factory = load_tick_factory(getattr(args, "tick", None) or DEFAULT_TICK)
+    parts = build_parts(cfg, mode)
+    for r in resolve_in_flight(parts.audit, parts.admin, parts.clock.now()):
+        print(f"infercast actuator: in-flight decision {r.decision.id}: {r.outcome}: {r.detail}", file=sys.stderr)
+    tick = factory(parts)
+    # --once serves nothing: a free loopback port, so it runs beside a daemon that holds actuator.listen
+    daemon = build_daemon(parts, tick, "127.0.0.1:0" if args.once else None)
+    if args.once:
+        report = daemon.run_once("fast")
+        daemon.stop()
+        parts.audit.close()
+        if report is None:
+            return 1
+        print(json.dumps(_plain(report), indent=2, default=str))
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.start()
+    print(f"infercast actuator: {mode} mode, serving {daemon.url}/metrics", file=sys.stderr, flush=True)
+    try:
+        stop.wait()
+    finally:
+        log.info("actuator: stopping: finishing the tick in flight")
+        daemon.stop(wait=True)
+        parts.audit.close()
+    print("infercast actuator: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _plain(report) -> dict[str, Any]:
+    d = dataclasses.asdict(report)
+    d["actions"] = [{**dataclasses.asdict(a), "action": a.action.to_dict()} for a in report.actions]
+    d["verdicts"] = [{**dataclasses.asdict(v), "action": v.action.to_dict()} for v in report.verdicts]
+    d["budget_used"] = dict(report.budget_used)
+    return d

@@ -1,0 +1,90 @@
+"""Reaching the Kubernetes API with the official client (`kubernetes` from PyPI, the `kubernetes` extra), for the
+Kubernetes backend and the Lease elector.
+
+`api_client(access)` builds a client from `infercast.config.KubernetesAccess`: an explicit `api_url` (+ a bearer
+token from `token_env`), the pod's service account (`in_cluster`), or a kubeconfig.  The client's own urllib3
+retries are off: `apply_with_retries` and the next leader check are the retries.  `call()` turns what the client
+raises into the actuator's two errors:
+
+- 5xx, 409 Conflict (someone changed the object since we read it: read again and retry), 429, a refused or reset
+  connection, a timeout: `BackendError`;
+- any other 4xx (404 no such Deployment, 403 RBAC forbids, 422 invalid): `ActionRefused` with the API's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from actuators.admin import ActionRefused, BackendError
+from infercast.config import ConfigError
+from infercast.redact import redact
+
+T = TypeVar("T")
+
+
+def api_client(access: Any, where: str = "actuator.backend") -> Any:
+    """A `kubernetes.client.ApiClient` for `access` (a `KubernetesAccess`); ConfigError naming `where` when no
+    configuration can be loaded."""
+    try:
+        from kubernetes import client, config
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"{where}: the kubernetes client is not installed: pip install -e '.[kubernetes]' -c constraints.txt"
+        ) from None
+    cfg = client.Configuration()
+    try:
+        if access.api_url:
+            cfg.host = access.api_url.rstrip("/")
+            token = os.environ.get(access.token_env) if access.token_env else None
+            if token:
+                cfg.api_key = {"authorization": token}
+                cfg.api_key_prefix = {"authorization": "Bearer"}
+        elif access.in_cluster:
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(
+                config_file=access.kubeconfig, context=access.context, client_configuration=cfg, persist_config=False
+            )
+    except (config.ConfigException, OSError) as e:
+        raise ConfigError(f"{where}: cannot load the Kubernetes configuration: {e}") from None
+    cfg.retries = False
+    return client.ApiClient(cfg)
+
+
+def call(fn: Callable[..., T], *args: Any, timeout: float, secrets: tuple[str | None, ...] = (), **kw: Any) -> T:
+    """`fn(*args, **kw)` with a request timeout, its failures as BackendError or ActionRefused (module doc)."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return fn(*args, _request_timeout=(min(timeout, 2.0), timeout), **kw)
+    except ApiException as e:
+        status = e.status or 0
+        msg = f"HTTP {status} {status_reason(e)}: {status_message(e)}"
+        if status >= 500 or status in (0, 409, 429):
+            raise BackendError(redact(msg, secrets)) from None
+        raise ActionRefused(redact(msg, secrets)) from None
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise BackendError(redact(f"{type(e).__name__}: {e}", secrets)[:300]) from None
+
+
+def status_message(e: Any) -> str:
+    """The `message` of the API's Status body, or the HTTP reason."""
+    try:
+        body = json.loads(e.body or "")
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            return body["message"][:300]
+    except (TypeError, ValueError):
+        pass
+    return str(e.reason or "no reason given")[:300]
+
+
+def status_reason(e: Any) -> str:
+    try:
+        body = json.loads(e.body or "")
+        return str(body.get("reason") or e.reason or "")
+    except (TypeError, ValueError, AttributeError):
+        return str(e.reason or "")

@@ -1,0 +1,108 @@
+"""`infercast actuator log [--config FILE | --db PATH] [--since 1h] [--limit N] [--json]`: the audit trail as a table.
+
+One row per decision, oldest first: when it was decided (UTC), the action, its status (advisory, decided, applied,
+refused, failed, interrupted), attempts, the backend's detail, the verdict and its reason.  `--json` prints the
+decisions whole (inputs included) as a JSON list.  The database is opened read-write (SQLite WAL lets it read while
+the daemon writes) but nothing is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from actuators.audit import Audit, AuditError, Decision
+from infercast.config import ConfigError, load_config
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--config", help="fleet file (its actuator.audit_db)")
+    src.add_argument("--db", help="the audit database itself")
+    p.add_argument("--since", default="24h", help="how far back: 90m, 24h, 7d, an ISO time or Unix seconds (24h)")
+    p.add_argument("--limit", type=int, default=None, help="only the newest N decisions")
+    p.add_argument("--json", action="store_true", help="print the decisions as JSON")
+
+
+def parse_since(text: str, now: float) -> float:
+    """`--since` as Unix seconds; ConfigError naming the option when it is none of the accepted forms."""
+    t = text.strip()
+    m = _DURATION.fullmatch(t)
+    if m:
+        return now - float(m.group(1)) * _UNIT[m.group(2)]
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        raise ConfigError(f"--since: expected 90m, 24h, 7d, an ISO time or Unix seconds, got {text!r}") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.db:
+        path = Path(args.db)
+    elif args.config:
+        path = Path(load_config(args.config).actuator.audit_db)
+    else:
+        raise ConfigError("infercast actuator log: give --config FILE or --db PATH")
+    if not path.exists():
+        raise ConfigError(f"{path}: no audit trail there (the actuator writes it at actuator.audit_db)")
+    since = parse_since(args.since, time.time())
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit: expected a positive number, got {args.limit}")
+    try:
+        with Audit(path) as audit:
+            rows = audit.recent(since, args.limit)
+    except AuditError as e:
+        print(f"infercast: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([d.to_dict() for d in rows], indent=2))
+    else:
+        sys.stdout.write(table(rows))
+    return 0
+
+
+def _when(t: float | None) -> str:
+    return "" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(rows: list[Decision]) -> str:
+    """The decisions as an aligned text table (a header and one line each)."""
+    head = ("id", "decided (UTC)", "action", "status", "tries", "detail", "verdict", "why")
+    lines = [
+        (
+            str(d.id),
+            _when(d.decided_at),
+            d.action.describe(),
+            d.status,
+            "" if d.attempts is None else str(d.attempts),
+            _cut(d.detail, 50),
+            d.verdict or "",
+            _cut(d.verdict_reason or str(d.inputs.get("reason", "")), 60),
+        )
+        for d in rows
+    ]
+    if not lines:
+        return "no decisions in that window\n"
+    widths = [max(len(h), *(len(r[i]) for r in lines)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*head).rstrip(), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*r).rstrip() for r in lines]
+    return "\n".join(out) + "\n"
+
+
+def _cut(s: str, n: int) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 3] + "..."
