@@ -9,24 +9,29 @@ Each tick, in order:
 3. ask the policy for decisions and put each through the guardrails (bounds, cooldown, change budget);
 4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them;
 5. record everything in the audit trail (when one is given) and in `self.log`, and count it for the metrics.
+
+Firing Alertmanager notifications about a pool (the webhook's inbox) count as a breach warning for that pool
+until they resolve.  `build_tick` plugs the loop into the daemon (`actuators/daemon_cli.py`): the daemon gives the
+mode and the leadership per tick (`TickContext`), and each apply carries the decision's idempotency key and the
+leader's fencing token (`actuators/stamp.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import dataclasses
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
 from actuators.admin import BackendError, FleetAdmin, Observation, Result, apply_with_retries
 from actuators.guardrails import Guardrails, check_inputs
-from actuators.inputs import InputError, Inputs, InputSource
-from actuators.policy import Decision, PredictivePolicy
+from actuators.inputs import InputError, Inputs, InputSource, StoreInputs
+from actuators.policy import Decision, Outlook, PredictivePolicy
+from actuators.stamp import decision_key, stamped
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
@@ -48,9 +53,10 @@ class Pending:
 
 
 @dataclass
-class TickReport:
+class LoopReport:
     at: float
     frozen: str | None = None
+    frozen_code: str | None = None  # one of infercast.catalog.FREEZE_REASONS
     outcomes: list[tuple[Decision, Outcome, str]] = field(default_factory=list)  # (decision, outcome, detail)
     verdicts: list[tuple[Decision, str, str]] = field(default_factory=list)  # (decision, verdict, reason)
 
@@ -82,53 +88,97 @@ class ControlLoop:
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
         self.log: list[dict] = []
+        self.alerting: dict[str, set[str]] = {}  # pool -> fingerprints of firing alerts about it
 
     # --- the tick -------------------------------------------------------------------------------------------
-    def tick(self, now: float) -> TickReport:
-        report = TickReport(now)
+    def tick(self, now: float, ctx: Any = None, alerts: Iterable[Any] = ()) -> LoopReport:
+        """One round.  `ctx` (the daemon's `TickContext`) decides whether to act and stamps each apply; without
+        it the loop's own mode and `is_leader` do.  `alerts`: Alertmanager notifications since the last tick."""
+        self._note_alerts(alerts)
+        report = LoopReport(now)
         try:
             fleet = self.admin.observe()
+        except BackendError as e:
+            return self._freeze(report, f"the fleet's admin API did not answer: {e}", "backend_down")
+        try:
             inputs = self.inputs.read(now, fleet)
-        except (BackendError, InputError) as e:
-            return self._freeze(report, f"{type(e).__name__}: {e}")
+        except InputError as e:
+            return self._freeze(report, str(e), "store_down")
         fz = check_inputs(now, inputs.figures, inputs.ages, self.cfg.guardrails)
         if fz is not None:
-            return self._freeze(report, fz.reason)
+            return self._freeze(report, fz.reason, fz.code)
         if self.frozen is not None:
             log.info("actuator unfrozen at %.0f (was: %s)", now, self.frozen)
             self.frozen = None
-        self._verify(now, fleet, inputs, report)
-        decisions = self.policy.decide(now, fleet, inputs.outlook)
+        active = self._active(ctx)
+        self._verify(now, fleet, inputs, report, ctx, active)
+        decisions = self.policy.decide(now, fleet, self._with_alerts(inputs.outlook))
         for j in self.guard.judge(now, decisions, fleet):
             if not j.allowed:
                 self._record(now, j.decision, "refused", j.reason, report)
             else:
-                self._carry_out(now, j.decision, inputs, report)
+                self._carry_out(now, j.decision, inputs, report, ctx, active)
         return report
 
-    def _freeze(self, report: TickReport, reason: str) -> TickReport:
+    def _active(self, ctx: Any) -> bool:
+        if ctx is not None:
+            return bool(ctx.active)
+        return self.mode == "active" and self.is_leader()
+
+    def _freeze(self, report: LoopReport, reason: str, code: str) -> LoopReport:
         if self.frozen != reason:
             log.warning("actuator frozen at %.0f: %s", report.at, reason)
         self.frozen = report.frozen = reason
+        report.frozen_code = code
         return report
+
+    def reason_code(self, d: Decision) -> str:
+        """The catalog's reason for a decision: an alert when a firing alert about its pool drove it."""
+        if d.intent == "protect" and self.alerting.get(d.inputs.get("pool", "")):
+            return "alert"
+        return REASON_OF_INTENT.get(d.intent, "other")
+
+    # --- alerts as inputs ----------------------------------------------------------------------------------
+    def _note_alerts(self, alerts: Iterable[Any]) -> None:
+        for a in alerts:
+            pool = getattr(a, "pool", None)
+            if not pool:
+                continue
+            firing = self.alerting.setdefault(pool, set())
+            if a.status == "firing":
+                firing.add(a.fingerprint)
+            else:
+                firing.discard(a.fingerprint)
+
+    def _with_alerts(self, outlook: dict[str, Outlook]) -> dict[str, Outlook]:
+        """A pool with a firing alert about it is warned of a breach now."""
+        out = dict(outlook)
+        for pool, firing in self.alerting.items():
+            if firing and pool in out:
+                out[pool] = dataclasses.replace(out[pool], kv_breach_eta_seconds=0.0)
+        return out
 
     @property
     def acting(self) -> bool:
         """Whether decisions are applied now: active mode, the leadership, and not frozen."""
         return self.mode == "active" and self.frozen is None and self.is_leader()
 
-    def _carry_out(self, now: float, d: Decision, inputs: Inputs, report: TickReport) -> None:
-        if self.mode != "active" or not self.is_leader():
-            why = "advisory mode" if self.mode != "active" else "not the leader"
-            self._record(now, d, "advisory", why, report)
-            return
-        key = idempotency_key(now, d.action)
+    def _carry_out(self, now: float, d: Decision, inputs: Inputs, report: LoopReport, ctx: Any, active: bool) -> None:
+        key = decision_key(now, d.action)
+        token = getattr(ctx, "fencing_token", None)
         audit_id = None
         if self.audit is not None:
-            audit_id = self.audit.record_decision(now, key, d.action, {"reason": d.reason, **d.inputs})
-        res = apply_with_retries(self.admin, d.action, sleep=self._sleep or (lambda s: None))
+            audit_id = self.audit.record_decision(
+                now, key, d.action, {"reason": d.reason, **d.inputs}, advisory=not active, fencing_token=token
+            )
+        if not active:
+            why = "advisory mode" if (ctx.mode if ctx is not None else self.mode) != "active" else "not the leader"
+            self._record(now, d, "advisory", why, report)
+            return
+        admin = stamped(self.admin, ctx.stamp(key)) if ctx is not None else self.admin
+        res = apply_with_retries(admin, d.action, sleep=self._sleep or (lambda s: None))
         if self.audit is not None and audit_id is not None:
-            self.audit.mark_applied(audit_id, res)
+            self.audit.mark_applied(audit_id, res, now)
         outcome: Outcome = (
             "applied" if res.status == "applied" else ("refused" if res.status == "refused" else "failed")
         )
@@ -152,7 +202,9 @@ class ControlLoop:
             self.last_set[("weight", a.pool)] = a.weight
 
     # --- verification -------------------------------------------------------------------------------------
-    def _verify(self, now: float, fleet: Observation, inputs: Inputs, report: TickReport) -> None:
+    def _verify(
+        self, now: float, fleet: Observation, inputs: Inputs, report: LoopReport, ctx: Any, active: bool
+    ) -> None:
         due = [p for p in self.pending if p.due <= now + 1e-9]
         self.pending = [p for p in self.pending if p.due > now + 1e-9]
         for p in due:
@@ -165,10 +217,12 @@ class ControlLoop:
                 continue
             undo = Decision(p.result.previous, f"roll back ({verdict}): {why}", p.decision.inputs, "rollback")
             j = self.guard.judge(now, [undo], fleet, rollback=True)[0]
-            if not j.allowed:
-                self._record(now, undo, "refused", j.reason, report)
+            if not j.allowed or not active:
+                self._record(now, undo, "refused" if not j.allowed else "advisory", j.reason or "not acting", report)
                 continue
-            res = apply_with_retries(self.admin, undo.action, sleep=self._sleep or (lambda s: None))
+            key = decision_key(now, undo.action, salt="rollback")
+            admin = stamped(self.admin, ctx.stamp(key)) if ctx is not None else self.admin
+            res = apply_with_retries(admin, undo.action, sleep=self._sleep or (lambda s: None))
             outcome: Outcome = "rolled_back" if res.status == "applied" else "failed"
             self._record(now, undo, outcome, why if outcome == "rolled_back" else res.detail, report)
             if outcome == "rolled_back":
@@ -192,7 +246,7 @@ class ControlLoop:
         return "verified", "in effect"
 
     # --- records ----------------------------------------------------------------------------------------------
-    def _record(self, now: float, d: Decision, outcome: Outcome, detail: str, report: TickReport) -> None:
+    def _record(self, now: float, d: Decision, outcome: Outcome, detail: str, report: LoopReport) -> None:
         report.outcomes.append((d, outcome, detail))
         self.counts[(d.action.kind, d.action.target, outcome)] += 1
         self.log.append(self._row(now, d, outcome, detail))
@@ -242,7 +296,50 @@ def _visible(a: Action, fleet: Observation) -> str | None:
     return None
 
 
-def idempotency_key(now: float, a: Action) -> str:
-    """The same decision at the same time gets the same key: a restart that replays it is recognised."""
-    body = json.dumps({"t": round(now, 3), **a.to_dict()}, sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:24]
+# --- the daemon's seam -----------------------------------------------------------------------------------------
+REASON_OF_INTENT = {"protect": "forecast", "shift": "forecast", "relax": "relax", "rollback": "rollback"}
+
+
+class NoStore:
+    """Inputs when the daemon has no Prometheus configured: every tick freezes and says so."""
+
+    def read(self, now: float, fleet: Observation) -> Inputs:
+        raise InputError("no metric store: set predictor.prometheus_url in the fleet file")
+
+
+def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Callable[[], float]):
+    """The loop's report as the daemon publishes it (`actuators.tick.TickReport`: catalog values only)."""
+    from actuators.tick import ActionOutcome, TickReport, VerdictOutcome
+
+    actions = [
+        ActionOutcome(d.action, outcome, loop.reason_code(d), now, answered(), detail)
+        for d, outcome, detail in r.outcomes
+    ]
+    verdicts = []
+    for d, verdict, why in r.verdicts:
+        v = verdict if verdict in ("verified", "no_effect") else "rolled_back"
+        verdicts.append(VerdictOutcome(d.action, v, why))
+    budget = loop.guard.budget_used(now) / loop.cfg.guardrails.change_budget_per_hour
+    return TickReport(
+        tuple(actions),
+        tuple(verdicts),
+        frozen=r.frozen is not None,
+        freeze_reason=r.frozen_code if r.frozen is not None else None,
+        budget_used={"fleet": budget},
+        note=r.frozen or "",
+    )
+
+
+def build_tick(parts):
+    """infercast's control loop for the daemon (`actuators/daemon_cli.py`, `DaemonParts` in): the policy and the
+    guardrails on the forecasts and live figures in Prometheus, applied through the configured backend."""
+    cfg = parts.config
+    inputs = StoreInputs(parts.store, cfg, cfg.predictor.step_seconds) if parts.store is not None else NoStore()
+    loop = ControlLoop(cfg, parts.admin, inputs, mode=parts.mode, audit=parts.audit)
+
+    def tick(now: float, ctx):
+        report = loop.tick(now, ctx, parts.inbox.drain() if parts.inbox is not None else ())
+        return to_tick_report(report, loop, now, parts.clock.now)
+
+    tick.loop = loop  # for tests and the daemon's metrics of what was last set
+    return tick

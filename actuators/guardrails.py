@@ -34,19 +34,22 @@ class Judged:
 @dataclass(frozen=True)
 class Freeze:
     reason: str
+    code: str = "other"  # one of infercast.catalog.FREEZE_REASONS
 
 
 def check_inputs(now: float, figures: dict[str, float], ages: dict[str, float], cfg: GuardrailConfig) -> Freeze | None:
     """A freeze if any figure is NaN, infinite or negative, or any input is older than its limit."""
     for name, v in sorted(figures.items()):
         if v is None or not math.isfinite(v):
-            return Freeze(f"input {name} is {v!r}")
+            return Freeze(f"input {name} is {v!r}", "bad_value")
         if v < 0:
-            return Freeze(f"input {name} is negative ({v:g})")
+            return Freeze(f"input {name} is negative ({v:g})", "bad_value")
     for name, age in sorted(ages.items()):
-        limit = cfg.forecast_stale_after_seconds if name.startswith("forecast") else cfg.stale_after_seconds
+        forecast = name.startswith("forecast")
+        limit = cfg.forecast_stale_after_seconds if forecast else cfg.stale_after_seconds
         if not math.isfinite(age) or age > limit:
-            return Freeze(f"input {name} is stale ({age:.0f} s old, limit {limit:.0f} s)")
+            code = "forecaster_down" if forecast else "stale_inputs"
+            return Freeze(f"input {name} is stale ({age:.0f} s old, limit {limit:.0f} s)", code)
     return None
 
 

@@ -50,10 +50,11 @@ def serving(fleet: Observation) -> list[PoolState]:
 
 
 def _latest(series, now: float) -> tuple[float, float]:
-    """(value, time) of the newest sample at or before now among `series`; (nan, -inf) if none."""
+    """(value, time) of the newest sample at or before now among `series`; (nan, -inf) if none.  Prometheus rounds
+    a query's times to the millisecond, so a point may come back a hair after `now`: up to a second is `now`."""
     best_t, best_v = -math.inf, math.nan
     for s in series:
-        ok = s.t <= now + 1e-9
+        ok = s.t <= now + 1.0
         if ok.any():
             i = int(np.flatnonzero(ok)[-1])
             if s.t[i] > best_t:
