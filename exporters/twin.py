@@ -28,12 +28,10 @@ TARGET_UP = "_target_up"
 
 def _default_factory(config: FleetConfig) -> Any:
     # imported lazily: the twin is only needed for twin targets
-    try:
-        from infercast.twin import build_fleet
-    except ImportError:
-        from infercast.twin.fleet import build_fleet
+    from exporters.router import RouterRecorder
+    from infercast.twin.fleet import build_fleet
 
-    return build_fleet(config, seed=0)
+    return build_fleet(config, seed=0, recorder=RouterRecorder())
 
 
 def recorder_samples(recorder: Any) -> list[Sample]:
