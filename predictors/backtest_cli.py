@@ -111,7 +111,7 @@ def sized_fleet(trace, base, step: float):
         b = _with_gpus(base, gpus)
         for target in SIZING_TARGETS:
             cfg = size_fleet_for_trace(trace, b, target_peak_kv=target)
-            res = run_trace(trace, cfg, control="none", seed=0, step_seconds=step)
+            res = run_trace(trace, cfg, seed=0, step_seconds=step)
             peak = float(res.timeseries.groupby("pool")["kv_usage"].max().max())
             nodes = {p: c.nodes for p, c in cfg.pools.items() if not c.standby}
             how = {
@@ -141,7 +141,7 @@ def load_series(args: argparse.Namespace) -> SeriesData:
         cfg = load_config(resolve_scenario(spec.split(":", 1)[1]))
         if cfg.scenario is None:
             raise SystemExit(f"infercast backtest: {spec} has no scenario section")
-        res = run_scenario(cfg, control="none", step_seconds=step)
+        res = run_scenario(cfg, step_seconds=step)
         ts = res.timeseries
         name = spec
         if args.series == "kv":
