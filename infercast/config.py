@@ -119,6 +119,15 @@ class Thresholds(Strict):
     """Policy numbers from the seeds (DESIGN.md "Policy facts"): one place for every threshold."""
 
     kv_forecast_trigger: Ratio = 0.75
+    kv_forecast_for_seconds: Annotated[float, Field(ge=0)] = Field(
+        15.0,
+        description="the predictive alert's `for:`: the upper band must stay over the trigger this long "
+        "(15 s = two consecutive forecasts at the 15 s tick); chosen on unscored twin runs (docs/predictors.md)",
+    )
+    kv_forecast_hysteresis: Annotated[float, Field(ge=0, lt=0.5)] = Field(
+        0.05,
+        description="once firing, the predictive alert stays until the upper band is below the trigger minus this",
+    )
     memory_breaker: Ratio = 0.80
     fragmentation_release: Ratio = 0.25
     fragmentation_warning: Ratio = 0.20
@@ -333,6 +342,17 @@ class PredictorConfig(Strict):
     min_history_points: PosInt = 20
     stale_after_seconds: PosFloat = 120.0
     model_file: str | None = None
+    band_adaptation: Annotated[float, Field(ge=0)] = Field(
+        0.05, description="adaptive conformal step (log-width per forecast) of the online band calibration; 0 = off"
+    )
+    event_onset_seconds: Annotated[float, Field(ge=0)] = Field(
+        60.0,
+        description="a calendar event never seen before may fill the KV cache from this long after it starts: "
+        "the KV upper band is the ceiling from then for one horizon (predictors/calendar.py)",
+    )
+    traffic_bound_factor: Annotated[float, Field(gt=1)] = Field(
+        1.5, description="traffic forecasts never exceed this times the highest rate in the history"
+    )
 
 
 class TrafficPhase(Strict):
