@@ -144,11 +144,18 @@ def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
     )
     actions_applied = f'sum by (pool) (increase({ACTIONS}{{outcome="applied"}}[10m])) > 0'
 
+    # Hysteresis: once firing, the alert holds while the band stays over the trigger minus the hysteresis (its own
+    # ALERTS series says it is firing); persistence is its `for:`.  predictors/alarm.py scores the same logic.
+    hold = round(trig - t.kv_forecast_hysteresis, 6)
+    firing = 'ALERTS{alertname="InfercastKVCacheForecastBreach",alertstate="firing"}'
+    breach_expr = f"{upper} > {trig}"
+    if t.kv_forecast_hysteresis > 0:
+        breach_expr = f"{upper} > {trig} or ({upper} > {hold} and on (pool, version, horizon) {firing})"
     predictive = [
         _alert(
             s,
             "InfercastKVCacheForecastBreach",
-            f"{upper} > {trig}",
+            breach_expr,
             s.for_forecast_breach,
             "warning",
             "serving",

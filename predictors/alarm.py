@@ -3,13 +3,13 @@
 The alert rule `InfercastKVCacheForecastBreach` and the backtest's deployed breach scores use this one definition
 (`alertrules/rules.py` writes it in PromQL; `tests/alerting` replays it through promtool):
 
-- *raw* alarm at an evaluation: the forecast's upper band reaches `trigger` somewhere within the horizon (the
-  published breach ETA is at most the horizon);
+- *raw* alarm at an evaluation: the published upper band (`yhat_upper` at the horizon, the most pessimistic
+  model and aggregate: `pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper`) reaches `trigger`;
 - it *fires* once the raw alarm has held for `persistence` consecutive evaluations (Prometheus' `for:` of
   `(persistence - 1)` evaluation intervals: `persistence=1` fires at once);
-- once firing it *stays* while the raw alarm holds or the published upper band (at the horizon) is at least
-  `trigger - hysteresis`, so a band wobbling around the trigger pages once, not on every wobble; below that it
-  clears, and firing again needs `persistence` again.
+- once firing it *stays* while that band is at least `trigger - hysteresis` (in PromQL: `or` the same band over
+  `trigger - hysteresis` `and` the alert's own firing `ALERTS` series), so a band wobbling around the trigger
+  pages once, not on every wobble; below that it clears, and firing again needs `persistence` again.
 
 What each costs: persistence delays every page by `persistence - 1` evaluations (15 s each in production), so it
 costs that much lead on every breach and removes alarm episodes shorter than that; hysteresis costs no lead (it only
@@ -39,8 +39,8 @@ class AlarmPolicy:
     def run(
         self, upper: np.ndarray, contiguous: np.ndarray | None = None, hold: np.ndarray | None = None
     ) -> np.ndarray:
-        """Firing flags for consecutive evaluations whose upper band peaks at `upper` within the horizon (NaN: no
-        forecast, no alarm) and is `hold` at the horizon (default: `upper`).
+        """Firing flags for consecutive evaluations of an upper band `upper` (NaN: no forecast, no alarm); `hold`,
+        if given, is the band the hysteresis holds on (default: `upper`).
 
         `contiguous[i]` False says evaluation i does not follow i - 1 (a gap): the state restarts there.
         """

@@ -95,6 +95,7 @@ def models_for(
 
             import_prophet()
             models.append(make("prophet", series, band, events))
+            models.append(make("prophet_anchored", series, band, events))
         except ImportError as e:
             notes.append(f"prophet skipped: not installed ({e})")
     if lstm and series == "kv":

@@ -72,8 +72,9 @@ def score_forecasts(
 ) -> dict:
     """Score forecasts made at `origins` against the actual `history` (the whole series, future included).
 
-    With a threshold, `breach` scores the raw crossing of the upper band; with a `policy` too, `alarm` scores the
-    same forecasts through the deployed alarm logic (persistence, hysteresis).
+    With a threshold, `breach` scores the raw crossing of the upper band anywhere in the horizon; with a `policy`
+    too, `alarm` scores the alert as deployed: the upper band published at the horizon, through the policy
+    (persistence, hysteresis).
     """
     t, y = history.t, history.y
     step = history.step
@@ -108,7 +109,8 @@ def score_forecasts(
         o_arr, u_arr = np.asarray(origins, float), np.asarray(uppers)
         out["breach"] = breach_scores(t, y, o_arr, u_arr, horizon_s, threshold)
         if policy is not None:
-            out["alarm"] = breach_scores(t, y, o_arr, u_arr, horizon_s, threshold, policy, np.asarray(at_h))
+            # as the alert rule reads it: the upper band published at the horizon
+            out["alarm"] = breach_scores(t, y, o_arr, np.asarray(at_h), horizon_s, threshold, policy)
     return out
 
 

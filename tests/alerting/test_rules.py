@@ -28,13 +28,20 @@ def test_committed_files_equal_the_generated_ones():
 def test_thresholds_come_from_the_config_defaults():
     t = Thresholds()
     exprs = {r["alert"]: r["expr"] for g in alerting_rules(AlertSettings()) for r in g["rules"]}
-    assert exprs["InfercastKVCacheForecastBreach"].endswith(f"> {t.kv_forecast_trigger}")
+    # fires over the trigger; once firing (its own ALERTS series), holds over the trigger minus the hysteresis
+    assert exprs["InfercastKVCacheForecastBreach"].startswith(
+        f'pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper{{horizon="300s"}} > {t.kv_forecast_trigger} or'
+    )
+    assert (
+        f"> {round(t.kv_forecast_trigger - t.kv_forecast_hysteresis, 6):g} and on"
+        in exprs["InfercastKVCacheForecastBreach"]
+    )
     assert exprs["InfercastKVCacheUsageHigh"].endswith(f"> {t.memory_breaker}")
     assert exprs["InfercastKVCacheFragmentationHigh"].endswith(f"> {t.fragmentation_warning}")
     assert exprs["InfercastKVCacheFragmentationCritical"].endswith(f"> {t.fragmentation_release}")
     assert exprs["InfercastGPUTemperatureHigh"].endswith(f"> {t.gpu_temperature_celsius:g}")
     # a changed threshold flows into the rule
-    custom = AlertSettings(thresholds=Thresholds(kv_forecast_trigger=0.6))
+    custom = AlertSettings(thresholds=Thresholds(kv_forecast_trigger=0.6, kv_forecast_hysteresis=0))
     breach = next(
         r for g in alerting_rules(custom) for r in g["rules"] if r["alert"] == "InfercastKVCacheForecastBreach"
     )
@@ -83,7 +90,9 @@ def test_every_alert_has_labels_annotations_and_a_runbook():
 
 def test_rules_use_only_catalog_names_and_recording_names():
     recorded = {r["record"] for g in recording_rules(AlertSettings()) for r in g["rules"]}
-    allowed = names() | recorded | {"up"}  # `up` is Prometheus's own series for the scrape of a service
+    # `up` is Prometheus's own series for the scrape of a service; `ALERTS` its series of firing alerts (the
+    # predictive alert's hysteresis reads its own)
+    allowed = names() | recorded | {"up", "ALERTS"}
     for r in recorded:
         level, metric, ops = r.split(":")
         assert level and ops and metric in names(), r
