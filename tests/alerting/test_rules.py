@@ -29,9 +29,8 @@ def test_thresholds_come_from_the_config_defaults():
     t = Thresholds()
     exprs = {r["alert"]: r["expr"] for g in alerting_rules(AlertSettings()) for r in g["rules"]}
     # fires over the trigger; once firing (its own ALERTS series), holds over the trigger minus the hysteresis
-    assert exprs["InfercastKVCacheForecastBreach"].startswith(
-        f'pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper{{horizon="300s"}} > {t.kv_forecast_trigger} or'
-    )
+    upper = 'pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper{horizon="300s"}'
+    assert exprs["InfercastKVCacheForecastBreach"].startswith(f"{upper} > {t.kv_forecast_trigger} or")
     assert (
         f"> {round(t.kv_forecast_trigger - t.kv_forecast_hysteresis, 6):g} and on"
         in exprs["InfercastKVCacheForecastBreach"]
