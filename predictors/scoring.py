@@ -80,12 +80,13 @@ def score_forecasts(
     step = history.step
     tol = step / 2
     t_last = t[-1]
-    abs_err, peak_err, covered, pin, uppers, at_h = [], [], [], [], [], []
+    abs_err, peak_err, covered, pin, uppers, at_h, yhats = [], [], [], [], [], [], []
     band = forecasts[0].band if forecasts else (0.1, 0.9)
     for o, f in zip(origins, forecasts, strict=True):
         target = f.t[-1]
         actual = _at(t, y, np.array([target]), tol)[0]
         yhat, lo, hi = f.at_horizon()
+        yhats.append(yhat)
         if np.isfinite(actual) and np.isfinite(yhat):
             abs_err.append(abs(yhat - actual))
             covered.append(lo <= actual <= hi)
@@ -104,6 +105,8 @@ def score_forecasts(
         "coverage": _nan_to_none(float(np.mean(covered))) if covered else None,
         "coverage_nominal": round(band[1] - band[0], 6),
         "pinball": _nan_to_none(float(np.mean(pin))) if pin else None,
+        # the highest value it ever forecast at the horizon (a forecaster that extrapolates a surge shows here)
+        "max_yhat": _nan_to_none(float(np.nanmax(yhats))) if np.isfinite(yhats).any() else None,
     }
     if threshold is not None:
         o_arr, u_arr = np.asarray(origins, float), np.asarray(uppers)

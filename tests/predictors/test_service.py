@@ -348,3 +348,23 @@ def test_a_failing_model_is_logged_once_not_every_tick(caplog):
             out = loop.tick(T0 + 3555 + 15 * k, st)
             assert ("v4-main", "kv:lstm_aci", "model_error") in _skips(out)  # reported on every tick, as a metric
     assert caplog.text.count("lstm_aci for kv v4-main/v4 failed: shape mismatch; using kalman") == 1
+
+
+def test_restart_forecasts_on_the_first_tick_from_the_stores_history():
+    """A predictor (re)started beside a Prometheus that holds history is not blind: its first tick backfills the
+    last `history_seconds` with `query_range` and publishes forecasts for the pool's mean and its fullest instance,
+    the fullest one higher when one instance runs hotter than the other."""
+    st = MemoryStore()
+    for t in np.arange(T0, T0 + 3600, 15.0):
+        st.write(KV, {**POOL, "instance": "n1"}, t, 0.35)
+        st.write(KV, {**POOL, "instance": "n2"}, t, 0.65)  # the hot one
+    fresh = _loop()  # nothing remembered: a new process
+    out = fresh.tick(T0 + 3585, st)
+    yhat = {
+        s.label_dict["aggregate"]: s.value
+        for s in out
+        if s.name == "infercast_forecast_kv_cache_usage_ratio" and s.label_dict["ml_forecast"] == "yhat"
+    }
+    assert yhat["mean"] == pytest.approx(0.5, abs=0.01)
+    assert yhat["max"] == pytest.approx(0.65, abs=0.01)
+    assert not any(r == "too_short" for _, _, r in _skips(out))
