@@ -1,8 +1,10 @@
 """The predictor service's loop: `PredictorLoop.tick(now, store) -> samples`, pure apart from the store it is handed.
 
 Each tick reads the recent history of the forecast targets from the store (Prometheus or the in-memory store; the
-same `query_range` interface), per (pool, version):
-- `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances;
+same `query_range` interface), per (pool, version); the whole `history_seconds` every tick, so a restarted service
+forecasts on its first tick when the store has the history:
+- `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances, and `kv_max`: its fullest instance (what
+  breaks first; published as `aggregate="max"`, the series the predictive alert and the actuator act on);
 - `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
   raw counter on the step grid with Prometheus' reset rule, over a 4-step window (`counter_rate`).
 
@@ -17,10 +19,13 @@ when its input cannot support one:
 Nothing is remembered about skipped series except their model state, so a series recovers by itself on the first
 tick its data supports a forecast again.
 
-Models: KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline (`registry.BEST_BASELINE`);
+Models (each series its own pipeline from `predictors.deployed`: the model, its band calibrated online, the calendar
+prior for KV): KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline
+(`registry.BEST_BASELINE`);
 a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
 reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
-with `model="<baseline>"`.  Traffic by Prophet (events from `config.events`), else the best baseline.  Prophet is
+with `model="<baseline>_aci"`.  Traffic by Prophet anchored to the current level (events from `config.events`), else
+the best baseline.  Prophet is
 refitted every `refit_interval_seconds`; forecasts are made every tick.
 """
 
