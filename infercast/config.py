@@ -120,13 +120,14 @@ class Thresholds(Strict):
 
     kv_forecast_trigger: Ratio = 0.75
     kv_forecast_for_seconds: Annotated[float, Field(ge=0)] = Field(
-        15.0,
+        30.0,
         description="the predictive alert's `for:`: the upper band must stay over the trigger this long "
-        "(15 s = two consecutive forecasts at the 15 s tick); chosen on unscored twin runs (docs/predictors.md)",
+        "(30 s = three consecutive forecasts at the 15 s tick); chosen by bench/tune_alarm.py on unscored twin runs",
     )
     kv_forecast_hysteresis: Annotated[float, Field(ge=0, lt=0.5)] = Field(
-        0.05,
-        description="once firing, the predictive alert stays until the upper band is below the trigger minus this",
+        0.0,
+        description="once firing, the predictive alert stays until the upper band is below the trigger minus this "
+        "(0: bench/tune_alarm.py found 0.03 no better and 0.05 or more costing lead on the tuning runs)",
     )
     memory_breaker: Ratio = 0.80
     fragmentation_release: Ratio = 0.25
@@ -346,7 +347,7 @@ class PredictorConfig(Strict):
         0.05, description="adaptive conformal step (log-width per forecast) of the online band calibration; 0 = off"
     )
     event_onset_seconds: Annotated[float, Field(ge=0)] = Field(
-        60.0,
+        30.0,
         description="a calendar event never seen before may fill the KV cache from this long after it starts: "
         "the KV upper band is the ceiling from then for one horizon (predictors/calendar.py)",
     )

@@ -128,7 +128,7 @@ def test_a_scenario_is_a_trace_too(capsys, repo_root, tmp_path):
     # the series the predictive alert pages on, and the model the service would run on it, scored as deployed
     assert res["meta"]["aggregate"] == "max"
     assert res["service_model"] == "kalman_aci"
-    assert res["models"]["kalman_aci"]["alarm"]["policy"] == {"persistence": 2, "hysteresis": 0.05}
+    assert res["models"]["kalman_aci"]["alarm"]["policy"] == {"persistence": 3, "hysteresis": 0.0}  # for: 30s
 
 
 def test_bad_trace_is_a_clear_error(capsys, tmp_path):
