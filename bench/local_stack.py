@@ -29,6 +29,16 @@ PROM = "http://127.0.0.1:9090"
 SALE_S = 600.0
 
 
+PORTS = (9090, 9093, 9095, 9400, 9401)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _range(expr: str, start: float, end: float) -> list[tuple[dict, float, float]]:
     r = requests.get(
         f"{PROM}/api/v1/query_range", params={"query": expr, "start": start, "end": end, "step": 5}, timeout=20
@@ -47,12 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=13.0)
     p.add_argument("--json", type=Path, default=None, help="write here instead of publishing")
     args = p.parse_args(argv)
+    busy = [port for port in PORTS if _listening(port)]
+    if busy:
+        raise SystemExit(f"ports {busy} are taken: another stack runs here; its exporter would be measured instead")
     with tempfile.TemporaryDirectory() as tmp:
         started = time.time()
+        out = open(Path(tmp) / "local-stack.out", "wb")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(
             ["bash", "deploy/local-stack.sh", "--dir", tmp],
             cwd=ROOT,
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -60,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
             while time.time() < started + args.minutes * 60:
                 if proc.poll() is not None:
                     raise SystemExit(f"deploy/local-stack.sh exited with {proc.returncode}")
+                said = (Path(tmp) / "local-stack.out").read_text(errors="replace")
+                if "a service exited" in said:
+                    logs = {p.name: p.read_text(errors="replace")[-800:] for p in Path(tmp).glob("*.log")}
+                    raise SystemExit(f"a service of the stack exited: {said[-400:]} {logs}")
                 time.sleep(5)
             end = time.time()
             fullest = 'max(infercast_kv_cache_usage_ratio{pool="v4-main"})'
@@ -78,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=60)
+            out.close()
 
     def rel(t: float | None) -> float | None:
         return None if t is None else round(t - twin0, 1)

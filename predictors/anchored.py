@@ -1,5 +1,5 @@
-"""Traffic forecasts anchored to the current level: Prophet's shape and calendar, an AR(1) of its recent residuals,
-and a bound from the history.  Pure apart from Prophet's own fitting.
+"""Traffic forecasts anchored to the current level: Prophet's shape and calendar, a level correction from its recent
+residuals, and a bound from the history.  Pure apart from Prophet's own fitting.
 
 Prophet alone forecasts traffic as trend + daily/weekly shape + event effects, fitted over hours or days; at 5-10
 minutes ahead it is often further from the truth than the last value, because the level it carries is the fit's,
@@ -7,13 +7,15 @@ not the one the fleet is seeing now (on ServeGen clients 2.3-2.4x the last value
 across a surge extrapolates it (153,655 req/s five minutes after the flash sale's 12,000).  `AnchoredProphet`:
 
 1. **Shape**: Prophet (`predictors.prophet_model`, with the event calendar) forecasts the path `p(t)` over the
-   horizon and its in-sample values over the last samples.
+   horizon and its in-sample values over the last samples, with its trend held at its value at the newest sample
+   (a trend fitted across a surge is not extrapolated; the daily/weekly shape and the event effects are kept).
 2. **Level**: the log residuals `r = log(y / p)` of the recent samples, smoothed by simple exponential smoothing
-   into a level `l` (a local-level model of Prophet's error), carried forward by an AR(1), `l_k = phi^k l`.  At each
-   `fit`, on the fitted span's own residuals: `alpha` (from 0.1 to 1) minimises the one-step error of the smoothed
-   level, `phi` is the lag-1 autocorrelation of the residuals (clipped to [0, 1]); neither looks past the fit.
-   The forecast is `p(t_k) exp(l_k)`: with alpha 1 and phi 1, the last value moved along Prophet's shape; smaller
-   alpha averages the noise of single windows out of the level; phi near 0 falls back to Prophet's own level.
+   into a level `l` (a local-level model of Prophet's error), held over the horizon.  At each `fit`, `alpha` (0.5,
+   0.7 or 1) is the one with the smallest one-step error of the smoothed level on the fitted span's own residuals.
+   The forecast is `p(t_k) exp(l)`: with alpha 1 the last value moved along Prophet's shape; a smaller alpha
+   averages the noise of single windows out of the level.  An AR(1) decay of the level towards Prophet's (fitted
+   on the same residuals) was tried first and dropped: fitted on a calm span it decays at once, and the flash sale's
+   12,000 req/s were forecast at the calm 200.
 3. **Bound**: never above `bound_factor` x the highest value in the history (and never below 0), for the path and
    the band: the history says what the fleet has ever seen; a forecast beyond it by more than half again is an
    extrapolation, not a forecast.  A learned event (an earlier occurrence in the history) raises the bound with it.
@@ -46,7 +48,6 @@ class AnchoredProphet:
         self.prophet = prophet or ProphetForecaster(events=events, band=band, epoch_s=epoch_s, refit_growth=None)
         self.band = band
         self.bound_factor = bound_factor
-        self.phi_: float = 0.9
         self.alpha_: float = 1.0
 
     def fit(self, histories: list[History]) -> AnchoredProphet:
@@ -56,10 +57,6 @@ class AnchoredProphet:
         if ok.sum() >= 8:
             fitted = self.prophet.predict_at(h.t[ok]).yhat
             r = _log_ratio(h.y[ok], fitted)
-            a, b = r[1:], r[:-1]
-            den = float(np.dot(b - b.mean(), b - b.mean()))
-            if den > 0:
-                self.phi_ = float(np.clip(np.dot(a - a.mean(), b - b.mean()) / den, 0.0, 1.0))
             errors = {alpha: float(np.mean(np.abs(r[1:] - _ses(r, alpha)[:-1]))) for alpha in ALPHAS}
             self.alpha_ = min(errors, key=errors.get)
         return self
@@ -72,27 +69,36 @@ class AnchoredProphet:
             raise ValueError("prophet_anchored: no finite sample in the history")
         t_f = future_grid(history, horizon_s)
         recent = ok[-LEVEL_WINDOW:]
-        t_last = float(history.t[recent[-1]])
-        p = self.prophet.predict_at(np.concatenate([history.t[recent], t_f]))
         n = len(recent)
-        level = float(_ses(_log_ratio(history.y[recent], p.yhat[:n]), self.alpha_)[-1])
-        p = type(p)(p.t[n:], p.yhat[n:], p.yhat_lower[n:], p.yhat_upper[n:], p.band, p.model)
-        k = np.arange(1, len(t_f) + 1) + round((float(history.t[-1]) - t_last) / history.step)
-        factor = np.exp(level * self.phi_**k)
+        yhat_p, lower_p, upper_p = self._shape(np.concatenate([history.t[recent], t_f]), n)
+        level = float(_ses(_log_ratio(history.y[recent], yhat_p[:n]), self.alpha_)[-1])
+        factor = np.exp(level)
         cap = self.bound_factor * float(np.nanmax(history.y[ok]))
         cap = cap if cap > 0 else math.inf
 
         def bounded(x: np.ndarray) -> np.ndarray:
             return np.clip(x, 0.0, cap)
 
-        yhat = bounded(p.yhat * factor)
-        lower = np.minimum(bounded(p.yhat_lower * factor), yhat)
-        upper = np.maximum(bounded(p.yhat_upper * factor), yhat)
+        yhat = bounded(yhat_p[n:] * factor)
+        lower = np.minimum(bounded(lower_p[n:] * factor), yhat)
+        upper = np.maximum(bounded(upper_p[n:] * factor), yhat)
         return Forecast(t_f, yhat, lower, upper, self.band, self.name)
+
+    def _shape(self, times: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Prophet at `times` with its trend held at its value at `times[n - 1]` (the newest sample) from there on:
+        the daily/weekly shape and the calendar's effects, without the trend extrapolated across the horizon."""
+        pred = self.prophet.model_.predict(self.prophet._frame(times))
+        trend = pred["trend"].to_numpy()
+        drift = np.where(np.arange(len(times)) >= n, trend - trend[n - 1], 0.0)
+        yhat = pred["yhat"].to_numpy() - drift
+        lo = pred["yhat_lower"].to_numpy() - drift if "yhat_lower" in pred else yhat
+        hi = pred["yhat_upper"].to_numpy() - drift if "yhat_upper" in pred else yhat
+        floor = 0.0
+        return np.maximum(yhat, floor), np.maximum(lo, floor), np.maximum(hi, floor)
 
 
 #: smoothing weights tried for the level; the recent samples the level is smoothed over
-ALPHAS = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+ALPHAS = (0.5, 0.7, 1.0)
 LEVEL_WINDOW = 24
 
 
