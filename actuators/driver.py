@@ -11,6 +11,7 @@ backend.  Arms by name: `none`, `basic`, `reactive`, `predictive`, `oracle` (`ar
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from actuators.inputs import StoreInputs, TruthInputs, reference_series
@@ -98,22 +99,48 @@ def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None):
     raise ValueError(f"unknown arm {name!r}; use one of {', '.join(ARMS)}")
 
 
+class Watched:
+    """An arm with an observer: `watch(fleet, arm)` runs after each of the arm's ticks (the demo's progress bars and
+    narration).  It only reads; the run is the same with or without it."""
+
+    def __init__(self, arm, watch: Callable[[Fleet, object], None]) -> None:
+        self.arm, self.watch = arm, watch
+        self.name, self.step_seconds = arm.name, arm.step_seconds
+
+    def layout(self, cfg: FleetConfig) -> FleetConfig:
+        return self.arm.layout(cfg)
+
+    def configure(self, fleet: Fleet) -> None:
+        self.arm.configure(fleet)
+
+    def tick(self, fleet: Fleet) -> None:
+        self.arm.tick(fleet)
+        self.watch(fleet, self.arm)
+
+
 def run_arm(
-    cfg: FleetConfig, arm: str = "none", seed: int | None = None, trace=None, step_seconds: float | None = None
+    cfg: FleetConfig,
+    arm: str = "none",
+    seed: int | None = None,
+    trace=None,
+    step_seconds: float | None = None,
+    *,
+    reference: dict | None = None,
+    watch: Callable[[Fleet, object], None] | None = None,
 ) -> RunResult:
-    """Run a scenario (or a trace) under an arm; the oracle first runs `reactive` on the same seed to read the
-    future from."""
+    """Run a scenario (or a trace) under an arm.  The oracle reads the future from `reference`
+    (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given."""
     step = step_seconds if step_seconds is not None else (5.0 if trace is None else 15.0)
-    reference = None
-    if arm == "oracle":
+    if arm == "oracle" and reference is None:
         reference = reference_series(run_arm(cfg, "reactive", seed, trace, step).timeseries)
     a = make_arm(arm, cfg, reference)
+    driven = a if watch is None else Watched(a, watch)
     recorder = getattr(a, "recorder", None)
     try:
         if trace is None:
-            result = run_scenario(cfg, a, seed, step, recorder=recorder)
+            result = run_scenario(cfg, driven, seed, step, recorder=recorder)
         else:
-            result = run_trace(trace, cfg, a, seed or 0, step, recorder=recorder)
+            result = run_trace(trace, cfg, driven, seed or 0, step, recorder=recorder)
     finally:
         if isinstance(a, PredictiveArm):
             a.pipeline.close()
@@ -124,4 +151,4 @@ def run_arm(
     return result
 
 
-__all__ = ["ARMS", "Pipeline", "make_arm", "run_arm"]
+__all__ = ["ARMS", "Pipeline", "Watched", "make_arm", "run_arm"]

@@ -1,0 +1,155 @@
+"""`infercast demo [--scenario flash-sale|seed004-bench|FILE | --trace FILE] [--seed N] [--out DIR] [--json]`.
+
+Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `predictive`, `oracle`) with the same
+seed, shows a progress bar per arm and what the controls do, prints the comparison table and writes
+`DIR/report.html` (self-contained), `DIR/summary.json` and each arm's `DIR/ARM/timeseries.csv` and `events.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from infercast.config import ConfigError, load_config, resolve_scenario
+
+ARMS = ("none", "basic", "reactive", "predictive", "oracle")  # actuators.driver.ARMS (kept light for --help)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--scenario", default=None, help="a scenario name (examples/NAME.yaml) or a fleet file "
+                     "with a scenario (default: flash-sale)")  # fmt: skip
+    src.add_argument("--trace", help="a trace instead (Azure CSV, Mooncake JSONL, ServeGen dir) on a sized fleet")
+    p.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
+    p.add_argument("--seed", type=int, default=None, help="the scenario's seed (default: the file's)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    p.add_argument("--out", default="runs/demo", help="directory for report.html, summary.json and the series")
+    p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (lines only)")
+
+
+class Progress:
+    """One tqdm bar per arm on a terminal, plain lines otherwise; the controls' actions as lines under the bars."""
+
+    def __init__(self, arms: list[str], enabled: bool, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.bars: dict = {}
+        self.tqdm = None
+        if enabled and stream.isatty():
+            from tqdm import tqdm
+
+            self.tqdm = tqdm
+        self.arms = arms
+        self.started: dict[str, float] = {}
+
+    def __call__(self, arm: str, frac: float, lines: list[str]) -> None:
+        if arm not in self.started:
+            self.started[arm] = time.perf_counter()
+            if self.tqdm is not None:
+                fmt = "{desc} {bar} {percentage:3.0f}% [{elapsed}<{remaining}]"
+                self.bars[arm] = self.tqdm(total=100, desc=f"{arm:10s}", file=self.stream, bar_format=fmt)
+            else:
+                print(f"demo: running {arm} ...", file=self.stream, flush=True)
+        for line in lines:
+            msg = f"  {arm:10s} {line}"
+            if self.tqdm is not None:
+                self.tqdm.write(msg, file=self.stream)
+            else:
+                print(msg, file=self.stream, flush=True)
+        bar = self.bars.get(arm)
+        if bar is not None:
+            bar.update(round(frac * 100) - bar.n)
+            if frac >= 1.0:
+                bar.close()
+        elif frac >= 1.0:
+            print(f"demo: {arm} done in {time.perf_counter() - self.started[arm]:.0f} s", file=self.stream, flush=True)
+
+
+def _version() -> str:
+    import infercast
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).resolve().parent)  # fmt: skip
+        commit = head.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"infercast {infercast.__version__}" + (f", commit {commit}" if commit else "")
+
+
+def run(args: argparse.Namespace) -> int:
+    from infercast.demo.report import render_html, text_table
+    from infercast.demo.run import run_demo
+
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    bad = [a for a in arms if a not in ARMS]
+    if bad or not arms:
+        print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(ARMS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    trace = None
+    if args.trace:
+        from infercast.traces import TraceError, load_trace
+        from infercast.twin.run import size_fleet_for_trace
+
+        cfg = load_config(args.config or resolve_scenario("flash-sale"))
+        try:
+            trace = load_trace(args.trace, lengths=cfg.scenario.lengths if cfg.scenario else None, seed=args.seed or 0)
+        except TraceError as e:
+            print(f"infercast demo: {e}", file=sys.stderr)
+            return 2
+        cfg = size_fleet_for_trace(trace, cfg)
+        name = Path(args.trace).name
+    else:
+        name = args.scenario or "flash-sale"
+        cfg = load_config(resolve_scenario(name))
+        if cfg.scenario is None:
+            raise ConfigError(f"{name}: the fleet file has no scenario: section")
+    seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
+    started = time.perf_counter()
+    try:
+        result = run_demo(cfg, arms, seed, name, Progress(arms, not args.no_progress), trace=trace)
+    except ValueError as e:
+        if isinstance(e, ConfigError):
+            raise
+        print(f"infercast demo: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = result.summary()
+    summary["wall_seconds"] = round(time.perf_counter() - started, 1)
+    summary["command"] = "infercast demo " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["demo"] else "infercast demo"
+    summary["version"] = _version()
+    for arm, r in result.arms.items():
+        d = out / arm
+        d.mkdir(exist_ok=True)
+        r.timeseries.to_csv(d / "timeseries.csv", index=False)
+        if not r.forecasts.empty:
+            r.forecasts.to_csv(d / "forecasts.csv", index=False)
+        (d / "events.json").write_text(json.dumps(r.events, indent=1, default=_json_default))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    (out / "report.html").write_text(render_html(result, summary))
+    if args.json:
+        print(json.dumps(summary, indent=2, default=_json_default))
+    else:
+        print(text_table(result))
+        print(f"\nreport: {out / 'report.html'}  summary: {out / 'summary.json'}  ({summary['wall_seconds']:.0f} s)")
+    return 0
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return None if np.isnan(o) else float(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, set | frozenset | tuple):
+        return list(o)
+    return str(o)

@@ -1,0 +1,309 @@
+"""The demo's report: `report.html`, one self-contained page (inline SVG plots, inline CSS, no scripts, nothing
+fetched), and the comparison table the terminal prints.
+
+Plots, each on the run's simulated clock (seconds from the start):
+- `kv`: KV-cache usage per pool for every arm, the fullest instance (solid) and the pool's mean (dotted), the
+  0.75 trigger, OOMs (red x) and failovers (orange triangles); on `predictive`, the band of the forecasts the
+  pipeline published, drawn at the time each one was about (issued + horizon), so the band can be read against
+  what then happened;
+- `traffic`: the offered request rate and the long-context share of what was routed;
+- `p99`: urgent P99 latency per 30 s, every arm on one log axis;
+- `actions`: every arm's actions and control-loop decisions on one timeline, listed below it with their reasons.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from datetime import UTC, datetime
+
+import numpy as np
+
+from infercast.demo.run import DemoResult, describe_event
+
+PLOTS = ("kv", "traffic", "p99", "actions")
+ARM_COLOURS = {
+    "none": "#888888",
+    "basic": "#9467bd",
+    "reactive": "#1f77b4",
+    "predictive": "#2ca02c",
+    "oracle": "#d62728",
+}
+POOL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+MAX_LISTED_EVENTS = 60  # per arm, in the report's list (the rest are counted)
+
+
+def _fmt(v, nd: int = 0, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return f"{v:,.{nd}f}{unit}"
+    return str(v)
+
+
+def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """The comparison table (the terminal's, the report's and the README's) of `summary.json`'s "arms"."""
+    head = ["arm", "OOM", "urgent P99 ms (pre-surge)", "goodput req/s", "served / rejected / failed",
+            "recovery s", "memory eff.", "alert lead s", "actions"]  # fmt: skip
+    rows = []
+    for name, s in arms.items():
+        rec = _fmt(s["recovery_seconds"]) + ("" if s.get("recovered") else " (never)")
+        rows.append(
+            [
+                name,
+                _fmt(s["oom_events"]),
+                f"{_fmt(s['p99_latency_ms'])} ({_fmt(s['p99_latency_ms_pre'])})",
+                _fmt(s["goodput_rps"], 1),
+                f"{_fmt(s['served'])} / {_fmt(s['rejected'])} / {_fmt(s['failed'])}",
+                rec,
+                _fmt(s["memory_efficiency"], 2),
+                _fmt(s["alert_lead_seconds"]) if s["alert_lead_seconds"] is not None else "never paged",
+                _fmt(s["actions"]),
+            ]
+        )
+    return head, rows
+
+
+def text_table(result: DemoResult) -> str:
+    head, rows = table_rows(result.summary()["arms"])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
+    return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+# --- plots --------------------------------------------------------------------------------------------------------
+def _svg(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]  # drop the XML prologue: the SVG is inlined in HTML
+
+
+def _mark_surge(ax, result: DemoResult) -> None:
+    if result.surge_start_seconds is not None:
+        ax.axvline(result.surge_start_seconds, color="#444", lw=0.8, ls="--")
+    if result.avalanche_seconds is not None:
+        ax.axvline(result.avalanche_seconds, color="#d62728", lw=0.8, ls=":")
+
+
+def plot_kv(result: DemoResult) -> str:
+    import matplotlib.pyplot as plt
+
+    arms = list(result.arms.values())
+    fig, axes = plt.subplots(len(arms), 1, figsize=(11, 2.3 * len(arms)), sharex=True, squeeze=False)
+    for ax, run in zip(axes[:, 0], arms, strict=True):
+        ts = run.timeseries
+        pools = [p for p in dict.fromkeys(ts["pool"]) if ts[ts.pool == p]["kv_usage_max"].fillna(0).max() > 0]
+        for i, pool in enumerate(pools):
+            c = POOL_COLOURS[i % len(POOL_COLOURS)]
+            g = ts[ts.pool == pool]
+            ax.plot(g["t"], g["kv_usage_max"], color=c, lw=1.1, label=f"{pool} fullest")
+            ax.plot(g["t"], g["kv_usage"], color=c, lw=0.8, ls=":", label=f"{pool} mean")
+            fc = run.forecasts
+            if not fc.empty:
+                f = (
+                    fc[(fc["pool"] == pool) & (fc["aggregate"] == "max")]
+                    .groupby("t")[["yhat_lower", "yhat_upper"]]
+                    .max()
+                )
+                if len(f):
+                    at = f.index.to_numpy() + result.horizon_seconds
+                    ax.fill_between(at, f["yhat_lower"], f["yhat_upper"], color=c, alpha=0.3, lw=0,
+                                    label=f"{pool} forecast band, issued 5 min before")  # fmt: skip
+        ax.axhline(result.trigger, color="#d62728", lw=0.8)
+        for e in run.events:
+            if e["event"] == "oom":
+                ax.plot(e["t"], 1.02, "x", color="#d62728", ms=5, clip_on=False)
+            elif e["event"] == "degradation":
+                ax.plot(e["t"], 0.02, "^", color="#ff7f0e", ms=5)
+        _mark_surge(ax, result)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlim(0, float(ts["t"].max()))  # bands issued near the end are about times after it
+        ax.set_ylabel("KV usage")
+        ax.set_title(f"{run.name}: {run.summary['oom_events']} OOM", loc="left", fontsize=10)
+        ax.legend(fontsize=7, ncol=4, loc="upper left", frameon=False)
+    axes[-1, 0].set_xlabel("seconds (dashed: surge starts; dotted red: the unprotected fleet crosses the trigger)")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def plot_traffic(result: DemoResult) -> str:
+    import matplotlib.pyplot as plt
+
+    run = result.arms.get("none") or next(iter(result.arms.values()))
+    ts = run.timeseries
+    by_t = ts.groupby("t")
+    offered = by_t["offered_rps"].first()
+    long_rps = (ts["rps"] * ts["long_share"].fillna(0)).groupby(ts["t"]).sum()
+    routed = by_t["rps"].sum()
+    share = (long_rps / routed.replace(0, np.nan)).rolling(6, min_periods=1).mean()
+    fig, ax = plt.subplots(figsize=(11, 2.6))
+    ax.plot(offered.index, offered.rolling(6, min_periods=1).mean(), color="#1f77b4", lw=1.1)
+    ax.set_yscale("symlog", linthresh=100)
+    ax.set_ylabel("offered req/s", color="#1f77b4")
+    ax2 = ax.twinx()
+    ax2.plot(share.index, share, color="#ff7f0e", lw=1.0)
+    ax2.set_ylim(0, 1)
+    ax2.set_ylabel("long-context share (routed)", color="#ff7f0e")
+    _mark_surge(ax, result)
+    ax.set_xlabel("seconds (30 s moving average)")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def plot_p99(result: DemoResult) -> str:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 3.0))
+    for name, run in result.arms.items():
+        p = run.p99
+        ax.plot(p["t"], p["p99_ms"] / 1000.0, color=ARM_COLOURS.get(name), lw=1.2, label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("urgent P99 (s)")
+    _mark_surge(ax, result)
+    ax.legend(fontsize=8, ncol=5, loc="upper left", frameon=False)
+    ax.set_xlabel("seconds (window end)")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _timeline_events(run) -> list[dict]:
+    """Actions and decisions; an action the control loop applied is shown once, as its decision (with a reason)."""
+    decided = {(e["t"], e["action"]) for e in run.events if e["event"] == "decision"}
+    return [
+        e
+        for e in run.events
+        if (e["event"] == "decision" or (e["event"] == "action" and (e["t"], e["action"]) not in decided))
+        and describe_event(e)
+    ]
+
+
+def plot_actions(result: DemoResult) -> str:
+    import matplotlib.pyplot as plt
+
+    names = list(result.arms)
+    fig, ax = plt.subplots(figsize=(11, 0.5 + 0.45 * len(names)))
+    kinds: dict[str, int] = {}
+    markers = "osD^v<>ph*"
+    for y, name in enumerate(names):
+        for e in _timeline_events(result.arms[name]):
+            kind = e.get("action", "action")
+            k = kinds.setdefault(str(kind), len(kinds))
+            face = "none" if e["event"] == "decision" and e.get("outcome") != "applied" else None
+            ax.plot(e["t"], y, markers[k % len(markers)], color=POOL_COLOURS[k % len(POOL_COLOURS)], ms=6,
+                    mfc=face)  # fmt: skip
+        for e in result.arms[name].events:
+            if e["event"] == "oom":
+                ax.plot(e["t"], y + 0.25, "x", color="#d62728", ms=4)
+    for kind, k in kinds.items():
+        ax.plot([], [], markers[k % len(markers)], color=POOL_COLOURS[k % len(POOL_COLOURS)], label=kind)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(-0.6, len(names) - 0.3)
+    _mark_surge(ax, result)
+    ax.set_xlim(0, max(float(r.timeseries["t"].max()) for r in result.arms.values()))
+    ax.legend(fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
+    ax.set_xlabel("seconds (filled: applied; hollow: refused, rolled back or advisory; red x: OOM)")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+# --- the page -----------------------------------------------------------------------------------------------------
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1150px;margin:24px auto;color:#222;
+padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px}td,th{padding:4px 9px;border-bottom:1px solid #eee;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f6f6f6}.muted{color:#666}.plot svg{width:100%;height:auto}
+.events td,.events th{text-align:left;font-size:12px}
+.lead{font-size:15px;background:#f3f8f1;padding:8px 12px;border-left:4px solid #2ca02c}
+"""
+
+
+def _headline(result: DemoResult) -> str:
+    arms = result.arms
+    parts = []
+    for name in ("none", "reactive", "predictive", "oracle"):
+        if name in arms:
+            s = arms[name].summary
+            parts.append(
+                f"<b>{name}</b>: {s['oom_events']} OOM, urgent P99 {_fmt(s['p99_latency_ms'])} ms, "
+                f"goodput {_fmt(s['goodput_rps'], 1)} req/s"
+            )
+    lead = arms.get("predictive")
+    lead_s = lead.summary.get("alert_lead_seconds") if lead else None
+    page = (
+        f" infercast's predictive page fired {_fmt(lead_s)} s before the unprotected fleet crossed "
+        f"{result.trigger:.2f}."
+        if lead_s is not None
+        else ""
+    )
+    return "; ".join(parts) + "." + page
+
+
+def render_html(result: DemoResult, meta: dict) -> str:
+    head, rows = table_rows(result.summary()["arms"])
+    table = "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+    table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>"
+    pages = "".join(
+        f"<li><b>{html.escape(n)}</b>: {html.escape(r.page_alert)} at "
+        f"{_fmt(r.page_seconds)} s</li>" if r.page_seconds is not None else
+        f"<li><b>{html.escape(n)}</b>: {html.escape(r.page_alert)} never fired</li>"
+        for n, r in result.arms.items()
+    )  # fmt: skip
+    events = []
+    for name, run in result.arms.items():
+        ev = _timeline_events(run)
+        for e in ev[:MAX_LISTED_EVENTS]:
+            events.append(f"<tr><td>{e['t']:.0f}</td><td>{html.escape(name)}</td>"
+                          f"<td>{html.escape(describe_event(e) or '')}</td></tr>")  # fmt: skip
+        if len(ev) > MAX_LISTED_EVENTS:
+            events.append(f"<tr><td></td><td>{name}</td><td class=muted>... {len(ev) - MAX_LISTED_EVENTS} more "
+                          "(summary.json's directory has them all in ARM/events.json)</td></tr>")  # fmt: skip
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>infercast demo: {html.escape(result.scenario)}</title>
+<style>{CSS}</style></head><body>
+<h1>infercast demo: the {html.escape(result.scenario)} avalanche, under every control</h1>
+<p class="muted">Scenario <code>{html.escape(result.scenario)}</code>, seed {result.seed}, the same arrivals for every
+arm; {html.escape(meta.get("command", ""))}; {when}; {html.escape(meta.get("version", ""))}.</p>
+<p class="lead">{_headline(result)}</p>
+<h2>Comparison</h2>
+{table}
+<p class="muted">Urgent P99 is measured from the surge start to the end of the load test; the figure in brackets is
+before the surge. Goodput counts requests served within their SLO. Alert lead: seconds between the arm's page and the
+moment the unprotected fleet (<code>none</code>) first had an instance over {result.trigger:.2f}
+({_fmt(result.avalanche_seconds)} s); negative is after it.</p>
+<ul>{pages}</ul>
+<h2>KV-cache usage per pool</h2>
+<div class="plot" id="plot-kv">{plot_kv(result)}</div>
+<h2>Traffic</h2>
+<div class="plot" id="plot-traffic">{plot_traffic(result)}</div>
+<h2>Urgent P99 latency</h2>
+<div class="plot" id="plot-p99">{plot_p99(result)}</div>
+<h2>What the controls did</h2>
+<div class="plot" id="plot-actions">{plot_actions(result)}</div>
+<table class="events"><tr><th>t (s)</th><th>arm</th><th>what and why</th></tr>{"".join(events)}</table>
+<h2>How to read this</h2>
+<p><b>none</b>: the fleet as the incident found it. <b>basic</b>: the gateway's token bucket alone. <b>reactive</b>: the
+seeds' own fixes with no foresight (per-request memory admission, a quota lane for the flash-sale customer, pools split
+by context length, a cold v3.5 standby, a failover headroom check, priority tiers, an HPA on current metrics).
+<b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and Prophet forecasts, the actuator's
+control loop with guardrails). <b>oracle</b>: the same control loop fed the true future, an estimate of what foresight
+alone can add. Details: docs/demo.md.</p>
+</body></html>
+"""
+
+
+def markdown_table(arms: dict[str, dict]) -> str:
+    head, rows = table_rows(arms)
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    lines += ["| `" + r[0] + "` | " + " | ".join(r[1:]) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+__all__ = ["PLOTS", "markdown_table", "render_html", "table_rows", "text_table"]

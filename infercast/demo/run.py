@@ -1,0 +1,267 @@
+"""Run every arm of the demo on the same arrivals and collect what the report and the table show.
+
+Each arm goes through the one driver (`actuators.driver.run_arm`): `predictive` is the whole pipeline (twin ->
+exporter -> in-memory store -> predictors -> control loop -> the twin's admin API), `oracle` the same control loop
+fed the true future (read from the `reactive` run, which the demo has already made).  A `Watched` observer reads the
+fleet after each tick for the progress bar and the narration; it never acts.
+
+Alert lead (`alert_lead_seconds`): how long before the avalanche each arm's page fires.  The avalanche is the moment
+the unprotected fleet (`none`, the same arrivals) first has an instance over the predictive trigger (0.75 KV usage):
+every arm faces the same surge, so one reference time makes the leads comparable.  The page is what that arm's
+operator gets: with no forecaster (`none`, `basic`, `reactive`), the threshold alert `InfercastKVCacheUsageHigh` as
+`alertrules` writes it (the fullest instance's median over the last `for_kv_usage` above the memory breaker);
+`predictive` gets infercast's `InfercastKVCacheForecastBreach` (the published upper band over the trigger for the
+rule's `for:`, `predictors.alarm`); `oracle` pages when the true future crosses within the horizon.  Negative means
+the page came after the avalanche started; None, that the arm was never paged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from infercast.config import FleetConfig
+
+FORECAST_METRIC = "infercast_forecast_kv_cache_usage_ratio"
+P99_WINDOW_SECONDS = 30.0
+#: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
+SUMMARY_KEYS = (
+    "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds", "memory_efficiency",
+    "alert_lead_seconds", "recovered", "offered", "served", "rejected", "failed", "in_flight", "actions",
+    "first_oom_seconds", "wall_seconds",
+)  # fmt: skip
+
+
+@dataclass
+class ArmRun:
+    """One arm's run: its summary (SUMMARY_KEYS), its pools' samples, its events and what the report plots."""
+
+    name: str
+    summary: dict
+    timeseries: pd.DataFrame  # per pool and sample: kv_usage (mean), kv_usage_max, rps, long_share, ...
+    events: list[dict]  # oom, killed, degradation, action (applied to the fleet), decision (the control loop's)
+    p99: pd.DataFrame  # urgent P99 per window: t (window end), p99_ms
+    forecasts: pd.DataFrame  # predictive only: t, pool, version, aggregate, yhat, yhat_lower, yhat_upper
+    page_seconds: float | None = None
+    page_alert: str = ""
+
+
+@dataclass
+class DemoResult:
+    scenario: str
+    seed: int
+    arms: dict[str, ArmRun] = field(default_factory=dict)
+    avalanche_seconds: float | None = None  # the reference time of the alert leads (see the module docstring)
+    surge_start_seconds: float | None = None
+    trigger: float = 0.75
+    horizon_seconds: float = 300.0
+
+    def summary(self) -> dict:
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "avalanche_seconds": self.avalanche_seconds,
+            "surge_start_seconds": self.surge_start_seconds,
+            "arms": {name: {k: run.summary.get(k) for k in SUMMARY_KEYS} for name, run in self.arms.items()},
+        }
+
+
+# --- what happened, in plain words --------------------------------------------------------------------------------
+_NOT_FIELDS = {"t", "event", "outcome", "action", "intent", "reason", "detail"}
+
+
+def _what(e: dict) -> str:
+    fields = ", ".join(f"{k}={v}" for k, v in e.items() if k not in _NOT_FIELDS and v is not None)
+    return f"{e.get('action', 'action')} {fields}".strip()
+
+
+def describe_event(e: dict) -> str | None:
+    """One line for the narration and the report's timeline (None: not worth a line)."""
+    if e["event"] == "decision":
+        if e["outcome"] not in ("applied", "rolled_back", "failed", "refused"):
+            return None
+        why = e.get("reason") or ""
+        return f"{e['outcome']}: {_what(e)}" + (f" ({why})" if why else "")
+    if e["event"] == "action":
+        return _what(e)
+    if e["event"] == "oom":
+        return f"OOM on {e['node']} ({e['pool']}) at memory {e['memory_usage']:.2f}"
+    if e["event"] == "killed":
+        return f"node {e['node']} ({e['pool']}) killed (injected fault)"
+    if e["event"] == "degradation":
+        return f"failover {e['from_pool']} -> {e['to_pool']} ({e['reason']}, {e['requests']} requests)"
+    return None
+
+
+class Narrator:
+    """Reads the fleet after each tick: advances the arm's progress and reports its new actions and OOMs."""
+
+    def __init__(self, arm: str, until: float, progress: Callable[[str, float, list[str]], None]) -> None:
+        self.arm, self.until, self.progress = arm, until, progress
+        self.fleet = None
+        self.seen_actions = 0
+        self.seen_decisions = 0
+        self.seen_ooms = 0
+
+    def __call__(self, fleet, arm) -> None:
+        self.fleet = fleet
+        lines = []
+        loop = getattr(arm, "loop", None)
+        decided = loop.log[self.seen_decisions :] if loop is not None else []
+        self.seen_decisions += len(decided)
+        # what the control loop applied is said once, with its reason; the rest (the HPA's) as the fleet saw it
+        by_loop = {(e["t"], e["action"]) for e in decided if e["outcome"] in ("applied", "rolled_back")}
+        for t, a in fleet.actions[self.seen_actions :]:
+            if (t, getattr(a, "kind", "")) not in by_loop:
+                lines.append(f"t={t:5.0f}s {a.describe() if hasattr(a, 'describe') else a}")
+        self.seen_actions = len(fleet.actions)
+        for e in decided:
+            if e["outcome"] in ("applied", "rolled_back", "failed"):
+                lines.append(f"t={e['t']:5.0f}s {describe_event(e)}")
+        ooms = sum(n.oom_events for n in fleet.nodes)
+        if ooms > self.seen_ooms:
+            lines.append(f"t={fleet.now:5.0f}s {ooms - self.seen_ooms} OOM (total {ooms})")
+            self.seen_ooms = ooms
+        self.progress(self.arm, min(1.0, fleet.now / self.until), lines)
+
+
+def urgent_p99(fleet, until: float, window: float = P99_WINDOW_SECONDS) -> pd.DataFrame:
+    """Urgent P99 latency per `window` seconds of first sends (NaN where nothing urgent finished)."""
+    ends = np.arange(window, until + 1e-9, window)
+    p99 = [fleet.book.quantile(0.99, 0, t - window, t) * 1000.0 for t in ends]
+    return pd.DataFrame({"t": ends, "p99_ms": p99})
+
+
+def published_kv_forecasts(arm) -> pd.DataFrame:
+    """The KV forecasts the predictive pipeline published (at the horizon), one row per time, pool and aggregate."""
+    rows: dict[tuple, dict] = {}
+    for t, s in getattr(getattr(arm, "pipeline", None), "forecasts", ()):
+        if s.name != FORECAST_METRIC:
+            continue
+        lab = s.label_dict
+        key = (t, lab["pool"], lab["version"], lab.get("aggregate", "mean"), lab.get("model", ""))
+        rows.setdefault(key, {})[lab["ml_forecast"]] = s.value
+    out = [
+        {"t": t, "pool": p, "version": v, "aggregate": a, "model": m, **vals}
+        for (t, p, v, a, m), vals in sorted(rows.items())
+    ]
+    cols = ["t", "pool", "version", "aggregate", "model", "yhat", "yhat_lower", "yhat_upper"]
+    return pd.DataFrame(out, columns=cols)
+
+
+# --- pages --------------------------------------------------------------------------------------------------------
+def first_crossing(ts: pd.DataFrame, level: float, after: float = 0.0) -> float | None:
+    """First sample time at which some pool's fullest instance is at or over `level`."""
+    hit = ts[(ts["t"] >= after) & (ts["kv_usage_max"] >= level)]
+    return float(hit["t"].min()) if len(hit) else None
+
+
+def threshold_page(ts: pd.DataFrame, breaker: float, window_s: float) -> float | None:
+    """When `InfercastKVCacheUsageHigh` first fires: some pool's fullest instance has a median over the last
+    `window_s` above the memory breaker (the rule's `quantile_over_time(0.5, ...[window]) > breaker`)."""
+    first = None
+    for _, g in ts.sort_values("t").groupby("pool"):
+        s = pd.Series(g["kv_usage_max"].to_numpy(), index=pd.to_timedelta(g["t"].to_numpy(), unit="s"))
+        med = s.rolling(f"{window_s:g}s").median()
+        fired = med.index[(med > breaker).to_numpy()]
+        if len(fired):
+            t = fired[0].total_seconds()
+            first = t if first is None else min(first, t)
+    return first
+
+
+def forecast_page(fc: pd.DataFrame, policy) -> float | None:
+    """When `InfercastKVCacheForecastBreach` first fires on the published upper bands (the max aggregate, the most
+    pessimistic model, per pool), with the rule's persistence."""
+    if fc.empty:
+        return None
+    first = None
+    worst = fc[fc["aggregate"] == "max"].groupby(["pool", "t"])["yhat_upper"].max().reset_index()
+    for _, g in worst.groupby("pool"):
+        g = g.sort_values("t")
+        firing = policy.run(g["yhat_upper"].to_numpy())
+        if firing.any():
+            t = float(g["t"].to_numpy()[int(np.argmax(firing))])
+            first = t if first is None else min(first, t)
+    return first
+
+
+# --- running ------------------------------------------------------------------------------------------------------
+def run_demo(
+    cfg: FleetConfig,
+    arms: Sequence[str],
+    seed: int,
+    scenario: str,
+    progress: Callable[[str, float, list[str]], None] = lambda arm, frac, lines: None,
+    trace=None,
+) -> DemoResult:
+    from actuators.driver import run_arm
+    from actuators.inputs import reference_series
+    from alertrules.settings import AlertSettings
+    from predictors.deployed import alarm_policy
+
+    until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
+    step = 15.0 if trace is not None else 5.0
+    out = DemoResult(scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger)
+    out.horizon_seconds = cfg.predictor.horizon_seconds
+    reference = None
+    # the oracle reads the future from the reactive run: it goes last (without `reactive`, run_arm makes one)
+    order = [a for a in arms if a != "oracle"] + [a for a in arms if a == "oracle"]
+    for name in order:
+        if name == "oracle" and reference is None:
+            reactive = out.arms.get("reactive")
+            if reactive is not None:
+                reference = reference_series(reactive.timeseries)
+        narrator = Narrator(name, until, progress)
+        holder: dict = {}
+
+        def watch(fleet, arm, narrator=narrator, holder=holder) -> None:
+            holder["arm"] = arm
+            narrator(fleet, arm)
+
+        t0 = time.perf_counter()
+        res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch)
+        wall = time.perf_counter() - t0
+        fleet = narrator.fleet
+        s = dict(res.summary)
+        s["actions"] = sum(1 for e in res.events if e["event"] == "action")
+        s["wall_seconds"] = round(wall, 1)
+        out.arms[name] = ArmRun(
+            name=name,
+            summary=s,
+            timeseries=res.timeseries,
+            events=res.events,
+            p99=urgent_p99(fleet, until) if fleet is not None else pd.DataFrame(columns=["t", "p99_ms"]),
+            forecasts=published_kv_forecasts(holder.get("arm")),
+        )
+        out.surge_start_seconds = s.get("surge_start_seconds")
+        progress(name, 1.0, [])
+    out.arms = {a: out.arms[a] for a in arms}  # back in the order asked
+    _alert_leads(out, cfg, AlertSettings(), alarm_policy(cfg.thresholds, 15.0))
+    return out
+
+
+def _alert_leads(out: DemoResult, cfg: FleetConfig, rules, policy) -> None:
+    ref = out.arms.get("none") or next(iter(out.arms.values()))
+    out.avalanche_seconds = first_crossing(ref.timeseries, out.trigger)
+    for name, run in out.arms.items():
+        if name == "predictive":
+            run.page_seconds, run.page_alert = forecast_page(run.forecasts, policy), "InfercastKVCacheForecastBreach"
+        elif name == "oracle":
+            # the true future crosses within the horizon from (avalanche - horizon) on
+            page = None if out.avalanche_seconds is None else max(0.0, out.avalanche_seconds - out.horizon_seconds)
+            run.page_seconds, run.page_alert = page, "the true future (no alert rule)"
+        else:
+            page = threshold_page(run.timeseries, cfg.thresholds.memory_breaker, float(rules.for_kv_usage))
+            run.page_seconds, run.page_alert = page, "InfercastKVCacheUsageHigh"
+        lead = None
+        if run.page_seconds is not None and out.avalanche_seconds is not None:
+            lead = round(out.avalanche_seconds - run.page_seconds, 1)
+        run.summary["alert_lead_seconds"] = lead
+
+
+__all__ = ["SUMMARY_KEYS", "ArmRun", "DemoResult", "describe_event", "run_demo"]
