@@ -148,8 +148,20 @@ def _arms_table(result: dict, scenario: str) -> str:
     return "\n".join(lines)
 
 
+def _gain_line(result: dict, scenario: str) -> str:
+    """predictive / reactive goodput beside seed 004's ideal / dynamic-breaker ratio (400 / 315)."""
+    arms = result["arms"][scenario]
+    if not {"reactive", "predictive"} <= set(arms):
+        return ""
+    ratio = arms["predictive"]["goodput_rps"] / arms["reactive"]["goodput_rps"]
+    line = f"\n\n`predictive` / `reactive` goodput: {ratio:.2f} (seed 004's ideal / dynamic breakers: 400 / 315 = 1.27)"
+    if "oracle" in arms:
+        line += f"; `oracle` / `reactive`: {arms['oracle']['goodput_rps'] / arms['reactive']['goodput_rps']:.2f}"
+    return line + "."
+
+
 def table_flash_sale(result: dict) -> str:
-    return _arms_table(result, "flash-sale")
+    return _arms_table(result, "flash-sale") + _gain_line(result, "flash-sale")
 
 
 def table_seed004(result: dict) -> str:
@@ -169,7 +181,7 @@ def table_seed004(result: dict) -> str:
             f"({_n(s['p99_ms'])}) | {_n(r['memory_efficiency'], 2)} ({_n(s['efficiency'], 2)}) | "
             f"{_recovery(r)} ({s['recovery']}) | {r['oom_events']} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + _gain_line(result, "seed004-bench")
 
 
 def table_speed(result: dict) -> str:
