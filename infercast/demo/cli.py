@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
     p.add_argument("--out", default="runs/demo", help="directory for report.html, summary.json and the series")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="arms run at once, in processes (default: 2, or 1 on a one-core machine)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bars (lines only)")
 
 
@@ -45,8 +48,11 @@ class Progress:
             self.tqdm = tqdm
         self.arms = arms
         self.started: dict[str, float] = {}
+        self.finished: set[str] = set()
 
     def __call__(self, arm: str, frac: float, lines: list[str]) -> None:
+        if arm in self.finished:
+            return
         if arm not in self.started:
             self.started[arm] = time.perf_counter()
             if self.tqdm is not None:
@@ -60,6 +66,8 @@ class Progress:
                 self.tqdm.write(msg, file=self.stream)
             else:
                 print(msg, file=self.stream, flush=True)
+        if frac >= 1.0:
+            self.finished.add(arm)
         bar = self.bars.get(arm)
         if bar is not None:
             bar.update(round(frac * 100) - bar.n)
@@ -112,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
     started = time.perf_counter()
     try:
-        result = run_demo(cfg, arms, seed, name, Progress(arms, not args.no_progress), trace=trace)
+        result = run_demo(cfg, arms, seed, name, Progress(arms, not args.no_progress), trace=trace, jobs=args.jobs)
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise

@@ -191,6 +191,49 @@ def forecast_page(fc: pd.DataFrame, policy) -> float | None:
 
 
 # --- running ------------------------------------------------------------------------------------------------------
+def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | None, progress) -> ArmRun:
+    """One arm through the one driver, watched by a `Narrator` that reports to `progress(arm, fraction, lines)`."""
+    from actuators.driver import run_arm
+
+    until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
+    step = 15.0 if trace is not None else 5.0
+    narrator = Narrator(name, until, progress)
+    holder: dict = {}
+
+    def watch(fleet, arm) -> None:
+        holder["arm"] = arm
+        narrator(fleet, arm)
+
+    t0 = time.perf_counter()
+    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch)
+    s = dict(res.summary)
+    s["actions"] = sum(1 for e in res.events if e["event"] == "action")
+    s["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    fleet = narrator.fleet
+    return ArmRun(
+        name=name,
+        summary=s,
+        timeseries=res.timeseries,
+        events=res.events,
+        p99=urgent_p99(fleet, until) if fleet is not None else pd.DataFrame(columns=["t", "p99_ms"]),
+        forecasts=published_kv_forecasts(holder.get("arm")),
+    )
+
+
+class _QueueProgress:
+    """`progress` for a worker process: the messages go to the parent through a queue (a picklable callable)."""
+
+    def __init__(self, queue) -> None:
+        self.queue = queue
+
+    def __call__(self, arm: str, frac: float, lines: list[str]) -> None:
+        self.queue.put((arm, frac, lines))
+
+
+def _run_in_worker(cfg, name, seed, trace, reference, queue) -> ArmRun:
+    return run_one(cfg, name, seed, trace, reference, _QueueProgress(queue))
+
+
 def run_demo(
     cfg: FleetConfig,
     arms: Sequence[str],
@@ -198,51 +241,70 @@ def run_demo(
     scenario: str,
     progress: Callable[[str, float, list[str]], None] = lambda arm, frac, lines: None,
     trace=None,
+    jobs: int = 1,
 ) -> DemoResult:
-    from actuators.driver import run_arm
+    """Every arm on the same arrivals, `jobs` at a time (processes; the arms share nothing, so the results are the
+    same for any `jobs`).  The oracle reads the future from the `reactive` run, so it starts once that is done."""
     from actuators.inputs import reference_series
     from alertrules.settings import AlertSettings
     from predictors.deployed import alarm_policy
 
-    until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
-    step = 15.0 if trace is not None else 5.0
     out = DemoResult(scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger)
     out.horizon_seconds = cfg.predictor.horizon_seconds
-    reference = None
-    # the oracle reads the future from the reactive run: it goes last (without `reactive`, run_arm makes one)
-    order = [a for a in arms if a != "oracle"] + [a for a in arms if a == "oracle"]
-    for name in order:
-        if name == "oracle" and reference is None:
-            reactive = out.arms.get("reactive")
-            if reactive is not None:
-                reference = reference_series(reactive.timeseries)
-        narrator = Narrator(name, until, progress)
-        holder: dict = {}
+    runs: dict[str, ArmRun] = {}
 
-        def watch(fleet, arm, narrator=narrator, holder=holder) -> None:
-            holder["arm"] = arm
-            narrator(fleet, arm)
+    def reference() -> dict | None:  # without `reactive` among the arms, run_arm makes its own reference run
+        return reference_series(runs["reactive"].timeseries) if "reactive" in runs else None
 
-        t0 = time.perf_counter()
-        res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch)
-        wall = time.perf_counter() - t0
-        fleet = narrator.fleet
-        s = dict(res.summary)
-        s["actions"] = sum(1 for e in res.events if e["event"] == "action")
-        s["wall_seconds"] = round(wall, 1)
-        out.arms[name] = ArmRun(
-            name=name,
-            summary=s,
-            timeseries=res.timeseries,
-            events=res.events,
-            p99=urgent_p99(fleet, until) if fleet is not None else pd.DataFrame(columns=["t", "p99_ms"]),
-            forecasts=published_kv_forecasts(holder.get("arm")),
-        )
-        out.surge_start_seconds = s.get("surge_start_seconds")
-        progress(name, 1.0, [])
-    out.arms = {a: out.arms[a] for a in arms}  # back in the order asked
-    _alert_leads(out, cfg, AlertSettings(), alarm_policy(cfg.thresholds, 15.0))
+    first = [a for a in arms if a != "oracle"]
+    if jobs <= 1:
+        for name in [*first, *(["oracle"] if "oracle" in arms else [])]:
+            runs[name] = run_one(cfg, name, seed, trace, reference() if name == "oracle" else None, progress)
+            progress(name, 1.0, [])
+    else:
+        _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference)
+    out.arms = {a: runs[a] for a in arms}  # in the order asked
+    out.surge_start_seconds = next(iter(runs.values())).summary.get("surge_start_seconds")
+    _alert_leads(out, cfg, AlertSettings(thresholds=cfg.thresholds), alarm_policy(cfg.thresholds, 15.0))
     return out
+
+
+def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference) -> None:
+    import multiprocessing as mp
+    import queue as queue_mod
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = mp.get_context("spawn")  # no fork of a process that may hold torch's or BLAS's threads
+    with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        q = manager.Queue()
+        # the slow arms first, so the oracle (which waits for reactive) is not left alone at the end
+        order = sorted(first, key=lambda a: a not in ("reactive", "predictive"))
+        pending = {pool.submit(_run_in_worker, cfg, a, seed, trace, None, q): a for a in order}
+        oracle_due = "oracle" in arms
+        if oracle_due and "reactive" not in first:
+            pending[pool.submit(_run_in_worker, cfg, "oracle", seed, trace, None, q)] = "oracle"
+            oracle_due = False
+        while pending:
+            done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(q, progress, queue_mod.Empty)
+            for f in done:
+                name = pending.pop(f)
+                runs[name] = f.result()
+                progress(name, 1.0, [])
+                if name == "reactive" and oracle_due:
+                    pending[pool.submit(_run_in_worker, cfg, "oracle", seed, trace, reference(), q)] = "oracle"
+                    oracle_due = False
+        _drain(q, progress, queue_mod.Empty)
+
+
+def _drain(q, progress, empty) -> None:
+    while True:
+        try:
+            arm, frac, lines = q.get_nowait()
+        except empty:
+            return
+        if frac < 1.0 or lines:
+            progress(arm, min(frac, 0.99), lines)
 
 
 def _alert_leads(out: DemoResult, cfg: FleetConfig, rules, policy) -> None:

@@ -378,7 +378,7 @@ class Router:
         return self.pool_replicas(pool)
 
     def _finish_draining(self) -> None:
-        for name in list(self.draining):
+        for name in sorted(self.draining):  # sorted: a set of names iterates in a per-process hash order
             n = next(x for x in self.nodes if x.name == name)
             if n.load == 0 or not n.up:
                 self.draining.discard(name)
