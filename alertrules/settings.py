@@ -42,8 +42,8 @@ class AlertSettings:
     frozen_quiet_seconds: int = 600
 
     # --- for: durations (seconds) -------------------------------------------------------------------------
-    #: two consecutive evaluations at the default 15 s interval: debounce one noisy forecast, keep the lead time
-    for_forecast_breach: int = 15
+    #: the fleet file's `thresholds.kv_forecast_for_seconds` (chosen on unscored twin runs, docs/predictors.md)
+    for_forecast_breach: int = int(Thresholds().kv_forecast_for_seconds)
     #: InfercastKVCacheUsageHigh: the window whose median must be above the breaker (no `for:`, see rules.py)
     for_kv_usage: int = 60
     for_fragmentation_warning: int = 120

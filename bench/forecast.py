@@ -58,6 +58,8 @@ GOALS = {
     "origin_precision": 0.8,
     "median_lead_seconds": 120.0,
     "prophet_vs_naive": 0.85,
+    "false_alarms_per_hour": 1.0,
+    "traffic_vs_best": 0.85,
 }
 
 
@@ -206,8 +208,10 @@ def servegen_section(root: Path) -> dict:
         out[good] = r[idx[good]]
         return out
 
+    from predictors.anchored import AnchoredProphet
+
     origins = np.arange(day, 9 * day, 6 * 3600.0)
-    forecasts = {}
+    forecasts, anchored = {}, {}
     fit_s = []
     for o in origins:
         past = hist.upto(o - step)  # windows that started before the origin (their 600 s are complete)
@@ -219,6 +223,11 @@ def servegen_section(root: Path) -> dict:
         grid = o + step * np.arange(0, 36)  # the next 6 h of windows, starting at the origin
         pred = m.predict_at(grid).yhat
         forecasts[o] = dict(zip(grid.tolist(), pred.tolist(), strict=True))
+        # the service's traffic model on the same fit: Prophet's shape, anchored to the last window's level
+        a = AnchoredProphet(prophet=m)
+        a.fit([past])
+        fa = a.forecast(past, grid[-1] - past.t[-1])
+        anchored[o] = dict(zip(fa.t.tolist(), fa.yhat.tolist(), strict=True))
     rows = []
     for d in range(1, 9):
         hours = d * day + 3600.0 * np.arange(24)
@@ -233,6 +242,7 @@ def servegen_section(root: Path) -> dict:
         wins = h0 + step * np.arange(6)
         o = max(x for x in origins if x <= h0)
         prophet = float(np.mean([forecasts[o][w] for w in wins]))
+        prophet_anchored = float(np.mean([anchored[o].get(w, np.nan) for w in wins]))
         sn_day = float(np.nanmean(value_at(wins - day)))
         sn_week = float(np.nanmean(value_at(wins - 7 * day))) if h0 - 7 * day >= 0 else None
         rows.append(
@@ -241,6 +251,7 @@ def servegen_section(root: Path) -> dict:
                 "peak_hour": int((h0 % day) // 3600),
                 "actual": actual,
                 "prophet": prophet,
+                "prophet_anchored": prophet_anchored,
                 "hours_ahead": float((h0 - o) / 3600),
                 "seasonal_naive_day": sn_day,
                 "seasonal_naive_week": sn_week,
@@ -255,6 +266,7 @@ def servegen_section(root: Path) -> dict:
     res = {
         "days": rows,
         "mape_prophet": ape("prophet"),
+        "mape_prophet_anchored": ape("prophet_anchored"),
         "mape_seasonal_naive_day": ape("seasonal_naive_day"),
         "mape_seasonal_naive_week": ape("seasonal_naive_week"),
         "mape_prophet_on_week_days": float(np.mean([abs(x["prophet"] - x["actual"]) / x["actual"] for x in week_days]))
@@ -264,8 +276,54 @@ def servegen_section(root: Path) -> dict:
         "missing_windows": int((~ok).sum()),
     }
     res["ratio_vs_day"] = _ratio(res["mape_prophet"], res["mape_seasonal_naive_day"])
+    res["anchored_ratio_vs_day"] = _ratio(res["mape_prophet_anchored"], res["mape_seasonal_naive_day"])
     res["ratio_vs_week"] = _ratio(res["mape_prophet_on_week_days"], res["mape_seasonal_naive_week"])
     print(TABLES["servegen"](res) + "\n", flush=True)
+    return res
+
+
+TRAFFIC_BASELINES = ("last_value", "seasonal_naive_day", "predict_linear", "holt_winters", "kalman")
+
+
+def traffic_section(root: Path) -> dict:
+    """Traffic at the service's horizon over all windows: ServeGen `language/m-large` (days 0-8, 600 s windows), one
+    window ahead from every window from day 1 on, refits every 6 h; the baselines (seasonal naive: same window
+    yesterday), Prophet, and the service's model (Prophet anchored, its band calibrated online)."""
+    import numpy as np
+
+    from infercast.config import PredictorConfig
+    from infercast.traces import servegen_rates
+    from predictors import registry
+    from predictors.backtest import run_backtest, score_runs
+    from predictors.base import History
+    from predictors.deployed import service_forecaster
+    from predictors.naive import SeasonalNaive
+
+    day = 86400.0
+    t, r = servegen_rates(root / "servegen" / "data" / "language" / "m-large", 0.0, 9 * day)
+    ok = np.isfinite(r)
+    h = History(t[ok], r[ok], {}, "servegen/language/m-large")
+    models = [registry.make(n, "rps") for n in ("last_value", "predict_linear", "holt_winters", "kalman")]
+    models += [SeasonalNaive(day), registry.make("prophet", "rps"), registry.make("prophet_anchored", "rps")]
+    service = service_forecaster("rps", PredictorConfig(horizon_seconds=600.0, step_seconds=600.0))
+    models.append(service)
+    t0 = time.perf_counter()
+    runs = run_backtest(h, models, 600.0, warmup_s=day, refit_every_s=6 * 3600.0)
+    scores = score_runs(h, runs, 600.0)
+    best = min(TRAFFIC_BASELINES, key=lambda n: scores[n]["mae"] if scores[n].get("mae") is not None else 1e18)
+    res = {
+        "trace": "servegen/data/language/m-large",
+        "window": "days 0-8 (the development slice), 600 s windows",
+        "horizon_s": 600.0,
+        "service_model": service.name,
+        "models": scores,
+        "best_baseline": best,
+        "ratio_service_vs_best": _ratio(scores[service.name]["mae"], scores[best]["mae"]),
+        "ratio_prophet_vs_best": _ratio(scores["prophet"]["mae"], scores[best]["mae"]),
+        "ratio_prophet_vs_last_value": _ratio(scores["prophet"]["mae"], scores["last_value"]["mae"]),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
+    print(TABLES["traffic"](res) + "\n", flush=True)
     return res
 
 
@@ -403,7 +461,11 @@ def _breach_cells(s: dict) -> list[str]:
 def _readme_rows(res: dict) -> list[tuple[str, dict]]:
     m = res["models"]
     best = res["goal"]["best_classical"]
-    rows = [(n, m[n]) for n in ("lstm", "predict_linear") if n in m]
+    svc = res.get("service_model")
+    rows = []
+    if svc in m and m[svc].get("alarm"):  # the service's pipeline, its breach cells those of the alert as deployed
+        rows.append((f"{svc} (service, alert as deployed)", {**m[svc], "breach": m[svc]["alarm"]}))
+    rows += [(n, m[n]) for n in ("lstm", "predict_linear") if n in m]
     if best and best != "predict_linear":
         rows.append((f"{best} (best classical)", m[best]))
     elif best:
@@ -553,20 +615,73 @@ def render_servegen(sg: dict) -> str:
     """Prophet's peak-hour forecasts on ServeGen (takes the whole result or its `servegen_prophet` part)."""
     sg = sg.get("servegen_prophet", sg)
     out = [
-        "| day | peak hour | hours ahead | actual req/s | Prophet | same hour yesterday | same hour last week |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| day | peak hour | hours ahead | actual req/s | Prophet | Prophet anchored | same hour yesterday | "
+        "same hour last week |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for x in sg["days"]:
         out.append(
             f"| {x['day']} | {x['peak_hour']} | {x['hours_ahead']:.0f} | {x['actual']:.1f} | {x['prophet']:.1f} | "
-            f"{x['seasonal_naive_day']:.1f} | {_m(x['seasonal_naive_week'], 1)} |"
+            f"{_m(x.get('prophet_anchored'), 1)} | {x['seasonal_naive_day']:.1f} | {_m(x['seasonal_naive_week'], 1)} |"
         )
     out.append(
         f"\nPeak-hour MAPE: Prophet **{_m(sg['mape_prophet'])}**, seasonal naive (yesterday) "
-        f"**{_m(sg['mape_seasonal_naive_day'])}**: ratio **{_m(sg['ratio_vs_day'])}**.  On the days with a week "
+        f"**{_m(sg['mape_seasonal_naive_day'])}**: ratio **{_m(sg['ratio_vs_day'])}**; Prophet anchored "
+        f"**{_m(sg.get('mape_prophet_anchored'))}**: ratio **{_m(sg.get('anchored_ratio_vs_day'))}**.  On the days "
+        "with a week "
         f"of history: Prophet {_m(sg['mape_prophet_on_week_days'])}, last week "
         f"{_m(sg['mape_seasonal_naive_week'])}: ratio {_m(sg['ratio_vs_week'])}."
     )
+    return "\n".join(out)
+
+
+def render_traffic(tr: dict) -> str:
+    """Traffic one window (600 s) ahead over every window of ServeGen m-large (takes the result or its part)."""
+    tr = tr.get("traffic", tr)
+    out = ["| model | mae (req/s) | x best baseline | coverage (0.80) | pinball |", "|---|---:|---:|---:|---:|"]
+    best = tr["models"][tr["best_baseline"]]["mae"]
+    for name, s in tr["models"].items():
+        label = name + (" (service)" if name == tr["service_model"] else "")
+        label += " (best baseline)" if name == tr["best_baseline"] else ""
+        out.append(
+            f"| {label} | {_m(s.get('mae'), 2)} | {_m(_ratio(s.get('mae'), best), 2)} | {_m(s.get('coverage'), 2)} "
+            f"| {_m(s.get('pinball'), 2)} |"
+        )
+    out.append(
+        f"\nThe service's traffic model (`{tr['service_model']}`) has **{_m(tr['ratio_service_vs_best'], 2)}x** the "
+        f"mean error of the best baseline (`{tr['best_baseline']}`); Prophet alone "
+        f"{_m(tr['ratio_prophet_vs_best'], 2)}x ({_m(tr['ratio_prophet_vs_last_value'], 2)}x the last value's)."
+    )
+    return "\n".join(out)
+
+
+def render_alarm(result: dict) -> str:
+    """The predictive alert as deployed (the service's model, for: and hysteresis) per KV series, beside the raw
+    crossing of the same band and predict_linear through the same alarm logic."""
+    out = [
+        "| series | model | alarm | crossings paged | median lead | false alarms/h | origin precision / recall |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for name, res in result["kv"].items():
+        m = res["models"]
+        svc = res.get("service_model")
+        first = LABELS.get(name, name)
+        for i, (model, key, label) in enumerate(
+            [(svc, "alarm", "as deployed"), (svc, "breach", "raw crossing"), ("predict_linear", "alarm", "as deployed")]
+        ):
+            b = (m.get(model) or {}).get(key) or {}
+            lead = b.get("median_lead_seconds")
+            out.append(
+                f"| {first if i == 0 else ''} | {model} | {label} | {b.get('detected', 0)}/{b.get('breaches', 0)} | "
+                f"{'-' if lead is None else f'{lead:.0f} s'} | {_m(b.get('false_alarms_per_hour'), 1)} | "
+                f"{_m(b.get('origin_precision'), 2)} / {_m(b.get('origin_recall'), 2)} |"
+            )
+    pol = next((r["models"][r["service_model"]]["alarm"].get("policy") for r in result["kv"].values()), None)
+    if pol:
+        out.append(
+            f"\nAs deployed: fires after {pol['persistence']} consecutive forecasts over 0.75 "
+            f"(`for: {15 * (pol['persistence'] - 1)}s`), holds until the band is under {0.75 - pol['hysteresis']:.2f}."
+        )
     return "\n".join(out)
 
 
@@ -592,6 +707,71 @@ def render_goals(result: dict) -> str:
     kv = result["kv"]
     lstm = {n: r for n, r in kv.items() if "lstm" in r["models"]}
     rows = []
+    # The predictive alert as deployed (issue 10): the service's model through for: and hysteresis.
+    dep = {n: r["models"][r["service_model"]] for n, r in kv.items() if r.get("service_model") in r["models"]}
+    if dep:
+        al = {n: s.get("alarm") or {} for n, s in dep.items()}
+        rows.append(
+            (
+                f"as deployed: false-alarm episodes <= {GOALS['false_alarms_per_hour']:g}/h",
+                ", ".join(f"{n} {_m(a.get('false_alarms_per_hour'), 1)}" for n, a in al.items()),
+                _status([(a.get("false_alarms_per_hour") or 0) <= GOALS["false_alarms_per_hour"] for a in al.values()]),
+            )
+        )
+        rows.append(
+            (
+                f"as deployed: crossings paged >= {GOALS['event_recall']}, median lead >= "
+                f"{GOALS['median_lead_seconds']:.0f} s",
+                "; ".join(
+                    f"{n} {a.get('detected', 0)}/{a.get('breaches', 0)}, {_m(a.get('median_lead_seconds'), 0)} s"
+                    for n, a in al.items()
+                ),
+                _status(
+                    [
+                        (a.get("event_recall") or 0) >= GOALS["event_recall"]
+                        and (a.get("median_lead_seconds") or 0) >= GOALS["median_lead_seconds"]
+                        for a in al.values()
+                    ]
+                ),
+            )
+        )
+        cov = {n: (s.get("coverage"), s.get("coverage_nominal")) for n, s in dep.items()}
+        rows.append(
+            (
+                f"as deployed: band coverage within {GOALS['coverage_tolerance']} of 0.80 (online calibration)",
+                ", ".join(f"{n} {c - nom:+.3f}" for n, (c, nom) in cov.items() if c is not None),
+                _status([c is not None and abs(c - nom) <= GOALS["coverage_tolerance"] for c, nom in cov.values()]),
+            )
+        )
+    if "traffic" in result:
+        tr = result["traffic"]
+        rows.append(
+            (
+                f"traffic one window ahead: mean error <= {GOALS['traffic_vs_best']} x the best baseline (ServeGen "
+                "m-large, every window)",
+                f"{tr['service_model']} {_m(tr['ratio_service_vs_best'])} x {tr['best_baseline']}",
+                _status([(tr["ratio_service_vs_best"] or 9) <= GOALS["traffic_vs_best"]]),
+            )
+        )
+    if "servegen_prophet" in result and result["servegen_prophet"].get("anchored_ratio_vs_day") is not None:
+        sg = result["servegen_prophet"]
+        rows.append(
+            (
+                f"traffic peak hour: error <= {GOALS['prophet_vs_naive']} x the same hour yesterday (anchored)",
+                f"MAPE {_m(sg['mape_prophet_anchored'])} vs {_m(sg['mape_seasonal_naive_day'])}: ratio "
+                f"{_m(sg['anchored_ratio_vs_day'])}",
+                _status([sg["anchored_ratio_vs_day"] <= GOALS["prophet_vs_naive"]]),
+            )
+        )
+    if "rps" in result and "flash-sale" in result["rps"]:
+        fm = result["rps"]["flash-sale"]["models"]
+        rows.append(
+            (
+                "after the flash sale's 12,000 req/s, no runaway traffic forecast",
+                ", ".join(f"{k} max {_m(fm[k].get('max_yhat'), 0)} req/s" for k in fm if fm[k].get("max_yhat")),
+                "",
+            )
+        )
 
     bursty = [n for n in BURSTY if n in lstm]
     vals = {n: lstm[n]["goal"]["lstm_vs_predict_linear"] for n in bursty}
@@ -781,6 +961,8 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "rps": render_rps,
     "servegen": render_servegen,
     "cost": render_cost,
+    "traffic": render_traffic,
+    "alarm": render_alarm,
     "goals": render_goals,
     "lstm": render_lstm,
     "model": render_model,
@@ -797,6 +979,7 @@ def main() -> int:
     p.add_argument("--skip-rps", action="store_true")
     p.add_argument("--skip-servegen", action="store_true")
     p.add_argument("--skip-cost", action="store_true")
+    p.add_argument("--skip-traffic", action="store_true")
     p.add_argument("--plots", default=None, help="folder for the backtest PNGs")
     p.add_argument("--json", default=None, help="also write all figures to this JSON file")
     p.add_argument("--no-publish", action="store_true", help="do not write docs/results/forecast.json and the docs")
@@ -819,13 +1002,15 @@ def main() -> int:
         result["rps"] = rps_section(root, names)
     if not a.skip_servegen:
         result["servegen_prophet"] = servegen_section(root)
+    if not a.skip_traffic:
+        result["traffic"] = traffic_section(root)
     if not a.skip_cost:
         result["cost"] = cost_section()
     if a.json:
         Path(a.json).write_text(json.dumps(result, indent=2, default=float))
-    complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "cost")) and set(result["kv"]) == set(
-        KV_TRACES
-    )
+    complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "traffic", "cost")) and set(
+        result["kv"]
+    ) == set(KV_TRACES)
     if a.no_publish:
         return 0
     if not complete:

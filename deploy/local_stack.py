@@ -2,7 +2,11 @@
 webhook, the infercast exporter and predictor, all on 127.0.0.1 (deploy/local-stack.sh runs this).
 
 Ports as in docker-compose.yml: Prometheus 9090, Alertmanager 9093, alert-log 9095, exporter 9400, predictor 9401.
-Grafana is not started (no Grafana server can be installed on these machines); point one at :9090 and run
+The twin runs in real time by default (`--twin-speed 1`, the speed every duration of the predictor and the rules
+assumes): the flash sale's calm phase lasts its 10 minutes, the predictor forecasts from its 20th sample (5
+minutes), and the sale's calendar event is moved onto the wall clock (`infercast.wallclock`) in a copy of the fleet
+file the predictor reads (`.stack/fleet.yaml`), so the predictive page arrives before the surge.  Grafana is not
+started (no Grafana server can be installed on these machines); point one at :9090 and run
 `infercast dashboards push`.  Ctrl-C or SIGTERM stops everything this script started.
 """
 
@@ -14,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -23,6 +28,7 @@ sys.path.insert(0, str(REPO))  # run as a file: make the repository's packages i
 
 from alertrules.webhook import WebhookRecorder  # noqa: E402
 from infercast.servers import ServerFailed, ServerUnavailable, start_alertmanager, start_prometheus  # noqa: E402
+from infercast.wallclock import events_on_wall_clock  # noqa: E402
 
 RULES = ("recording.yml", "alerts.yml")
 
@@ -33,11 +39,25 @@ def prometheus_config() -> str:
     return yaml.safe_dump(cfg, sort_keys=False)
 
 
+def wall_clock_fleet(config: Path, out: Path, t0: float, speed: float) -> Path:
+    """The fleet file with its scenario-second events on the wall clock of a twin started at `t0` (for the
+    predictor, which reads Prometheus' Unix time); written to `out`."""
+    doc = yaml.safe_load(config.read_text())
+    doc["events"] = events_on_wall_clock(doc.get("events") or [], t0, 0.0, speed)
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="deploy/local-stack.sh", description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, default=REPO / "examples" / "flash-sale.yaml", help="fleet file")
     p.add_argument("--dir", type=Path, default=REPO / ".stack", help="working directory (data, logs)")
-    p.add_argument("--twin-speed", type=float, default=2.0, help="passed to the exporter (default 2)")
+    p.add_argument(
+        "--twin-speed",
+        type=float,
+        default=1.0,
+        help="passed to the exporter (default 1: real time, which the predictor's and the rules' durations assume)",
+    )
     p.add_argument("--no-services", action="store_true", help="start only Prometheus, Alertmanager and alert-log")
     args = p.parse_args(argv)
     if not args.config.is_file():
@@ -62,13 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         started.append(am)
         if not args.no_services:
             infercast = [sys.executable, "-m", "infercast.cli"]
+            predictor_fleet = wall_clock_fleet(args.config, args.dir / "fleet.yaml", time.time(), args.twin_speed)
             services = {
                 "exporter": [
                     *infercast, "exporter", f"--config={args.config}", "--listen=127.0.0.1:9400",
                     f"--twin-speed={args.twin_speed}", "--no-nvml",
                 ],
                 "predictor": [
-                    *infercast, "predictor", f"--config={args.config}", f"--prometheus={prom.url}",
+                    *infercast, "predictor", f"--config={predictor_fleet}", f"--prometheus={prom.url}",
                     "--listen=127.0.0.1:9401",
                 ],
             }  # fmt: skip

@@ -63,13 +63,7 @@ class TwinSource:
         self._fleet = fleet
         self._factory = factory
         self._lock = threading.Lock()
-        models = {v.model.name: k for k, v in config.versions.items()}
-        pools: dict[str, str] = {}
-        for pname, p in config.pools.items():
-            pools.setdefault(p.version, pname)
-        self._models = models
-        self._pools_by_version = pools
-        self._pool_versions = {p: c.version for p, c in config.pools.items()}
+        self._models = {v.model.name: k for k, v in config.versions.items()}
 
     @property
     def fleet(self) -> Any:
@@ -86,14 +80,21 @@ class TwinSource:
             return float(self.fleet.now)
 
     def _target(self, node: Any) -> Target:
+        """The node as a target whose pool is the twin's own `node.pool`, never one looked up by version.
+
+        The fleet file's pools are not the twin's when a layout splits them (`protections.context_pools`: v4-short
+        and v4-long, both serving v4) or the autoscaler moves a standby node into a pool; a pool found through the
+        node's version would label both halves as one.  Telling `Target` that the node's pool serves the node's
+        version makes `serving_labels` keep it.
+        """
         return Target(
             name=node.name,
             kind="twin",
             pool=node.pool,
             version=node.version,
             models=self._models,
-            pools_by_version=self._pools_by_version,
-            pool_versions=self._pool_versions,
+            pools_by_version={node.version: node.pool},
+            pool_versions={node.pool: node.version},
         )
 
     def collect(self) -> list[Sample]:

@@ -43,6 +43,9 @@ class MetricSpec:
 SERVING = ("pool", "version", "instance")
 GPU = ("node", "gpu", "uuid")
 FORECAST = ("pool", "version", "model", "horizon", "ml_forecast")
+#: KV forecasts are made of two series per pool and version: the mean over its instances and the fullest instance
+#: (`aggregate="max"`: what breaks first; the predictive alert and the actuator read it).
+KV_FORECAST = (*FORECAST, "aggregate")
 
 DEGRADATION_REASONS = (
     "timeout",
@@ -82,6 +85,7 @@ HEALTH_DIMENSIONS = (
     "gpu_errors",
     "staleness",
 )
+KV_AGGREGATES = ("mean", "max")
 FORECAST_SKIP_REASONS = ("stale", "too_short", "gap", "nan", "source_down", "model_error")
 
 
@@ -209,9 +213,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _g(
         "infercast_forecast_kv_cache_usage_ratio",
         "ratio",
-        FORECAST,
-        "Forecast of KV-cache usage at the horizon.",
-        enums=(("ml_forecast", ML_FORECAST),),
+        KV_FORECAST,
+        "Forecast of KV-cache usage at the horizon: of the pool's mean (aggregate=mean) or its fullest instance (max).",
+        enums=(("ml_forecast", ML_FORECAST), ("aggregate", KV_AGGREGATES)),
     ),
     _g(
         "infercast_forecast_requests_per_second",
@@ -223,8 +227,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _g(
         "infercast_forecast_breach_eta_seconds",
         "seconds",
-        ("pool", "version", "threshold"),
-        "Seconds until the forecast upper band crosses the threshold (+Inf if not within the horizon).",
+        ("pool", "version", "threshold", "aggregate"),
+        "Seconds until the forecast upper band crosses the threshold (+Inf if not within the horizon), per aggregate.",
+        enums=(("aggregate", KV_AGGREGATES),),
     ),
     _g(
         "infercast_forecast_last_success_timestamp_seconds",

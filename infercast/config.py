@@ -119,6 +119,16 @@ class Thresholds(Strict):
     """Policy numbers from the seeds (DESIGN.md "Policy facts"): one place for every threshold."""
 
     kv_forecast_trigger: Ratio = 0.75
+    kv_forecast_for_seconds: Annotated[float, Field(ge=0)] = Field(
+        30.0,
+        description="the predictive alert's `for:`: the upper band must stay over the trigger this long "
+        "(30 s = three consecutive forecasts at the 15 s tick); chosen by bench/tune_alarm.py on unscored twin runs",
+    )
+    kv_forecast_hysteresis: Annotated[float, Field(ge=0, lt=0.5)] = Field(
+        0.0,
+        description="once firing, the predictive alert stays until the upper band is below the trigger minus this "
+        "(0: bench/tune_alarm.py found 0.03 no better and 0.05 or more costing lead on the tuning runs)",
+    )
     memory_breaker: Ratio = 0.80
     fragmentation_release: Ratio = 0.25
     fragmentation_warning: Ratio = 0.20
@@ -353,6 +363,17 @@ class PredictorConfig(Strict):
     min_history_points: PosInt = 20
     stale_after_seconds: PosFloat = 120.0
     model_file: str | None = None
+    band_adaptation: Annotated[float, Field(ge=0)] = Field(
+        0.05, description="adaptive conformal step (log-width per forecast) of the online band calibration; 0 = off"
+    )
+    event_onset_seconds: Annotated[float, Field(ge=0)] = Field(
+        30.0,
+        description="a calendar event never seen before may fill the KV cache from this long after it starts: "
+        "the KV upper band is the ceiling from then for one horizon (predictors/calendar.py)",
+    )
+    traffic_bound_factor: Annotated[float, Field(gt=1)] = Field(
+        1.5, description="traffic forecasts never exceed this times the highest rate in the history"
+    )
 
 
 # --- the actuator (docs/actuator.md) ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from predictors.alarm import AlarmPolicy
 from predictors.base import Forecast, Forecaster, History
 from predictors.scoring import score_forecasts
 
@@ -100,13 +101,17 @@ def run_backtest(
 
 
 def score_runs(
-    history: History, runs: dict[str, ModelRun], horizon_s: float, threshold: float | None = None
+    history: History,
+    runs: dict[str, ModelRun],
+    horizon_s: float,
+    threshold: float | None = None,
+    policy: AlarmPolicy | None = None,
 ) -> dict[str, dict]:
     """Scores per model (see `predictors.scoring`), plus fit and predict cost."""
     out = {}
     for name, run in runs.items():
         if run.forecasts:
-            s = score_forecasts(history, np.asarray(run.origins), run.forecasts, horizon_s, threshold)
+            s = score_forecasts(history, np.asarray(run.origins), run.forecasts, horizon_s, threshold, policy)
         else:
             s = {"n_origins": 0}
         s["fit_seconds"] = round(run.fit_seconds, 4)

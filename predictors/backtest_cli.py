@@ -76,18 +76,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-prophet", action="store_true", help="leave Prophet out")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--plot", default=None, help="write a PNG of actual vs forecast with the band and breaches")
+    p.add_argument(
+        "--aggregate",
+        choices=("max", "mean"),
+        default="max",
+        help="kv: the pool's fullest instance (default; what the predictive alert pages on) or its mean",
+    )
 
 
-def _pool_history(ts, name: str) -> tuple[History, dict]:
-    """The KV series of the pool with the highest peak, with its covariates, from a twin timeseries frame."""
-    peaks = ts.groupby("pool")["kv_usage"].max()
+#: The twin's column per KV aggregate: the mean over the pool's up instances, or its fullest instance.
+KV_COLUMN = {"mean": "kv_usage", "max": "kv_usage_max"}
+
+
+def _pool_history(ts, name: str, aggregate: str = "max") -> tuple[History, dict]:
+    """The KV series (`aggregate` over instances) of the pool with the highest peak, with its covariates, from a
+    twin timeseries frame."""
+    col = KV_COLUMN[aggregate]
+    peaks = ts.groupby("pool")[col].max()
     pool = str(peaks.idxmax())
     df = ts[ts["pool"] == pool].sort_values("t")
     t = df["t"].to_numpy(dtype=float)
     feats = {c: df[c].to_numpy(dtype=float) for c in COVARIATES if c in df.columns}
-    h = History(t, df["kv_usage"].to_numpy(dtype=float), feats, f"{name}/{pool}")
+    h = History(t, df[col].to_numpy(dtype=float), feats, f"{name}/{pool}")
     version = str(df["version"].iloc[0]) if "version" in df.columns else ""
-    return h, {"pool": pool, "version": version, "pool_peaks": {str(k): round(float(v), 4) for k, v in peaks.items()}}
+    return h, {
+        "pool": pool,
+        "version": version,
+        "aggregate": aggregate,
+        "pool_peaks": {str(k): round(float(v), 4) for k, v in peaks.items()},
+    }
 
 
 MIN_REALISED_PEAK = 0.80
@@ -111,7 +128,7 @@ def sized_fleet(trace, base, step: float):
         b = _with_gpus(base, gpus)
         for target in SIZING_TARGETS:
             cfg = size_fleet_for_trace(trace, b, target_peak_kv=target)
-            res = run_trace(trace, cfg, control="none", seed=0, step_seconds=step)
+            res = run_trace(trace, cfg, seed=0, step_seconds=step)
             peak = float(res.timeseries.groupby("pool")["kv_usage"].max().max())
             nodes = {p: c.nodes for p, c in cfg.pools.items() if not c.standby}
             how = {
@@ -141,11 +158,11 @@ def load_series(args: argparse.Namespace) -> SeriesData:
         cfg = load_config(resolve_scenario(spec.split(":", 1)[1]))
         if cfg.scenario is None:
             raise SystemExit(f"infercast backtest: {spec} has no scenario section")
-        res = run_scenario(cfg, control="none", step_seconds=step)
+        res = run_scenario(cfg, step_seconds=step)
         ts = res.timeseries
         name = spec
         if args.series == "kv":
-            h, meta = _pool_history(ts, name)
+            h, meta = _pool_history(ts, name, getattr(args, "aggregate", "max"))
         else:
             col = "offered_rps" if "offered_rps" in ts.columns else "rps"
             agg = ts.groupby("t")[col].max() if col == "offered_rps" else ts.groupby("t")[col].sum()
@@ -178,7 +195,7 @@ def load_series(args: argparse.Namespace) -> SeriesData:
         return SeriesData(h, trace.name, "rps", {"format": fmt, "requests": len(trace)})
     base = load_config(args.config or DEFAULT_FLEET)
     _, res, how = sized_fleet(trace, base, step)
-    h, meta = _pool_history(res.timeseries, trace.name)
+    h, meta = _pool_history(res.timeseries, trace.name, getattr(args, "aggregate", "max"))
     meta.update({"format": fmt, "requests": len(trace), "sizing": how})
     if note:
         meta["window"] = note
@@ -188,12 +205,22 @@ def load_series(args: argparse.Namespace) -> SeriesData:
 def backtest(data: SeriesData, args: argparse.Namespace, extra_models: Sequence = ()) -> dict:
     """Run and score every model on the series; the JSON object the command prints.  `extra_models` (forecasters,
     e.g. a variant a bench compares) are scored beside the registry's."""
-    from predictors import registry
+    from infercast.config import load_config
+    from predictors import deployed, registry
     from predictors.backtest import run_backtest, score_runs
 
     threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
     lstm = False if args.no_lstm else (args.lstm or True)
     models, notes = registry.models_for(data.series, events=data.events, prophet=not args.no_prophet, lstm=lstm)
+    # What the predictor service would run on this series, built as the service builds it (its online band state
+    # starts fresh, as after a restart), scored as deployed: `service_model` names it.
+    fleet = load_config(args.config or DEFAULT_FLEET)
+    prophet = any(m.name == "prophet" for m in models)
+    lstm_model = next((m for m in models if m.name == "lstm"), None)
+    service = deployed.service_forecaster(
+        data.series, fleet.predictor, lstm=lstm_model, prophet=prophet, events=data.events
+    )
+    models.append(service)
     if args.models:
         wanted = [m.strip() for m in args.models.split(",") if m.strip()]
         unknown = set(wanted) - {m.name for m in models} - set(REFERENCE_NAMES)
@@ -209,10 +236,12 @@ def backtest(data: SeriesData, args: argparse.Namespace, extra_models: Sequence 
         notes.append(f"horizon raised to one sample step ({h.step:g} s)")
     warmup = max(float(args.warmup), h.step * 2)
     runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
-    scores = score_runs(h, runs, horizon, threshold)
+    policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
+    scores = score_runs(h, runs, horizon, threshold, policy)
     result = {
         "trace": data.name,
         "series": data.series,
+        "service_model": service.name,
         "horizon_s": horizon,
         "step_s": h.step,
         "threshold": threshold,

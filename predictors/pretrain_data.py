@@ -432,7 +432,7 @@ def twin_scenario_histories(configs: Sequence, step_s: float = 15.0) -> list[His
 
     hs = []
     for cfg in configs:
-        res = run_scenario(cfg, control="none", seed=cfg.scenario.seed, step_seconds=step_s)
+        res = run_scenario(cfg, seed=cfg.scenario.seed, step_seconds=step_s)
         hs += result_histories(res.timeseries, f"twin:{cfg.name}")
     return hs
 
@@ -444,7 +444,7 @@ def twin_trace_histories(traces: Sequence, config, seed: int = 0, step_s: float 
     hs = []
     for trace in traces:
         sized = size_fleet_for_trace(trace, config)
-        res = run_trace(trace, sized, control="none", seed=seed, step_seconds=step_s)
+        res = run_trace(trace, sized, seed=seed, step_seconds=step_s)
         hs += result_histories(res.timeseries, f"twin:{trace.name}")
     return hs
 

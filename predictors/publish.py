@@ -51,12 +51,28 @@ def horizon_label(horizon_s: float) -> str:
     return f"{horizon_s:g}s"
 
 
-def forecast_samples(series: str, pool: str, version: str, fc: Forecast, horizon_s: float) -> list[Sample]:
-    """yhat, yhat_lower and yhat_upper at the horizon (the last point of the path)."""
+def forecast_samples(
+    series: str, pool: str, version: str, fc: Forecast, horizon_s: float, aggregate: str = "mean"
+) -> list[Sample]:
+    """yhat, yhat_lower and yhat_upper at the horizon (the last point of the path).
+
+    KV forecasts carry `aggregate` (`mean` of the pool's instances, or `max`: its fullest instance); traffic is the
+    pool's sum and has no such label.
+    """
     values = dict(zip(ML_FORECAST, fc.at_horizon(), strict=True))
     h = horizon_label(horizon_s)
+    extra = {"aggregate": aggregate} if series == "kv" else {}
     return [
-        sample(FORECAST_METRIC[series], values[k], pool=pool, version=version, model=fc.model, horizon=h, ml_forecast=k)
+        sample(
+            FORECAST_METRIC[series],
+            values[k],
+            pool=pool,
+            version=version,
+            model=fc.model,
+            horizon=h,
+            ml_forecast=k,
+            **extra,
+        )
         for k in ML_FORECAST
     ]
 
@@ -65,8 +81,10 @@ def threshold_label(threshold: float) -> str:
     return f"{threshold:g}"
 
 
-def breach_eta_sample(pool: str, version: str, threshold: float, eta_s: float) -> Sample:
-    return sample(BREACH_ETA, eta_s, pool=pool, version=version, threshold=threshold_label(threshold))
+def breach_eta_sample(pool: str, version: str, threshold: float, eta_s: float, aggregate: str = "mean") -> Sample:
+    return sample(
+        BREACH_ETA, eta_s, pool=pool, version=version, threshold=threshold_label(threshold), aggregate=aggregate
+    )
 
 
 def skipped_sample(pool: str, version: str, series: str, reason: str) -> Sample:

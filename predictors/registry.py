@@ -34,7 +34,8 @@ def make(
     events: Sequence = (),
     epoch_s: float = 0.0,
 ) -> Forecaster:
-    """A fresh forecaster by name (`last_value`, `predict_linear`, `holt_winters`, `kalman`, `prophet`)."""
+    """A fresh forecaster by name (`last_value`, `predict_linear`, `holt_winters`, `kalman`, `prophet`,
+    `prophet_anchored`)."""
     if series not in SERIES:
         raise ValueError(f"unknown series {series!r}; use one of {SERIES}")
     clip = CLIP[series]
@@ -50,7 +51,11 @@ def make(
         from predictors.prophet_model import ProphetForecaster
 
         return ProphetForecaster(events=events, band=band, epoch_s=epoch_s)
-    raise ValueError(f"unknown model {name!r}; known: {', '.join((*BASELINES, 'prophet', 'lstm'))}")
+    if name == "prophet_anchored":
+        from predictors.anchored import AnchoredProphet
+
+        return AnchoredProphet(events=events, band=band, epoch_s=epoch_s)
+    raise ValueError(f"unknown model {name!r}; known: {', '.join((*BASELINES, 'prophet', 'prophet_anchored', 'lstm'))}")
 
 
 def load_lstm(path: str | Path | None = None) -> tuple[Forecaster | None, str]:
@@ -90,6 +95,7 @@ def models_for(
 
             import_prophet()
             models.append(make("prophet", series, band, events))
+            models.append(make("prophet_anchored", series, band, events))
         except ImportError as e:
             notes.append(f"prophet skipped: not installed ({e})")
     if lstm and series == "kv":

@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from predictors.alarm import AlarmPolicy
 from predictors.base import Forecast, History
 
 
@@ -67,18 +68,25 @@ def score_forecasts(
     forecasts: list[Forecast],
     horizon_s: float,
     threshold: float | None = None,
+    policy: AlarmPolicy | None = None,
 ) -> dict:
-    """Score forecasts made at `origins` against the actual `history` (the whole series, future included)."""
+    """Score forecasts made at `origins` against the actual `history` (the whole series, future included).
+
+    With a threshold, `breach` scores the raw crossing of the upper band anywhere in the horizon; with a `policy`
+    too, `alarm` scores the alert as deployed: the upper band published at the horizon, through the policy
+    (persistence, hysteresis).
+    """
     t, y = history.t, history.y
     step = history.step
     tol = step / 2
     t_last = t[-1]
-    abs_err, peak_err, covered, pin, uppers = [], [], [], [], []
+    abs_err, peak_err, covered, pin, uppers, at_h, yhats = [], [], [], [], [], [], []
     band = forecasts[0].band if forecasts else (0.1, 0.9)
     for o, f in zip(origins, forecasts, strict=True):
         target = f.t[-1]
         actual = _at(t, y, np.array([target]), tol)[0]
         yhat, lo, hi = f.at_horizon()
+        yhats.append(yhat)
         if np.isfinite(actual) and np.isfinite(yhat):
             abs_err.append(abs(yhat - actual))
             covered.append(lo <= actual <= hi)
@@ -89,6 +97,7 @@ def score_forecasts(
             if len(fut) and np.isfinite(fut).any() and np.isfinite(f.yhat).any():
                 peak_err.append(abs(float(np.nanmax(f.yhat)) - float(np.nanmax(fut))))
         uppers.append(float(np.nanmax(f.yhat_upper)) if np.isfinite(f.yhat_upper).any() else np.nan)
+        at_h.append(float(hi))
     out = {
         "n_origins": len(origins),
         "mae": _nan_to_none(float(np.mean(abs_err))) if abs_err else None,
@@ -96,9 +105,15 @@ def score_forecasts(
         "coverage": _nan_to_none(float(np.mean(covered))) if covered else None,
         "coverage_nominal": round(band[1] - band[0], 6),
         "pinball": _nan_to_none(float(np.mean(pin))) if pin else None,
+        # the highest value it ever forecast at the horizon (a forecaster that extrapolates a surge shows here)
+        "max_yhat": _nan_to_none(float(np.nanmax(yhats))) if np.isfinite(yhats).any() else None,
     }
     if threshold is not None:
-        out["breach"] = breach_scores(t, y, np.asarray(origins, float), np.asarray(uppers), horizon_s, threshold)
+        o_arr, u_arr = np.asarray(origins, float), np.asarray(uppers)
+        out["breach"] = breach_scores(t, y, o_arr, u_arr, horizon_s, threshold)
+        if policy is not None:
+            # as the alert rule reads it: the upper band published at the horizon
+            out["alarm"] = breach_scores(t, y, o_arr, np.asarray(at_h), horizon_s, threshold, policy)
     return out
 
 
@@ -126,11 +141,21 @@ def _ratio(num: int, den: int) -> float | None:
 
 
 def breach_scores(
-    t: np.ndarray, y: np.ndarray, origins: np.ndarray, upper_max: np.ndarray, horizon_s: float, threshold: float
+    t: np.ndarray,
+    y: np.ndarray,
+    origins: np.ndarray,
+    upper_max: np.ndarray,
+    horizon_s: float,
+    threshold: float,
+    policy: AlarmPolicy | None = None,
+    upper_at_horizon: np.ndarray | None = None,
 ) -> dict:
     """Scores of "upper band reaches `threshold` within `horizon_s`" as a pager (see the module docstring).
 
     `upper_max[i]` is the highest upper band over (origins[i], origins[i] + horizon_s] (NaN: no forecast there).
+    With a `policy` (`predictors.alarm`: persistence and hysteresis), an alarm is the policy firing at the origin
+    instead of the raw crossing: the scores of the alert as deployed (`upper_at_horizon`, the published band, is
+    what its hysteresis holds on).
     """
     step = float(np.median(np.diff(t))) if len(t) > 1 else horizon_s
     tol = step / 2
@@ -155,7 +180,12 @@ def breach_scores(
         return res
     y_at_origin = _at(t, y, origins, tol)
     below = np.isfinite(y_at_origin) & (y_at_origin < threshold)
-    alarm = below & (np.nan_to_num(upper_max, nan=-np.inf) >= threshold)
+    if policy is None:
+        alarm = below & (np.nan_to_num(upper_max, nan=-np.inf) >= threshold)
+    else:
+        contiguous = np.concatenate([[True], np.diff(origins) <= step + tol])
+        alarm = below & policy.run(upper_max, contiguous, upper_at_horizon)
+        res["policy"] = {"persistence": policy.persistence, "hysteresis": policy.hysteresis}
     # Per origin: is the window (o, o + h] inside the data, and does an observed sample in it reach the threshold?
     judged = np.zeros(len(origins), bool)
     crossing = np.zeros(len(origins), bool)

@@ -1,8 +1,10 @@
 """The predictor service's loop: `PredictorLoop.tick(now, store) -> samples`, pure apart from the store it is handed.
 
 Each tick reads the recent history of the forecast targets from the store (Prometheus or the in-memory store; the
-same `query_range` interface), per (pool, version):
-- `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances;
+same `query_range` interface), per (pool, version); the whole `history_seconds` every tick, so a restarted service
+forecasts on its first tick when the store has the history:
+- `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances, and `kv_max`: its fullest instance (what
+  breaks first; published as `aggregate="max"`, the series the predictive alert and the actuator act on);
 - `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
   raw counter on the step grid with Prometheus' reset rule, over a 4-step window (`counter_rate`).
 
@@ -17,10 +19,13 @@ when its input cannot support one:
 Nothing is remembered about skipped series except their model state, so a series recovers by itself on the first
 tick its data supports a forecast again.
 
-Models: KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline (`registry.BEST_BASELINE`);
+Models (each series its own pipeline from `predictors.deployed`: the model, its band calibrated online, the calendar
+prior for KV): KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline
+(`registry.BEST_BASELINE`);
 a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
 reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
-with `model="<baseline>"`.  Traffic by Prophet (events from `config.events`), else the best baseline.  Prophet is
+with `model="<baseline>_aci"`.  Traffic by Prophet anchored to the current level (events from `config.events`), else
+the best baseline.  Prophet is
 refitted every `refit_interval_seconds`; forecasts are made every tick.
 """
 
@@ -37,7 +42,7 @@ import numpy as np
 
 from infercast.config import FleetConfig, PredictorConfig
 from infercast.store import Series, Store, StoreError
-from predictors import registry
+from predictors import deployed, registry
 from predictors.base import Forecast, Forecaster, History
 from predictors.publish import (
     Sample,
@@ -73,8 +78,8 @@ class Aligned:
 def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
     """Series -> per (pool, version) arrays on the grid `g0 + k*step`, k < n.
 
-    `how`: `mean` or `sum` of gauges over instances, or `rate` (per-second increase of counters, reset-aware,
-    summed over label sets).  NaN where no instance has a value.
+    `how`: `mean`, `max` or `sum` of gauges over instances, or `rate` (per-second increase of counters,
+    reset-aware, summed over label sets).  NaN where no instance has a value.
     """
     acc: dict[Group, list[np.ndarray]] = {}
     stats: dict[Group, list[float]] = {}
@@ -102,7 +107,12 @@ def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dic
         have = np.isfinite(m).any(axis=0)
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: handled by `have` below
-            y = np.nanmean(m, axis=0) if how == "mean" else np.nansum(m, axis=0)
+            if how == "mean":
+                y = np.nanmean(m, axis=0)
+            elif how == "max":
+                y = np.nanmax(m, axis=0)
+            else:
+                y = np.nansum(m, axis=0)
         y = np.where(have, y, np.nan)
         n_raw, n_bad, last = stats[key]
         out[key] = Aligned(y, int(n_raw), int(n_bad), last)
@@ -186,6 +196,15 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
 class SeriesModel:
     model: Forecaster
     last_fit: float | None = None
+    fits: bool = True  # False for the pre-trained LSTM: the service never retrains it
+
+
+#: What the loop forecasts: (series key, kind, metric, how the instances are combined, KV aggregate label).
+SERIES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("kv", "kv", KV_METRIC, "mean", "mean"),
+    ("kv_max", "kv", KV_METRIC, "max", "max"),
+    ("rps", "rps", REQUESTS_METRIC, "rate", ""),
+)
 
 
 @dataclass
@@ -204,7 +223,7 @@ class PredictorLoop:
     _last_reason: dict[tuple[str, Group], str | None] = field(default_factory=dict)
     _failing: set[tuple[str, str, Group]] = field(default_factory=set)
     _store_errors: dict[str, str] = field(default_factory=dict)
-    _known: dict[str, set[Group]] = field(default_factory=lambda: {"kv": set(), "rps": set()})
+    _known: dict[str, set[Group]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
@@ -239,27 +258,27 @@ class PredictorLoop:
         )
 
     # ------------------------------------------------------------------ models
-    def _model(self, series: str, group: Group) -> SeriesModel:
-        key = (series, group)
-        if key not in self._models:
-            if series == "kv" and self.lstm is not None:
-                m = self.lstm
-            elif series == "kv":
-                m = registry.make(registry.BEST_BASELINE["kv"], "kv", self.config.band)
+    def _model(self, key: str, kind: str, group: Group) -> SeriesModel:
+        """The series' pipeline (`predictors.deployed`): one per series, pool and version, holding its band state."""
+        if (key, group) not in self._models:
+            if kind == "kv":
+                m = deployed.service_forecaster("kv", self.config, lstm=self.lstm, events=self.events)
+                fits = self.lstm is None
             else:
-                m = registry.make(self.rps_model, "rps", self.config.band, self.events)
-            self._models[key] = SeriesModel(m)
-        return self._models[key]
+                name = None if self.rps_model == "prophet" else self.rps_model
+                m = deployed.service_forecaster("rps", self.config, events=self.events, model=name)
+                fits = True
+            self._models[(key, group)] = SeriesModel(m, fits=fits)
+        return self._models[(key, group)]
 
-    def _forecast(self, series: str, group: Group, h: History, now: float) -> tuple[Forecast | None, list[str]]:
+    def _forecast(self, key: str, kind: str, group: Group, h: History, now: float) -> tuple[Forecast | None, list[str]]:
         """Forecast with the series' model, falling back to the best baseline; (forecast, failed model names)."""
-        sm = self._model(series, group)
+        sm = self._model(key, kind, group)
+        series = kind
         failed = []
         model = sm.model
         try:
-            if model is not self.lstm and (
-                sm.last_fit is None or now - sm.last_fit >= self.config.refit_interval_seconds
-            ):
+            if sm.fits and (sm.last_fit is None or now - sm.last_fit >= self.config.refit_interval_seconds):
                 model.fit([h])
                 sm.last_fit = now
             fc = model.forecast(h, self.config.horizon_seconds)
@@ -302,36 +321,45 @@ class PredictorLoop:
         succeeded: set[str] = set()
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
-        for series, metric, how in (("kv", KV_METRIC, "mean"), ("rps", REQUESTS_METRIC, "rate")):
-            try:
-                raw = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
-            except StoreError as e:
-                if self._store_errors.get(metric) != str(e):  # once per outage (and per new kind of error)
-                    log.warning("predictor: cannot read %s: %s", metric, e)
-                self._store_errors[metric] = str(e)
-                for group in self._known[series] or {("", "")}:
+        raws: dict[str, list[Series] | StoreError] = {}
+        covs: dict[str, dict[Group, np.ndarray]] | None = None
+        for series, kind, metric, how, aggregate in SERIES:
+            if metric not in raws:
+                try:
+                    raws[metric] = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
+                except StoreError as e:
+                    raws[metric] = e
+                    if self._store_errors.get(metric) != str(e):  # once per outage (and per new kind of error)
+                        log.warning("predictor: cannot read %s: %s", metric, e)
+                    self._store_errors[metric] = str(e)
+                else:
+                    if self._store_errors.pop(metric, None) is not None:
+                        log.info("predictor: reading %s again", metric)
+            raw = raws[metric]
+            if isinstance(raw, StoreError):
+                for group in self._known.get(series) or {("", "")}:
                     out.append(skipped_sample(*group, series, "source_down"))
                     self._note(series, group, "source_down")
                 continue
-            if self._store_errors.pop(metric, None) is not None:
-                log.info("predictor: reading %s again", metric)
             groups = align(raw, g0, step, n, how)
             self._known[series] = set(groups)
-            covs = self._covariates(store, g0, step, n) if series == "kv" and self.lstm is not None else {}
+            if kind == "kv" and self.lstm is not None and covs is None:
+                covs = self._covariates(store, g0, step, n)
             for group in sorted(groups):
                 reason, start = check_input(t, groups[group], now, cfg.min_history_points, cfg.stale_after_seconds)
                 if reason is None:
-                    feats = {k: v[group][start:] for k, v in covs.items() if group in v}
+                    feats = {k: v[group][start:] for k, v in (covs or {}).items() if group in v} if kind == "kv" else {}
                     h = History(t[start:], groups[group].y[start:], feats, f"{series}/{group[0]}/{group[1]}")
-                    fc, failed = self._forecast(series, group, h, now)
+                    fc, failed = self._forecast(series, kind, group, h, now)
                     for name in failed:
                         out.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
                     if fc is None:
                         reason = "model_error"
                     else:
-                        out.extend(forecast_samples(series, *group, fc, cfg.horizon_seconds))
-                        if series == "kv":
-                            out.append(breach_eta_sample(*group, self.threshold, fc.breach_eta(self.threshold, now)))
+                        out.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
+                        if kind == "kv":
+                            eta = fc.breach_eta(self.threshold, now)
+                            out.append(breach_eta_sample(*group, self.threshold, eta, aggregate))
                         succeeded.add(fc.model)
                 if reason is not None:
                     out.append(skipped_sample(*group, series, reason))

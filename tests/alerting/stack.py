@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 import yaml
+
+from alertrules.webhook import WebhookRecorder
+from infercast.config import PredictorConfig
+from infercast.wallclock import events_on_wall_clock
 
 from .conftest import REPO
 
@@ -73,3 +85,141 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@dataclass
+class Stack:
+    """The real stack on loopback: Alertmanager (routes to `hook`), Prometheus (rules scaled to the twin's speed),
+    the exporter over the twin, and (unless left out) the predictor.  `started` is the wall time the twin began
+    running at `warmup` simulated seconds."""
+
+    tmp: Path
+    speed: float
+    warmup: float
+    hook: WebhookRecorder
+    prom: Any
+    started: float
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    servers: list[Any] = field(default_factory=list)
+
+    def sim(self, wall: float) -> float:
+        """The twin's simulated time at wall time `wall` (its clock runs `speed` times faster)."""
+        return self.warmup + (wall - self.started) * self.speed
+
+    def logs(self) -> dict[str, str]:
+        return {p.name: p.read_text(errors="replace")[-1500:] for p in self.tmp.glob("*.log")}
+
+    def check_alive(self) -> None:
+        for p in self.procs:
+            assert p.poll() is None, f"a service exited: {self.logs()}"
+
+    def query_range(self, expr: str, start: float, end: float, step: float = 0.5) -> list[tuple[dict, float, float]]:
+        r = requests.get(
+            f"{self.prom.url}/api/v1/query_range",
+            params={"query": expr, "start": start, "end": end, "step": step},
+            timeout=10,
+        )
+        r.raise_for_status()
+        return [(s["metric"], float(t), float(v)) for s in r.json()["data"]["result"] for t, v in s["values"]]
+
+    def first_crossing(self, expr: str, threshold: float, start: float | None = None) -> float | None:
+        times = [t for _, t, v in self.query_range(expr, start or self.started, time.time()) if v > threshold]
+        return min(times) if times else None
+
+
+def scaled_fleet(tmp: Path, speed: float, doc: dict, started: float, warmup: float, **predictor: float) -> Path:
+    """`doc` (a parsed fleet file) for the predictor: every predictor duration divided by `speed` (forecasts every
+    half wall second), and the calendar moved onto the wall clock of a twin at `warmup` s from `started`."""
+    doc = copy.deepcopy(doc)
+    doc["predictor"] = {
+        **doc.get("predictor", {}),
+        "horizon_seconds": 300 / speed,
+        "step_seconds": 15 / speed,
+        "history_seconds": 3600 / speed,
+        "refit_interval_seconds": 1800 / speed,
+        "stale_after_seconds": 120 / speed,
+        "event_onset_seconds": PredictorConfig().event_onset_seconds / speed,
+        "forecast_interval_seconds": 0.5,
+        "min_history_points": 8,
+        **predictor,
+    }
+    doc["events"] = events_on_wall_clock(doc.get("events") or [], started, warmup, speed)
+    path = tmp / "predictor-fleet.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@contextmanager
+def running_stack(tmp: Path, doc: dict, speed: float, warmup: float, predictor: bool = True) -> Iterator[Stack]:
+    """Start the stack over the fleet `doc` (parsed YAML) at twin speed `speed` from `warmup` simulated seconds."""
+    from alertrules.alertmanager import Receivers, alertmanager_config
+    from alertrules.rules import rule_files
+    from alertrules.settings import AlertSettings
+    from infercast.servers import free_port, prometheus_config, start_alertmanager, start_prometheus
+
+    from .conftest import ALERTRULES
+
+    hook = WebhookRecorder().serve()
+    procs: list[subprocess.Popen] = []
+    servers: list[Any] = []
+    try:
+        am_dir = tmp / "am"
+        shutil.copytree(ALERTRULES / "templates", am_dir / "templates")
+        receivers = Receivers(
+            actuator_url=f"{hook.url}/actuator", pager_url=f"{hook.url}/pager", chat_url=f"{hook.url}/chat"
+        )
+        am = start_alertmanager(yaml.safe_dump(alertmanager_config(receivers)), workdir=am_dir)
+        servers.append(am)
+        fleet = tmp / "fleet.yaml"
+        fleet.write_text(yaml.safe_dump(doc, sort_keys=False))
+        exporter_port, predictor_port = free_port(), free_port()
+        settings = AlertSettings(forecast_horizon_seconds=round(300 / speed), forecast_stale_seconds=120 / speed)
+        rules = {name: yaml.safe_dump(d, sort_keys=False) for name, d in rule_files(settings.scaled(speed)).items()}
+        jobs = {"infercast-exporter": f"127.0.0.1:{exporter_port}"}
+        if predictor:
+            jobs["infercast-predictor"] = f"127.0.0.1:{predictor_port}"
+        config = prometheus_config(
+            jobs, interval="500ms", rule_files=("recording.yml", "alerts.yml"), alertmanager=f"127.0.0.1:{am.port}"
+        )
+        prom = start_prometheus(config, rule_files=rules, workdir=tmp / "prom")
+        servers.append(prom)
+        procs.append(
+            spawn(
+                [
+                    *CLI, "exporter", f"--config={fleet}", f"--listen=127.0.0.1:{exporter_port}", "--no-nvml",
+                    f"--twin-speed={speed}", f"--twin-warmup-seconds={warmup}",
+                ],
+                tmp / "exporter.log",
+            )
+        )  # fmt: skip
+        started = _serving(f"http://127.0.0.1:{exporter_port}/metrics", procs[0], tmp / "exporter.log")
+        if predictor:
+            pf = scaled_fleet(tmp, speed, doc, started, warmup)
+            procs.append(
+                spawn(
+                    [*CLI, "predictor", f"--config={pf}", f"--prometheus={prom.url}",
+                     f"--listen=127.0.0.1:{predictor_port}"],
+                    tmp / "predictor.log",
+                )
+            )  # fmt: skip
+        yield Stack(tmp, speed, warmup, hook, prom, started, procs, servers)
+    finally:
+        for p in procs:
+            stop(p)
+        for s in reversed(servers):
+            s.close()
+        hook.close()
+
+
+def _serving(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> float:
+    """Wait for the exporter's first answer; the wall time its twin started (it starts just before serving)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, f"the exporter exited: {log.read_text(errors='replace')[-1500:]}"
+        try:
+            if requests.get(url, timeout=2).ok:
+                return time.time()
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the exporter did not serve within {timeout:g} s")

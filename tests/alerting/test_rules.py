@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
@@ -28,13 +29,15 @@ def test_committed_files_equal_the_generated_ones():
 def test_thresholds_come_from_the_config_defaults():
     t = Thresholds()
     exprs = {r["alert"]: r["expr"] for g in alerting_rules(AlertSettings()) for r in g["rules"]}
-    assert exprs["InfercastKVCacheForecastBreach"].endswith(f"> {t.kv_forecast_trigger}")
+    upper = 'pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper{horizon="300s"}'
+    # the tuned default has no hysteresis (bench/tune_alarm.py): the plain crossing
+    assert exprs["InfercastKVCacheForecastBreach"] == f"{upper} > {t.kv_forecast_trigger}"
     assert exprs["InfercastKVCacheUsageHigh"].endswith(f"> {t.memory_breaker}")
     assert exprs["InfercastKVCacheFragmentationHigh"].endswith(f"> {t.fragmentation_warning}")
     assert exprs["InfercastKVCacheFragmentationCritical"].endswith(f"> {t.fragmentation_release}")
     assert exprs["InfercastGPUTemperatureHigh"].endswith(f"> {t.gpu_temperature_celsius:g}")
     # a changed threshold flows into the rule
-    custom = AlertSettings(thresholds=Thresholds(kv_forecast_trigger=0.6))
+    custom = AlertSettings(thresholds=Thresholds(kv_forecast_trigger=0.6, kv_forecast_hysteresis=0))
     breach = next(
         r for g in alerting_rules(custom) for r in g["rules"] if r["alert"] == "InfercastKVCacheForecastBreach"
     )
@@ -83,7 +86,9 @@ def test_every_alert_has_labels_annotations_and_a_runbook():
 
 def test_rules_use_only_catalog_names_and_recording_names():
     recorded = {r["record"] for g in recording_rules(AlertSettings()) for r in g["rules"]}
-    allowed = names() | recorded | {"up"}  # `up` is Prometheus's own series for the scrape of a service
+    # `up` is Prometheus's own series for the scrape of a service; `ALERTS` its series of firing alerts (the
+    # predictive alert's hysteresis reads its own)
+    allowed = names() | recorded | {"up", "ALERTS"}
     for r in recorded:
         level, metric, ops = r.split(":")
         assert level and ops and metric in names(), r
@@ -99,7 +104,7 @@ def test_rules_use_only_catalog_names_and_recording_names():
             for word in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr):
                 if word in promql_words or word in {"pool", "version", "from_version", "to_version", "reason"}:
                     continue
-                if word in {"horizon", "node", "gpu", "uuid", "xid", "model"}:
+                if word in {"horizon", "node", "gpu", "uuid", "xid", "model", "instance"}:
                     continue
                 assert word in allowed, f"{rule.get('alert') or rule.get('record')}: {word} is not a catalog name"
 
@@ -117,3 +122,19 @@ def test_time_scale_divides_every_for_duration():
 
 def test_duration_text():
     assert [duration(x) for x in (30, 60, 90, 300, 600, 3600, 5400)] == ["30s", "1m", "90s", "5m", "10m", "1h", "90m"]
+
+
+def test_a_hysteresis_holds_one_page_while_the_band_wobbles_under_the_trigger(promtool, tmp_path):
+    """With `thresholds.kv_forecast_hysteresis` set (0.05 here; the tuned default is 0), the page stays up while the
+    band wobbles between 0.70 and 0.75 and clears under 0.70: one page, not one per wobble (real promtool, rules
+    generated from the settings as the committed ones are)."""
+    import yaml
+
+    from alertrules.rules import rule_files
+
+    settings = AlertSettings(thresholds=Thresholds(kv_forecast_hysteresis=0.05), for_forecast_breach=15)
+    for name, doc in rule_files(settings).items():
+        (tmp_path / name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    (tmp_path / "hysteresis.test.yml").write_text((Path(__file__).parent / "data" / "hysteresis.test.yml").read_text())
+    res = run([promtool, "test", "rules", str(tmp_path / "hysteresis.test.yml")])
+    assert res.returncode == 0, res.stdout + res.stderr

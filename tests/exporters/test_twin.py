@@ -79,3 +79,21 @@ def test_once_on_the_seed_fleet_prints_a_full_exposition():
     assert "infercast_kv_cache_hit_ratio" not in names
     # this machine has no GPU: NVML says so (up 0) and the exporter carries on
     assert get(m, "infercast_target_up", target="nvml", kind="nvml") in (0, 1)
+
+
+def test_split_pools_of_one_version_keep_the_twins_own_pool_labels():
+    """With the seeds' layout (`reactive`: v4-main split into v4-short and v4-long, both serving v4), a dashboard or
+    a forecast per pool sees each half under its own name: every node's series carry the twin's `node.pool`, not a
+    pool looked up through the node's version."""
+    from infercast.twin import build_fleet
+
+    fleet = build_fleet(CONFIG, control="reactive", seed=0)
+    source = TwinSource(CONFIG, fleet=fleet)
+    source.advance(30)
+    pools_seen: dict[str, str] = {}
+    for s in source.collect():
+        if s.name == "infercast_kv_cache_usage_ratio":
+            pools_seen[s.labels["instance"]] = s.labels["pool"]
+    by_node = {n.name: n.pool for n in fleet.nodes if n.up}
+    assert pools_seen == by_node
+    assert {"v4-short", "v4-long"} <= set(pools_seen.values())

@@ -115,6 +115,7 @@ def test_a_scenario_is_a_trace_too(capsys, repo_root, tmp_path):
         ],
     }
     data["pools"]["v4-main"]["nodes"] = 2
+    data.pop("protections")  # the seeds' layout needs the flash sale's streams and more nodes; `none` ignores it
     path = tmp_path / "small-sale.yaml"
     path.write_text(yaml.safe_dump(data))
     rc, out, err = _run(
@@ -124,6 +125,10 @@ def test_a_scenario_is_a_trace_too(capsys, repo_root, tmp_path):
     res = json.loads(out)
     assert res["trace"] == f"scenario:{path}" and res["samples"] >= 59
     assert res["models"]["kalman"]["n_origins"] > 40
+    # the series the predictive alert pages on, and the model the service would run on it, scored as deployed
+    assert res["meta"]["aggregate"] == "max"
+    assert res["service_model"] == "kalman_aci"
+    assert res["models"]["kalman_aci"]["alarm"]["policy"] == {"persistence": 3, "hysteresis": 0.0}  # for: 30s
 
 
 def test_bad_trace_is_a_clear_error(capsys, tmp_path):

@@ -28,17 +28,18 @@ def test_exposition_of_a_kv_forecast_and_its_eta():
     text = exposition(samples)
     assert text.splitlines() == [
         "# HELP infercast_forecast_breach_eta_seconds Seconds until the forecast upper band crosses the threshold "
-        "(+Inf if not within the horizon).",
+        "(+Inf if not within the horizon), per aggregate.",
         "# TYPE infercast_forecast_breach_eta_seconds gauge",
-        'infercast_forecast_breach_eta_seconds{pool="v4-main",threshold="0.75",version="v4"} 15.0',
-        "# HELP infercast_forecast_kv_cache_usage_ratio Forecast of KV-cache usage at the horizon.",
+        'infercast_forecast_breach_eta_seconds{aggregate="mean",pool="v4-main",threshold="0.75",version="v4"} 15.0',
+        "# HELP infercast_forecast_kv_cache_usage_ratio Forecast of KV-cache usage at the horizon: of the pool's mean "
+        "(aggregate=mean) or its fullest instance (max).",
         "# TYPE infercast_forecast_kv_cache_usage_ratio gauge",
-        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat",model="lstm",pool="v4-main",'
-        'version="v4"} 0.7',
-        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_lower",model="lstm",pool="v4-main",'
-        'version="v4"} 0.6',
-        'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_upper",model="lstm",pool="v4-main",'
-        'version="v4"} 0.8',
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat",model="lstm",'
+        'pool="v4-main",version="v4"} 0.7',
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat_lower",model="lstm",'
+        'pool="v4-main",version="v4"} 0.6',
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat_upper",model="lstm",'
+        'pool="v4-main",version="v4"} 0.8',
     ]
     assert fc.breach_eta(0.75, 1000.0) == 255.0  # the upper band first reaches 0.75 at its 17th point
 
@@ -77,5 +78,6 @@ def test_forecasts_written_back_to_the_memory_store_read_like_any_series():
         "model": "lstm",
         "horizon": "300s",
         "ml_forecast": "yhat_upper",
+        "aggregate": "mean",
     }
     assert s.v.tolist() == [0.8]

@@ -74,25 +74,38 @@ def test_healthy_series_publish_forecasts_eta_and_success_time():
     _fill(st, T0, T0 + 3600, kv=lambda t: 0.3 + 0.4 * (t - T0) / 3600)  # ramps towards 0.75
     out = _loop().tick(T0 + 3585, st)
     kv = _by_name(out, "infercast_forecast_kv_cache_usage_ratio")
-    key = (("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman"), ("pool", "v4-main"), ("version", "v4"))
-    assert kv[key] == pytest.approx(0.3 + 0.4 * (3585 + 300) / 3600, abs=0.01)
+    # Both instances are at the same level, so the pool's mean and its fullest instance forecast alike.
+    for aggregate in ("mean", "max"):
+        key = (
+            ("aggregate", aggregate),
+            ("horizon", "300s"),
+            ("ml_forecast", "yhat"),
+            ("model", "kalman_aci"),
+            ("pool", "v4-main"),
+            ("version", "v4"),
+        )
+        assert kv[key] == pytest.approx(0.3 + 0.4 * (3585 + 300) / 3600, abs=0.01)
     eta = _by_name(out, "infercast_forecast_breach_eta_seconds")
     # 0.73 at the horizon; the upper band crosses 0.75 before it or not at all: either a time within 300 s or +Inf.
-    (value,) = eta.values()
-    assert value == float("inf") or 0 < value <= 300
+    assert {dict(k)["aggregate"] for k in eta} == {"mean", "max"}
+    for value in eta.values():
+        assert value == float("inf") or 0 < value <= 300
     rps = _by_name(out, "infercast_forecast_requests_per_second")
-    assert rps[(("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman"), *key[3:])] == pytest.approx(50.0)
-    assert _by_name(out, "infercast_forecast_last_success_timestamp_seconds") == {(("model", "kalman"),): T0 + 3585}
+    rps_key = (("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman_aci"), *key[4:])
+    assert rps[rps_key] == pytest.approx(50.0)
+    assert _by_name(out, "infercast_forecast_last_success_timestamp_seconds") == {(("model", "kalman_aci"),): T0 + 3585}
     assert not _skips(out)
-    assert 'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat_upper"' in exposition(out)
+    assert 'infercast_forecast_kv_cache_usage_ratio{aggregate="max",horizon="300s",ml_forecast="yhat_upper"' in (
+        exposition(out)
+    )
 
 
 def test_breach_eta_counts_from_now_to_the_upper_band_crossing():
     st = MemoryStore()
     _fill(st, T0, T0 + 3600, kv=lambda t: 0.5 + 0.3 * (t - T0) / 3600)  # 0.8 by the end: crossing 0.75 soon
     out = _loop().tick(T0 + 3300, st)
-    (eta,) = _by_name(out, "infercast_forecast_breach_eta_seconds").values()
-    assert 0 < eta <= 300
+    for eta in _by_name(out, "infercast_forecast_breach_eta_seconds").values():  # mean and fullest instance
+        assert 0 < eta <= 300
 
 
 def test_counter_reset_reads_as_a_restart_not_a_negative_rate():
@@ -212,7 +225,7 @@ def test_corrupt_model_file_falls_back_to_the_best_baseline_and_says_so(tmp_path
     out = loop.tick(T0 + 3585, st)
     assert ("", "kv:lstm", "model_error") in _skips(out)
     models = {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
-    assert models == {"kalman"}
+    assert models == {"kalman_aci"}
 
 
 def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
@@ -229,7 +242,8 @@ def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
     _fill(st, T0, T0 + 3600)
     loop = _loop(lstm=Exploding())
     out = loop.tick(T0 + 3585, st)
-    assert ("v4-main", "kv:lstm", "model_error") in _skips(out)
+    assert ("v4-main", "kv:lstm_aci", "model_error") in _skips(out)
+    assert ("v4-main", "kv_max:lstm_aci", "model_error") in _skips(out)
     assert _kv_yhat(out) == pytest.approx(0.4)  # from the baseline
     assert {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"} == {"kalman"}
 
@@ -287,7 +301,7 @@ def test_a_slow_prometheus_is_source_down_for_the_tick():
         out = _loop().tick(T0, PrometheusStore(f"http://127.0.0.1:{srv.server_port}", timeout_seconds=0.2))
     finally:
         srv.shutdown()
-    assert {("", "kv", "source_down"), ("", "rps", "source_down")} == _skips(out)
+    assert {("", "kv", "source_down"), ("", "kv_max", "source_down"), ("", "rps", "source_down")} == _skips(out)
     assert _kv_yhat(out) is None
 
 
@@ -312,7 +326,7 @@ def test_shipped_model_is_the_kv_model_by_default(repo_root):
     _fill(st, T0, T0 + 3600, kv=lambda t: 0.3 + 0.1 * np.sin((t - T0) / 600))
     out = loop.tick(T0 + 3585, st)
     kv = {s.label_dict["ml_forecast"]: s for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
-    assert kv["yhat"].label_dict["model"] == "lstm"
+    assert kv["yhat"].label_dict["model"] == "lstm_aci"  # the shipped LSTM, its band calibrated online
     assert 0.0 <= kv["yhat_lower"].value <= kv["yhat"].value <= kv["yhat_upper"].value <= 1.0
 
 
@@ -332,5 +346,25 @@ def test_a_failing_model_is_logged_once_not_every_tick(caplog):
     with caplog.at_level(logging.WARNING, logger="predictors.service"):
         for k in range(3):
             out = loop.tick(T0 + 3555 + 15 * k, st)
-            assert ("v4-main", "kv:lstm", "model_error") in _skips(out)  # reported on every tick, as a metric
-    assert caplog.text.count("lstm for kv v4-main/v4 failed: shape mismatch; using kalman") == 1
+            assert ("v4-main", "kv:lstm_aci", "model_error") in _skips(out)  # reported on every tick, as a metric
+    assert caplog.text.count("lstm_aci for kv v4-main/v4 failed: shape mismatch; using kalman") == 1
+
+
+def test_restart_forecasts_on_the_first_tick_from_the_stores_history():
+    """A predictor (re)started beside a Prometheus that holds history is not blind: its first tick backfills the
+    last `history_seconds` with `query_range` and publishes forecasts for the pool's mean and its fullest instance,
+    the fullest one higher when one instance runs hotter than the other."""
+    st = MemoryStore()
+    for t in np.arange(T0, T0 + 3600, 15.0):
+        st.write(KV, {**POOL, "instance": "n1"}, t, 0.35)
+        st.write(KV, {**POOL, "instance": "n2"}, t, 0.65)  # the hot one
+    fresh = _loop()  # nothing remembered: a new process
+    out = fresh.tick(T0 + 3585, st)
+    yhat = {
+        s.label_dict["aggregate"]: s.value
+        for s in out
+        if s.name == "infercast_forecast_kv_cache_usage_ratio" and s.label_dict["ml_forecast"] == "yhat"
+    }
+    assert yhat["mean"] == pytest.approx(0.5, abs=0.01)
+    assert yhat["max"] == pytest.approx(0.65, abs=0.01)
+    assert not any(r == "too_short" for _, _, r in _skips(out))

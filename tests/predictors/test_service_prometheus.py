@@ -83,10 +83,20 @@ def test_predictor_once_prints_the_forecast_metrics(prom, tmp_path, repo_root):
     )
     assert r.returncode == 0, r.stderr
     # KV by the shipped LSTM when its file loads (part B's), else by the fallback baseline.
-    kv_model = "lstm" if registry.load_lstm()[0] is not None else registry.BEST_BASELINE["kv"]
-    assert f'infercast_forecast_kv_cache_usage_ratio{{horizon="300s",ml_forecast="yhat",model="{kv_model}"' in r.stdout
-    assert 'infercast_forecast_requests_per_second{horizon="300s",ml_forecast="yhat",model="prophet"' in r.stdout
-    assert 'infercast_forecast_breach_eta_seconds{pool="v4-main",threshold="0.75",version="v4"}' in r.stdout
+    kv_model = "lstm_aci" if registry.load_lstm()[0] is not None else registry.BEST_BASELINE["kv"] + "_aci"
+    for aggregate in ("mean", "max"):  # the pool's mean and its fullest instance
+        assert (
+            f'infercast_forecast_kv_cache_usage_ratio{{aggregate="{aggregate}",horizon="300s",ml_forecast="yhat",'
+            f'model="{kv_model}"'
+        ) in r.stdout
+    assert (
+        'infercast_forecast_requests_per_second{horizon="300s",ml_forecast="yhat",model="prophet_anchored_aci"'
+        in r.stdout
+    )
+    assert (
+        'infercast_forecast_breach_eta_seconds{aggregate="max",pool="v4-main",threshold="0.75",version="v4"}'
+        in r.stdout
+    )
 
 
 def test_predictor_without_prometheus_url_says_what_to_set(tmp_path, repo_root):
@@ -121,8 +131,11 @@ def test_service_serves_forecasts_over_http_and_stops_on_request(prom, tmp_path,
             with contextlib.suppress(requests.ConnectionError):
                 body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
             time.sleep(0.2)
-        assert 'infercast_forecast_kv_cache_usage_ratio{horizon="300s",ml_forecast="yhat",model="kalman"' in body
-        assert 'infercast_forecast_last_success_timestamp_seconds{model="kalman"}' in body
+        assert (
+            'infercast_forecast_kv_cache_usage_ratio{aggregate="max",horizon="300s",ml_forecast="yhat",model="kalman_aci"'
+            in body
+        )
+        assert 'infercast_forecast_last_success_timestamp_seconds{model="kalman_aci"}' in body
     finally:
         stop.set()
         th.join(timeout=20)

@@ -149,8 +149,8 @@ def test_cli_says_what_is_wrong_with_a_trace(repo_root, tmp_path):
     assert "broken.csv" in r.stderr and "line 2" in r.stderr
     r = _cli("twin", "run", "--scenario", "no-such", "--out", str(tmp_path / "out"), cwd=repo_root)
     assert r.returncode == 2 and "unknown scenario 'no-such'" in r.stderr
-    r = _cli("twin", "run", "--scenario", "flash-sale", "--control", "predictive", cwd=repo_root)
-    assert r.returncode == 2 and "actuator" in r.stderr
+    r = _cli("twin", "run", "--scenario", "flash-sale", "--control", "clairvoyant", cwd=repo_root)
+    assert r.returncode == 2 and "invalid choice: 'clairvoyant'" in r.stderr
 
 
 def test_cli_json_report(repo_root, tmp_path, data_dir):
@@ -204,7 +204,7 @@ def test_request_rows_follow_the_request_columns():
     q = RequestQueue()
     reqs = Requests.empty()
     one = Requests(
-        *(np.array([v], dtype=getattr(reqs, f).dtype) for f, v in zip(ROW_FIELDS, range(1, 10), strict=True))
+        *(np.array([v], dtype=getattr(reqs, f).dtype) for f, v in zip(ROW_FIELDS, range(1, 12), strict=True))
     )
     q.push(one)
-    assert q.peek() == (1.0, 2.0, 3, 4, 5, 6, 7, True, 9.0)
+    assert q.peek() == (1.0, 2.0, 3, 4, 5, 6, 7, True, 9.0, 10, True)

@@ -1,0 +1,82 @@
+"""What the predictor service runs for a series, built in one place so the backtest scores it as deployed.  Pure.
+
+- KV usage (`kv`, both aggregates: the pool's mean and its fullest instance): the LSTM when its model file loads,
+  else the best baseline (`registry.BEST_BASELINE`); its band calibrated online per series
+  (`predictors.conformal.AdaptiveBand`); then the calendar prior (`predictors.calendar.EventPrior`) for scheduled
+  events never seen before.
+- Traffic (`rps`): Prophet anchored to the current level (`predictors.anchored.AnchoredProphet`) when Prophet is
+  installed, else the best baseline; band calibrated online the same way.
+
+`alarm_policy(thresholds, step)` is the predictive alert's logic (`predictors.alarm`) with the fleet file's
+numbers, as `alertrules` writes it for Prometheus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infercast.config import PredictorConfig, Thresholds
+from predictors import registry
+from predictors.alarm import AlarmPolicy
+from predictors.base import Forecaster
+from predictors.calendar import EventPrior
+from predictors.conformal import AdaptiveBand
+from predictors.prophet_model import EventWindow, event_windows
+
+#: The minimum band half-width the online calibration scales, per series (a flat band must still be able to grow).
+MIN_WIDTH = {"kv": 0.005, "rps": 1e-3}
+
+
+def inner_name(series: str, lstm: Forecaster | None, prophet: bool) -> str:
+    if series == "kv":
+        return "lstm" if lstm is not None else registry.BEST_BASELINE["kv"]
+    return "prophet_anchored" if prophet else registry.BEST_BASELINE["rps"]
+
+
+def service_forecaster(
+    series: str,
+    config: PredictorConfig,
+    *,
+    lstm: Forecaster | None = None,
+    prophet: bool = True,
+    events: Sequence = (),
+    epoch_s: float = 0.0,
+    model: str | None = None,
+) -> Forecaster:
+    """A fresh pipeline for one series (it holds that series' online calibration state).
+
+    `model` names another inner model than the default (a baseline, or `prophet` for Prophet as it is).
+    """
+    name = model or inner_name(series, lstm, prophet)
+    windows: list[EventWindow] = (
+        list(events) if events and isinstance(events[0], EventWindow) else event_windows(events, epoch_s)
+    )
+    if name == "lstm":
+        inner: Forecaster = lstm  # type: ignore[assignment]
+    elif name == "prophet_anchored":
+        from predictors.anchored import AnchoredProphet
+
+        inner = AnchoredProphet(windows, config.band, bound_factor=config.traffic_bound_factor)
+    else:
+        inner = registry.make(name, series, config.band, windows)
+    out: Forecaster = inner
+    if config.band_adaptation > 0:
+        out = AdaptiveBand(inner, config.band_adaptation, registry.CLIP[series], MIN_WIDTH[series])
+    if series == "kv" and windows:
+        out = EventPrior(out, windows, ceiling=registry.CLIP["kv"][1], onset_s=config.event_onset_seconds)
+    return out
+
+
+def service_model_name(series: str, config: PredictorConfig, lstm: Forecaster | None, prophet: bool = True) -> str:
+    """The `model` label the service publishes for a series (the name the backtest JSON gives `service_model`)."""
+    name = inner_name(series, lstm, prophet)
+    return f"{name}_aci" if config.band_adaptation > 0 else name
+
+
+def alarm_policy(thresholds: Thresholds, step_seconds: float) -> AlarmPolicy:
+    """The predictive alert at evaluations `step_seconds` apart: `for:` -> consecutive evaluations, hysteresis."""
+    return AlarmPolicy(
+        thresholds.kv_forecast_trigger,
+        persistence=1 + round(thresholds.kv_forecast_for_seconds / step_seconds),
+        hysteresis=thresholds.kv_forecast_hysteresis,
+    )
