@@ -367,6 +367,21 @@ def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             s,
+            "InfercastForecastMissing",
+            # Per (pool, version), so it sees what a per-model staleness cannot: with sharded predictors
+            # (predictors/shard.py) one dead replica leaves the others' timestamps fresh, and its pools' forecasts
+            # simply vanish.  A pool counts as owned while some replica publishes a forecast or a skip reason for it.
+            f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV}) "
+            f'unless on (pool, version) {FORECAST_SKIPPED}{{series="kv"}}',
+            s.for_forecast_missing,
+            "warning",
+            "platform",
+            "A pool's KV usage is observed but no predictor forecasts it.",
+            f"No predictor replica publishes a KV-cache forecast (or a reason to skip one) for {pv}: the replica whose "
+            "shard holds it is down or was never started, so the predictive alert and the actuator are blind there.",
+        ),
+        _alert(
+            s,
             "InfercastActuatorFlapping",
             f'sum by (pool) (increase({ACTIONS}{{outcome=~"applied|rolled_back"}}[15m])) > {s.flapping_actions}',
             s.for_actuator_flapping,

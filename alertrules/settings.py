@@ -56,6 +56,8 @@ class AlertSettings:
     for_target_down: int = 120
     for_exporter_down: int = 120
     for_forecast_stale: int = 120
+    #: InfercastForecastMissing: a pool observed with no forecast (nor skip reason) from any predictor replica
+    for_forecast_missing: int = 120
     for_actuator_flapping: int = 0
     for_actuator_frozen: int = 300
     for_mitigated: int = 0

@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not read GPUs through NVML")
     p.add_argument("--node", default=None, help="node name for NVML series (default: the host name)")
     p.add_argument(
+        "--gpus-only",
+        action="store_true",
+        help="the per-node exporter (a DaemonSet on GPU nodes): serve this node's GPUs through NVML and nothing else "
+        "(the fleet file's targets, router counters and derived scores are the fleet exporter's)",
+    )
+    p.add_argument(
         "--forecasts-from",
         default=None,
         metavar="PROMETHEUS_URL",
@@ -57,6 +63,8 @@ def _listen(value: str) -> tuple[str, int]:
 
 def build(args: argparse.Namespace):
     config = load_config(args.config)
+    if getattr(args, "gpus_only", False):
+        return config, None, Exporter(config, [NvmlSource(node=args.node)], fleet_view=False)
     twin = None
     if any(t.kind == "twin" for t in config.targets):
         name = next(t.name for t in config.targets if t.kind == "twin")

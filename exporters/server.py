@@ -82,13 +82,19 @@ class Exporter:
         recorder: RouterRecorder | None = None,
         forecast_usage: Callable[[], Mapping[str, float] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        fleet_view: bool = True,
     ) -> None:
+        """`fleet_view=False` is the per-node exporter (`infercast exporter --gpus-only`): it serves its sources and
+        nothing fleet-wide -- no router counters (the fleet exporter's, else every node would repeat them) and no
+        derived pool scores (they need the whole fleet's samples)."""
         self.config = config
+        self.fleet_view = fleet_view
         self.timeout = config.exporter.scrape_timeout_seconds
         self.staleness = config.exporter.staleness_seconds
         self.recorder = recorder if recorder is not None else RouterRecorder()
         # the label sets the fleet file announces start at 0: rate() and alerts work from the first scrape
-        self.recorder.preset(*known_label_sets(config))
+        if fleet_view:
+            self.recorder.preset(*known_label_sets(config))
         self._router_windows = Windows(config.exporter.hit_ratio_window_seconds)
         self._forecast_usage = forecast_usage
         self._clock = clock
@@ -206,9 +212,10 @@ class Exporter:
                 for s in st.samples:
                     if s.name.startswith("infercast_gpu_"):
                         gpu_pools[(s.labels.get("node", ""), s.labels.get("gpu", ""))] = st.gpu_pool
-        samples.extend(self._router_windows.apply(recorder_samples(self.recorder), now))
-        forecasts = self._forecast_usage() if self._forecast_usage else None
-        samples.extend(derive(self.config, samples, gpu_pools, forecasts))
+        if self.fleet_view:
+            samples.extend(self._router_windows.apply(recorder_samples(self.recorder), now))
+            forecasts = self._forecast_usage() if self._forecast_usage else None
+            samples.extend(derive(self.config, samples, gpu_pools, forecasts))
         return families(samples)
 
     def collect(self) -> Iterable[Metric]:

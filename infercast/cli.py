@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("predictors.train_cli", "train the LSTM forecaster and save its model file"),
     "dashboards": ("dashboards.cli", "build the Grafana dashboards or push them to a Grafana"),
     "check": ("infercast.check", "validate a fleet file, the alert rules and the dashboards"),
+    "k8s": ("infercast.k8s.cli", "generate and validate the Kubernetes manifests (deploy/kubernetes/)"),
 }
 
 

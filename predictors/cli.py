@@ -4,6 +4,11 @@ APScheduler calls `PredictorLoop.tick(clock.now(), store)` every `predictor.fore
 a time: an overrunning tick makes the next one skip, a backlog is coalesced), the latest samples are served on
 `predictor.listen` at /metrics.  SIGTERM or SIGINT stops the scheduler after the running tick (`shutdown(wait=True)`).
 `--once` runs one tick and prints the samples in the text format (for cron jobs and checks).
+
+`--shard I/N` (or $INFERCAST_PREDICTOR_SHARD) makes this replica one of N that split the fleet's (pool, version)
+series by Prometheus' `hashmod` (predictors/shard.py): it forecasts and publishes only its share, and the rules and
+dashboards, which aggregate over replicas, see the union.  `ordinal/N` takes I from the end of the host name (a
+StatefulSet pod `infercast-predictor-1` is shard 1).
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus", default=None, help="Prometheus URL (overrides predictor.prometheus_url)")
     p.add_argument("--listen", default=None, help="host:port for /metrics (overrides predictor.listen)")
     p.add_argument("--once", action="store_true", help="run one tick, print the samples, exit")
+    p.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="forecast only shard I of N (by hashmod of pool and version); `ordinal/N` takes I from the host name "
+        "(default: $INFERCAST_PREDICTOR_SHARD, else the whole fleet)",
+    )
 
 
 def _host_port(listen: str) -> tuple[str, int]:
@@ -76,13 +88,21 @@ def run(args: argparse.Namespace) -> int:
     from infercast.store.prometheus import PrometheusStore
     from predictors.publish import exposition
     from predictors.service import PredictorLoop
+    from predictors.shard import Shard, ShardedStore
 
     cfg = load_config(args.config)
+    try:
+        shard = Shard.from_env(args.shard)
+    except ValueError as e:
+        raise ConfigError(f"--shard: {e}") from None
     url = args.prometheus or cfg.predictor.prometheus_url
     if not url:
         raise ConfigError(f"{args.config}: predictor.prometheus_url is not set (or pass --prometheus URL)")
     pc = cfg.predictor
     store = PrometheusStore(url, timeout_seconds=max(1.0, min(10.0, pc.forecast_interval_seconds / 2)))
+    if shard.count > 1:
+        log.info("predictor: shard %s: forecasting the (pool, version) series hashmod assigns to it", shard)
+        store = ShardedStore(store, shard)
     loop = PredictorLoop.from_config(cfg)
     clock = WallClock()
     if args.once:

@@ -103,3 +103,18 @@ def test_serving_mode_answers_and_stops_on_sigterm(fixture_server, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_gpus_only_serves_this_nodes_gpus_and_nothing_fleet_wide(tmp_path, capsys, monkeypatch):
+    """The per-node DaemonSet (deploy/kubernetes): NVML only.  Router counters preset from the fleet file and the
+    derived pool scores are the fleet exporter's; 512 nodes repeating them would multiply those series by 512."""
+    from exporters.nvml import NvmlSource
+    from tests.exporters.fakes import fake_pynvml
+
+    monkeypatch.setattr(cli, "NvmlSource", lambda node=None: NvmlSource(fake_pynvml(gpus=2), node=node))
+    assert cli.run(args(REPO / "examples" / "flash-sale.yaml", "--once", "--gpus-only", "--node", "gpu-7")) == 0
+    out = capsys.readouterr().out
+    names = {line.split("{")[0].split(" ")[0] for line in out.splitlines() if line and not line.startswith("#")}
+    assert names and all(n.startswith(("infercast_gpu_", "infercast_target_")) for n in names), names
+    assert 'infercast_gpu_memory_used_bytes{gpu="1",node="gpu-7",uuid="GPU-fake-1"}' in out
+    assert 'infercast_target_up{kind="nvml",target="nvml"} 1.0' in out

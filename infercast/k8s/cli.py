@@ -1,0 +1,127 @@
+"""`infercast k8s build|fleet|validate`: generate deploy/kubernetes/, adapt a fleet file, check the rendered tree.
+
+- `build`: writes the Kustomize base (deploy/kubernetes/base/) and the production overlay's fleet file from
+  examples/kubernetes.yaml; `--check` exits 1 when a committed file differs; `--out DIR` with other settings
+  (`--namespace`, `--release`, `--fleet`, ...) writes a custom base there instead.
+- `fleet FILE`: prints FILE adapted for the cluster (the ConfigMap's content) for an overlay of your own.
+- `validate [OVERLAY ...]`: renders each overlay (default: all of deploy/kubernetes/overlays/) with `kubectl
+  kustomize` and checks every object (infercast/k8s/validate.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from infercast.config import ConfigError
+
+from .settings import REPO, K8sSettings
+
+PRODUCTION_FLEET_SOURCE = REPO / "examples" / "kubernetes.yaml"
+PRODUCTION_FLEET = REPO / "deploy" / "kubernetes" / "overlays" / "production" / "fleet.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    d = K8sSettings()
+    b = sub.add_parser("build", help="write deploy/kubernetes/base (and the production overlay's fleet file)")
+    b.add_argument("--check", action="store_true", help="exit 1 if a committed file differs from a fresh build")
+    b.add_argument("--out", type=Path, help="write a custom base into this directory instead")
+    b.add_argument("--fleet", type=Path, default=d.fleet, help=f"fleet file (default {d.fleet.relative_to(REPO)})")
+    b.add_argument("--namespace", default=d.namespace)
+    b.add_argument("--engine-namespace", default=d.engine_namespace, help="where the engines' Deployments are")
+    b.add_argument("--release", default=d.release, help="the kube-prometheus-stack release (its `release` label)")
+    b.add_argument("--image", default=d.image)
+    b.add_argument("--prometheus-url", default=d.prometheus_url, help="Prometheus, Thanos Query or Mimir (in-cluster)")
+    b.add_argument("--predictor-shards", type=int, default=d.predictor_shards)
+    b.add_argument("--actuator-replicas", type=int, default=d.actuator_replicas)
+    f = sub.add_parser("fleet", help="print a fleet file adapted for the cluster (the ConfigMap's fleet.yaml)")
+    f.add_argument("file", type=Path)
+    f.add_argument("--namespace", default=d.namespace)
+    f.add_argument("--engine-namespace", default=d.engine_namespace)
+    f.add_argument("--prometheus-url", default=d.prometheus_url)
+    v = sub.add_parser("validate", help="render overlays with kubectl kustomize and check every object")
+    v.add_argument("overlays", nargs="*", type=Path, help="overlay directories (default: every one)")
+
+
+def _settings(args: argparse.Namespace, **over: object) -> K8sSettings:
+    keys = ("namespace", "engine_namespace", "release", "image", "prometheus_url", "predictor_shards")
+    kw = {k: getattr(args, k) for k in (*keys, "actuator_replicas") if hasattr(args, k)}
+    kw.update(over)
+    try:
+        return K8sSettings(**kw)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "build":
+        return _build(args)
+    if args.action == "fleet":
+        return _fleet(args)
+    return _validate(args.overlays)
+
+
+def _read_fleet(path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such fleet file")
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .build import BASE, base_files, stale, write
+    from .fleet import load_cluster_fleet
+
+    _read_fleet(args.fleet)
+    s = _settings(args, fleet=args.fleet)
+    files = base_files(s)
+    if args.out is not None:
+        for p in write(args.out, files):
+            print(p)
+        return 0
+    if s != K8sSettings():
+        raise ConfigError("custom settings need --out DIR (the committed tree keeps the defaults)")
+    _, production = load_cluster_fleet(K8sSettings(fleet=PRODUCTION_FLEET_SOURCE))
+    if args.check:
+        bad = [BASE / n for n in stale(BASE, files)]
+        if not PRODUCTION_FLEET.exists() or PRODUCTION_FLEET.read_text() != production:
+            bad.append(PRODUCTION_FLEET)
+        for p in bad:
+            print(f"out of date: {p.relative_to(REPO)} (run infercast k8s build)", file=sys.stderr)
+        return 1 if bad else 0
+    for p in write(BASE, files):
+        print(p.relative_to(REPO))
+    PRODUCTION_FLEET.write_text(production)
+    print(PRODUCTION_FLEET.relative_to(REPO))
+    return 0
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from .fleet import load_cluster_fleet
+
+    _read_fleet(args.file)
+    _, text = load_cluster_fleet(_settings(args, fleet=args.file))
+    sys.stdout.write(text)
+    return 0
+
+
+def _validate(paths: list[Path]) -> int:
+    from .validate import ValidationError, overlays, render, validate_objects
+
+    failed = 0
+    for overlay in paths or overlays():
+        try:
+            objs = render(overlay)
+        except ValidationError as e:
+            print(f"{overlay}: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        report = validate_objects(objs, str(overlay))
+        for line in report.unchecked:
+            print(f"{overlay}: NOT CHECKED {line}", file=sys.stderr)
+        for line in report.errors:
+            print(f"{overlay}: {line}", file=sys.stderr)
+        print(f"{overlay}: {len(objs)} objects, {len(report.checked)} checked, {len(report.unchecked)} without a "
+              f"schema, {len(report.errors)} errors")  # fmt: skip
+        failed += bool(report.errors)
+    return 1 if failed else 0

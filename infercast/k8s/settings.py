@@ -1,0 +1,51 @@
+"""What a Kubernetes install varies: names, namespaces, the image, replica counts.  Pure data.
+
+The defaults are the committed tree (deploy/kubernetes/): infercast in namespace `infercast`, the engines it may
+scale in `inference`, a kube-prometheus-stack release named `kube-prometheus-stack` in `monitoring`.  Anything
+else is `infercast k8s build --out DIR --namespace ... --release ...` (docs/kubernetes.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: the listen ports of the services (the same as docker-compose.yml)
+PORTS = {"exporter": 9400, "predictor": 9401, "actuator": 9402, "alert-log": 9095}
+#: the uid the image runs as (deploy/Dockerfile: useradd --uid 10001)
+IMAGE_UID = 10001
+
+
+@dataclass(frozen=True)
+class K8sSettings:
+    #: where infercast runs (every object of the base; the actuator's Lease lives here)
+    namespace: str = "infercast"
+    #: the image built from deploy/Dockerfile; overlays retag it with Kustomize's `images:`
+    image: str = "infercast:0.1.0"
+    #: the fleet file the ConfigMap is made from (adapted for the cluster: infercast/k8s/fleet.py)
+    fleet: Path = REPO / "examples" / "flash-sale.yaml"
+    #: Prometheus as seen from inside the cluster: the operator's governing Service exists in every install
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    #: namespace of the Deployments the actuator's Kubernetes backend scales (when the fleet file names none)
+    engine_namespace: str = "inference"
+    #: pool -> Deployment the actuator scales (when the fleet file names none); empty: `vllm-<pool>` for each pool
+    deployments: dict[str, str] = field(default_factory=dict)
+    predictor_shards: int = 2
+    actuator_replicas: int = 2
+    #: Grafana's sidecar picks up ConfigMaps with this label (kube-prometheus-stack's default)
+    dashboard_label: tuple[str, str] = ("grafana_dashboard", "1")
+    #: the kube-prometheus-stack release: its Prometheus selects ServiceMonitors and rules labelled release=<name>
+    release: str = "kube-prometheus-stack"
+
+    def __post_init__(self) -> None:
+        if self.predictor_shards < 1 or self.actuator_replicas < 1:
+            raise ValueError("predictor_shards and actuator_replicas must be >= 1")
+
+    def actuator_url(self) -> str:
+        """The actuator's webhook as Alertmanager (in another namespace) reaches it."""
+        return f"http://infercast-actuator.{self.namespace}.svc:{PORTS['actuator']}/api/v1/alerts"
+
+    def alert_log_url(self, path: str) -> str:
+        return f"http://infercast-alert-log.{self.namespace}.svc:{PORTS['alert-log']}/{path}"
