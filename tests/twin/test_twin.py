@@ -208,3 +208,17 @@ def test_request_rows_follow_the_request_columns():
     )
     q.push(one)
     assert q.peek() == (1.0, 2.0, 3, 4, 5, 6, 7, True, 9.0, 10, True)
+
+
+def test_nodes_drained_in_the_same_tick_go_back_in_name_order(cfg):
+    """Which standby node a later scale-up takes depends on the reservoir's order: nodes that finish draining in
+    the same tick go back sorted by name, not in the per-process hash order of a set (two `infercast demo` workers
+    gave different reports before)."""
+    from infercast.twin.layout import protected_layout
+
+    fleet = build_fleet(protected_layout(cfg), seed=0)
+    r = fleet.router
+    names = [n.name for n in r.pool_nodes["v4-short"]][:5]
+    r.draining = set(reversed(names))  # idle at t = 0: every one of them finishes at once
+    r._finish_draining()
+    assert [n.name for n in r.pool_nodes["v4-standby"]][-5:] == sorted(names)
