@@ -148,7 +148,7 @@ class TruthInputs:
         with the other pools taking the same."""
         kind = self._serves(p)
         siblings = [q for q in serving(fleet) if self._serves(q) == kind]
-        share = self.traffic.token_rate_at(t, *kind) / max(self.traffic.token_rate_at(t), 1e-9)
+        share = token_rate_at(self.traffic, t, *kind) / max(token_rate_at(self.traffic, t), 1e-9)
         return self.traffic.rate_at(t) * share / max(1, len(siblings))
 
     def read(self, now: float, fleet: Observation) -> Inputs:
@@ -172,6 +172,17 @@ class TruthInputs:
                 float(ahead[peak[0]] - now) if len(peak) else math.inf,
             )
         return Inputs(now, out, {}, {})
+
+
+def token_rate_at(traffic, t: float, short: bool = True, long: bool = True, window: float = 60.0) -> float:
+    """Prompt tokens per second the traffic offers at t, of short (<= 8k) prompts, long ones, or both: a scenario's
+    own figure, or a replayed trace's tokens over the `window` seconds around t."""
+    if hasattr(traffic, "token_rate_at"):
+        return traffic.token_rate_at(t, short, long)
+    i0, i1 = np.searchsorted(traffic.t, [t - window / 2, t + window / 2])
+    prompt = traffic.prompt[i0:i1]
+    is_long = prompt > LONG_CONTEXT_TOKENS
+    return float(prompt[(is_long & long) | (~is_long & short)].sum()) / window
 
 
 def reference_series(timeseries) -> dict[str, tuple[np.ndarray, np.ndarray]]:

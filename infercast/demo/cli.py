@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     trace = None
     if args.trace:
+        from infercast.demo.fleet import trace_fleet
         from infercast.traces import TraceError, load_trace
-        from infercast.twin.run import size_fleet_for_trace
 
         cfg = load_config(args.config or resolve_scenario("flash-sale"))
         try:
@@ -110,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
         except TraceError as e:
             print(f"infercast demo: {e}", file=sys.stderr)
             return 2
-        cfg = size_fleet_for_trace(trace, cfg)
+        cfg, notes = trace_fleet(trace, cfg)
         name = Path(args.trace).name
+        print(f"demo: {name}: " + "; ".join(notes), file=sys.stderr)
     else:
         name = args.scenario or "flash-sale"
         cfg = load_config(resolve_scenario(name))

@@ -80,3 +80,32 @@ def test_the_report_holds_every_plot_and_opens_offline(demo):
     assert "applied: scale_pool" in page and "KV forecast upper band" in page
     # the progress lines say what ran (stderr is not a terminal here: no bars)
     assert "demo: predictive done in" in stderr
+
+
+def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_again(repo_root, data_dir, tmp_path):
+    """`--trace`: the file's protections name its own pools and streams, so the demo sets them up again on the sized
+    fleet and says how on stderr; the oracle reads the trace's own future (about 20 s)."""
+    trace = data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "demo", "--trace", str(trace), "--arms", "none,reactive,oracle",
+         "--out", str(tmp_path), "--json"],
+        capture_output=True, text=True, cwd=repo_root, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "sized for the trace" in r.stderr and "token bucket at" in r.stderr and "no quota lanes" in r.stderr
+    arms = json.loads(r.stdout)["arms"]
+    assert list(arms) == ["none", "reactive", "oracle"]
+    for s in arms.values():
+        assert s["served"] + s["rejected"] + s["failed"] + s["in_flight"] == s["offered"] > 1000
+    assert (tmp_path / "report.html").exists()
+
+
+def test_an_unknown_arm_or_a_broken_trace_is_refused_with_what_to_do(repo_root, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "infercast.cli", "demo", "--arms", "none,clairvoyant"],
+                       capture_output=True, text=True, cwd=repo_root, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "unknown arm(s) clairvoyant" in r.stderr and "none,basic,reactive" in r.stderr
+    broken = tmp_path / "broken.csv"
+    broken.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,abc,12\n")
+    r = subprocess.run([sys.executable, "-m", "infercast.cli", "demo", "--trace", str(broken)],
+                       capture_output=True, text=True, cwd=repo_root, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "broken.csv" in r.stderr and "line 2" in r.stderr
