@@ -18,15 +18,23 @@ import numpy as np
 
 from actuators.admin import Observation, PoolState
 from actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.catalog import (
+    FORECAST_BREACH_ETA_SECONDS,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_REQUESTS_PER_SECOND,
+    KV_CACHE_USAGE_RATIO,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig
 from infercast.store import Store, StoreError
 
-KV_USAGE = "infercast_kv_cache_usage_ratio"
-REQUESTS = "infercast_router_requests_total"
-KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
-RPS_FORECAST = "infercast_forecast_requests_per_second"
-BREACH_ETA = "infercast_forecast_breach_eta_seconds"
-LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
+KV_USAGE = KV_CACHE_USAGE_RATIO
+REQUESTS = ROUTER_REQUESTS_TOTAL
+KV_FORECAST = FORECAST_KV_CACHE_USAGE_RATIO
+RPS_FORECAST = FORECAST_REQUESTS_PER_SECOND
+BREACH_ETA = FORECAST_BREACH_ETA_SECONDS
+LAST_SUCCESS = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
 
 
 class InputError(Exception):

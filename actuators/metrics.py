@@ -21,7 +21,23 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from actuators.actions import Action, SetAdmission, SetBreakerThreshold, SetPoolWeight
 from actuators.tick import TickReport
 from actuators.webhook import Offer
-from infercast.catalog import Kind, spec
+from infercast.catalog import (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_ACTIVE,
+    ACTUATOR_BREAKER_THRESHOLD,
+    ACTUATOR_CHANGE_BUDGET_USED_RATIO,
+    ACTUATOR_DECISION_LATENCY_SECONDS,
+    ACTUATOR_DECISIONS_TOTAL,
+    ACTUATOR_FREEZES_TOTAL,
+    ACTUATOR_FROZEN,
+    ACTUATOR_LEADER,
+    ACTUATOR_POOL_WEIGHT,
+    ACTUATOR_TICKS_TOTAL,
+    ACTUATOR_VERDICTS_TOTAL,
+    ACTUATOR_WEBHOOK_ALERTS_TOTAL,
+    Kind,
+    spec,
+)
 
 #: decision-to-answer latency buckets (seconds): the goal is 1 s; retries with backoff can take several
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -32,19 +48,19 @@ ADMISSION_KINDS = {
     "normal_queue_seconds": "normal_queue",
     "low_queue_seconds": "low_queue",
 }
-ACTIONS = "infercast_actuator_actions_total"
-DECISIONS = "infercast_actuator_decisions_total"
-VERDICTS = "infercast_actuator_verdicts_total"
-FREEZES = "infercast_actuator_freezes_total"
-TICKS = "infercast_actuator_ticks_total"
-ALERTS = "infercast_actuator_webhook_alerts_total"
-POOL_WEIGHT = "infercast_actuator_pool_weight"
-BREAKER = "infercast_actuator_breaker_threshold"
-LEADER = "infercast_actuator_leader"
-ACTIVE = "infercast_actuator_active"
-FROZEN = "infercast_actuator_frozen"
-BUDGET = "infercast_actuator_change_budget_used_ratio"
-LATENCY = "infercast_actuator_decision_latency_seconds"
+ACTIONS = ACTUATOR_ACTIONS_TOTAL
+DECISIONS = ACTUATOR_DECISIONS_TOTAL
+VERDICTS = ACTUATOR_VERDICTS_TOTAL
+FREEZES = ACTUATOR_FREEZES_TOTAL
+TICKS = ACTUATOR_TICKS_TOTAL
+ALERTS = ACTUATOR_WEBHOOK_ALERTS_TOTAL
+POOL_WEIGHT = ACTUATOR_POOL_WEIGHT
+BREAKER = ACTUATOR_BREAKER_THRESHOLD
+LEADER = ACTUATOR_LEADER
+ACTIVE = ACTUATOR_ACTIVE
+FROZEN = ACTUATOR_FROZEN
+BUDGET = ACTUATOR_CHANGE_BUDGET_USED_RATIO
+LATENCY = ACTUATOR_DECISION_LATENCY_SECONDS
 FAMILIES = (ACTIONS, DECISIONS, VERDICTS, FREEZES, TICKS, ALERTS, POOL_WEIGHT, BREAKER, LEADER, ACTIVE, FROZEN,
             BUDGET, LATENCY)  # fmt: skip
 

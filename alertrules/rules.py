@@ -9,7 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from infercast.catalog import spec
+from infercast.catalog import (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_LEADER,
+    BATCH_SATURATION_RATIO,
+    DEGRADATIONS_TOTAL,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_SKIPPED,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_XID_ERRORS_TOTAL,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    ROUTER_REQUESTS_TOTAL,
+    TARGET_UP,
+    spec,
+)
 
 from .settings import AlertSettings, duration
 
@@ -19,23 +38,20 @@ def _n(name: str) -> str:
     return spec(name).name
 
 
-KV_USAGE = _n("infercast_kv_cache_usage_ratio")
-KV_FRAG = _n("infercast_kv_cache_fragmentation_ratio")
-KV_FAILURES = _n("infercast_kv_block_allocation_failures_total")
-BATCH_SAT = _n("infercast_batch_saturation_ratio")
-ROUTER_REQUESTS = _n("infercast_router_requests_total")
-DEGRADATIONS = _n("infercast_degradations_total")
-GPU_MEM_USED = _n("infercast_gpu_memory_used_bytes")
-GPU_MEM_TOTAL = _n("infercast_gpu_memory_total_bytes")
-GPU_TEMP = _n("infercast_gpu_temperature_celsius")
-GPU_ECC = _n("infercast_gpu_ecc_errors_total")
-GPU_XID = _n("infercast_gpu_xid_errors_total")
-TARGET_UP = _n("infercast_target_up")
-FORECAST_KV = _n("infercast_forecast_kv_cache_usage_ratio")
-FORECAST_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
-FORECAST_SKIPPED = _n("infercast_forecast_skipped")
-ACTIONS = _n("infercast_actuator_actions_total")
-ACTUATOR_LEADER = _n("infercast_actuator_leader")
+KV_USAGE = KV_CACHE_USAGE_RATIO
+KV_FRAG = KV_CACHE_FRAGMENTATION_RATIO
+KV_FAILURES = KV_BLOCK_ALLOCATION_FAILURES_TOTAL
+BATCH_SAT = BATCH_SATURATION_RATIO
+ROUTER_REQUESTS = ROUTER_REQUESTS_TOTAL
+DEGRADATIONS = DEGRADATIONS_TOTAL
+GPU_MEM_USED = GPU_MEMORY_USED_BYTES
+GPU_MEM_TOTAL = GPU_MEMORY_TOTAL_BYTES
+GPU_TEMP = GPU_TEMPERATURE_CELSIUS
+GPU_ECC = GPU_ECC_ERRORS_TOTAL
+GPU_XID = GPU_XID_ERRORS_TOTAL
+FORECAST_KV = FORECAST_KV_CACHE_USAGE_RATIO
+FORECAST_LAST = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
+ACTIONS = ACTUATOR_ACTIONS_TOTAL
 
 # Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
 REQ_RATE = f"pool_version:{ROUTER_REQUESTS}:rate5m"

@@ -23,7 +23,52 @@ from alertrules.rules import (
     REQ_RATE,
     REQ_SHARE,
 )
-from infercast.catalog import spec
+from infercast.catalog import (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_ACTIVE,
+    ACTUATOR_BREAKER_THRESHOLD,
+    ACTUATOR_CHANGE_BUDGET_USED_RATIO,
+    ACTUATOR_DECISION_LATENCY_SECONDS,
+    ACTUATOR_DECISIONS_TOTAL,
+    ACTUATOR_FREEZES_TOTAL,
+    ACTUATOR_FROZEN,
+    ACTUATOR_LEADER,
+    ACTUATOR_POOL_WEIGHT,
+    ACTUATOR_TICKS_TOTAL,
+    ACTUATOR_VERDICTS_TOTAL,
+    ACTUATOR_WEBHOOK_ALERTS_TOTAL,
+    AVALANCHE_RISK_SCORE,
+    BATCH_SATURATION_RATIO,
+    DEGRADATIONS_TOTAL,
+    FORECAST_BREACH_ETA_SECONDS,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_REQUESTS_PER_SECOND,
+    FORECAST_SKIPPED,
+    GPU_DRAM_ACTIVE_RATIO,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_PCIE_BYTES_TOTAL,
+    GPU_POWER_WATTS,
+    GPU_SM_OCCUPANCY_RATIO,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_UTILIZATION_RATIO,
+    GPU_XID_ERRORS_TOTAL,
+    HEALTH_DIMENSION_SCORE,
+    HEALTH_SCORE,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_HIT_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    MEMORY_EFFICIENCY_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    ROUTER_REQUESTS_TOTAL,
+    TARGET_SCRAPE_DURATION_SECONDS,
+    TARGET_UP,
+    spec,
+)
 from infercast.config import PredictorConfig
 
 
@@ -44,49 +89,48 @@ PV = 'pool=~"$pool",version=~"$version"'
 P = 'pool=~"$pool"'
 HORIZON = f"{int(PredictorConfig().horizon_seconds)}s"
 
-KV_USAGE = _n("infercast_kv_cache_usage_ratio")
-KV_FRAG = _n("infercast_kv_cache_fragmentation_ratio")
-KV_FAILURES = _n("infercast_kv_block_allocation_failures_total")
-KV_HIT = _n("infercast_kv_cache_hit_ratio")
-BATCH_SAT = _n("infercast_batch_saturation_ratio")
-RUNNING = _n("infercast_requests_running")
-WAITING = _n("infercast_requests_waiting")
-MEM_EFF = _n("infercast_memory_efficiency_ratio")
-ROUTER = _n("infercast_router_requests_total")
-DEGRADATIONS = _n("infercast_degradations_total")
-RISK = _n("infercast_avalanche_risk_score")
-HEALTH = _n("infercast_health_score")
-HEALTH_DIM = _n("infercast_health_dimension_score")
-GPU_USED = _n("infercast_gpu_memory_used_bytes")
-GPU_TOTAL = _n("infercast_gpu_memory_total_bytes")
-GPU_UTIL = _n("infercast_gpu_utilization_ratio")
-GPU_SM = _n("infercast_gpu_sm_occupancy_ratio")
-GPU_DRAM = _n("infercast_gpu_dram_active_ratio")
-GPU_PCIE = _n("infercast_gpu_pcie_bytes_total")
-GPU_TEMP = _n("infercast_gpu_temperature_celsius")
-GPU_POWER = _n("infercast_gpu_power_watts")
-GPU_ECC = _n("infercast_gpu_ecc_errors_total")
-GPU_XID = _n("infercast_gpu_xid_errors_total")
-TARGET_UP = _n("infercast_target_up")
-SCRAPE_S = _n("infercast_target_scrape_duration_seconds")
-F_KV = _n("infercast_forecast_kv_cache_usage_ratio")
-F_RPS = _n("infercast_forecast_requests_per_second")
-F_ETA = _n("infercast_forecast_breach_eta_seconds")
-F_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
-F_SKIPPED = _n("infercast_forecast_skipped")
-A_ACTIONS = _n("infercast_actuator_actions_total")
-A_DECISIONS = _n("infercast_actuator_decisions_total")
-A_VERDICTS = _n("infercast_actuator_verdicts_total")
-A_WEIGHT = _n("infercast_actuator_pool_weight")
-A_BREAKER = _n("infercast_actuator_breaker_threshold")
-A_LEADER = _n("infercast_actuator_leader")
-A_ACTIVE = _n("infercast_actuator_active")
-A_FROZEN = _n("infercast_actuator_frozen")
-A_FREEZES = _n("infercast_actuator_freezes_total")
-A_BUDGET = _n("infercast_actuator_change_budget_used_ratio")
-A_LATENCY = _n("infercast_actuator_decision_latency_seconds")
-A_TICKS = _n("infercast_actuator_ticks_total")
-A_ALERTS = _n("infercast_actuator_webhook_alerts_total")
+KV_USAGE = KV_CACHE_USAGE_RATIO
+KV_FRAG = KV_CACHE_FRAGMENTATION_RATIO
+KV_FAILURES = KV_BLOCK_ALLOCATION_FAILURES_TOTAL
+KV_HIT = KV_CACHE_HIT_RATIO
+BATCH_SAT = BATCH_SATURATION_RATIO
+RUNNING = REQUESTS_RUNNING
+WAITING = REQUESTS_WAITING
+MEM_EFF = MEMORY_EFFICIENCY_RATIO
+ROUTER = ROUTER_REQUESTS_TOTAL
+DEGRADATIONS = DEGRADATIONS_TOTAL
+RISK = AVALANCHE_RISK_SCORE
+HEALTH = HEALTH_SCORE
+HEALTH_DIM = HEALTH_DIMENSION_SCORE
+GPU_USED = GPU_MEMORY_USED_BYTES
+GPU_TOTAL = GPU_MEMORY_TOTAL_BYTES
+GPU_UTIL = GPU_UTILIZATION_RATIO
+GPU_SM = GPU_SM_OCCUPANCY_RATIO
+GPU_DRAM = GPU_DRAM_ACTIVE_RATIO
+GPU_PCIE = GPU_PCIE_BYTES_TOTAL
+GPU_TEMP = GPU_TEMPERATURE_CELSIUS
+GPU_POWER = GPU_POWER_WATTS
+GPU_ECC = GPU_ECC_ERRORS_TOTAL
+GPU_XID = GPU_XID_ERRORS_TOTAL
+SCRAPE_S = TARGET_SCRAPE_DURATION_SECONDS
+F_KV = FORECAST_KV_CACHE_USAGE_RATIO
+F_RPS = FORECAST_REQUESTS_PER_SECOND
+F_ETA = FORECAST_BREACH_ETA_SECONDS
+F_LAST = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
+F_SKIPPED = FORECAST_SKIPPED
+A_ACTIONS = ACTUATOR_ACTIONS_TOTAL
+A_DECISIONS = ACTUATOR_DECISIONS_TOTAL
+A_VERDICTS = ACTUATOR_VERDICTS_TOTAL
+A_WEIGHT = ACTUATOR_POOL_WEIGHT
+A_BREAKER = ACTUATOR_BREAKER_THRESHOLD
+A_LEADER = ACTUATOR_LEADER
+A_ACTIVE = ACTUATOR_ACTIVE
+A_FROZEN = ACTUATOR_FROZEN
+A_FREEZES = ACTUATOR_FREEZES_TOTAL
+A_BUDGET = ACTUATOR_CHANGE_BUDGET_USED_RATIO
+A_LATENCY = ACTUATOR_DECISION_LATENCY_SECONDS
+A_TICKS = ACTUATOR_TICKS_TOTAL
+A_ALERTS = ACTUATOR_WEBHOOK_ALERTS_TOTAL
 
 
 def _forecast(band: str, metric: str = F_KV) -> str:

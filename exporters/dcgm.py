@@ -34,6 +34,14 @@ from exporters.base import (
     Target,
     parse_text,
 )
+from infercast.catalog import (
+    GPU_DRAM_ACTIVE_RATIO,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_POWER_WATTS,
+    GPU_SM_OCCUPANCY_RATIO,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_UTILIZATION_RATIO,
+)
 
 MIB = 1024**2
 FB_USED, FB_FREE, FB_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"
@@ -50,13 +58,13 @@ MAXIMA = {UTIL: 100.0, SM_OCC: 1.0, DRAM: 1.0}
 
 #: (dcgm field, catalog name, scale) for the plain gauges
 GAUGES = (
-    (UTIL, "infercast_gpu_utilization_ratio", 0.01),
-    (SM_OCC, "infercast_gpu_sm_occupancy_ratio", 1.0),
-    (DRAM, "infercast_gpu_dram_active_ratio", 1.0),
-    (TEMP, "infercast_gpu_temperature_celsius", 1.0),
-    (POWER, "infercast_gpu_power_watts", 1.0),
+    (UTIL, GPU_UTILIZATION_RATIO, 0.01),
+    (SM_OCC, GPU_SM_OCCUPANCY_RATIO, 1.0),
+    (DRAM, GPU_DRAM_ACTIVE_RATIO, 1.0),
+    (TEMP, GPU_TEMPERATURE_CELSIUS, 1.0),
+    (POWER, GPU_POWER_WATTS, 1.0),
 )
-ECC = "infercast_gpu_ecc_errors_total"
+ECC = GPU_ECC_ERRORS_TOTAL
 
 
 def gpu_labels(labels: dict[str, str], target: Target) -> tuple[tuple[str, str], ...]:

@@ -47,15 +47,24 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from exporters.base import FAILURES, FRAGMENTATION, RUNNING, SATURATION, USAGE, WAITING, Sample
+from exporters.base import FAILURES, FRAGMENTATION, RUNNING, SATURATION, SERVING_UP, USAGE, WAITING, Sample
 from exporters.windows import RATE_PREFIX
-from infercast.catalog import HEALTH_DIMENSIONS
+from infercast.catalog import (
+    AVALANCHE_RISK_SCORE,
+    DEGRADATIONS_TOTAL,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_XID_ERRORS_TOTAL,
+    HEALTH_DIMENSION_SCORE,
+    HEALTH_DIMENSIONS,
+    HEALTH_SCORE,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig
 
-TARGET_UP = "_target_up"
-RISK = "infercast_avalanche_risk_score"
-HEALTH = "infercast_health_score"
-DIMENSION = "infercast_health_dimension_score"
+RISK = AVALANCHE_RISK_SCORE
+HEALTH = HEALTH_SCORE
+DIMENSION = HEALTH_DIMENSION_SCORE
 
 # Every scoring constant is a threshold of the fleet file (`config.thresholds`); the docstring's names map to:
 # FAILURES_BAD = allocation_failures_bad_per_request_second, QUEUE_BAD_FACTOR = queue_bad_factor,
@@ -63,7 +72,7 @@ DIMENSION = "infercast_health_dimension_score"
 # DOWN_SHARE_BAD = nodes_down_full_pressure.
 ERROR_OUTCOMES = ("error", "rejected", "shed")
 PRESSURE_DIMENSIONS = ("kv_usage", "allocation_failures", "batch_saturation", "queue_depth")
-GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
+GPU_ERROR_RATES = (RATE_PREFIX + GPU_XID_ERRORS_TOTAL, RATE_PREFIX + GPU_ECC_ERRORS_TOTAL)
 
 
 def ramp(x: float, good: float, bad: float) -> float:
@@ -127,11 +136,11 @@ def health(
     # router: shares of outcomes over the window, per (pool, version)
     req_rates: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for s in samples:
-        if s.name == RATE_PREFIX + "infercast_router_requests_total":
+        if s.name == RATE_PREFIX + ROUTER_REQUESTS_TOTAL:
             req_rates[_pv(s.labels)][s.labels.get("outcome", "")] += s.value
     deg_from: dict[str, float] = defaultdict(float)
     for s in samples:
-        if s.name == RATE_PREFIX + "infercast_degradations_total":
+        if s.name == RATE_PREFIX + DEGRADATIONS_TOTAL:
             deg_from[s.labels.get("from_version", "")] += s.value
     for pv, by_outcome in req_rates.items():
         total = sum(by_outcome.values())
@@ -153,7 +162,7 @@ def health(
             if pool is None:
                 continue
             pv = (pool, pool_version.get(pool, "unknown"))
-            if s.name == "infercast_gpu_temperature_celsius":
+            if s.name == GPU_TEMPERATURE_CELSIUS:
                 score = ramp(
                     s.value, th.gpu_temperature_celsius - th.gpu_temperature_margin_celsius, th.gpu_temperature_celsius
                 )
@@ -167,7 +176,7 @@ def health(
     # staleness: share of the pool's serving targets that answered
     ups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in samples:
-        if s.name == TARGET_UP and "pool" in s.labels:
+        if s.name == SERVING_UP and "pool" in s.labels:
             ups[_pv(s.labels)].append(s.value)
     for pv, values in ups.items():
         dims[pv]["staleness"] = 100.0 * sum(values) / len(values)
@@ -207,7 +216,7 @@ def avalanche_risk(
     for s in samples:
         if s.name == USAGE:
             usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
-        elif s.name == TARGET_UP and "pool" in s.labels:
+        elif s.name == SERVING_UP and "pool" in s.labels:
             ups[s.labels["pool"]].append(s.value)
     mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
     max_usage = {p: max(v) for p, v in usage_by_pool.items()}

@@ -17,11 +17,11 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from infercast.catalog import spec
+from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL, spec
 from infercast.config import FleetConfig
 
-REQUESTS = "infercast_router_requests_total"
-DEGRADATIONS = "infercast_degradations_total"
+REQUESTS = ROUTER_REQUESTS_TOTAL
+DEGRADATIONS = DEGRADATIONS_TOTAL
 
 _REQ = spec(REQUESTS)
 _DEG = spec(DEGRADATIONS)

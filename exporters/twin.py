@@ -18,12 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 from exporters import vllm
-from exporters.base import Sample, ScrapeError, Target
+from exporters.base import SERVING_UP, Sample, ScrapeError, Target
 from exporters.router import DEGRADATIONS, REQUESTS
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
-TARGET_UP = "_target_up"
 
 
 def _default_factory(config: FleetConfig) -> Any:
@@ -118,5 +117,5 @@ class TwinSource:
                     up = False
             else:
                 up = False
-            out.append(Sample(TARGET_UP, up_labels, 1.0 if up else 0.0))
+            out.append(Sample(SERVING_UP, up_labels, 1.0 if up else 0.0))
         return out + router

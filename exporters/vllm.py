@@ -34,7 +34,16 @@ from exporters.base import (
     parse_text,
     saturation,
 )
-from infercast.catalog import ENGINE_EXTENSION_VERSION
+from infercast.catalog import (
+    ENGINE_EXTENSION_INFO,
+    ENGINE_EXTENSION_VERSION,
+    ENGINE_GPU_MEMORY_TOTAL_BYTES,
+    ENGINE_GPU_MEMORY_USED_BYTES,
+    ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    ENGINE_KV_CACHE_FRAGMENTATION_RATIO,
+    ENGINE_MAX_NUM_SEQS,
+    ENGINE_MEMORY_EFFICIENCY_RATIO,
+)
 
 USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 QUERY_NAMES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -43,13 +52,13 @@ RUNNING_NAME = "vllm:num_requests_running"
 WAITING_NAME = "vllm:num_requests_waiting"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
-EXT_INFO = "infercast_engine_extension_info"
-EXT_FRAG = "infercast_engine_kv_cache_fragmentation_ratio"
-EXT_EFF = "infercast_engine_memory_efficiency_ratio"
-EXT_MAX_SEQS = "infercast_engine_max_num_seqs"
-EXT_FAILURES = "infercast_engine_kv_block_allocation_failures_total"
-EXT_GPU_USED = "infercast_engine_gpu_memory_used_bytes"
-EXT_GPU_TOTAL = "infercast_engine_gpu_memory_total_bytes"
+EXT_INFO = ENGINE_EXTENSION_INFO
+EXT_FRAG = ENGINE_KV_CACHE_FRAGMENTATION_RATIO
+EXT_EFF = ENGINE_MEMORY_EFFICIENCY_RATIO
+EXT_MAX_SEQS = ENGINE_MAX_NUM_SEQS
+EXT_FAILURES = ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL
+EXT_GPU_USED = ENGINE_GPU_MEMORY_USED_BYTES
+EXT_GPU_TOTAL = ENGINE_GPU_MEMORY_TOTAL_BYTES
 EXTENSION = (EXT_FRAG, EXT_EFF, EXT_MAX_SEQS, EXT_FAILURES, EXT_GPU_USED, EXT_GPU_TOTAL)
 
 WANTED = frozenset(

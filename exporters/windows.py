@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections import deque
 
 from exporters.base import HIT_HITS, HIT_QUERIES, HIT_RATIO, PCIE_RATE, XID_LAST, Sample
+from infercast.catalog import GPU_PCIE_BYTES_TOTAL, GPU_XID_ERRORS_TOTAL
 
-PCIE = "infercast_gpu_pcie_bytes_total"
-XID = "infercast_gpu_xid_errors_total"
+PCIE = GPU_PCIE_BYTES_TOTAL
+XID = GPU_XID_ERRORS_TOTAL
 RATE_PREFIX = "_rate:"
 
 Key = tuple[tuple[str, str], ...]

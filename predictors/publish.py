@@ -12,14 +12,22 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infercast.catalog import ML_FORECAST, spec
+from infercast.catalog import (
+    FORECAST_BREACH_ETA_SECONDS,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_REQUESTS_PER_SECOND,
+    FORECAST_SKIPPED,
+    ML_FORECAST,
+    spec,
+)
 from predictors.base import Forecast
 
-KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
-RPS_FORECAST = "infercast_forecast_requests_per_second"
-BREACH_ETA = "infercast_forecast_breach_eta_seconds"
-LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
-SKIPPED = "infercast_forecast_skipped"
+KV_FORECAST = FORECAST_KV_CACHE_USAGE_RATIO
+RPS_FORECAST = FORECAST_REQUESTS_PER_SECOND
+BREACH_ETA = FORECAST_BREACH_ETA_SECONDS
+LAST_SUCCESS = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
+SKIPPED = FORECAST_SKIPPED
 FORECAST_METRIC = {"kv": KV_FORECAST, "rps": RPS_FORECAST}
 
 

@@ -40,6 +40,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from infercast.catalog import (
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig, PredictorConfig
 from infercast.store import Series, Store, StoreError
 from predictors import deployed, registry
@@ -55,12 +62,12 @@ from predictors.publish import (
 
 log = logging.getLogger(__name__)
 
-KV_METRIC = "infercast_kv_cache_usage_ratio"
-REQUESTS_METRIC = "infercast_router_requests_total"
+KV_METRIC = KV_CACHE_USAGE_RATIO
+REQUESTS_METRIC = ROUTER_REQUESTS_TOTAL
 COVARIATE_METRICS = {
-    "running": ("infercast_requests_running", "sum"),
-    "waiting": ("infercast_requests_waiting", "sum"),
-    "fragmentation": ("infercast_kv_cache_fragmentation_ratio", "mean"),
+    "running": (REQUESTS_RUNNING, "sum"),
+    "waiting": (REQUESTS_WAITING, "sum"),
+    "fragmentation": (KV_CACHE_FRAGMENTATION_RATIO, "mean"),
 }
 Group = tuple[str, str]  # (pool, version)
 

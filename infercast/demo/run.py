@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.config import FleetConfig
 
-FORECAST_METRIC = "infercast_forecast_kv_cache_usage_ratio"
+FORECAST_METRIC = FORECAST_KV_CACHE_USAGE_RATIO
 P99_WINDOW_SECONDS = 30.0
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
 SUMMARY_KEYS = (
