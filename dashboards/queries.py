@@ -67,13 +67,8 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
     TARGET_SCRAPE_DURATION_SECONDS,
     TARGET_UP,
-    spec,
 )
 from infercast.config import PredictorConfig
-
-
-def _n(name: str) -> str:
-    return spec(name).name
 
 
 @dataclass(frozen=True)
