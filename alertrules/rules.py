@@ -95,7 +95,7 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                     ),
                 },
                 {
-                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of DESIGN.md's policy facts
+                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of `config.Thresholds`
                     "record": FRAG_BAND,
                     "expr": (
                         f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"

@@ -116,7 +116,7 @@ class TargetConfig(Strict):
 
 
 class Thresholds(Strict):
-    """Policy numbers from the seeds (DESIGN.md "Policy facts"): one place for every threshold."""
+    """Policy numbers from the seeds' incident reports: one place for every threshold."""
 
     kv_forecast_trigger: Ratio = 0.75
     kv_forecast_for_seconds: Annotated[float, Field(ge=0)] = Field(
