@@ -52,7 +52,7 @@ from infercast.store import Series, Store, StoreError
 from predictors import deployed, registry
 from predictors.base import Forecast, Forecaster, History
 from predictors.publish import (
-    Sample,
+    ForecastSample,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
@@ -318,13 +318,13 @@ class PredictorLoop:
             return None, [*failed, fallback.name]
 
     # ------------------------------------------------------------------ the tick
-    def tick(self, now: float, store: Store) -> list[Sample]:
+    def tick(self, now: float, store: Store) -> list[ForecastSample]:
         cfg = self.config
         step = cfg.step_seconds
         g0 = math.floor((now - cfg.history_seconds) / step) * step
         n = math.floor((now - g0) / step + 1e-9) + 1
         t = g0 + step * np.arange(n)
-        out: list[Sample] = []
+        out: list[ForecastSample] = []
         succeeded: set[str] = set()
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
