@@ -50,6 +50,11 @@ class Sample(NamedTuple):
     value: float
 
 
+def served_models(fleet: FleetConfig) -> dict[str, str]:
+    """Served model name -> version, from the fleet file's `versions[*].model.name` (every collector's one map)."""
+    return {v.model.name: name for name, v in fleet.versions.items()}
+
+
 @dataclass(frozen=True)
 class Target:
     """A configured source, with what the fleet file says about it (pool, version, batch limit)."""
@@ -73,7 +78,7 @@ class Target:
         pools: dict[str, str] = {}
         pool_versions: dict[str, str] = {}
         if fleet is not None:
-            models = {v.model.name: name for name, v in fleet.versions.items()}
+            models = served_models(fleet)
             for pname, p in fleet.pools.items():
                 pools.setdefault(p.version, pname)
                 pool_versions[pname] = p.version

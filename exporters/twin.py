@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exporters import vllm
-from exporters.base import SERVING_UP, Sample, ScrapeError, Target
+from exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
 from exporters.router import DEGRADATIONS, REQUESTS
 from infercast.config import FleetConfig
 
@@ -62,7 +62,7 @@ class TwinSource:
         self._fleet = fleet
         self._factory = factory
         self._lock = threading.Lock()
-        self._models = {v.model.name: k for k, v in config.versions.items()}
+        self._models = served_models(config)
 
     @property
     def fleet(self) -> Any:
