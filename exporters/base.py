@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 from infercast.catalog import (
     BATCH_SATURATION_RATIO,
+    CATALOG,
+    ENGINE_EXTENSION,
     GPU_MEMORY_TOTAL_BYTES,
     GPU_MEMORY_USED_BYTES,
     KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
@@ -317,11 +319,18 @@ def saturation(running: float | None, max_batch: float | None) -> float | None:
     return running / max_batch
 
 
+#: catalog family -> its label names (what `Emitter.add` checks); names starting with `_` are internal
+_FAMILY_LABELS = {m.name: frozenset(m.labels) for m in (*CATALOG, *ENGINE_EXTENSION)}
+
+
 class Emitter:
     """Collects samples for one parse; skips None values so that what a source lacks stays absent.
 
     The last line of defence for derived values: a `_ratio` over 1 (beyond rounding) and two series of one page
     landing on the same labels (two model versions overwriting each other) are ScrapeErrors, never exported.
+    A sample must name a catalog family (or an internal `_` name) and carry every label the catalog gives it; a
+    collector may add attribution labels (dcgm-exporter's pod, namespace, container).  A miss is a ValueError: a bug
+    in the collector, not in the page.
     """
 
     def __init__(self) -> None:
@@ -331,6 +340,9 @@ class Emitter:
     def add(self, name: str, labels: dict[str, str], value: float | None) -> None:
         if value is None:
             return
+        want = _FAMILY_LABELS.get(name)
+        if (want is not None and not want <= labels.keys()) or (want is None and not name.startswith("_")):
+            raise ValueError(f"{name}{sorted(labels)}: the catalog has {sorted(want) if want else 'no such family'}")
         value = float(value)
         where = labels.get("instance") or labels.get("node") or ""
         if not math.isfinite(value) or value < 0:
