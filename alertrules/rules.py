@@ -33,37 +33,22 @@ from infercast.catalog import (
 
 from .settings import AlertSettings, duration
 
-KV_USAGE = KV_CACHE_USAGE_RATIO
-KV_FRAG = KV_CACHE_FRAGMENTATION_RATIO
-KV_FAILURES = KV_BLOCK_ALLOCATION_FAILURES_TOTAL
-BATCH_SAT = BATCH_SATURATION_RATIO
-ROUTER_REQUESTS = ROUTER_REQUESTS_TOTAL
-DEGRADATIONS = DEGRADATIONS_TOTAL
-GPU_MEM_USED = GPU_MEMORY_USED_BYTES
-GPU_MEM_TOTAL = GPU_MEMORY_TOTAL_BYTES
-GPU_TEMP = GPU_TEMPERATURE_CELSIUS
-GPU_ECC = GPU_ECC_ERRORS_TOTAL
-GPU_XID = GPU_XID_ERRORS_TOTAL
-FORECAST_KV = FORECAST_KV_CACHE_USAGE_RATIO
-FORECAST_LAST = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
-ACTIONS = ACTUATOR_ACTIONS_TOTAL
-
 # Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
-REQ_RATE = f"pool_version:{ROUTER_REQUESTS}:rate5m"
-REQ_SHARE = f"version:{ROUTER_REQUESTS}:share_rate5m"
-KV_USAGE_AVG = f"pool_version:{KV_USAGE}:avg"
-KV_USAGE_MAX = f"pool_version:{KV_USAGE}:max"
-KV_USAGE_FLEET = f"fleet:{KV_USAGE}:avg"
-FRAG_MAX = f"pool_version:{KV_FRAG}:max"
-FRAG_AVG = f"pool_version:{KV_FRAG}:avg"
-FRAG_FULL = f"pool_version:{KV_FRAG}:max_over_trigger"
-FRAG_BAND = f"pool_version:{KV_FRAG}:band"
-FAILURE_RATE = f"pool_version:{KV_FAILURES}:rate5m"
-DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS}:rate5m"
-DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS}:rate5m"
-BATCH_SAT_AVG = f"pool_version:{BATCH_SAT}:avg"
-FORECAST_UPPER = f"pool_version:{FORECAST_KV}:max_yhat_upper"
-GPU_MEM_RATIO = f"node_gpu:{GPU_MEM_USED}:ratio"
+REQ_RATE = f"pool_version:{ROUTER_REQUESTS_TOTAL}:rate5m"
+REQ_SHARE = f"version:{ROUTER_REQUESTS_TOTAL}:share_rate5m"
+KV_USAGE_AVG = f"pool_version:{KV_CACHE_USAGE_RATIO}:avg"
+KV_USAGE_MAX = f"pool_version:{KV_CACHE_USAGE_RATIO}:max"
+KV_USAGE_FLEET = f"fleet:{KV_CACHE_USAGE_RATIO}:avg"
+FRAG_MAX = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max"
+FRAG_AVG = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:avg"
+FRAG_FULL = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max_over_trigger"
+FRAG_BAND = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:band"
+FAILURE_RATE = f"pool_version:{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}:rate5m"
+DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS_TOTAL}:rate5m"
+DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS_TOTAL}:rate5m"
+BATCH_SAT_AVG = f"pool_version:{BATCH_SATURATION_RATIO}:avg"
+FORECAST_UPPER = f"pool_version:{FORECAST_KV_CACHE_USAGE_RATIO}:max_yhat_upper"
+GPU_MEM_RATIO = f"node_gpu:{GPU_MEMORY_USED_BYTES}:ratio"
 
 #: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
 JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
@@ -75,23 +60,23 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
         {
             "name": "infercast.recording",
             "rules": [
-                {"record": REQ_RATE, "expr": f"sum by (pool, version) (rate({ROUTER_REQUESTS}[5m]))"},
+                {"record": REQ_RATE, "expr": f"sum by (pool, version) (rate({ROUTER_REQUESTS_TOTAL}[5m]))"},
                 {
                     "record": REQ_SHARE,
                     "expr": f"sum by (version) ({REQ_RATE}) / on () group_left () sum({REQ_RATE})",
                 },
-                {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_USAGE})"},
-                {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_USAGE})"},
-                {"record": KV_USAGE_FLEET, "expr": f"avg({KV_USAGE})"},
-                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_FRAG})"},
-                {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_FRAG})"},
+                {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
+                {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
+                {"record": KV_USAGE_FLEET, "expr": f"avg({KV_CACHE_USAGE_RATIO})"},
+                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
+                {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {
                     # the worst fragmentation among the instances whose KV usage is at or over the forecast
                     # trigger: fragmentation only hurts a node that is nearly full (seed 000's failing node)
                     "record": FRAG_FULL,
                     "expr": (
-                        f"max by (pool, version) ({KV_FRAG} and on (pool, version, instance) "
-                        f"({KV_USAGE} >= {t.kv_forecast_trigger}))"
+                        f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO} and on (pool, version, instance) "
+                        f"({KV_CACHE_USAGE_RATIO} >= {t.kv_forecast_trigger}))"
                     ),
                 },
                 {
@@ -101,21 +86,26 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                         f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"
                     ),
                 },
-                {"record": FAILURE_RATE, "expr": f"sum by (pool, version) (rate({KV_FAILURES}[5m]))"},
+                {
+                    "record": FAILURE_RATE,
+                    "expr": f"sum by (pool, version) (rate({KV_BLOCK_ALLOCATION_FAILURES_TOTAL}[5m]))",
+                },
                 {
                     "record": DEGRADATION_RATE,
-                    "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS}[5m]))",
+                    "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS_TOTAL}[5m]))",
                 },
                 {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
-                {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SAT})"},
+                {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SATURATION_RATIO})"},
                 {
                     # the most pessimistic model's upper band, per pool, version and horizon
                     "record": FORECAST_UPPER,
-                    "expr": f'max by (pool, version, horizon) ({FORECAST_KV}{{ml_forecast="yhat_upper"}})',
+                    "expr": "max by (pool, version, horizon) "
+                    f'({FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper"}})',
                 },
                 {
                     "record": GPU_MEM_RATIO,
-                    "expr": f"max by (node, gpu, uuid) ({GPU_MEM_USED}) / max by (node, gpu, uuid) ({GPU_MEM_TOTAL})",
+                    "expr": f"max by (node, gpu, uuid) ({GPU_MEMORY_USED_BYTES}) "
+                    f"/ max by (node, gpu, uuid) ({GPU_MEMORY_TOTAL_BYTES})",
                 },
             ],
         }
@@ -167,7 +157,7 @@ NOW_USAGE = (
     "{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}"
 )
 #: pools the actuator applied an action to in the last 10 minutes
-ACTIONS_APPLIED = f'sum by (pool) (increase({ACTIONS}{{outcome="applied"}}[10m])) > 0'
+ACTIONS_APPLIED = f'sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}{{outcome="applied"}}[10m])) > 0'
 
 
 def _forecast_upper(s: AlertSettings) -> str:
@@ -330,12 +320,12 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     """GPU memory, temperature, ECC and XID errors."""
     t = s.thresholds
     gpu_id = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
-    ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC}[10m])) > {s.ecc_spike_errors}"
-    ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC}{{type="uncorrectable"}}[10m])) > 0'
+    ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}[10m])) > {s.ecc_spike_errors}"
+    ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}{{type="uncorrectable"}}[10m])) > 0'
     return [
         _alert(
             name="InfercastGPUTemperatureHigh",
-            expr=f"max by (node, gpu, uuid) ({GPU_TEMP}) > {t.gpu_temperature_celsius:g}",
+            expr=f"max by (node, gpu, uuid) ({GPU_TEMPERATURE_CELSIUS}) > {t.gpu_temperature_celsius:g}",
             for_s=s.for_gpu_temperature,
             severity="critical",
             team="hardware",
@@ -355,7 +345,7 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastGPUXIDErrors",
-            expr=f"sum by (node, gpu, uuid, xid) (increase({GPU_XID}[10m])) > 0",
+            expr=f"sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}[10m])) > 0",
             for_s=0,
             severity="critical",
             team="hardware",
@@ -395,9 +385,10 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastForecastsStale",
-            expr=f"(time() - max by (model) ({FORECAST_LAST}) > {s.forecast_stale_seconds:g}) or "
+            expr=f"(time() - max by (model) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
+            f"> {s.forecast_stale_seconds:g}) or "
             # never published: only when the predictor is up and not still collecting its first history
-            f'(absent({FORECAST_LAST}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
+            f'(absent({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
             f'unless on () (count({FORECAST_SKIPPED}{{reason="too_short"}}) > 0))',
             for_s=s.for_forecast_stale,
             severity="warning",
@@ -413,7 +404,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             # Per (pool, version), so it sees what a per-model staleness cannot: with sharded predictors
             # (predictors/shard.py) one dead replica leaves the others' timestamps fresh, and its pools' forecasts
             # simply vanish.  A pool counts as owned while some replica publishes a forecast or a skip reason for it.
-            expr=f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV}) "
+            expr=f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV_CACHE_USAGE_RATIO}) "
             f'unless on (pool, version) {FORECAST_SKIPPED}{{series="kv"}}',
             for_s=s.for_forecast_missing,
             severity="warning",
@@ -425,7 +416,8 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastActuatorFlapping",
-            expr=f'sum by (pool) (increase({ACTIONS}{{outcome=~"applied|rolled_back"}}[15m])) > {s.flapping_actions}',
+            expr=f'sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}{{outcome=~"applied|rolled_back"}}[15m])) '
+            f"> {s.flapping_actions}",
             for_s=s.for_actuator_flapping,
             severity="warning",
             team="platform",
@@ -437,7 +429,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         _alert(
             name="InfercastActuatorFrozen",
             expr=f"((max by (pool) ({upper}) > {trig}) unless on (pool) "
-            f"(sum by (pool) (increase({ACTIONS}[{duration(s.frozen_quiet_seconds)}])) > 0) "
+            f"(sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}[{duration(s.frozen_quiet_seconds)}])) > 0) "
             f"and on () (count({ACTUATOR_LEADER}) > 0)) or (sum({ACTUATOR_LEADER}) == 0)",
             for_s=s.for_actuator_frozen,
             severity="warning",

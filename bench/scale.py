@@ -40,7 +40,6 @@ from infercast.store import Series  # noqa: E402
 from predictors.service import PredictorLoop  # noqa: E402
 from predictors.shard import Shard, ShardedStore  # noqa: E402
 
-KV = KV_CACHE_USAGE_RATIO
 T0 = 1_800_000_000.0
 
 
@@ -51,7 +50,7 @@ class FixedStore:
         self.series = series
 
     def query_range(self, metric, matchers, start, end, step) -> list[Series]:
-        return self.series if metric == KV else []
+        return self.series if metric == KV_CACHE_USAGE_RATIO else []
 
 
 def fleet(n: int) -> list[Series]:

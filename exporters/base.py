@@ -26,18 +26,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from infercast.catalog import (
-    BATCH_SATURATION_RATIO,
     CATALOG,
     ENGINE_EXTENSION,
-    GPU_MEMORY_TOTAL_BYTES,
-    GPU_MEMORY_USED_BYTES,
-    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
-    KV_CACHE_FRAGMENTATION_RATIO,
-    KV_CACHE_HIT_RATIO,
-    KV_CACHE_USAGE_RATIO,
-    MEMORY_EFFICIENCY_RATIO,
-    REQUESTS_RUNNING,
-    REQUESTS_WAITING,
 )
 from infercast.config import FleetConfig, TargetConfig
 
@@ -295,17 +285,6 @@ XID_LAST = "_gpu_xid_last"
 #: a serving target's up with its pool and version (HTTP targets and twin nodes): the health and avalanche scores
 #: read it; `exporters.server.families` exposes a twin node's as `infercast_target_up{target,kind}`
 SERVING_UP = "_target_up"
-
-USAGE = KV_CACHE_USAGE_RATIO
-FRAGMENTATION = KV_CACHE_FRAGMENTATION_RATIO
-FAILURES = KV_BLOCK_ALLOCATION_FAILURES_TOTAL
-HIT_RATIO = KV_CACHE_HIT_RATIO
-SATURATION = BATCH_SATURATION_RATIO
-RUNNING = REQUESTS_RUNNING
-WAITING = REQUESTS_WAITING
-EFFICIENCY = MEMORY_EFFICIENCY_RATIO
-GPU_USED = GPU_MEMORY_USED_BYTES
-GPU_TOTAL = GPU_MEMORY_TOTAL_BYTES
 
 
 #: how far over 1 a ratio computed from two engine values may be (float rounding), before it is an error

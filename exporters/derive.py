@@ -47,10 +47,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from exporters.base import FAILURES, FRAGMENTATION, RUNNING, SATURATION, SERVING_UP, USAGE, WAITING, Sample
+from exporters.base import SERVING_UP, Sample
 from exporters.windows import RATE_PREFIX
 from infercast.catalog import (
     AVALANCHE_RISK_SCORE,
+    BATCH_SATURATION_RATIO,
     DEGRADATIONS_TOTAL,
     GPU_ECC_ERRORS_TOTAL,
     GPU_TEMPERATURE_CELSIUS,
@@ -58,13 +59,14 @@ from infercast.catalog import (
     HEALTH_DIMENSION_SCORE,
     HEALTH_DIMENSIONS,
     HEALTH_SCORE,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import FleetConfig
-
-RISK = AVALANCHE_RISK_SCORE
-HEALTH = HEALTH_SCORE
-DIMENSION = HEALTH_DIMENSION_SCORE
 
 # Every scoring constant is a threshold of the fleet file (`config.thresholds`); the docstring's names map to:
 # FAILURES_BAD = allocation_failures_bad_per_request_second, QUEUE_BAD_FACTOR = queue_bad_factor,
@@ -119,15 +121,21 @@ def health(
         for pv, value in _max_by(samples, name, _pv).items():
             dims[pv][dimension] = score(value)
 
-    worst(USAGE, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
-    worst(FRAGMENTATION, "fragmentation", lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release))
-    worst(SATURATION, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
-    worst(WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * th.queue_bad_factor))
+    worst(KV_CACHE_USAGE_RATIO, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
+    worst(
+        KV_CACHE_FRAGMENTATION_RATIO,
+        "fragmentation",
+        lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release),
+    )
+    worst(BATCH_SATURATION_RATIO, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
+    worst(
+        REQUESTS_WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * th.queue_bad_factor)
+    )
 
     # allocation failures per second per running request, per instance
-    running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == RUNNING}
+    running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == REQUESTS_RUNNING}
     for s in samples:
-        if s.name == RATE_PREFIX + FAILURES:
+        if s.name == RATE_PREFIX + KV_BLOCK_ALLOCATION_FAILURES_TOTAL:
             per_req = s.value / max(1.0, running.get((_pv(s.labels), s.labels.get("instance")), 1.0))
             pv = _pv(s.labels)
             score = ramp(per_req, 0.0, th.allocation_failures_bad_per_request_second)
@@ -214,7 +222,7 @@ def avalanche_risk(
     usage_by_pool: dict[str, list[float]] = defaultdict(list)
     ups: dict[str, list[float]] = defaultdict(list)
     for s in samples:
-        if s.name == USAGE:
+        if s.name == KV_CACHE_USAGE_RATIO:
             usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
         elif s.name == SERVING_UP and "pool" in s.labels:
             ups[s.labels["pool"]].append(s.value)
@@ -267,10 +275,10 @@ def derive(
     dims = health(config, samples, gpu_pools)
     out: list[Sample] = []
     for pool, risk in sorted(avalanche_risk(config, samples, dims, forecast_usage).items()):
-        out.append(Sample(RISK, {"pool": pool}, risk))
+        out.append(Sample(AVALANCHE_RISK_SCORE, {"pool": pool}, risk))
     for (pool, version), d in sorted(dims.items()):
-        out.append(Sample(HEALTH, {"pool": pool, "version": version}, health_score(d)))
+        out.append(Sample(HEALTH_SCORE, {"pool": pool, "version": version}, health_score(d)))
         for dim in HEALTH_DIMENSIONS:
             if dim in d:
-                out.append(Sample(DIMENSION, {"pool": pool, "version": version, "dimension": dim}, d[dim]))
+                out.append(Sample(HEALTH_DIMENSION_SCORE, {"pool": pool, "version": version, "dimension": dim}, d[dim]))
     return out

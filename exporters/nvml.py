@@ -18,9 +18,11 @@ import threading
 import time
 from types import ModuleType
 
-from exporters.base import GPU_TOTAL, GPU_USED, PCIE_RATE, Emitter, Sample, ScrapeError
+from exporters.base import PCIE_RATE, Emitter, Sample, ScrapeError
 from infercast.catalog import (
     GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
     GPU_POWER_WATTS,
     GPU_TEMPERATURE_CELSIUS,
     GPU_UTILIZATION_RATIO,
@@ -28,8 +30,6 @@ from infercast.catalog import (
 )
 
 log = logging.getLogger(__name__)
-XID = GPU_XID_ERRORS_TOTAL
-ECC = GPU_ECC_ERRORS_TOTAL
 
 
 def _load_pynvml() -> ModuleType:
@@ -117,8 +117,8 @@ class NvmlSource:
         self._drain_xids(nv, {labels["uuid"]: i for i, labels, _ in gpus})
         for i, labels, h in gpus:
             mem = nv.nvmlDeviceGetMemoryInfo(h)
-            out.add(GPU_USED, labels, mem.used)
-            out.add(GPU_TOTAL, labels, mem.total)
+            out.add(GPU_MEMORY_USED_BYTES, labels, mem.used)
+            out.add(GPU_MEMORY_TOTAL_BYTES, labels, mem.total)
             out.add(GPU_UTILIZATION_RATIO, labels, nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
             out.add(GPU_TEMPERATURE_CELSIUS, labels, nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
             out.add(GPU_POWER_WATTS, labels, nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
@@ -130,10 +130,10 @@ class NvmlSource:
                 (nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrectable"),
             ):
                 n = _optional(nv, lambda h=h, e=etype: nv.nvmlDeviceGetTotalEccErrors(h, e, nv.NVML_VOLATILE_ECC))
-                out.add(ECC, {**labels, "type": kind}, n)
+                out.add(GPU_ECC_ERRORS_TOTAL, {**labels, "type": kind}, n)
             for (gpu, xid), n in sorted(self._xid_counts.items()):
                 if gpu == i:
-                    out.add(XID, {**labels, "xid": str(xid)}, n)
+                    out.add(GPU_XID_ERRORS_TOTAL, {**labels, "xid": str(xid)}, n)
         return out.samples
 
 

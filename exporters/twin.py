@@ -19,7 +19,7 @@ from typing import Any
 
 from exporters import vllm
 from exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
-from exporters.router import DEGRADATIONS, REQUESTS
+from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,11 @@ def recorder_samples(recorder: Any) -> list[Sample]:
     """The router SDK's counters as samples (the twin's recorder and the HTTP ingest's)."""
     snap = recorder.snapshot()
     out = [
-        Sample(REQUESTS, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
+        Sample(ROUTER_REQUESTS_TOTAL, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
         for (p, v, pr, o), n in sorted(snap["requests"].items())
     ]
     out += [
-        Sample(DEGRADATIONS, {"from_version": f, "to_version": t, "reason": r}, float(n))
+        Sample(DEGRADATIONS_TOTAL, {"from_version": f, "to_version": t, "reason": r}, float(n))
         for (f, t, r), n in sorted(snap["degradations"].items())
     ]
     return out

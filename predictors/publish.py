@@ -23,12 +23,7 @@ from infercast.catalog import (
 )
 from predictors.base import Forecast
 
-KV_FORECAST = FORECAST_KV_CACHE_USAGE_RATIO
-RPS_FORECAST = FORECAST_REQUESTS_PER_SECOND
-BREACH_ETA = FORECAST_BREACH_ETA_SECONDS
-LAST_SUCCESS = FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
-SKIPPED = FORECAST_SKIPPED
-FORECAST_METRIC = {"kv": KV_FORECAST, "rps": RPS_FORECAST}
+FORECAST_METRIC = {"kv": FORECAST_KV_CACHE_USAGE_RATIO, "rps": FORECAST_REQUESTS_PER_SECOND}
 
 
 @dataclass(frozen=True)
@@ -51,9 +46,9 @@ def sample(name: str, value: float, **labels: str) -> ForecastSample:
     if set(labels) != set(s.labels):
         raise ValueError(f"{name} takes labels {s.labels}, got {tuple(sorted(labels))}")
     for label, allowed in s.enums:
-        if label in labels and labels[label] not in allowed and name != SKIPPED:
+        if label in labels and labels[label] not in allowed and name != FORECAST_SKIPPED:
             raise ValueError(f"{name}: {label}={labels[label]!r} is not one of {allowed}")
-    if name == SKIPPED and labels["reason"] not in s.enum("reason"):
+    if name == FORECAST_SKIPPED and labels["reason"] not in s.enum("reason"):
         raise ValueError(f"{name}: reason={labels['reason']!r} is not one of {s.enum('reason')}")
     return ForecastSample(name, tuple((k, str(labels[k])) for k in s.labels), float(value))
 
@@ -96,16 +91,21 @@ def breach_eta_sample(
     pool: str, version: str, threshold: float, eta_s: float, aggregate: str = "mean"
 ) -> ForecastSample:
     return sample(
-        BREACH_ETA, eta_s, pool=pool, version=version, threshold=threshold_label(threshold), aggregate=aggregate
+        FORECAST_BREACH_ETA_SECONDS,
+        eta_s,
+        pool=pool,
+        version=version,
+        threshold=threshold_label(threshold),
+        aggregate=aggregate,
     )
 
 
 def skipped_sample(pool: str, version: str, series: str, reason: str) -> ForecastSample:
-    return sample(SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
+    return sample(FORECAST_SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
 
 
 def last_success_sample(model: str, ts: float) -> ForecastSample:
-    return sample(LAST_SUCCESS, ts, model=model)
+    return sample(FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, ts, model=model)
 
 
 class LatestSamples:

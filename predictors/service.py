@@ -62,8 +62,6 @@ from predictors.publish import (
 
 log = logging.getLogger(__name__)
 
-KV_METRIC = KV_CACHE_USAGE_RATIO
-REQUESTS_METRIC = ROUTER_REQUESTS_TOTAL
 COVARIATE_METRICS = {
     "running": (REQUESTS_RUNNING, "sum"),
     "waiting": (REQUESTS_WAITING, "sum"),
@@ -208,9 +206,9 @@ class SeriesModel:
 
 #: What the loop forecasts: (series key, kind, metric, how the instances are combined, KV aggregate label).
 SERIES: tuple[tuple[str, str, str, str, str], ...] = (
-    ("kv", "kv", KV_METRIC, "mean", "mean"),
-    ("kv_max", "kv", KV_METRIC, "max", "max"),
-    ("rps", "rps", REQUESTS_METRIC, "rate", ""),
+    ("kv", "kv", KV_CACHE_USAGE_RATIO, "mean", "mean"),
+    ("kv_max", "kv", KV_CACHE_USAGE_RATIO, "max", "max"),
+    ("rps", "rps", ROUTER_REQUESTS_TOTAL, "rate", ""),
 )
 
 
@@ -387,7 +385,7 @@ class PredictorLoop:
                 continue
             out[name] = {g: a.y for g, a in align(raw, g0, step, n, how).items()}
         try:
-            raw = store.query_range(REQUESTS_METRIC, None, g0, t_end, step)
+            raw = store.query_range(ROUTER_REQUESTS_TOTAL, None, g0, t_end, step)
             out["rps"] = {g: a.y for g, a in align(raw, g0, step, n, "rate").items()}
         except StoreError:
             pass
