@@ -28,7 +28,7 @@ from actuators.audit import Audit, AuditError
 from actuators.tick import Mode, TickHook
 from actuators.webhook import Inbox
 from infercast.clock import Clock, WallClock
-from infercast.config import ConfigError, FleetConfig, load_config
+from infercast.config import ConfigError, FleetConfig, load_config, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,10 @@ def load_tick_factory(spec: str):
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
+    try:
+        return parse_listen(text)
+    except ValueError as e:
+        raise ConfigError(f"actuator.listen: {e}") from None
 
 
 def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> DaemonParts:

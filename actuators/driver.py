@@ -1,5 +1,5 @@
 """One driver on one clock: the twin, the exporter, the store, the predictors and the control loop stepped together
-in simulated time (DESIGN.md, "One path, one clock").
+in simulated time: one path, one clock (docs/architecture.md).
 
     fleet.advance(15 s) -> exporter scrape -> store -> PredictorLoop.tick -> ControlLoop.tick -> TwinAdmin.apply
 

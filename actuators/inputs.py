@@ -18,15 +18,15 @@ import numpy as np
 
 from actuators.admin import Observation, PoolState
 from actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.catalog import (
+    FORECAST_BREACH_ETA_SECONDS,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_REQUESTS_PER_SECOND,
+    KV_CACHE_USAGE_RATIO,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig
 from infercast.store import Store, StoreError
-
-KV_USAGE = "infercast_kv_cache_usage_ratio"
-REQUESTS = "infercast_router_requests_total"
-KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
-RPS_FORECAST = "infercast_forecast_requests_per_second"
-BREACH_ETA = "infercast_forecast_breach_eta_seconds"
-LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
 
 
 class InputError(Exception):
@@ -84,16 +84,21 @@ class StoreInputs:
         outlook, figures = {}, {}
         live_t, fc_t = -math.inf, -math.inf
         for p in serving(fleet):
-            kv_series = self._q(KV_USAGE, {"pool": p.name}, start, now)
+            kv_series = self._q(KV_CACHE_USAGE_RATIO, {"pool": p.name}, start, now)
             latest = [(_latest([s], now)) for s in kv_series]
             fresh = [v for v, t in latest if t >= now - 2 * self.step]
             kv_now = max(fresh) if fresh else math.nan
             live_t = max([live_t] + [t for _, t in latest])
-            upper, t_u = _latest(self._q(KV_FORECAST, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now)
-            eta, _ = _latest(self._q(BREACH_ETA, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now), now)
+            upper, t_u = _latest(
+                self._q(FORECAST_KV_CACHE_USAGE_RATIO, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
+            )
+            eta, _ = _latest(
+                self._q(FORECAST_BREACH_ETA_SECONDS, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now),
+                now,
+            )
             rps_now = self._rate(p.name, now)
             rps_upper, _ = _latest(
-                self._q(RPS_FORECAST, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
+                self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
             )
             fc_t = max(fc_t, t_u)
             surge_eta = self.horizon if rps_now > 0 and rps_upper >= self.surge * rps_now else math.inf
@@ -115,7 +120,7 @@ class StoreInputs:
     def _rate(self, pool: str, now: float) -> float:
         """Requests per second the pool handled over the last minute (counter increase, reset-aware)."""
         total = 0.0
-        for s in self._q(REQUESTS, {"pool": pool}, now - 60.0, now):
+        for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, now - 60.0, now):
             if len(s.v) < 2:
                 continue
             d = np.diff(s.v)

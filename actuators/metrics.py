@@ -21,7 +21,23 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from actuators.actions import Action, SetAdmission, SetBreakerThreshold, SetPoolWeight
 from actuators.tick import TickReport
 from actuators.webhook import Offer
-from infercast.catalog import Kind, spec
+from infercast.catalog import (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_ACTIVE,
+    ACTUATOR_BREAKER_THRESHOLD,
+    ACTUATOR_CHANGE_BUDGET_USED_RATIO,
+    ACTUATOR_DECISION_LATENCY_SECONDS,
+    ACTUATOR_DECISIONS_TOTAL,
+    ACTUATOR_FREEZES_TOTAL,
+    ACTUATOR_FROZEN,
+    ACTUATOR_LEADER,
+    ACTUATOR_POOL_WEIGHT,
+    ACTUATOR_TICKS_TOTAL,
+    ACTUATOR_VERDICTS_TOTAL,
+    ACTUATOR_WEBHOOK_ALERTS_TOTAL,
+    Kind,
+    spec,
+)
 
 #: decision-to-answer latency buckets (seconds): the goal is 1 s; retries with backoff can take several
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -32,21 +48,21 @@ ADMISSION_KINDS = {
     "normal_queue_seconds": "normal_queue",
     "low_queue_seconds": "low_queue",
 }
-ACTIONS = "infercast_actuator_actions_total"
-DECISIONS = "infercast_actuator_decisions_total"
-VERDICTS = "infercast_actuator_verdicts_total"
-FREEZES = "infercast_actuator_freezes_total"
-TICKS = "infercast_actuator_ticks_total"
-ALERTS = "infercast_actuator_webhook_alerts_total"
-POOL_WEIGHT = "infercast_actuator_pool_weight"
-BREAKER = "infercast_actuator_breaker_threshold"
-LEADER = "infercast_actuator_leader"
-ACTIVE = "infercast_actuator_active"
-FROZEN = "infercast_actuator_frozen"
-BUDGET = "infercast_actuator_change_budget_used_ratio"
-LATENCY = "infercast_actuator_decision_latency_seconds"
-FAMILIES = (ACTIONS, DECISIONS, VERDICTS, FREEZES, TICKS, ALERTS, POOL_WEIGHT, BREAKER, LEADER, ACTIVE, FROZEN,
-            BUDGET, LATENCY)  # fmt: skip
+FAMILIES = (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_DECISIONS_TOTAL,
+    ACTUATOR_VERDICTS_TOTAL,
+    ACTUATOR_FREEZES_TOTAL,
+    ACTUATOR_TICKS_TOTAL,
+    ACTUATOR_WEBHOOK_ALERTS_TOTAL,
+    ACTUATOR_POOL_WEIGHT,
+    ACTUATOR_BREAKER_THRESHOLD,
+    ACTUATOR_LEADER,
+    ACTUATOR_ACTIVE,
+    ACTUATOR_FROZEN,
+    ACTUATOR_CHANGE_BUDGET_USED_RATIO,
+    ACTUATOR_DECISION_LATENCY_SECONDS,
+)
 
 
 class ActuatorMetrics:
@@ -54,7 +70,7 @@ class ActuatorMetrics:
         self._lock = threading.Lock()
         # family -> label values (in the catalog's label order) -> value
         self._values: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in FAMILIES}
-        for name in (LEADER, ACTIVE, FROZEN):
+        for name in (ACTUATOR_LEADER, ACTUATOR_ACTIVE, ACTUATOR_FROZEN):
             self._values[name][()] = 0.0
         self._hist: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 1))
         self._hist_sum: dict[tuple[str, ...], float] = defaultdict(float)
@@ -65,12 +81,12 @@ class ActuatorMetrics:
     # --- what the daemon sees ------------------------------------------------------------------------------
     def leadership(self, is_leader: bool, active: bool) -> None:
         with self._lock:
-            self._values[LEADER][()] = 1.0 if is_leader else 0.0
-            self._values[ACTIVE][()] = 1.0 if active else 0.0
+            self._values[ACTUATOR_LEADER][()] = 1.0 if is_leader else 0.0
+            self._values[ACTUATOR_ACTIVE][()] = 1.0 if active else 0.0
 
     def tick(self, loop: str, outcome: str) -> None:
         with self._lock:
-            self._inc(TICKS, loop, outcome)
+            self._inc(ACTUATOR_TICKS_TOTAL, loop, outcome)
 
     def webhook(self, offer: Offer) -> None:
         with self._lock:
@@ -80,38 +96,40 @@ class ActuatorMetrics:
                 ("dropped", offer.dropped),
             ):
                 if n:
-                    self._inc(ALERTS, outcome, by=n)
+                    self._inc(ACTUATOR_WEBHOOK_ALERTS_TOTAL, outcome, by=n)
 
     # --- what a tick reports ----------------------------------------------------------------------------------
     def record(self, report: TickReport, loop: str) -> None:
         with self._lock:
             for a in report.actions:
                 kind, target = a.action.kind, a.action.target
-                self._inc(ACTIONS, kind, target, a.outcome)
-                self._inc(DECISIONS, kind, target, a.reason)
+                self._inc(ACTUATOR_ACTIONS_TOTAL, kind, target, a.outcome)
+                self._inc(ACTUATOR_DECISIONS_TOTAL, kind, target, a.reason)
                 if a.outcome in ("applied", "rolled_back"):
                     self._settings(a.action)
                 if a.outcome != "advisory" and a.decided_at is not None and a.answered_at is not None:
                     self._observe((loop,), max(0.0, a.answered_at - a.decided_at))
             for v in report.verdicts:
-                self._inc(VERDICTS, v.action.kind, v.action.target, v.verdict)
+                self._inc(ACTUATOR_VERDICTS_TOTAL, v.action.kind, v.action.target, v.verdict)
             if report.frozen and report.freeze_reason != self._frozen_reason:
-                self._inc(FREEZES, str(report.freeze_reason))  # a freeze counts once, not once per frozen tick
+                self._inc(
+                    ACTUATOR_FREEZES_TOTAL, str(report.freeze_reason)
+                )  # a freeze counts once, not once per frozen tick
             self._frozen_reason = report.freeze_reason if report.frozen else None
-            self._values[FROZEN][()] = 1.0 if report.frozen else 0.0
+            self._values[ACTUATOR_FROZEN][()] = 1.0 if report.frozen else 0.0
             for target, used in report.budget_used.items():
-                self._values[BUDGET][(target,)] = float(used)
+                self._values[ACTUATOR_CHANGE_BUDGET_USED_RATIO][(target,)] = float(used)
 
     def _settings(self, action: Action) -> None:
         if isinstance(action, SetPoolWeight):
-            self._values[POOL_WEIGHT][(action.pool,)] = action.weight
+            self._values[ACTUATOR_POOL_WEIGHT][(action.pool,)] = action.weight
         elif isinstance(action, SetBreakerThreshold):
-            self._values[BREAKER][(action.pool, "latency")] = action.seconds
+            self._values[ACTUATOR_BREAKER_THRESHOLD][(action.pool, "latency")] = action.seconds
         elif isinstance(action, SetAdmission):
             for field, kind in ADMISSION_KINDS.items():
                 v = getattr(action, field)
                 if v is not None:
-                    self._values[BREAKER][("fleet", kind)] = float(v)
+                    self._values[ACTUATOR_BREAKER_THRESHOLD][("fleet", kind)] = float(v)
 
     def _inc(self, family: str, *labels: str, by: float = 1.0) -> None:
         values = self._values[family]

@@ -1,58 +1,54 @@
 """Prometheus recording and alerting rules, built from `AlertSettings` (pure: settings in, rule groups out).
 
-Recording rules are named `level:metric:operations` (STYLE.md section 6) and every metric name comes from the
-catalog, so a renamed metric breaks here at import time, not silently in Prometheus.  Alerts read the recorded
-series where one exists, so dashboards and alerts agree on what "KV usage of a pool" means.
+Recording rules are named `level:metric:operations` (Prometheus' recording-rule convention) and every metric name
+is a symbol of the catalog, so a renamed metric breaks here at import time, not silently in Prometheus.  Alerts
+read the recorded series where one exists, so dashboards and alerts agree on what "KV usage of a pool" means.
+One function per alert group (`GROUPS`), rules built with keyword arguments, runbook links added in one place
+(`with_runbooks`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from infercast.catalog import spec
+from infercast.catalog import (
+    ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_LEADER,
+    BATCH_SATURATION_RATIO,
+    DEGRADATIONS_TOTAL,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_SKIPPED,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_XID_ERRORS_TOTAL,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    ROUTER_REQUESTS_TOTAL,
+    TARGET_UP,
+)
 
 from .settings import AlertSettings, duration
 
-
-def _n(name: str) -> str:
-    """A catalog name (KeyError at import time if the catalog no longer has it)."""
-    return spec(name).name
-
-
-KV_USAGE = _n("infercast_kv_cache_usage_ratio")
-KV_FRAG = _n("infercast_kv_cache_fragmentation_ratio")
-KV_FAILURES = _n("infercast_kv_block_allocation_failures_total")
-BATCH_SAT = _n("infercast_batch_saturation_ratio")
-ROUTER_REQUESTS = _n("infercast_router_requests_total")
-DEGRADATIONS = _n("infercast_degradations_total")
-GPU_MEM_USED = _n("infercast_gpu_memory_used_bytes")
-GPU_MEM_TOTAL = _n("infercast_gpu_memory_total_bytes")
-GPU_TEMP = _n("infercast_gpu_temperature_celsius")
-GPU_ECC = _n("infercast_gpu_ecc_errors_total")
-GPU_XID = _n("infercast_gpu_xid_errors_total")
-TARGET_UP = _n("infercast_target_up")
-FORECAST_KV = _n("infercast_forecast_kv_cache_usage_ratio")
-FORECAST_LAST = _n("infercast_forecast_last_success_timestamp_seconds")
-FORECAST_SKIPPED = _n("infercast_forecast_skipped")
-ACTIONS = _n("infercast_actuator_actions_total")
-ACTUATOR_LEADER = _n("infercast_actuator_leader")
-
 # Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
-REQ_RATE = f"pool_version:{ROUTER_REQUESTS}:rate5m"
-REQ_SHARE = f"version:{ROUTER_REQUESTS}:share_rate5m"
-KV_USAGE_AVG = f"pool_version:{KV_USAGE}:avg"
-KV_USAGE_MAX = f"pool_version:{KV_USAGE}:max"
-KV_USAGE_FLEET = f"fleet:{KV_USAGE}:avg"
-FRAG_MAX = f"pool_version:{KV_FRAG}:max"
-FRAG_AVG = f"pool_version:{KV_FRAG}:avg"
-FRAG_FULL = f"pool_version:{KV_FRAG}:max_over_trigger"
-FRAG_BAND = f"pool_version:{KV_FRAG}:band"
-FAILURE_RATE = f"pool_version:{KV_FAILURES}:rate5m"
-DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS}:rate5m"
-DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS}:rate5m"
-BATCH_SAT_AVG = f"pool_version:{BATCH_SAT}:avg"
-FORECAST_UPPER = f"pool_version:{FORECAST_KV}:max_yhat_upper"
-GPU_MEM_RATIO = f"node_gpu:{GPU_MEM_USED}:ratio"
+REQ_RATE = f"pool_version:{ROUTER_REQUESTS_TOTAL}:rate5m"
+REQ_SHARE = f"version:{ROUTER_REQUESTS_TOTAL}:share_rate5m"
+KV_USAGE_AVG = f"pool_version:{KV_CACHE_USAGE_RATIO}:avg"
+KV_USAGE_MAX = f"pool_version:{KV_CACHE_USAGE_RATIO}:max"
+KV_USAGE_FLEET = f"fleet:{KV_CACHE_USAGE_RATIO}:avg"
+FRAG_MAX = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max"
+FRAG_AVG = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:avg"
+FRAG_FULL = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max_over_trigger"
+FRAG_BAND = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:band"
+FAILURE_RATE = f"pool_version:{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}:rate5m"
+DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS_TOTAL}:rate5m"
+DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS_TOTAL}:rate5m"
+BATCH_SAT_AVG = f"pool_version:{BATCH_SATURATION_RATIO}:avg"
+FORECAST_UPPER = f"pool_version:{FORECAST_KV_CACHE_USAGE_RATIO}:max_yhat_upper"
+GPU_MEM_RATIO = f"node_gpu:{GPU_MEMORY_USED_BYTES}:ratio"
 
 #: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
 JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
@@ -64,47 +60,52 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
         {
             "name": "infercast.recording",
             "rules": [
-                {"record": REQ_RATE, "expr": f"sum by (pool, version) (rate({ROUTER_REQUESTS}[5m]))"},
+                {"record": REQ_RATE, "expr": f"sum by (pool, version) (rate({ROUTER_REQUESTS_TOTAL}[5m]))"},
                 {
                     "record": REQ_SHARE,
                     "expr": f"sum by (version) ({REQ_RATE}) / on () group_left () sum({REQ_RATE})",
                 },
-                {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_USAGE})"},
-                {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_USAGE})"},
-                {"record": KV_USAGE_FLEET, "expr": f"avg({KV_USAGE})"},
-                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_FRAG})"},
-                {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_FRAG})"},
+                {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
+                {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
+                {"record": KV_USAGE_FLEET, "expr": f"avg({KV_CACHE_USAGE_RATIO})"},
+                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
+                {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {
                     # the worst fragmentation among the instances whose KV usage is at or over the forecast
                     # trigger: fragmentation only hurts a node that is nearly full (seed 000's failing node)
                     "record": FRAG_FULL,
                     "expr": (
-                        f"max by (pool, version) ({KV_FRAG} and on (pool, version, instance) "
-                        f"({KV_USAGE} >= {t.kv_forecast_trigger}))"
+                        f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO} and on (pool, version, instance) "
+                        f"({KV_CACHE_USAGE_RATIO} >= {t.kv_forecast_trigger}))"
                     ),
                 },
                 {
-                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of DESIGN.md's policy facts
+                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of `config.Thresholds`
                     "record": FRAG_BAND,
                     "expr": (
                         f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"
                     ),
                 },
-                {"record": FAILURE_RATE, "expr": f"sum by (pool, version) (rate({KV_FAILURES}[5m]))"},
+                {
+                    "record": FAILURE_RATE,
+                    "expr": f"sum by (pool, version) (rate({KV_BLOCK_ALLOCATION_FAILURES_TOTAL}[5m]))",
+                },
                 {
                     "record": DEGRADATION_RATE,
-                    "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS}[5m]))",
+                    "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS_TOTAL}[5m]))",
                 },
                 {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
-                {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SAT})"},
+                {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SATURATION_RATIO})"},
                 {
                     # the most pessimistic model's upper band, per pool, version and horizon
                     "record": FORECAST_UPPER,
-                    "expr": f'max by (pool, version, horizon) ({FORECAST_KV}{{ml_forecast="yhat_upper"}})',
+                    "expr": "max by (pool, version, horizon) "
+                    f'({FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper"}})',
                 },
                 {
                     "record": GPU_MEM_RATIO,
-                    "expr": f"max by (node, gpu, uuid) ({GPU_MEM_USED}) / max by (node, gpu, uuid) ({GPU_MEM_TOTAL})",
+                    "expr": f"max by (node, gpu, uuid) ({GPU_MEMORY_USED_BYTES}) "
+                    f"/ max by (node, gpu, uuid) ({GPU_MEMORY_TOTAL_BYTES})",
                 },
             ],
         }
@@ -116,7 +117,7 @@ def _pct(x: float) -> str:
 
 
 def _alert(
-    s: AlertSettings,
+    *,
     name: str,
     expr: str,
     for_s: int,
@@ -126,16 +127,21 @@ def _alert(
     description: str,
     **labels: str,
 ) -> dict[str, Any]:
+    """One alerting rule; `for_s` 0 leaves `for:` out.  Runbook links are added by `with_runbooks`."""
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_s:
         rule["for"] = duration(for_s)
     rule["labels"] = {"severity": severity, "team": team, **labels}
-    rule["annotations"] = {
-        "summary": summary,
-        "description": description,
-        "runbook_url": f"{s.runbook_base_url}/{name}.md",
-    }
+    rule["annotations"] = {"summary": summary, "description": description}
     return rule
+
+
+def with_runbooks(groups: list[dict[str, Any]], base_url: str) -> list[dict[str, Any]]:
+    """Every alert's `runbook_url` annotation, in one place: `{base_url}/{alert}.md` (alertrules/runbooks/)."""
+    for group in groups:
+        for rule in group["rules"]:
+            rule["annotations"]["runbook_url"] = f"{base_url}/{rule['alert']}.md"
+    return groups
 
 
 def alert_names(s: AlertSettings | None = None) -> list[str]:
@@ -143,19 +149,28 @@ def alert_names(s: AlertSettings | None = None) -> list[str]:
     return [r["alert"] for g in alerting_rules(s or AlertSettings()) for r in g["rules"]]
 
 
-def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
+#: how descriptions name a pool's version
+PV = "{{ $labels.version }} in pool {{ $labels.pool }}"
+#: the KV usage of the alert's pool and version now, rendered in a description
+NOW_USAGE = (
+    f"{{{{ with printf \"{KV_USAGE_MAX}{{pool='%s',version='%s'}}\" $labels.pool $labels.version | query }}}}"
+    "{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}"
+)
+#: pools the actuator applied an action to in the last 10 minutes
+ACTIONS_APPLIED = f'sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}{{outcome="applied"}}[10m])) > 0'
+
+
+def _forecast_upper(s: AlertSettings) -> str:
+    """The recorded upper band of the KV forecast at the alerts' horizon."""
+    return f'{FORECAST_UPPER}{{horizon="{s.forecast_horizon_seconds}s"}}'
+
+
+def predictive_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """The forecast alerts: a breach coming within the horizon, and one the actuator has already acted on."""
     t = s.thresholds
     horizon = duration(s.forecast_horizon_seconds)
-    h_label = f"{s.forecast_horizon_seconds}s"
     trig = t.kv_forecast_trigger
-    upper = f'{FORECAST_UPPER}{{horizon="{h_label}"}}'
-    pv = "{{ $labels.version }} in pool {{ $labels.pool }}"
-    now_usage = (
-        f"{{{{ with printf \"{KV_USAGE_MAX}{{pool='%s',version='%s'}}\" $labels.pool $labels.version | query }}}}"
-        "{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}"
-    )
-    actions_applied = f'sum by (pool) (increase({ACTIONS}{{outcome="applied"}}[10m])) > 0'
-
+    upper = _forecast_upper(s)
     # Hysteresis: once firing, the alert holds while the band stays over the trigger minus the hysteresis (its own
     # ALERTS series says it is firing); persistence is its `for:`.  predictors/alarm.py scores the same logic.
     hold = round(trig - t.kv_forecast_hysteresis, 6)
@@ -163,255 +178,283 @@ def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
     breach_expr = f"{upper} > {trig}"
     if t.kv_forecast_hysteresis > 0:
         breach_expr = f"{upper} > {trig} or ({upper} > {hold} and on (pool, version, horizon) {firing})"
-    predictive = [
+    return [
         _alert(
-            s,
-            "InfercastKVCacheForecastBreach",
-            breach_expr,
-            s.for_forecast_breach,
-            "warning",
-            "serving",
-            f"KV-cache usage is forecast to cross {_pct(trig)} within {horizon}.",
-            f"The upper band of the {horizon} KV-cache usage forecast for {pv} is "
-            f"{{{{ $value | humanizePercentage }}}} (trigger {_pct(trig)}); usage now is {now_usage}.",
+            name="InfercastKVCacheForecastBreach",
+            expr=breach_expr,
+            for_s=s.for_forecast_breach,
+            severity="warning",
+            team="serving",
+            summary=f"KV-cache usage is forecast to cross {_pct(trig)} within {horizon}.",
+            description=f"The upper band of the {horizon} KV-cache usage forecast for {PV} is "
+            f"{{{{ $value | humanizePercentage }}}} (trigger {_pct(trig)}); usage now is {NOW_USAGE}.",
             kind="predictive",
             actuator="notify",
         ),
         _alert(
-            s,
-            "InfercastKVCacheForecastBreachMitigated",
-            f"({upper} > {trig}) and on (pool) ({actions_applied})",
-            s.for_mitigated,
-            "info",
-            "serving",
-            "The actuator has acted on a forecast KV-cache breach; the threshold alert is inhibited.",
-            f"The {horizon} forecast for {pv} is {{{{ $value | humanizePercentage }}}} and the actuator applied "
+            name="InfercastKVCacheForecastBreachMitigated",
+            expr=f"({upper} > {trig}) and on (pool) ({ACTIONS_APPLIED})",
+            for_s=s.for_mitigated,
+            severity="info",
+            team="serving",
+            summary="The actuator has acted on a forecast KV-cache breach; the threshold alert is inhibited.",
+            description=f"The {horizon} forecast for {PV} is {{{{ $value | humanizePercentage }}}} and the actuator "
+            "applied "
             "at least one action to the pool in the last 10 minutes, so InfercastKVCacheUsageHigh does not page again.",
             kind="predictive",
         ),
     ]
-    kv = [
+
+
+def kv_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """KV-cache usage, fragmentation, allocation failures and batch saturation now."""
+    t = s.thresholds
+    return [
         _alert(
-            s,
-            "InfercastKVCacheUsageHigh",
+            name="InfercastKVCacheUsageHigh",
             # Not `for:`: while a pool melts down, instances OOM, restart and dip below the breaker, which resets a
             # `for:` timer every few seconds (the end-to-end test saw it never fire).  The median over the window
             # asks "above the breaker for most of the last minute" instead.
-            f"quantile_over_time(0.5, {KV_USAGE_MAX}[{duration(s.for_kv_usage)}]) > {t.memory_breaker}",
-            0,
-            "critical",
-            "serving",
-            f"KV-cache usage is above the {_pct(t.memory_breaker)} memory breaker.",
-            f"The fullest instance of {pv} spent most of the last {duration(s.for_kv_usage)} above the "
+            expr=f"quantile_over_time(0.5, {KV_USAGE_MAX}[{duration(s.for_kv_usage)}]) > {t.memory_breaker}",
+            for_s=0,
+            severity="critical",
+            team="serving",
+            summary=f"KV-cache usage is above the {_pct(t.memory_breaker)} memory breaker.",
+            description=f"The fullest instance of {PV} spent most of the last {duration(s.for_kv_usage)} above the "
             f"{_pct(t.memory_breaker)} memory breaker (median {{{{ $value | humanizePercentage }}}}); "
             "new requests are being refused there.",
             actuator="notify",
         ),
         _alert(
-            s,
-            "InfercastKVCacheFragmentationHigh",
+            name="InfercastKVCacheFragmentationHigh",
             # The pool's mean, not its worst instance: on a calm twin the worst of 12 lightly loaded instances
             # spends minutes above 0.20 (a node holding few requests has a high ratio of empty blocks) while the
             # mean stays near the seed's 0.13; the worst instance paged the serving team 2.5 minutes into a calm run.
-            f"{FRAG_AVG} > {t.fragmentation_warning}",
-            s.for_fragmentation_warning,
-            "warning",
-            "serving",
-            f"KV-cache fragmentation is above {_pct(t.fragmentation_warning)}.",
-            f"On average {{{{ $value | humanizePercentage }}}} of the allocated KV capacity of {pv} holds no token "
+            expr=f"{FRAG_AVG} > {t.fragmentation_warning}",
+            for_s=s.for_fragmentation_warning,
+            severity="warning",
+            team="serving",
+            summary=f"KV-cache fragmentation is above {_pct(t.fragmentation_warning)}.",
+            description=f"On average {{{{ $value | humanizePercentage }}}} of the allocated KV capacity of {PV} holds "
+            "no token "
             f"(warning {_pct(t.fragmentation_warning)}, critical {_pct(t.fragmentation_release)} on a full instance).",
         ),
         _alert(
-            s,
-            "InfercastKVCacheFragmentationCritical",
+            name="InfercastKVCacheFragmentationCritical",
             # An instance that is both full (KV usage at the forecast trigger or over) and fragmented: seed 000's
             # failing node.  The worst instance alone is above 0.25 for minutes on a calm, lightly loaded fleet.
-            f"{FRAG_FULL} > {t.fragmentation_release}",
-            s.for_fragmentation_critical,
-            "critical",
-            "serving",
-            f"KV-cache fragmentation is above {_pct(t.fragmentation_release)} on a full instance.",
-            f"{{{{ $value | humanizePercentage }}}} of the allocated KV capacity of an instance of {pv} with KV usage "
+            expr=f"{FRAG_FULL} > {t.fragmentation_release}",
+            for_s=s.for_fragmentation_critical,
+            severity="critical",
+            team="serving",
+            summary=f"KV-cache fragmentation is above {_pct(t.fragmentation_release)} on a full instance.",
+            description=f"{{{{ $value | humanizePercentage }}}} of the allocated KV capacity of an instance of {PV} "
+            "with KV usage "
             f"at {_pct(t.kv_forecast_trigger)} or more holds no token (critical {_pct(t.fragmentation_release)}): "
             "batches are being released to reclaim it.",
             actuator="notify",
         ),
         _alert(
-            s,
-            "InfercastKVBlockAllocationFailures",
-            f"{FAILURE_RATE} > {s.block_failure_rate}",
-            s.for_block_failures,
-            "warning",
-            "serving",
-            "KV blocks cannot be allocated (preemptions or rejections are climbing).",
-            f'{pv} fails {{{{ $value | printf "%.2f" }}}} KV block allocations per second '
+            name="InfercastKVBlockAllocationFailures",
+            expr=f"{FAILURE_RATE} > {s.block_failure_rate}",
+            for_s=s.for_block_failures,
+            severity="warning",
+            team="serving",
+            summary="KV blocks cannot be allocated (preemptions or rejections are climbing).",
+            description=f'{PV} fails {{{{ $value | printf "%.2f" }}}} KV block allocations per second '
             f"(5-minute rate, threshold {s.block_failure_rate:g}/s).",
         ),
         _alert(
-            s,
-            "InfercastBatchSaturated",
-            f"{BATCH_SAT_AVG} >= {s.batch_pinned_ratio}",
-            s.for_batch_pinned,
-            "warning",
-            "serving",
-            "Batches are pinned at their maximum size.",
-            f"Batch saturation of {pv} averages {{{{ $value | humanizePercentage }}}} of the maximum batch size; "
+            name="InfercastBatchSaturated",
+            expr=f"{BATCH_SAT_AVG} >= {s.batch_pinned_ratio}",
+            for_s=s.for_batch_pinned,
+            severity="warning",
+            team="serving",
+            summary="Batches are pinned at their maximum size.",
+            description=f"Batch saturation of {PV} averages {{{{ $value | humanizePercentage }}}} of the maximum batch "
+            "size; "
             "requests queue behind full batches.",
         ),
     ]
+
+
+def router_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """The router: errors, degradation storms and failover onto versions without headroom."""
+    t = s.thresholds
+    horizon = duration(s.forecast_horizon_seconds)
+    trig = t.kv_forecast_trigger
+    upper = _forecast_upper(s)
     degradation_total = f"sum by (from_version) ({DEGRADATION_RATE})"
     to_upper = f'label_replace(max by (version) ({upper}), "to_version", "$1", "version", "(.*)")'
-    router = [
+    return [
         _alert(
-            s,
-            "InfercastDegradationStorm",
-            f'label_replace({degradation_total}, "version", "$1", "from_version", "(.*)") > {s.degradation_storm_rate}',
-            s.for_degradation_storm,
-            "critical",
-            "serving",
-            "The router is degrading requests away from a model version at a storm rate.",
-            f'{{{{ $value | printf "%.2f" }}}} degradations per second away from {{{{ $labels.from_version }}}} '
+            name="InfercastDegradationStorm",
+            expr=f'label_replace({degradation_total}, "version", "$1", "from_version", "(.*)") '
+            f"> {s.degradation_storm_rate}",
+            for_s=s.for_degradation_storm,
+            severity="critical",
+            team="serving",
+            summary="The router is degrading requests away from a model version at a storm rate.",
+            description=f'{{{{ $value | printf "%.2f" }}}} degradations per second away from '
+            "{{ $labels.from_version }} "
             f"(5-minute rate, storm threshold {s.degradation_storm_rate:g}/s).",
         ),
         _alert(
-            s,
-            "InfercastFailoverWithoutHeadroom",
-            f'label_replace(sum by (from_version, to_version) ({DEGRADATION_RATE}) > 0, "version", "$1", '
+            name="InfercastFailoverWithoutHeadroom",
+            expr=f'label_replace(sum by (from_version, to_version) ({DEGRADATION_RATE}) > 0, "version", "$1", '
             f'"to_version", "(.*)") and on (to_version) ({to_upper} > {trig})',
-            s.for_failover_headroom,
-            "critical",
-            "serving",
-            "Traffic is failing over to a model version without forecast headroom.",
-            f'The router degrades {{{{ $value | printf "%.2f" }}}} requests per second from '
+            for_s=s.for_failover_headroom,
+            severity="critical",
+            team="serving",
+            summary="Traffic is failing over to a model version without forecast headroom.",
+            description=f'The router degrades {{{{ $value | printf "%.2f" }}}} requests per second from '
             f"{{{{ $labels.from_version }}}} to {{{{ $labels.to_version }}}}, whose {horizon} KV-cache forecast "
             f"upper band is above {_pct(trig)}: "
             "the failover target is about to collapse too (seed 000's v3.5 cascade).",
             actuator="notify",
         ),
     ]
+
+
+def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """GPU memory, temperature, ECC and XID errors."""
+    t = s.thresholds
     gpu_id = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
-    ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC}[10m])) > {s.ecc_spike_errors}"
-    ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC}{{type="uncorrectable"}}[10m])) > 0'
-    gpu = [
+    ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}[10m])) > {s.ecc_spike_errors}"
+    ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}{{type="uncorrectable"}}[10m])) > 0'
+    return [
         _alert(
-            s,
-            "InfercastGPUTemperatureHigh",
-            f"max by (node, gpu, uuid) ({GPU_TEMP}) > {t.gpu_temperature_celsius:g}",
-            s.for_gpu_temperature,
-            "critical",
-            "hardware",
-            f"A GPU is hotter than {t.gpu_temperature_celsius:g} C.",
-            f"{gpu_id} is at {{{{ $value }}}} C (hardware breaker {t.gpu_temperature_celsius:g} C).",
+            name="InfercastGPUTemperatureHigh",
+            expr=f"max by (node, gpu, uuid) ({GPU_TEMPERATURE_CELSIUS}) > {t.gpu_temperature_celsius:g}",
+            for_s=s.for_gpu_temperature,
+            severity="critical",
+            team="hardware",
+            summary=f"A GPU is hotter than {t.gpu_temperature_celsius:g} C.",
+            description=f"{gpu_id} is at {{{{ $value }}}} C (hardware breaker {t.gpu_temperature_celsius:g} C).",
             actuator="notify",
         ),
         _alert(
-            s,
-            "InfercastGPUECCErrorSpike",
-            f"({ecc_any}) or ({ecc_unc})",
-            0,
-            "critical",
-            "hardware",
-            "A GPU reports a spike of ECC memory errors.",
-            f"{gpu_id} reported {{{{ $value | humanize }}}} ECC errors in 10 minutes "
+            name="InfercastGPUECCErrorSpike",
+            expr=f"({ecc_any}) or ({ecc_unc})",
+            for_s=0,
+            severity="critical",
+            team="hardware",
+            summary="A GPU reports a spike of ECC memory errors.",
+            description=f"{gpu_id} reported {{{{ $value | humanize }}}} ECC errors in 10 minutes "
             f"(spike: more than {s.ecc_spike_errors}, or any uncorrectable one).",
         ),
         _alert(
-            s,
-            "InfercastGPUXIDErrors",
-            f"sum by (node, gpu, uuid, xid) (increase({GPU_XID}[10m])) > 0",
-            0,
-            "critical",
-            "hardware",
-            "The GPU driver reports XID errors.",
-            f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes.",
+            name="InfercastGPUXIDErrors",
+            expr=f"sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}[10m])) > 0",
+            for_s=0,
+            severity="critical",
+            team="hardware",
+            summary="The GPU driver reports XID errors.",
+            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes.",
         ),
     ]
+
+
+def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """infercast's own parts: targets, scrapes, the predictor's forecasts and the actuator."""
+    t = s.thresholds
+    trig = t.kv_forecast_trigger
+    upper = _forecast_upper(s)
     jobs = "|".join(JOBS)
-    pipeline = [
+    return [
         _alert(
-            s,
-            "InfercastTargetDown",
-            f"{TARGET_UP} == 0",
-            s.for_target_down,
-            "warning",
-            "platform",
-            "The infercast exporter cannot scrape one of its sources.",
-            "The exporter's last scrape of {{ $labels.target }} ({{ $labels.kind }}) failed; its metrics are absent, "
+            name="InfercastTargetDown",
+            expr=f"{TARGET_UP} == 0",
+            for_s=s.for_target_down,
+            severity="warning",
+            team="platform",
+            summary="The infercast exporter cannot scrape one of its sources.",
+            description="The exporter's last scrape of {{ $labels.target }} ({{ $labels.kind }}) failed; its metrics "
+            "are absent, "
             "so dashboards and forecasts for it go blank.",
         ),
         _alert(
-            s,
-            "InfercastExporterDown",
-            f'up{{job=~"{jobs}"}} == 0',
-            s.for_exporter_down,
-            "critical",
-            "platform",
-            "Prometheus cannot scrape an infercast service.",
-            "Prometheus's scrape of {{ $labels.job }} at {{ $labels.instance }} fails; "
+            name="InfercastExporterDown",
+            expr=f'up{{job=~"{jobs}"}} == 0',
+            for_s=s.for_exporter_down,
+            severity="critical",
+            team="platform",
+            summary="Prometheus cannot scrape an infercast service.",
+            description="Prometheus's scrape of {{ $labels.job }} at {{ $labels.instance }} fails; "
             "every alert that reads its series is blind.",
         ),
         _alert(
-            s,
-            "InfercastForecastsStale",
-            f"(time() - max by (model) ({FORECAST_LAST}) > {s.forecast_stale_seconds:g}) or "
+            name="InfercastForecastsStale",
+            expr=f"(time() - max by (model) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
+            f"> {s.forecast_stale_seconds:g}) or "
             # never published: only when the predictor is up and not still collecting its first history
-            f'(absent({FORECAST_LAST}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
+            f'(absent({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
             f'unless on () (count({FORECAST_SKIPPED}{{reason="too_short"}}) > 0))',
-            s.for_forecast_stale,
-            "warning",
-            "platform",
-            "Forecasts are stale: the predictive alert and the actuator are blind.",
-            "{{ with $labels.model }}The last successful forecast of model {{ . }} is {{ $value | humanizeDuration }} "
+            for_s=s.for_forecast_stale,
+            severity="warning",
+            team="platform",
+            summary="Forecasts are stale: the predictive alert and the actuator are blind.",
+            description="{{ with $labels.model }}The last successful forecast of model {{ . }} is {{ $value | "
+            "humanizeDuration }} "
             f"old (stale after {duration(s.forecast_stale_seconds)}){{{{ else }}}}The predictor is up but no model has "
             "published a successful forecast{{ end }}.",
         ),
         _alert(
-            s,
-            "InfercastForecastMissing",
+            name="InfercastForecastMissing",
             # Per (pool, version), so it sees what a per-model staleness cannot: with sharded predictors
             # (predictors/shard.py) one dead replica leaves the others' timestamps fresh, and its pools' forecasts
             # simply vanish.  A pool counts as owned while some replica publishes a forecast or a skip reason for it.
-            f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV}) "
+            expr=f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV_CACHE_USAGE_RATIO}) "
             f'unless on (pool, version) {FORECAST_SKIPPED}{{series="kv"}}',
-            s.for_forecast_missing,
-            "warning",
-            "platform",
-            "A pool's KV usage is observed but no predictor forecasts it.",
-            f"No predictor replica publishes a KV-cache forecast (or a reason to skip one) for {pv}: the replica whose "
+            for_s=s.for_forecast_missing,
+            severity="warning",
+            team="platform",
+            summary="A pool's KV usage is observed but no predictor forecasts it.",
+            description=f"No predictor replica publishes a KV-cache forecast (or a reason to skip one) for {PV}: the "
+            "replica whose "
             "shard holds it is down or was never started, so the predictive alert and the actuator are blind there.",
         ),
         _alert(
-            s,
-            "InfercastActuatorFlapping",
-            f'sum by (pool) (increase({ACTIONS}{{outcome=~"applied|rolled_back"}}[15m])) > {s.flapping_actions}',
-            s.for_actuator_flapping,
-            "warning",
-            "platform",
-            "The actuator keeps changing a pool back and forth.",
-            "The actuator applied or rolled back {{ $value | humanize }} actions on pool {{ $labels.pool }} "
+            name="InfercastActuatorFlapping",
+            expr=f'sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}{{outcome=~"applied|rolled_back"}}[15m])) '
+            f"> {s.flapping_actions}",
+            for_s=s.for_actuator_flapping,
+            severity="warning",
+            team="platform",
+            summary="The actuator keeps changing a pool back and forth.",
+            description="The actuator applied or rolled back {{ $value | humanize }} actions on pool {{ $labels.pool "
+            "}} "
             f"in 15 minutes (flapping above {s.flapping_actions}).",
         ),
         _alert(
-            s,
-            "InfercastActuatorFrozen",
-            f"((max by (pool) ({upper}) > {trig}) unless on (pool) "
-            f"(sum by (pool) (increase({ACTIONS}[{duration(s.frozen_quiet_seconds)}])) > 0) "
+            name="InfercastActuatorFrozen",
+            expr=f"((max by (pool) ({upper}) > {trig}) unless on (pool) "
+            f"(sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}[{duration(s.frozen_quiet_seconds)}])) > 0) "
             f"and on () (count({ACTUATOR_LEADER}) > 0)) or (sum({ACTUATOR_LEADER}) == 0)",
-            s.for_actuator_frozen,
-            "warning",
-            "platform",
-            "The actuator is not acting while a breach is forecast (or no replica leads).",
-            "{{ with $labels.pool }}Pool {{ . }} has a forecast breach and the actuator decided nothing about it in "
+            for_s=s.for_actuator_frozen,
+            severity="warning",
+            team="platform",
+            summary="The actuator is not acting while a breach is forecast (or no replica leads).",
+            description="{{ with $labels.pool }}Pool {{ . }} has a forecast breach and the actuator decided nothing "
+            "about it in "
             f"{duration(s.frozen_quiet_seconds)}{{{{ else }}}}No actuator replica holds the leadership{{{{ end }}}}.",
         ),
     ]
-    return [
-        {"name": "infercast.predictive", "rules": predictive},
-        {"name": "infercast.kv-cache", "rules": kv},
-        {"name": "infercast.router", "rules": router},
-        {"name": "infercast.gpu", "rules": gpu},
-        {"name": "infercast.pipeline", "rules": pipeline},
-    ]
+
+
+#: alert group -> its rules, in the order of the rules file (one function per group above)
+GROUPS = {
+    "infercast.predictive": predictive_alerts,
+    "infercast.kv-cache": kv_alerts,
+    "infercast.router": router_alerts,
+    "infercast.gpu": gpu_alerts,
+    "infercast.pipeline": pipeline_alerts,
+}
+
+
+def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
+    """Every alert group, with its runbook links."""
+    return with_runbooks([{"name": name, "rules": build(s)} for name, build in GROUPS.items()], s.runbook_base_url)
 
 
 def rule_files(s: AlertSettings) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from infercast.config import parse_listen
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -152,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m alertrules.webhook", description=__doc__.splitlines()[0])
     p.add_argument("--listen", default="127.0.0.1:9095", help="HOST:PORT (default 127.0.0.1:9095)")
     args = p.parse_args(argv)
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError:
         p.error(f"--listen must be HOST:PORT, got {args.listen!r}")
-    rec = WebhookRecorder(host, int(port), out=sys.stdout).serve()
+    rec = WebhookRecorder(host, port, out=sys.stdout).serve()
     print(f"alert webhook listening on {rec.url}", file=sys.stderr, flush=True)
     try:
         while True:

@@ -21,6 +21,26 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from infercast.catalog import (
+    BATCH_SATURATION_RATIO,
+    GPU_DRAM_ACTIVE_RATIO,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_PCIE_BYTES_TOTAL,
+    GPU_POWER_WATTS,
+    GPU_SM_OCCUPANCY_RATIO,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_UTILIZATION_RATIO,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_HIT_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    MEMORY_EFFICIENCY_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+)
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -42,29 +62,29 @@ def fleet_samples(nodes: int = 64, gpus: int = 8) -> list[list[Sample]]:
         pool = f"pool-{version}"
         s = {"pool": pool, "version": version, "instance": f"node-{n}"}
         samples = [
-            Sample("infercast_kv_cache_usage_ratio", s, 0.5 + n / 200),
-            Sample("infercast_kv_cache_fragmentation_ratio", s, 0.1),
-            Sample("infercast_kv_block_allocation_failures_total", s, 10.0 * n),
-            Sample("infercast_batch_saturation_ratio", s, 0.7),
-            Sample("infercast_requests_running", s, 90.0),
-            Sample("infercast_requests_waiting", s, 4.0),
-            Sample("infercast_memory_efficiency_ratio", s, 0.8),
-            Sample("infercast_kv_cache_hit_ratio", s, 0.4),
+            Sample(KV_CACHE_USAGE_RATIO, s, 0.5 + n / 200),
+            Sample(KV_CACHE_FRAGMENTATION_RATIO, s, 0.1),
+            Sample(KV_BLOCK_ALLOCATION_FAILURES_TOTAL, s, 10.0 * n),
+            Sample(BATCH_SATURATION_RATIO, s, 0.7),
+            Sample(REQUESTS_RUNNING, s, 90.0),
+            Sample(REQUESTS_WAITING, s, 4.0),
+            Sample(MEMORY_EFFICIENCY_RATIO, s, 0.8),
+            Sample(KV_CACHE_HIT_RATIO, s, 0.4),
         ]
         for g in range(gpus):
             lab = {"node": f"node-{n}", "gpu": str(g), "uuid": f"GPU-{n:04d}-{g}"}
             samples += [
-                Sample("infercast_gpu_memory_used_bytes", lab, 7.0e10),
-                Sample("infercast_gpu_memory_total_bytes", lab, 8.5e10),
-                Sample("infercast_gpu_utilization_ratio", lab, 0.9),
-                Sample("infercast_gpu_sm_occupancy_ratio", lab, 0.3),
-                Sample("infercast_gpu_dram_active_ratio", lab, 0.6),
-                Sample("infercast_gpu_temperature_celsius", lab, 70.0),
-                Sample("infercast_gpu_power_watts", lab, 600.0),
-                Sample("infercast_gpu_pcie_bytes_total", {**lab, "direction": "tx"}, 1e12),
-                Sample("infercast_gpu_pcie_bytes_total", {**lab, "direction": "rx"}, 2e12),
-                Sample("infercast_gpu_ecc_errors_total", {**lab, "type": "correctable"}, 0.0),
-                Sample("infercast_gpu_ecc_errors_total", {**lab, "type": "uncorrectable"}, 0.0),
+                Sample(GPU_MEMORY_USED_BYTES, lab, 7.0e10),
+                Sample(GPU_MEMORY_TOTAL_BYTES, lab, 8.5e10),
+                Sample(GPU_UTILIZATION_RATIO, lab, 0.9),
+                Sample(GPU_SM_OCCUPANCY_RATIO, lab, 0.3),
+                Sample(GPU_DRAM_ACTIVE_RATIO, lab, 0.6),
+                Sample(GPU_TEMPERATURE_CELSIUS, lab, 70.0),
+                Sample(GPU_POWER_WATTS, lab, 600.0),
+                Sample(GPU_PCIE_BYTES_TOTAL, {**lab, "direction": "tx"}, 1e12),
+                Sample(GPU_PCIE_BYTES_TOTAL, {**lab, "direction": "rx"}, 2e12),
+                Sample(GPU_ECC_ERRORS_TOTAL, {**lab, "type": "correctable"}, 0.0),
+                Sample(GPU_ECC_ERRORS_TOTAL, {**lab, "type": "uncorrectable"}, 0.0),
             ]
         out.append(samples)
     return out

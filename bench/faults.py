@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.results import publish  # noqa: E402
+from infercast.catalog import TARGET_UP  # noqa: E402
 from infercast.servers import free_port  # noqa: E402
 
 MIB = 1024 * 1024
@@ -196,7 +197,7 @@ def run(cycles: int, timeout: float) -> dict:
             try:
                 r = requests.get(base + "/metrics", timeout=60)
                 codes.append(r.status_code)
-                good_up.append('infercast_target_up{kind="vllm",target="good"} 1.0' in r.text)
+                good_up.append(f'{TARGET_UP}{{kind="vllm",target="good"}} 1.0' in r.text)
                 lines = r.text.count("\n")
             except requests.RequestException as e:
                 codes.append(type(e).__name__)

@@ -25,6 +25,9 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, KV_CACHE_USAGE_RATIO  # noqa: E402
+
 PROM = "http://127.0.0.1:9090"
 SALE_S = 600.0
 
@@ -80,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"a service of the stack exited: {said[-400:]} {logs}")
                 time.sleep(5)
             end = time.time()
-            fullest = 'max(infercast_kv_cache_usage_ratio{pool="v4-main"})'
-            first_forecast = _first(
-                _range('count(infercast_forecast_kv_cache_usage_ratio{aggregate="max"})', started, end)
-            )
+            fullest = f'max({KV_CACHE_USAGE_RATIO}{{pool="v4-main"}})'
+            first_forecast = _first(_range(f'count({FORECAST_KV_CACHE_USAGE_RATIO}{{aggregate="max"}})', started, end))
             crossed = _first(_range(fullest, started, end), lambda v: v > 0.75)
             firing = _range('ALERTS{alertstate="firing"}', started, end)
             page = _first([x for x in firing if x[0].get("alertname") == "InfercastKVCacheForecastBreach"])
@@ -120,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     else:
-        sys.path.insert(0, str(ROOT))
         from bench import results
 
         results.publish("local-stack", result, TABLES)

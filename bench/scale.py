@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, KV_CACHE_USAGE_RATIO
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -38,7 +40,6 @@ from infercast.store import Series  # noqa: E402
 from predictors.service import PredictorLoop  # noqa: E402
 from predictors.shard import Shard, ShardedStore  # noqa: E402
 
-KV = "infercast_kv_cache_usage_ratio"
 T0 = 1_800_000_000.0
 
 
@@ -49,7 +50,7 @@ class FixedStore:
         self.series = series
 
     def query_range(self, metric, matchers, start, end, step) -> list[Series]:
-        return self.series if metric == KV else []
+        return self.series if metric == KV_CACHE_USAGE_RATIO else []
 
 
 def fleet(n: int) -> list[Series]:
@@ -70,7 +71,7 @@ def _tick(store) -> tuple[float, set]:
     t0 = time.perf_counter()
     out = loop.tick(T0, store)
     took = time.perf_counter() - t0
-    keys = {(s.name, tuple(sorted(s.label_dict.items()))) for s in out if s.name.startswith("infercast_forecast_kv")}
+    keys = {(s.name, tuple(sorted(s.label_dict.items()))) for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO}
     return took, keys
 
 

@@ -25,6 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from infercast.catalog import (
+    CATALOG,
+    ENGINE_EXTENSION,
+)
 from infercast.config import FleetConfig, TargetConfig
 
 
@@ -36,6 +40,11 @@ class Sample(NamedTuple):
     name: str
     labels: dict[str, str]
     value: float
+
+
+def served_models(fleet: FleetConfig) -> dict[str, str]:
+    """Served model name -> version, from the fleet file's `versions[*].model.name` (every collector's one map)."""
+    return {v.model.name: name for name, v in fleet.versions.items()}
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,7 @@ class Target:
         pools: dict[str, str] = {}
         pool_versions: dict[str, str] = {}
         if fleet is not None:
-            models = {v.model.name: name for name, v in fleet.versions.items()}
+            models = served_models(fleet)
             for pname, p in fleet.pools.items():
                 pools.setdefault(p.version, pname)
                 pool_versions[pname] = p.version
@@ -273,17 +282,9 @@ HIT_QUERIES = "_prefix_cache_queries"
 HIT_HITS = "_prefix_cache_hits"
 PCIE_RATE = "_gpu_pcie_bytes_per_second"
 XID_LAST = "_gpu_xid_last"
-
-USAGE = "infercast_kv_cache_usage_ratio"
-FRAGMENTATION = "infercast_kv_cache_fragmentation_ratio"
-FAILURES = "infercast_kv_block_allocation_failures_total"
-HIT_RATIO = "infercast_kv_cache_hit_ratio"
-SATURATION = "infercast_batch_saturation_ratio"
-RUNNING = "infercast_requests_running"
-WAITING = "infercast_requests_waiting"
-EFFICIENCY = "infercast_memory_efficiency_ratio"
-GPU_USED = "infercast_gpu_memory_used_bytes"
-GPU_TOTAL = "infercast_gpu_memory_total_bytes"
+#: a serving target's up with its pool and version (HTTP targets and twin nodes): the health and avalanche scores
+#: read it; `exporters.server.families` exposes a twin node's as `infercast_target_up{target,kind}`
+SERVING_UP = "_target_up"
 
 
 #: how far over 1 a ratio computed from two engine values may be (float rounding), before it is an error
@@ -297,11 +298,18 @@ def saturation(running: float | None, max_batch: float | None) -> float | None:
     return running / max_batch
 
 
+#: catalog family -> its label names (what `Emitter.add` checks); names starting with `_` are internal
+_FAMILY_LABELS = {m.name: frozenset(m.labels) for m in (*CATALOG, *ENGINE_EXTENSION)}
+
+
 class Emitter:
     """Collects samples for one parse; skips None values so that what a source lacks stays absent.
 
     The last line of defence for derived values: a `_ratio` over 1 (beyond rounding) and two series of one page
     landing on the same labels (two model versions overwriting each other) are ScrapeErrors, never exported.
+    A sample must name a catalog family (or an internal `_` name) and carry every label the catalog gives it; a
+    collector may add attribution labels (dcgm-exporter's pod, namespace, container).  A miss is a ValueError: a bug
+    in the collector, not in the page.
     """
 
     def __init__(self) -> None:
@@ -311,6 +319,9 @@ class Emitter:
     def add(self, name: str, labels: dict[str, str], value: float | None) -> None:
         if value is None:
             return
+        want = _FAMILY_LABELS.get(name)
+        if (want is not None and not want <= labels.keys()) or (want is None and not name.startswith("_")):
+            raise ValueError(f"{name}{sorted(labels)}: the catalog has {sorted(want) if want else 'no such family'}")
         value = float(value)
         where = labels.get("instance") or labels.get("node") or ""
         if not math.isfinite(value) or value < 0:

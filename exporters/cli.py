@@ -15,7 +15,7 @@ from exporters.forecasts import PrometheusForecasts
 from exporters.nvml import NvmlSource
 from exporters.server import Exporter, ExporterServer, build_sources
 from exporters.twin import TwinSource
-from infercast.config import ConfigError, load_config
+from infercast.config import ConfigError, load_config, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ConfigError(f"--listen {value!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_listen(value)
+    except ValueError:
+        raise ConfigError(f"--listen {value!r}: expected HOST:PORT, e.g. 127.0.0.1:9400") from None
 
 
 def build(args: argparse.Namespace):

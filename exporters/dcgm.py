@@ -22,17 +22,16 @@ target's `node`, else the target name.
 
 from __future__ import annotations
 
-from exporters.base import (
-    GPU_TOTAL,
-    GPU_USED,
-    PCIE_RATE,
-    XID_LAST,
-    Emitter,
-    Raw,
-    Sample,
-    ScrapeError,
-    Target,
-    parse_text,
+from exporters.base import PCIE_RATE, XID_LAST, Emitter, Raw, Sample, ScrapeError, Target, parse_text
+from infercast.catalog import (
+    GPU_DRAM_ACTIVE_RATIO,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_POWER_WATTS,
+    GPU_SM_OCCUPANCY_RATIO,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_UTILIZATION_RATIO,
 )
 
 MIB = 1024**2
@@ -50,13 +49,12 @@ MAXIMA = {UTIL: 100.0, SM_OCC: 1.0, DRAM: 1.0}
 
 #: (dcgm field, catalog name, scale) for the plain gauges
 GAUGES = (
-    (UTIL, "infercast_gpu_utilization_ratio", 0.01),
-    (SM_OCC, "infercast_gpu_sm_occupancy_ratio", 1.0),
-    (DRAM, "infercast_gpu_dram_active_ratio", 1.0),
-    (TEMP, "infercast_gpu_temperature_celsius", 1.0),
-    (POWER, "infercast_gpu_power_watts", 1.0),
+    (UTIL, GPU_UTILIZATION_RATIO, 0.01),
+    (SM_OCC, GPU_SM_OCCUPANCY_RATIO, 1.0),
+    (DRAM, GPU_DRAM_ACTIVE_RATIO, 1.0),
+    (TEMP, GPU_TEMPERATURE_CELSIUS, 1.0),
+    (POWER, GPU_POWER_WATTS, 1.0),
 )
-ECC = "infercast_gpu_ecc_errors_total"
 
 
 def gpu_labels(labels: dict[str, str], target: Target) -> tuple[tuple[str, str], ...]:
@@ -86,9 +84,9 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         f = by_gpu[key]
         labels = dict(key)
         if FB_USED in f:
-            out.add(GPU_USED, labels, f[FB_USED] * MIB)
+            out.add(GPU_MEMORY_USED_BYTES, labels, f[FB_USED] * MIB)
             if FB_FREE in f:
-                out.add(GPU_TOTAL, labels, (f[FB_USED] + f[FB_FREE] + f.get(FB_RESERVED, 0.0)) * MIB)
+                out.add(GPU_MEMORY_TOTAL_BYTES, labels, (f[FB_USED] + f[FB_FREE] + f.get(FB_RESERVED, 0.0)) * MIB)
         for field, name, scale in GAUGES:
             if field in f:
                 out.add(name, labels, f[field] * scale)
@@ -97,7 +95,7 @@ def build(raw: Raw, target: Target) -> list[Sample]:
                 out.add(PCIE_RATE, {**labels, "direction": direction}, f[field])
         for field, kind in ((SBE, "correctable"), (DBE, "uncorrectable")):
             if field in f:
-                out.add(ECC, {**labels, "type": kind}, f[field])
+                out.add(GPU_ECC_ERRORS_TOTAL, {**labels, "type": kind}, f[field])
         if XID in f:
             out.add(XID_LAST, labels, f[XID])
     return out.samples

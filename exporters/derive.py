@@ -47,15 +47,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from exporters.base import FAILURES, FRAGMENTATION, RUNNING, SATURATION, USAGE, WAITING, Sample
+from exporters.base import SERVING_UP, Sample
 from exporters.windows import RATE_PREFIX
-from infercast.catalog import HEALTH_DIMENSIONS
+from infercast.catalog import (
+    AVALANCHE_RISK_SCORE,
+    BATCH_SATURATION_RATIO,
+    DEGRADATIONS_TOTAL,
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_XID_ERRORS_TOTAL,
+    HEALTH_DIMENSION_SCORE,
+    HEALTH_DIMENSIONS,
+    HEALTH_SCORE,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig
-
-TARGET_UP = "_target_up"
-RISK = "infercast_avalanche_risk_score"
-HEALTH = "infercast_health_score"
-DIMENSION = "infercast_health_dimension_score"
 
 # Every scoring constant is a threshold of the fleet file (`config.thresholds`); the docstring's names map to:
 # FAILURES_BAD = allocation_failures_bad_per_request_second, QUEUE_BAD_FACTOR = queue_bad_factor,
@@ -63,7 +74,7 @@ DIMENSION = "infercast_health_dimension_score"
 # DOWN_SHARE_BAD = nodes_down_full_pressure.
 ERROR_OUTCOMES = ("error", "rejected", "shed")
 PRESSURE_DIMENSIONS = ("kv_usage", "allocation_failures", "batch_saturation", "queue_depth")
-GPU_ERROR_RATES = (RATE_PREFIX + "infercast_gpu_xid_errors_total", RATE_PREFIX + "infercast_gpu_ecc_errors_total")
+GPU_ERROR_RATES = (RATE_PREFIX + GPU_XID_ERRORS_TOTAL, RATE_PREFIX + GPU_ECC_ERRORS_TOTAL)
 
 
 def ramp(x: float, good: float, bad: float) -> float:
@@ -110,15 +121,21 @@ def health(
         for pv, value in _max_by(samples, name, _pv).items():
             dims[pv][dimension] = score(value)
 
-    worst(USAGE, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
-    worst(FRAGMENTATION, "fragmentation", lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release))
-    worst(SATURATION, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
-    worst(WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * th.queue_bad_factor))
+    worst(KV_CACHE_USAGE_RATIO, "kv_usage", lambda u: ramp(u, th.kv_forecast_trigger, 1.0))
+    worst(
+        KV_CACHE_FRAGMENTATION_RATIO,
+        "fragmentation",
+        lambda f: ramp(f, th.fragmentation_green, th.fragmentation_release),
+    )
+    worst(BATCH_SATURATION_RATIO, "batch_saturation", lambda s: ramp(s, th.gpu_utilization_breaker, 1.0))
+    worst(
+        REQUESTS_WAITING, "queue_depth", lambda w: ramp(w, th.queue_saturated, th.queue_saturated * th.queue_bad_factor)
+    )
 
     # allocation failures per second per running request, per instance
-    running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == RUNNING}
+    running = {(_pv(s.labels), s.labels.get("instance")): s.value for s in samples if s.name == REQUESTS_RUNNING}
     for s in samples:
-        if s.name == RATE_PREFIX + FAILURES:
+        if s.name == RATE_PREFIX + KV_BLOCK_ALLOCATION_FAILURES_TOTAL:
             per_req = s.value / max(1.0, running.get((_pv(s.labels), s.labels.get("instance")), 1.0))
             pv = _pv(s.labels)
             score = ramp(per_req, 0.0, th.allocation_failures_bad_per_request_second)
@@ -127,11 +144,11 @@ def health(
     # router: shares of outcomes over the window, per (pool, version)
     req_rates: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for s in samples:
-        if s.name == RATE_PREFIX + "infercast_router_requests_total":
+        if s.name == RATE_PREFIX + ROUTER_REQUESTS_TOTAL:
             req_rates[_pv(s.labels)][s.labels.get("outcome", "")] += s.value
     deg_from: dict[str, float] = defaultdict(float)
     for s in samples:
-        if s.name == RATE_PREFIX + "infercast_degradations_total":
+        if s.name == RATE_PREFIX + DEGRADATIONS_TOTAL:
             deg_from[s.labels.get("from_version", "")] += s.value
     for pv, by_outcome in req_rates.items():
         total = sum(by_outcome.values())
@@ -153,7 +170,7 @@ def health(
             if pool is None:
                 continue
             pv = (pool, pool_version.get(pool, "unknown"))
-            if s.name == "infercast_gpu_temperature_celsius":
+            if s.name == GPU_TEMPERATURE_CELSIUS:
                 score = ramp(
                     s.value, th.gpu_temperature_celsius - th.gpu_temperature_margin_celsius, th.gpu_temperature_celsius
                 )
@@ -167,7 +184,7 @@ def health(
     # staleness: share of the pool's serving targets that answered
     ups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in samples:
-        if s.name == TARGET_UP and "pool" in s.labels:
+        if s.name == SERVING_UP and "pool" in s.labels:
             ups[_pv(s.labels)].append(s.value)
     for pv, values in ups.items():
         dims[pv]["staleness"] = 100.0 * sum(values) / len(values)
@@ -205,9 +222,9 @@ def avalanche_risk(
     usage_by_pool: dict[str, list[float]] = defaultdict(list)
     ups: dict[str, list[float]] = defaultdict(list)
     for s in samples:
-        if s.name == USAGE:
+        if s.name == KV_CACHE_USAGE_RATIO:
             usage_by_pool[s.labels.get("pool", "unknown")].append(s.value)
-        elif s.name == TARGET_UP and "pool" in s.labels:
+        elif s.name == SERVING_UP and "pool" in s.labels:
             ups[s.labels["pool"]].append(s.value)
     mean_usage = {p: sum(v) / len(v) for p, v in usage_by_pool.items()}
     max_usage = {p: max(v) for p, v in usage_by_pool.items()}
@@ -258,10 +275,10 @@ def derive(
     dims = health(config, samples, gpu_pools)
     out: list[Sample] = []
     for pool, risk in sorted(avalanche_risk(config, samples, dims, forecast_usage).items()):
-        out.append(Sample(RISK, {"pool": pool}, risk))
+        out.append(Sample(AVALANCHE_RISK_SCORE, {"pool": pool}, risk))
     for (pool, version), d in sorted(dims.items()):
-        out.append(Sample(HEALTH, {"pool": pool, "version": version}, health_score(d)))
+        out.append(Sample(HEALTH_SCORE, {"pool": pool, "version": version}, health_score(d)))
         for dim in HEALTH_DIMENSIONS:
             if dim in d:
-                out.append(Sample(DIMENSION, {"pool": pool, "version": version, "dimension": dim}, d[dim]))
+                out.append(Sample(HEALTH_DIMENSION_SCORE, {"pool": pool, "version": version, "dimension": dim}, d[dim]))
     return out

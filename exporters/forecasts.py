@@ -14,10 +14,11 @@ import time
 
 import requests
 
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.redact import redact, redact_url
 
 log = logging.getLogger(__name__)
-QUERY = 'max by (pool) (infercast_forecast_kv_cache_usage_ratio{ml_forecast="yhat_upper"})'
+QUERY = f'max by (pool) ({FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper"}})'
 
 
 class PrometheusForecasts:

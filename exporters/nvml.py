@@ -18,11 +18,18 @@ import threading
 import time
 from types import ModuleType
 
-from exporters.base import GPU_TOTAL, GPU_USED, PCIE_RATE, Emitter, Sample, ScrapeError
+from exporters.base import PCIE_RATE, Emitter, Sample, ScrapeError
+from infercast.catalog import (
+    GPU_ECC_ERRORS_TOTAL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_POWER_WATTS,
+    GPU_TEMPERATURE_CELSIUS,
+    GPU_UTILIZATION_RATIO,
+    GPU_XID_ERRORS_TOTAL,
+)
 
 log = logging.getLogger(__name__)
-XID = "infercast_gpu_xid_errors_total"
-ECC = "infercast_gpu_ecc_errors_total"
 
 
 def _load_pynvml() -> ModuleType:
@@ -71,7 +78,7 @@ class NvmlSource:
                 nv.nvmlDeviceRegisterEvents(nv.nvmlDeviceGetHandleByIndex(i), nv.nvmlEventTypeXidCriticalError, events)
             return events
         except Exception as e:
-            log.info("NVML: XID events not available (%s); infercast_gpu_xid_errors_total stays absent", e)
+            log.info("NVML: XID events not available (%s); %s stays absent", e, GPU_XID_ERRORS_TOTAL)
             return None
 
     def _drain_xids(self, nv: ModuleType, index_of: dict[str, int]) -> None:
@@ -110,13 +117,11 @@ class NvmlSource:
         self._drain_xids(nv, {labels["uuid"]: i for i, labels, _ in gpus})
         for i, labels, h in gpus:
             mem = nv.nvmlDeviceGetMemoryInfo(h)
-            out.add(GPU_USED, labels, mem.used)
-            out.add(GPU_TOTAL, labels, mem.total)
-            out.add("infercast_gpu_utilization_ratio", labels, nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
-            out.add(
-                "infercast_gpu_temperature_celsius", labels, nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
-            )
-            out.add("infercast_gpu_power_watts", labels, nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
+            out.add(GPU_MEMORY_USED_BYTES, labels, mem.used)
+            out.add(GPU_MEMORY_TOTAL_BYTES, labels, mem.total)
+            out.add(GPU_UTILIZATION_RATIO, labels, nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
+            out.add(GPU_TEMPERATURE_CELSIUS, labels, nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+            out.add(GPU_POWER_WATTS, labels, nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
             for counter, direction in ((nv.NVML_PCIE_UTIL_TX_BYTES, "tx"), (nv.NVML_PCIE_UTIL_RX_BYTES, "rx")):
                 kbps = _optional(nv, lambda h=h, c=counter: nv.nvmlDeviceGetPcieThroughput(h, c))
                 out.add(PCIE_RATE, {**labels, "direction": direction}, None if kbps is None else kbps * 1024.0)
@@ -125,10 +130,10 @@ class NvmlSource:
                 (nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrectable"),
             ):
                 n = _optional(nv, lambda h=h, e=etype: nv.nvmlDeviceGetTotalEccErrors(h, e, nv.NVML_VOLATILE_ECC))
-                out.add(ECC, {**labels, "type": kind}, n)
+                out.add(GPU_ECC_ERRORS_TOTAL, {**labels, "type": kind}, n)
             for (gpu, xid), n in sorted(self._xid_counts.items()):
                 if gpu == i:
-                    out.add(XID, {**labels, "xid": str(xid)}, n)
+                    out.add(GPU_XID_ERRORS_TOTAL, {**labels, "xid": str(xid)}, n)
         return out.samples
 
 

@@ -17,14 +17,11 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from infercast.catalog import spec
+from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL, spec
 from infercast.config import FleetConfig
 
-REQUESTS = "infercast_router_requests_total"
-DEGRADATIONS = "infercast_degradations_total"
-
-_REQ = spec(REQUESTS)
-_DEG = spec(DEGRADATIONS)
+_REQ = spec(ROUTER_REQUESTS_TOTAL)
+_DEG = spec(DEGRADATIONS_TOTAL)
 _PRIORITIES = frozenset(_REQ.enum("priority"))
 _OUTCOMES = frozenset(_REQ.enum("outcome"))
 _REASONS = frozenset(_DEG.enum("reason"))
@@ -139,10 +136,10 @@ class RouterRecorder:
         with self._lock:
             requests = list(self._requests.items())
             degradations = list(self._degradations.items())
-        req = CounterMetricFamily(REQUESTS, _REQ.help, labels=list(_REQ.labels))
+        req = CounterMetricFamily(ROUTER_REQUESTS_TOTAL, _REQ.help, labels=list(_REQ.labels))
         for labels, v in sorted(requests):
             req.add_metric(list(labels), float(v))
-        deg = CounterMetricFamily(DEGRADATIONS, _DEG.help, labels=list(_DEG.labels))
+        deg = CounterMetricFamily(DEGRADATIONS_TOTAL, _DEG.help, labels=list(_DEG.labels))
         for labels, v in sorted(degradations):
             deg.add_metric(list(labels), float(v))
         return [req, deg]

@@ -25,19 +25,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample as PSample
 
-from exporters.base import Sample, ScrapeError, Target
-from exporters.derive import TARGET_UP, derive
+from exporters.base import SERVING_UP, Sample, ScrapeError, Target
+from exporters.derive import derive
 from exporters.router import RouterRecorder, apply_ingest, known_label_sets
 from exporters.sources import SERVING_KINDS, HttpSource, Source
 from exporters.twin import TwinSource, recorder_samples
 from exporters.windows import Windows
-from infercast.catalog import Kind, spec
+from infercast.catalog import GPU_FAMILIES, TARGET_SCRAPE_DURATION_SECONDS, TARGET_UP, Kind, spec
 from infercast.config import FleetConfig
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Limits, Request, Response, Route
 
 log = logging.getLogger(__name__)
-UP = "infercast_target_up"
-DURATION = "infercast_target_scrape_duration_seconds"
 MAX_INGEST_BYTES = 1024 * 1024
 
 
@@ -192,25 +190,25 @@ class Exporter:
         for st in self.states:
             fresh = st.good_at is not None and now - st.good_at <= self.staleness
             labels = {"target": st.source.name, "kind": st.source.kind}
-            samples.append(Sample(DURATION, labels, st.duration))
-            own_up = Sample(UP, labels, 1.0 if st.up else 0.0)
+            samples.append(Sample(TARGET_SCRAPE_DURATION_SECONDS, labels, st.duration))
+            own_up = Sample(TARGET_UP, labels, 1.0 if st.up else 0.0)
             if st.source.kind in SERVING_KINDS and st.source.kind != "twin":
                 pool, version = st.pool, st.version
                 if pool is None or version is None:
                     first = next((s.labels for s in st.samples if "pool" in s.labels), None)
                     pool, version = (first["pool"], first["version"]) if first else (pool, version)
                 if pool is not None and version is not None:
-                    samples.append(Sample(TARGET_UP, {**labels, "pool": pool, "version": version}, own_up.value))
+                    samples.append(Sample(SERVING_UP, {**labels, "pool": pool, "version": version}, own_up.value))
             samples.append(own_up)
             if not fresh:
                 continue
             for s in st.samples:
-                if s.name == TARGET_UP and not st.up:
+                if s.name == SERVING_UP and not st.up:
                     continue  # the twin's per-node view is only as current as the twin itself
                 samples.append(s)
             if st.gpu_pool is not None:
                 for s in st.samples:
-                    if s.name.startswith("infercast_gpu_"):
+                    if s.name in GPU_FAMILIES:
                         gpu_pools[(s.labels.get("node", ""), s.labels.get("gpu", ""))] = st.gpu_pool
         if self.fleet_view:
             samples.extend(self._router_windows.apply(recorder_samples(self.recorder), now))
@@ -236,10 +234,10 @@ def families(samples: Iterable[Sample]) -> list[Metric]:
     dup = 0
     for s in samples:
         name, labels = s.name, s.labels
-        if name == TARGET_UP:
+        if name == SERVING_UP:
             if "pool" not in labels or labels.get("kind") != "twin":
                 continue  # per-pool view of an HTTP target: only used by the health score
-            name, labels = UP, {"target": labels["target"], "kind": labels["kind"]}
+            name, labels = TARGET_UP, {"target": labels["target"], "kind": labels["kind"]}
         if name[0] == "_":
             continue
         key = (name, tuple(labels.items()))

@@ -14,23 +14,15 @@ Only tensor/pipeline rank 0 is read (every rank reports the same scheduler state
 
 from __future__ import annotations
 
-from exporters.base import (
-    EFFICIENCY,
-    FAILURES,
-    HIT_HITS,
-    HIT_QUERIES,
-    HIT_RATIO,
-    RUNNING,
-    SATURATION,
-    USAGE,
-    WAITING,
-    Emitter,
-    Raw,
-    Sample,
-    ScrapeError,
-    Target,
-    parse_text,
-    saturation,
+from exporters.base import HIT_HITS, HIT_QUERIES, Emitter, Raw, Sample, ScrapeError, Target, parse_text, saturation
+from infercast.catalog import (
+    BATCH_SATURATION_RATIO,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_HIT_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    MEMORY_EFFICIENCY_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
 )
 
 P = "sglang:"
@@ -98,17 +90,17 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         instance = target.name if len(ranks) <= 1 or dp is None else f"{target.name}/dp{dp}"
         labels = target.serving_labels(model, instance)
         running = f[RUNNING_NAME].get(key)
-        out.add(USAGE, labels, f[USAGE_NAME].get(key))
-        out.add(RUNNING, labels, running)
-        out.add(WAITING, labels, f[QUEUE_NAME].get(key))
-        out.add(FAILURES, labels, f[RETRACTED].get(key))
-        out.add(SATURATION, labels, saturation(running, f[MAX_RUNNING].get(key) or target.max_batch))
+        out.add(KV_CACHE_USAGE_RATIO, labels, f[USAGE_NAME].get(key))
+        out.add(REQUESTS_RUNNING, labels, running)
+        out.add(REQUESTS_WAITING, labels, f[QUEUE_NAME].get(key))
+        out.add(KV_BLOCK_ALLOCATION_FAILURES_TOTAL, labels, f[RETRACTED].get(key))
+        out.add(BATCH_SATURATION_RATIO, labels, saturation(running, f[MAX_RUNNING].get(key) or target.max_batch))
         if key in inputs:
             out.add(HIT_QUERIES, labels, inputs[key])
             out.add(HIT_HITS, labels, hits.get(key, 0.0))
         else:
-            out.add(HIT_RATIO, labels, f[HIT_RATE].get(key))
+            out.add(KV_CACHE_HIT_RATIO, labels, f[HIT_RATE].get(key))
         w, kv, used, total = (f[n].get(key) for n in (WEIGHT_GB, KV_GB, KV_USED, KV_TOTAL))
         if w is not None and kv is not None and used is not None and total and (w + kv) > 0:
-            out.add(EFFICIENCY, labels, (w + kv * min(1.0, used / total)) / (w + kv))
+            out.add(MEMORY_EFFICIENCY_RATIO, labels, (w + kv * min(1.0, used / total)) / (w + kv))
     return out.samples

@@ -10,8 +10,9 @@ full queue, not a KV block) and no prefix-cache counters: those stay absent.
 
 from __future__ import annotations
 
-from exporters.base import RUNNING, SATURATION, USAGE, WAITING, Emitter, Raw, Sample, ScrapeError, Target, parse_text
+from exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
 from exporters.base import saturation as _saturation
+from infercast.catalog import BATCH_SATURATION_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING
 
 QUEUE = "tgi_queue_size"
 BATCH = "tgi_batch_current_size"
@@ -38,8 +39,8 @@ def build(raw: Raw, target: Target) -> list[Sample]:
     running = _one(raw, BATCH)
     tokens, budget = _one(raw, BATCH_TOKENS), _one(raw, MAX_TOKENS)
     out = Emitter()
-    out.add(USAGE, labels, tokens / budget if tokens is not None and budget else None)
-    out.add(RUNNING, labels, running)
-    out.add(WAITING, labels, _one(raw, QUEUE))
-    out.add(SATURATION, labels, _saturation(running, target.max_batch))
+    out.add(KV_CACHE_USAGE_RATIO, labels, tokens / budget if tokens is not None and budget else None)
+    out.add(REQUESTS_RUNNING, labels, running)
+    out.add(REQUESTS_WAITING, labels, _one(raw, QUEUE))
+    out.add(BATCH_SATURATION_RATIO, labels, _saturation(running, target.max_batch))
     return out.samples

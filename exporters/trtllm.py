@@ -18,8 +18,9 @@ block count's cumulative-vs-instant meaning is unverified).
 
 from __future__ import annotations
 
-from exporters.base import RUNNING, SATURATION, USAGE, WAITING, Emitter, Raw, Sample, ScrapeError, Target, parse_text
+from exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
 from exporters.base import saturation as _saturation
+from infercast.catalog import BATCH_SATURATION_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING
 
 BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
 REQUESTS = "nv_trt_llm_request_metrics"
@@ -76,8 +77,8 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         labels = target.serving_labels(model or None, instance)
         b, r = blocks.get(key, {}), reqs.get(key, {})
         active = r.get("active")
-        out.add(USAGE, labels, usage(key, b))
-        out.add(RUNNING, labels, active)
-        out.add(WAITING, labels, r.get("waiting"))
-        out.add(SATURATION, labels, _saturation(active, r.get("max") or target.max_batch))
+        out.add(KV_CACHE_USAGE_RATIO, labels, usage(key, b))
+        out.add(REQUESTS_RUNNING, labels, active)
+        out.add(REQUESTS_WAITING, labels, r.get("waiting"))
+        out.add(BATCH_SATURATION_RATIO, labels, _saturation(active, r.get("max") or target.max_batch))
     return out.samples

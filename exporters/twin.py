@@ -18,12 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 from exporters import vllm
-from exporters.base import Sample, ScrapeError, Target
-from exporters.router import DEGRADATIONS, REQUESTS
+from exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
+from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
-TARGET_UP = "_target_up"
 
 
 def _default_factory(config: FleetConfig) -> Any:
@@ -38,11 +37,11 @@ def recorder_samples(recorder: Any) -> list[Sample]:
     """The router SDK's counters as samples (the twin's recorder and the HTTP ingest's)."""
     snap = recorder.snapshot()
     out = [
-        Sample(REQUESTS, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
+        Sample(ROUTER_REQUESTS_TOTAL, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
         for (p, v, pr, o), n in sorted(snap["requests"].items())
     ]
     out += [
-        Sample(DEGRADATIONS, {"from_version": f, "to_version": t, "reason": r}, float(n))
+        Sample(DEGRADATIONS_TOTAL, {"from_version": f, "to_version": t, "reason": r}, float(n))
         for (f, t, r), n in sorted(snap["degradations"].items())
     ]
     return out
@@ -63,7 +62,7 @@ class TwinSource:
         self._fleet = fleet
         self._factory = factory
         self._lock = threading.Lock()
-        self._models = {v.model.name: k for k, v in config.versions.items()}
+        self._models = served_models(config)
 
     @property
     def fleet(self) -> Any:
@@ -118,5 +117,5 @@ class TwinSource:
                     up = False
             else:
                 up = False
-            out.append(Sample(TARGET_UP, up_labels, 1.0 if up else 0.0))
+            out.append(Sample(SERVING_UP, up_labels, 1.0 if up else 0.0))
         return out + router

@@ -14,17 +14,8 @@ vLLM preempts exactly when `allocate_slots()` finds no free KV block.
 from __future__ import annotations
 
 from exporters.base import (
-    EFFICIENCY,
-    FAILURES,
-    FRAGMENTATION,
-    GPU_TOTAL,
-    GPU_USED,
     HIT_HITS,
     HIT_QUERIES,
-    RUNNING,
-    SATURATION,
-    USAGE,
-    WAITING,
     Emitter,
     Raw,
     Sample,
@@ -34,7 +25,25 @@ from exporters.base import (
     parse_text,
     saturation,
 )
-from infercast.catalog import ENGINE_EXTENSION_VERSION
+from infercast.catalog import (
+    BATCH_SATURATION_RATIO,
+    ENGINE_EXTENSION_INFO,
+    ENGINE_EXTENSION_VERSION,
+    ENGINE_GPU_MEMORY_TOTAL_BYTES,
+    ENGINE_GPU_MEMORY_USED_BYTES,
+    ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    ENGINE_KV_CACHE_FRAGMENTATION_RATIO,
+    ENGINE_MAX_NUM_SEQS,
+    ENGINE_MEMORY_EFFICIENCY_RATIO,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    MEMORY_EFFICIENCY_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+)
 
 USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 QUERY_NAMES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -43,21 +52,21 @@ RUNNING_NAME = "vllm:num_requests_running"
 WAITING_NAME = "vllm:num_requests_waiting"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
-EXT_INFO = "infercast_engine_extension_info"
-EXT_FRAG = "infercast_engine_kv_cache_fragmentation_ratio"
-EXT_EFF = "infercast_engine_memory_efficiency_ratio"
-EXT_MAX_SEQS = "infercast_engine_max_num_seqs"
-EXT_FAILURES = "infercast_engine_kv_block_allocation_failures_total"
-EXT_GPU_USED = "infercast_engine_gpu_memory_used_bytes"
-EXT_GPU_TOTAL = "infercast_engine_gpu_memory_total_bytes"
-EXTENSION = (EXT_FRAG, EXT_EFF, EXT_MAX_SEQS, EXT_FAILURES, EXT_GPU_USED, EXT_GPU_TOTAL)
+EXTENSION = (
+    ENGINE_KV_CACHE_FRAGMENTATION_RATIO,
+    ENGINE_MEMORY_EFFICIENCY_RATIO,
+    ENGINE_MAX_NUM_SEQS,
+    ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    ENGINE_GPU_MEMORY_USED_BYTES,
+    ENGINE_GPU_MEMORY_TOTAL_BYTES,
+)
 
 WANTED = frozenset(
-    (*USAGE_NAMES, *QUERY_NAMES, *HIT_NAMES, RUNNING_NAME, WAITING_NAME, PREEMPTIONS, EXT_INFO, *EXTENSION)
+    (*USAGE_NAMES, *QUERY_NAMES, *HIT_NAMES, RUNNING_NAME, WAITING_NAME, PREEMPTIONS, ENGINE_EXTENSION_INFO, *EXTENSION)
 )
 
 #: the families that are ratios 0-1 (a `kv_cache_usage_perc` of 57.0 is an error, not a value)
-MAXIMA = dict.fromkeys((*USAGE_NAMES, EXT_FRAG, EXT_EFF), 1.0)
+MAXIMA = dict.fromkeys((*USAGE_NAMES, ENGINE_KV_CACHE_FRAGMENTATION_RATIO, ENGINE_MEMORY_EFFICIENCY_RATIO), 1.0)
 
 Key = tuple[str | None, str | None]  # (model_name, engine)
 
@@ -72,7 +81,7 @@ def _by_key(rows: list[tuple[dict[str, str], float]] | None) -> dict[Key, float]
 
 def extension_enabled(raw: dict) -> bool:
     """True when the payload declares the extension in a version this exporter reads."""
-    return any(labels.get("version") == ENGINE_EXTENSION_VERSION for labels, _ in raw.get(EXT_INFO, ()))
+    return any(labels.get("version") == ENGINE_EXTENSION_VERSION for labels, _ in raw.get(ENGINE_EXTENSION_INFO, ()))
 
 
 def parse(text: str, target: Target) -> list[Sample]:
@@ -103,17 +112,23 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         instance = target.name if len(engines) <= 1 or engine is None else f"{target.name}/{engine}"
         labels = target.serving_labels(model, instance)
         running = fams["running"].get(key)
-        out.add(USAGE, labels, fams["usage"].get(key))
-        out.add(RUNNING, labels, running)
-        out.add(WAITING, labels, fams["waiting"].get(key))
-        out.add(FAILURES, labels, fams[EXT_FAILURES].get(key, fams["preempt"].get(key)))
-        out.add(SATURATION, labels, saturation(running, fams[EXT_MAX_SEQS].get(key) or target.max_batch))
-        out.add(FRAGMENTATION, labels, fams[EXT_FRAG].get(key))
-        out.add(EFFICIENCY, labels, fams[EXT_EFF].get(key))
+        out.add(KV_CACHE_USAGE_RATIO, labels, fams["usage"].get(key))
+        out.add(REQUESTS_RUNNING, labels, running)
+        out.add(REQUESTS_WAITING, labels, fams["waiting"].get(key))
+        out.add(
+            KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+            labels,
+            fams[ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL].get(key, fams["preempt"].get(key)),
+        )
+        out.add(
+            BATCH_SATURATION_RATIO, labels, saturation(running, fams[ENGINE_MAX_NUM_SEQS].get(key) or target.max_batch)
+        )
+        out.add(KV_CACHE_FRAGMENTATION_RATIO, labels, fams[ENGINE_KV_CACHE_FRAGMENTATION_RATIO].get(key))
+        out.add(MEMORY_EFFICIENCY_RATIO, labels, fams[ENGINE_MEMORY_EFFICIENCY_RATIO].get(key))
         if key in fams["queries"] and key in fams["hits"]:
             out.add(HIT_QUERIES, labels, fams["queries"][key])
             out.add(HIT_HITS, labels, fams["hits"][key])
         gpu = {"node": target.node or instance, "gpu": "all", "uuid": ""}
-        out.add(GPU_USED, gpu, fams[EXT_GPU_USED].get(key))
-        out.add(GPU_TOTAL, gpu, fams[EXT_GPU_TOTAL].get(key))
+        out.add(GPU_MEMORY_USED_BYTES, gpu, fams[ENGINE_GPU_MEMORY_USED_BYTES].get(key))
+        out.add(GPU_MEMORY_TOTAL_BYTES, gpu, fams[ENGINE_GPU_MEMORY_TOTAL_BYTES].get(key))
     return out.samples

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from exporters.base import HIT_HITS, HIT_QUERIES, HIT_RATIO, PCIE_RATE, XID_LAST, Sample
+from exporters.base import HIT_HITS, HIT_QUERIES, PCIE_RATE, XID_LAST, Sample
+from infercast.catalog import GPU_PCIE_BYTES_TOTAL, GPU_XID_ERRORS_TOTAL, KV_CACHE_HIT_RATIO
 
-PCIE = "infercast_gpu_pcie_bytes_total"
-XID = "infercast_gpu_xid_errors_total"
 RATE_PREFIX = "_rate:"
 
 Key = tuple[tuple[str, str], ...]
@@ -108,9 +107,9 @@ class Windows:
         for key, (labels, queries) in hit_q.items():
             if key not in hit_h:
                 continue
-            inc = self._window(HIT_RATIO, key, now, (queries, hit_h[key]))
+            inc = self._window(KV_CACHE_HIT_RATIO, key, now, (queries, hit_h[key]))
             if inc is not None and inc[1][0] > 0:
-                out.append(Sample(HIT_RATIO, labels, min(1.0, inc[1][1] / inc[1][0])))
+                out.append(Sample(KV_CACHE_HIT_RATIO, labels, min(1.0, inc[1][1] / inc[1][0])))
         self._expire(now)
         return out
 
@@ -123,8 +122,8 @@ class Windows:
         elif prev is not None:
             total = prev[2]
         self._pcie[key] = (now, s.value, total)
-        self._seen[(PCIE, key)] = now
-        return Sample(PCIE, s.labels, total)
+        self._seen[(GPU_PCIE_BYTES_TOTAL, key)] = now
+        return Sample(GPU_PCIE_BYTES_TOTAL, s.labels, total)
 
     def _xid(self, s: Sample) -> list[Sample]:
         key = _key(s.labels)
@@ -135,12 +134,12 @@ class Windows:
             c = str(int(code)) if code.is_integer() else str(code)
             counts[c] = counts.get(c, 0) + 1
         self._xid_last[key] = code
-        return [Sample(XID, {**s.labels, "xid": c}, float(n)) for c, n in sorted(counts.items())]
+        return [Sample(GPU_XID_ERRORS_TOTAL, {**s.labels, "xid": c}, float(n)) for c, n in sorted(counts.items())]
 
     def _expire(self, now: float) -> None:
         old = [k for k, t in self._seen.items() if t < now - self.forget]
         for k in old:
             del self._seen[k]
             self._counters.pop(k, None)
-            if k[0] == PCIE:
+            if k[0] == GPU_PCIE_BYTES_TOTAL:
                 self._pcie.pop(k[1], None)

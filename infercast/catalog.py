@@ -1,8 +1,10 @@
 """The metric catalog: the only place infercast spells a metric name.
 
-Exporters emit these names, alert rules and dashboards query them, predictors read and publish them, and the
-actuator reads them.  Change a name here and every part follows; `tests/test_catalog.py` checks that rules,
-dashboards and code use no name that is not in this table.
+Each family has one module-level symbol (`KV_CACHE_USAGE_RATIO = "infercast_kv_cache_usage_ratio"`).  Exporters
+emit these symbols, alert rules and dashboards query them, predictors read and publish them, and the actuator
+reads them, so a rename is one edit here and a misspelt symbol fails at import.  `tests/test_catalog.py` checks
+the names follow Prometheus' conventions and every symbol matches its family; `tests/test_no_metric_literals.py`
+fails on an `infercast_` metric name spelt out in code outside this module and the tests.
 
 Pure: data only, no I/O.
 """
@@ -39,7 +41,7 @@ class MetricSpec:
         raise KeyError(f"{self.name} has no enumerated label {label!r}")
 
 
-# Label sets kept small and fixed (see STYLE.md "Names").
+# Label sets kept small and fixed: every label multiplies the series a family exposes.
 SERVING = ("pool", "version", "instance")
 GPU = ("node", "gpu", "uuid")
 FORECAST = ("pool", "version", "model", "horizon", "ml_forecast")
@@ -89,6 +91,61 @@ KV_AGGREGATES = ("mean", "max")
 FORECAST_SKIP_REASONS = ("stale", "too_short", "gap", "nan", "source_down", "model_error")
 
 
+# --- one symbol per metric ------------------------------------------------------------------------------
+# Every emitter, query, rule and dashboard imports these (`from infercast.catalog import KV_CACHE_USAGE_RATIO`):
+# a rename is one edit here, and a misspelt symbol fails at import.  Each is the exposed family name.
+KV_CACHE_USAGE_RATIO = "infercast_kv_cache_usage_ratio"
+KV_CACHE_FRAGMENTATION_RATIO = "infercast_kv_cache_fragmentation_ratio"
+KV_BLOCK_ALLOCATION_FAILURES_TOTAL = "infercast_kv_block_allocation_failures_total"
+KV_CACHE_HIT_RATIO = "infercast_kv_cache_hit_ratio"
+BATCH_SATURATION_RATIO = "infercast_batch_saturation_ratio"
+REQUESTS_RUNNING = "infercast_requests_running"
+REQUESTS_WAITING = "infercast_requests_waiting"
+MEMORY_EFFICIENCY_RATIO = "infercast_memory_efficiency_ratio"
+ROUTER_REQUESTS_TOTAL = "infercast_router_requests_total"
+DEGRADATIONS_TOTAL = "infercast_degradations_total"
+AVALANCHE_RISK_SCORE = "infercast_avalanche_risk_score"
+HEALTH_SCORE = "infercast_health_score"
+HEALTH_DIMENSION_SCORE = "infercast_health_dimension_score"
+GPU_MEMORY_USED_BYTES = "infercast_gpu_memory_used_bytes"
+GPU_MEMORY_TOTAL_BYTES = "infercast_gpu_memory_total_bytes"
+GPU_UTILIZATION_RATIO = "infercast_gpu_utilization_ratio"
+GPU_SM_OCCUPANCY_RATIO = "infercast_gpu_sm_occupancy_ratio"
+GPU_DRAM_ACTIVE_RATIO = "infercast_gpu_dram_active_ratio"
+GPU_PCIE_BYTES_TOTAL = "infercast_gpu_pcie_bytes_total"
+GPU_TEMPERATURE_CELSIUS = "infercast_gpu_temperature_celsius"
+GPU_POWER_WATTS = "infercast_gpu_power_watts"
+GPU_ECC_ERRORS_TOTAL = "infercast_gpu_ecc_errors_total"
+GPU_XID_ERRORS_TOTAL = "infercast_gpu_xid_errors_total"
+TARGET_UP = "infercast_target_up"
+TARGET_SCRAPE_DURATION_SECONDS = "infercast_target_scrape_duration_seconds"
+FORECAST_KV_CACHE_USAGE_RATIO = "infercast_forecast_kv_cache_usage_ratio"
+FORECAST_REQUESTS_PER_SECOND = "infercast_forecast_requests_per_second"
+FORECAST_BREACH_ETA_SECONDS = "infercast_forecast_breach_eta_seconds"
+FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS = "infercast_forecast_last_success_timestamp_seconds"
+FORECAST_SKIPPED = "infercast_forecast_skipped"
+ACTUATOR_ACTIONS_TOTAL = "infercast_actuator_actions_total"
+ACTUATOR_POOL_WEIGHT = "infercast_actuator_pool_weight"
+ACTUATOR_BREAKER_THRESHOLD = "infercast_actuator_breaker_threshold"
+ACTUATOR_LEADER = "infercast_actuator_leader"
+ACTUATOR_ACTIVE = "infercast_actuator_active"
+ACTUATOR_DECISIONS_TOTAL = "infercast_actuator_decisions_total"
+ACTUATOR_VERDICTS_TOTAL = "infercast_actuator_verdicts_total"
+ACTUATOR_FROZEN = "infercast_actuator_frozen"
+ACTUATOR_FREEZES_TOTAL = "infercast_actuator_freezes_total"
+ACTUATOR_CHANGE_BUDGET_USED_RATIO = "infercast_actuator_change_budget_used_ratio"
+ACTUATOR_DECISION_LATENCY_SECONDS = "infercast_actuator_decision_latency_seconds"
+ACTUATOR_TICKS_TOTAL = "infercast_actuator_ticks_total"
+ACTUATOR_WEBHOOK_ALERTS_TOTAL = "infercast_actuator_webhook_alerts_total"
+ENGINE_EXTENSION_INFO = "infercast_engine_extension_info"
+ENGINE_KV_CACHE_FRAGMENTATION_RATIO = "infercast_engine_kv_cache_fragmentation_ratio"
+ENGINE_MEMORY_EFFICIENCY_RATIO = "infercast_engine_memory_efficiency_ratio"
+ENGINE_MAX_NUM_SEQS = "infercast_engine_max_num_seqs"
+ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL = "infercast_engine_kv_block_allocation_failures_total"
+ENGINE_GPU_MEMORY_USED_BYTES = "infercast_engine_gpu_memory_used_bytes"
+ENGINE_GPU_MEMORY_TOTAL_BYTES = "infercast_engine_gpu_memory_total_bytes"
+
+
 def _g(name: str, unit: str, labels: tuple[str, ...], help: str, **kw) -> MetricSpec:
     return MetricSpec(name, Kind.GAUGE, unit, labels, help, **kw)
 
@@ -100,58 +157,58 @@ def _c(name: str, unit: str, labels: tuple[str, ...], help: str, **kw) -> Metric
 CATALOG: tuple[MetricSpec, ...] = (
     # --- serving engines, per model version -------------------------------------------------------------
     _g(
-        "infercast_kv_cache_usage_ratio",
+        KV_CACHE_USAGE_RATIO,
         "ratio",
         SERVING,
         "KV-cache slots (or blocks) in use / total.",
     ),
     _g(
-        "infercast_kv_cache_fragmentation_ratio",
+        KV_CACHE_FRAGMENTATION_RATIO,
         "ratio",
         SERVING,
         "Allocated KV capacity that holds no token / allocated KV capacity.",
     ),
     _c(
-        "infercast_kv_block_allocation_failures_total",
+        KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
         "",
         SERVING,
         "Times a KV block could not be allocated (preemption or rejection).",
     ),
     _g(
-        "infercast_kv_cache_hit_ratio",
+        KV_CACHE_HIT_RATIO,
         "ratio",
         SERVING,
         "Prefix-cache hits / queries over the last window.",
     ),
     _g(
-        "infercast_batch_saturation_ratio",
+        BATCH_SATURATION_RATIO,
         "ratio",
         SERVING,
         "Running requests / maximum batch size.",
     ),
     _g(
-        "infercast_requests_running",
+        REQUESTS_RUNNING,
         "",
         SERVING,
         "Requests in model execution batches, as the engine reports.",
     ),
-    _g("infercast_requests_waiting", "", SERVING, "Requests waiting to be scheduled, as the engine reports."),
+    _g(REQUESTS_WAITING, "", SERVING, "Requests waiting to be scheduled, as the engine reports."),
     _g(
-        "infercast_memory_efficiency_ratio",
+        MEMORY_EFFICIENCY_RATIO,
         "ratio",
         SERVING,
         "Memory holding live tokens and weights / memory allocated.",
     ),
     # --- router -------------------------------------------------------------------------------------------
     _c(
-        "infercast_router_requests_total",
+        ROUTER_REQUESTS_TOTAL,
         "",
         ("pool", "version", "priority", "outcome"),
         "Requests the router handled.",
         enums=(("priority", PRIORITIES), ("outcome", ROUTER_OUTCOMES)),
     ),
     _c(
-        "infercast_degradations_total",
+        DEGRADATIONS_TOTAL,
         "",
         ("from_version", "to_version", "reason"),
         "Degradation decisions of the router.",
@@ -159,86 +216,86 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     # --- derived fleet scores -----------------------------------------------------------------------------
     _g(
-        "infercast_avalanche_risk_score",
+        AVALANCHE_RISK_SCORE,
         "score",
         ("pool",),
         "0-100 risk that a failure in this pool cascades (headroom of its failover targets included).",
     ),
-    _g("infercast_health_score", "score", ("pool", "version"), "0-100 health, composed of the dimensions."),
+    _g(HEALTH_SCORE, "score", ("pool", "version"), "0-100 health, composed of the dimensions."),
     _g(
-        "infercast_health_dimension_score",
+        HEALTH_DIMENSION_SCORE,
         "score",
         ("pool", "version", "dimension"),
         "0-100 score of one health dimension.",
         enums=(("dimension", HEALTH_DIMENSIONS),),
     ),
     # --- GPUs (NVML or DCGM) --------------------------------------------------------------------------------
-    _g("infercast_gpu_memory_used_bytes", "bytes", GPU, "GPU framebuffer memory in use."),
-    _g("infercast_gpu_memory_total_bytes", "bytes", GPU, "GPU framebuffer memory in total."),
-    _g("infercast_gpu_utilization_ratio", "ratio", GPU, "Fraction of time a kernel was running on the GPU."),
-    _g("infercast_gpu_sm_occupancy_ratio", "ratio", GPU, "Warps resident on the SMs / the maximum."),
-    _g("infercast_gpu_dram_active_ratio", "ratio", GPU, "Fraction of cycles the HBM interface was busy."),
+    _g(GPU_MEMORY_USED_BYTES, "bytes", GPU, "GPU framebuffer memory in use."),
+    _g(GPU_MEMORY_TOTAL_BYTES, "bytes", GPU, "GPU framebuffer memory in total."),
+    _g(GPU_UTILIZATION_RATIO, "ratio", GPU, "Fraction of time a kernel was running on the GPU."),
+    _g(GPU_SM_OCCUPANCY_RATIO, "ratio", GPU, "Warps resident on the SMs / the maximum."),
+    _g(GPU_DRAM_ACTIVE_RATIO, "ratio", GPU, "Fraction of cycles the HBM interface was busy."),
     _c(
-        "infercast_gpu_pcie_bytes_total",
+        GPU_PCIE_BYTES_TOTAL,
         "bytes",
         (*GPU, "direction"),
         "PCIe traffic.",
         enums=(("direction", ("tx", "rx")),),
     ),
-    _g("infercast_gpu_temperature_celsius", "celsius", GPU, "GPU core temperature."),
-    _g("infercast_gpu_power_watts", "watts", GPU, "GPU power draw."),
+    _g(GPU_TEMPERATURE_CELSIUS, "celsius", GPU, "GPU core temperature."),
+    _g(GPU_POWER_WATTS, "watts", GPU, "GPU power draw."),
     _c(
-        "infercast_gpu_ecc_errors_total",
+        GPU_ECC_ERRORS_TOTAL,
         "",
         (*GPU, "type"),
         "ECC memory errors.",
         enums=(("type", ("correctable", "uncorrectable")),),
     ),
-    _c("infercast_gpu_xid_errors_total", "", (*GPU, "xid"), "XID errors reported by the driver."),
+    _c(GPU_XID_ERRORS_TOTAL, "", (*GPU, "xid"), "XID errors reported by the driver."),
     # --- the exporter's view of its sources -------------------------------------------------------------
     _g(
-        "infercast_target_up",
+        TARGET_UP,
         "",
         ("target", "kind"),
         "1 if the last scrape of the target succeeded, else 0.",
         enums=(("kind", TARGET_KINDS),),
     ),
     _g(
-        "infercast_target_scrape_duration_seconds",
+        TARGET_SCRAPE_DURATION_SECONDS,
         "seconds",
         ("target", "kind"),
         "Duration of the last scrape of the target.",
     ),
     # --- forecasts ------------------------------------------------------------------------------------------
     _g(
-        "infercast_forecast_kv_cache_usage_ratio",
+        FORECAST_KV_CACHE_USAGE_RATIO,
         "ratio",
         KV_FORECAST,
         "Forecast of KV-cache usage at the horizon: of the pool's mean (aggregate=mean) or its fullest instance (max).",
         enums=(("ml_forecast", ML_FORECAST), ("aggregate", KV_AGGREGATES)),
     ),
     _g(
-        "infercast_forecast_requests_per_second",
+        FORECAST_REQUESTS_PER_SECOND,
         "",
         FORECAST,
         "Forecast of request rate at the horizon.",
         enums=(("ml_forecast", ML_FORECAST),),
     ),
     _g(
-        "infercast_forecast_breach_eta_seconds",
+        FORECAST_BREACH_ETA_SECONDS,
         "seconds",
         ("pool", "version", "threshold", "aggregate"),
         "Seconds until the forecast upper band crosses the threshold (+Inf if not within the horizon), per aggregate.",
         enums=(("aggregate", KV_AGGREGATES),),
     ),
     _g(
-        "infercast_forecast_last_success_timestamp_seconds",
+        FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         "seconds",
         ("model",),
         "Unix time of the last successful forecast round of the model.",
     ),
     _g(
-        "infercast_forecast_skipped",
+        FORECAST_SKIPPED,
         "",
         ("pool", "version", "series", "reason"),
         "1 when no forecast is published for a series, labelled with why.",
@@ -246,52 +303,52 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     # --- actuator -------------------------------------------------------------------------------------------
     _c(
-        "infercast_actuator_actions_total",
+        ACTUATOR_ACTIONS_TOTAL,
         "",
         ("action", "pool", "outcome"),
         "Actions the actuator decided, by outcome.",
         enums=(("outcome", ACTION_OUTCOMES),),
     ),
-    _g("infercast_actuator_pool_weight", "", ("pool",), "Router pool weight the actuator last set."),
+    _g(ACTUATOR_POOL_WEIGHT, "", ("pool",), "Router pool weight the actuator last set."),
     _g(
-        "infercast_actuator_breaker_threshold",
+        ACTUATOR_BREAKER_THRESHOLD,
         "",
         ("pool", "kind"),
         "Breaker threshold the actuator last set.",
         enums=(("kind", BREAKER_KINDS),),
     ),
-    _g("infercast_actuator_leader", "", (), "1 if this actuator replica holds the leadership."),
-    _g("infercast_actuator_active", "", (), "1 if the actuator acts, 0 in advisory mode."),
+    _g(ACTUATOR_LEADER, "", (), "1 if this actuator replica holds the leadership."),
+    _g(ACTUATOR_ACTIVE, "", (), "1 if the actuator acts, 0 in advisory mode."),
     _c(
-        "infercast_actuator_decisions_total",
+        ACTUATOR_DECISIONS_TOTAL,
         "",
         ("action", "pool", "reason"),
         "Actions the actuator decided, by why (advisory ones included).",
         enums=(("reason", ACTION_REASONS),),
     ),
     _c(
-        "infercast_actuator_verdicts_total",
+        ACTUATOR_VERDICTS_TOTAL,
         "",
         ("action", "pool", "verdict"),
         "Verdicts on applied actions after their verification window (rolled_back: undone).",
         enums=(("verdict", VERDICTS),),
     ),
-    _g("infercast_actuator_frozen", "", (), "1 while the actuator is frozen (decides nothing), else 0."),
+    _g(ACTUATOR_FROZEN, "", (), "1 while the actuator is frozen (decides nothing), else 0."),
     _c(
-        "infercast_actuator_freezes_total",
+        ACTUATOR_FREEZES_TOTAL,
         "",
         ("reason",),
         "Times the actuator froze, by reason.",
         enums=(("reason", FREEZE_REASONS),),
     ),
     _g(
-        "infercast_actuator_change_budget_used_ratio",
+        ACTUATOR_CHANGE_BUDGET_USED_RATIO,
         "ratio",
         ("pool",),
         "Share of the hourly change budget of a pool (or fleet) used.",
     ),
     MetricSpec(
-        "infercast_actuator_decision_latency_seconds",
+        ACTUATOR_DECISION_LATENCY_SECONDS,
         Kind.HISTOGRAM,
         "seconds",
         ("loop",),
@@ -299,14 +356,14 @@ CATALOG: tuple[MetricSpec, ...] = (
         enums=(("loop", ACTUATOR_LOOPS),),
     ),
     _c(
-        "infercast_actuator_ticks_total",
+        ACTUATOR_TICKS_TOTAL,
         "",
         ("loop", "outcome"),
         "Runs of the actuator's loops: ok, error (the tick raised) or missed (late or overrunning).",
         enums=(("loop", ACTUATOR_LOOPS), ("outcome", TICK_OUTCOMES)),
     ),
     _c(
-        "infercast_actuator_webhook_alerts_total",
+        ACTUATOR_WEBHOOK_ALERTS_TOTAL,
         "",
         ("outcome",),
         "Alerts received on the actuator's webhook: accepted, duplicate (same fingerprint and status) or dropped "
@@ -321,43 +378,43 @@ CATALOG: tuple[MetricSpec, ...] = (
 ENGINE_EXTENSION_VERSION = "1"
 ENGINE_EXTENSION: tuple[MetricSpec, ...] = (
     _g(
-        "infercast_engine_extension_info",
+        ENGINE_EXTENSION_INFO,
         "",
         ("version",),
         "Always 1; the version label names the infercast engine-extension format.",
     ),
     _g(
-        "infercast_engine_kv_cache_fragmentation_ratio",
+        ENGINE_KV_CACHE_FRAGMENTATION_RATIO,
         "ratio",
         ("model_name", "engine"),
         "Allocated KV capacity that holds no token / allocated KV capacity.",
     ),
     _g(
-        "infercast_engine_memory_efficiency_ratio",
+        ENGINE_MEMORY_EFFICIENCY_RATIO,
         "ratio",
         ("model_name", "engine"),
         "GPU memory holding live tokens and weights / GPU memory allocated.",
     ),
     _g(
-        "infercast_engine_max_num_seqs",
+        ENGINE_MAX_NUM_SEQS,
         "",
         ("model_name", "engine"),
         "Configured maximum batch size (requests).",
     ),
     _c(
-        "infercast_engine_kv_block_allocation_failures_total",
+        ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
         "",
         ("model_name", "engine"),
         "KV block allocations that failed (preemptions and admission rejections for lack of blocks).",
     ),
     _g(
-        "infercast_engine_gpu_memory_used_bytes",
+        ENGINE_GPU_MEMORY_USED_BYTES,
         "bytes",
         ("model_name", "engine"),
         "GPU memory in use: weights, KV cache allocated, activations.",
     ),
     _g(
-        "infercast_engine_gpu_memory_total_bytes",
+        ENGINE_GPU_MEMORY_TOTAL_BYTES,
         "bytes",
         ("model_name", "engine"),
         "GPU memory of the engine's devices in total.",
@@ -365,6 +422,12 @@ ENGINE_EXTENSION: tuple[MetricSpec, ...] = (
 )
 
 _BY_NAME = {m.name: m for m in (*CATALOG, *ENGINE_EXTENSION)}
+#: families about one GPU (labelled node, gpu, uuid)
+GPU_FAMILIES = frozenset(m.name for m in CATALOG if m.labels[: len(GPU)] == GPU)
+#: symbol -> name of every family (the module's `infercast_` constants)
+SYMBOLS: dict[str, str] = {k: v for k, v in globals().items() if k.isupper() and str(v).startswith("infercast_")}
+if set(SYMBOLS.values()) != set(_BY_NAME) or len(SYMBOLS) != len(_BY_NAME):
+    raise ImportError(f"catalog symbols and families differ: {sorted(set(SYMBOLS.values()) ^ set(_BY_NAME))}")
 
 
 def spec(name: str) -> MetricSpec:

@@ -116,7 +116,7 @@ class TargetConfig(Strict):
 
 
 class Thresholds(Strict):
-    """Policy numbers from the seeds (DESIGN.md "Policy facts"): one place for every threshold."""
+    """Policy numbers from the seeds' incident reports: one place for every threshold."""
 
     kv_forecast_trigger: Ratio = 0.75
     kv_forecast_for_seconds: Annotated[float, Field(ge=0)] = Field(
@@ -383,10 +383,21 @@ def _check_url(v: str | None, schemes: tuple[str, ...]) -> str | None:
     return v
 
 
+def parse_listen(value: str, default_host: str | None = None) -> tuple[str, int]:
+    """`HOST:PORT` -> (host, port): the one parser of every listen address (fleet file and `--listen` flags).
+
+    The port is digits in 0-65535; an IPv6 host may be bracketed (`[::1]:9400` -> `::1`).  An empty host is an
+    error unless `default_host` is given (the predictor's `:9401` means loopback).  ValueError says what is wrong.
+    """
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]") or (default_host or "")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port, got {value!r}")
+    return host, int(port)
+
+
 def _check_listen(v: str) -> str:
-    host, _, port = v.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected host:port, got {v!r}")
+    parse_listen(v)
     return v
 
 

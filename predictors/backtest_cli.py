@@ -10,9 +10,7 @@ Series:
 - `rps`: requests per second straight from the trace, per `--step` bin (ServeGen: its 600 s windows, so the
   horizon is at least one window there); covariate `long_share`.
 - `kv`: the trace replayed through the fleet twin on a fleet sized so that the trace's busiest minutes push KV
-  usage above 0.75, fixed for the whole replay (`sized_fleet`: `size_fleet_for_trace` at a target peak of 0.85,
-  replayed; if the realised peak stays under `MIN_REALISED_PEAK`, the target is raised (fewer nodes), and once every
-  pool is down to one node, the nodes get fewer GPUs (smaller KV caches), until it does).  The sizing looks at the
+  usage above 0.75, fixed for the whole replay (`predictors.sizing.sized_fleet`).  The sizing looks at the
   whole trace, as an operator sizing a test fleet would; the forecasters never do.  The series is the KV usage of
   the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
   covariates.
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,11 +30,11 @@ import numpy as np
 
 from predictors.base import History
 from predictors.reference import references
+from predictors.sizing import sized_fleet
 
 #: The degenerate references (`predictors.reference`) every report with a threshold scores beside the models.
 REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
-log = logging.getLogger(__name__)
 
 DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
 COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
@@ -105,46 +102,6 @@ def _pool_history(ts, name: str, aggregate: str = "max") -> tuple[History, dict]
         "aggregate": aggregate,
         "pool_peaks": {str(k): round(float(v), 4) for k, v in peaks.items()},
     }
-
-
-MIN_REALISED_PEAK = 0.80
-SIZING_TARGETS = (0.85, 1.0, 1.25, 1.6, 2.0, 3.0)
-
-
-def _with_gpus(cfg, gpus: int | None):
-    if gpus is None:
-        return cfg
-    pools = {n: (pc if pc.standby else pc.model_copy(update={"gpus_per_node": gpus})) for n, pc in cfg.pools.items()}
-    return cfg.model_copy(update={"pools": pools})
-
-
-def sized_fleet(trace, base, step: float):
-    """(config, twin result, how it was sized): see the module docstring."""
-    from infercast.twin.run import run_trace, size_fleet_for_trace
-
-    tried = []
-    best = None
-    for gpus in (None, 2, 1):
-        b = _with_gpus(base, gpus)
-        for target in SIZING_TARGETS:
-            cfg = size_fleet_for_trace(trace, b, target_peak_kv=target)
-            res = run_trace(trace, cfg, seed=0, step_seconds=step)
-            peak = float(res.timeseries.groupby("pool")["kv_usage"].max().max())
-            nodes = {p: c.nodes for p, c in cfg.pools.items() if not c.standby}
-            how = {
-                "target_peak_kv": target,
-                "gpus_per_node": gpus or "as configured",
-                "nodes": nodes,
-                "realised_peak_kv": round(peak, 4),
-            }
-            tried.append(how)
-            best = (cfg, res, how)
-            if peak >= MIN_REALISED_PEAK:
-                return cfg, res, {**how, "tries": len(tried)}
-            if all(n == 1 for n in nodes.values()):
-                break  # fewer nodes is impossible: try smaller nodes
-    log.warning("backtest: no fleet size pushes KV usage over %.2f; using the smallest", MIN_REALISED_PEAK)
-    return best[0], best[1], {**best[2], "tries": len(tried), "note": "peak stays under the threshold"}
 
 
 def load_series(args: argparse.Namespace) -> SeriesData:

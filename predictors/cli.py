@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 
-from infercast.config import ConfigError, load_config
+from infercast.config import ConfigError, load_config, parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _host_port(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
     try:
-        return host or "127.0.0.1", int(port)
+        return parse_listen(listen, default_host="127.0.0.1")
     except ValueError:
         raise ConfigError(f"predictor.listen: expected host:port, got {listen!r}") from None
 

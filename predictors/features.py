@@ -61,7 +61,7 @@ class StepMismatchError(ValueError):
 
 
 @dataclass(frozen=True)
-class Windows:
+class EncodedWindows:
     """Encoded windows: `x` (n, lookback, STEP_CHANNELS), `s` (n, SERIES_CHANNELS), `y_last` (n,)."""
 
     x: np.ndarray
@@ -134,7 +134,7 @@ def _masked_mean(v: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.where(cnt > 0, np.where(m, v, 0.0).sum(axis=-1) / np.maximum(cnt, 1), 0.0)
 
 
-def encode(raw: dict[str, np.ndarray]) -> Windows:
+def encode(raw: dict[str, np.ndarray]) -> EncodedWindows:
     """Encode raw windows: `raw["y"]` and each covariate are (n, lookback) arrays with NaN for missing samples.
 
     A covariate absent from `raw` counts as missing everywhere.
@@ -190,7 +190,7 @@ def encode(raw: dict[str, np.ndarray]) -> Windows:
     x[:, :, 11] = np.clip(fr, 0.0, 1.0)
     x[:, :, 12] = m
     s[:, 8] = m.any(axis=-1)
-    return Windows(x, s, y_last.astype(np.float32))
+    return EncodedWindows(x, s, y_last.astype(np.float32))
 
 
 def tail_windows(histories: Sequence[History], lookback: int) -> dict[str, np.ndarray]:

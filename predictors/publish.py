@@ -12,19 +12,25 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infercast.catalog import ML_FORECAST, spec
+from infercast.catalog import (
+    FORECAST_BREACH_ETA_SECONDS,
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_REQUESTS_PER_SECOND,
+    FORECAST_SKIPPED,
+    ML_FORECAST,
+    spec,
+)
 from predictors.base import Forecast
 
-KV_FORECAST = "infercast_forecast_kv_cache_usage_ratio"
-RPS_FORECAST = "infercast_forecast_requests_per_second"
-BREACH_ETA = "infercast_forecast_breach_eta_seconds"
-LAST_SUCCESS = "infercast_forecast_last_success_timestamp_seconds"
-SKIPPED = "infercast_forecast_skipped"
-FORECAST_METRIC = {"kv": KV_FORECAST, "rps": RPS_FORECAST}
+FORECAST_METRIC = {"kv": FORECAST_KV_CACHE_USAGE_RATIO, "rps": FORECAST_REQUESTS_PER_SECOND}
 
 
 @dataclass(frozen=True)
-class Sample:
+class ForecastSample:
+    """One published forecast series: labels in the family's catalog order (`sample` builds and checks them).
+    Not `exporters.base.Sample`, whose labels are a dict straight from a scrape."""
+
     name: str
     labels: tuple[tuple[str, str], ...]
     value: float
@@ -34,17 +40,17 @@ class Sample:
         return dict(self.labels)
 
 
-def sample(name: str, value: float, **labels: str) -> Sample:
+def sample(name: str, value: float, **labels: str) -> ForecastSample:
     """A sample of catalog family `name`; its labels must be exactly the family's, in any order."""
     s = spec(name)
     if set(labels) != set(s.labels):
         raise ValueError(f"{name} takes labels {s.labels}, got {tuple(sorted(labels))}")
     for label, allowed in s.enums:
-        if label in labels and labels[label] not in allowed and name != SKIPPED:
+        if label in labels and labels[label] not in allowed and name != FORECAST_SKIPPED:
             raise ValueError(f"{name}: {label}={labels[label]!r} is not one of {allowed}")
-    if name == SKIPPED and labels["reason"] not in s.enum("reason"):
+    if name == FORECAST_SKIPPED and labels["reason"] not in s.enum("reason"):
         raise ValueError(f"{name}: reason={labels['reason']!r} is not one of {s.enum('reason')}")
-    return Sample(name, tuple((k, str(labels[k])) for k in s.labels), float(value))
+    return ForecastSample(name, tuple((k, str(labels[k])) for k in s.labels), float(value))
 
 
 def horizon_label(horizon_s: float) -> str:
@@ -53,7 +59,7 @@ def horizon_label(horizon_s: float) -> str:
 
 def forecast_samples(
     series: str, pool: str, version: str, fc: Forecast, horizon_s: float, aggregate: str = "mean"
-) -> list[Sample]:
+) -> list[ForecastSample]:
     """yhat, yhat_lower and yhat_upper at the horizon (the last point of the path).
 
     KV forecasts carry `aggregate` (`mean` of the pool's instances, or `max`: its fullest instance); traffic is the
@@ -81,40 +87,47 @@ def threshold_label(threshold: float) -> str:
     return f"{threshold:g}"
 
 
-def breach_eta_sample(pool: str, version: str, threshold: float, eta_s: float, aggregate: str = "mean") -> Sample:
+def breach_eta_sample(
+    pool: str, version: str, threshold: float, eta_s: float, aggregate: str = "mean"
+) -> ForecastSample:
     return sample(
-        BREACH_ETA, eta_s, pool=pool, version=version, threshold=threshold_label(threshold), aggregate=aggregate
+        FORECAST_BREACH_ETA_SECONDS,
+        eta_s,
+        pool=pool,
+        version=version,
+        threshold=threshold_label(threshold),
+        aggregate=aggregate,
     )
 
 
-def skipped_sample(pool: str, version: str, series: str, reason: str) -> Sample:
-    return sample(SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
+def skipped_sample(pool: str, version: str, series: str, reason: str) -> ForecastSample:
+    return sample(FORECAST_SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
 
 
-def last_success_sample(model: str, ts: float) -> Sample:
-    return sample(LAST_SUCCESS, ts, model=model)
+def last_success_sample(model: str, ts: float) -> ForecastSample:
+    return sample(FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, ts, model=model)
 
 
 class LatestSamples:
     """A prometheus_client collector serving the last snapshot given to `set` (fresh families per scrape)."""
 
     def __init__(self) -> None:
-        self._samples: tuple[Sample, ...] = ()
+        self._samples: tuple[ForecastSample, ...] = ()
         self._lock = threading.Lock()
 
-    def set(self, samples: Iterable[Sample]) -> None:
+    def set(self, samples: Iterable[ForecastSample]) -> None:
         snap = tuple(samples)
         with self._lock:
             self._samples = snap
 
-    def snapshot(self) -> tuple[Sample, ...]:
+    def snapshot(self) -> tuple[ForecastSample, ...]:
         with self._lock:
             return self._samples
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        by_name: dict[str, list[Sample]] = {}
+        by_name: dict[str, list[ForecastSample]] = {}
         for s in self.snapshot():
             by_name.setdefault(s.name, []).append(s)
         for name, samples in sorted(by_name.items()):
@@ -128,7 +141,7 @@ class LatestSamples:
         return []
 
 
-def exposition(samples: Iterable[Sample]) -> str:
+def exposition(samples: Iterable[ForecastSample]) -> str:
     """The samples in Prometheus text format (what a scrape of the service returns)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
@@ -139,7 +152,7 @@ def exposition(samples: Iterable[Sample]) -> str:
     return generate_latest(reg).decode()
 
 
-def write_to(store, samples: Iterable[Sample], t: float) -> None:
+def write_to(store, samples: Iterable[ForecastSample], t: float) -> None:
     """Record samples in a writable store (the demo's MemoryStore) at time `t`, as a scrape of the service would.
 
     The actuator and the alert evaluation then read forecasts through the same `query_range` as everything else.

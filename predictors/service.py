@@ -40,12 +40,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from infercast.catalog import (
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    ROUTER_REQUESTS_TOTAL,
+)
 from infercast.config import FleetConfig, PredictorConfig
 from infercast.store import Series, Store, StoreError
 from predictors import deployed, registry
 from predictors.base import Forecast, Forecaster, History
 from predictors.publish import (
-    Sample,
+    ForecastSample,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
@@ -55,12 +62,10 @@ from predictors.publish import (
 
 log = logging.getLogger(__name__)
 
-KV_METRIC = "infercast_kv_cache_usage_ratio"
-REQUESTS_METRIC = "infercast_router_requests_total"
 COVARIATE_METRICS = {
-    "running": ("infercast_requests_running", "sum"),
-    "waiting": ("infercast_requests_waiting", "sum"),
-    "fragmentation": ("infercast_kv_cache_fragmentation_ratio", "mean"),
+    "running": (REQUESTS_RUNNING, "sum"),
+    "waiting": (REQUESTS_WAITING, "sum"),
+    "fragmentation": (KV_CACHE_FRAGMENTATION_RATIO, "mean"),
 }
 Group = tuple[str, str]  # (pool, version)
 
@@ -201,9 +206,9 @@ class SeriesModel:
 
 #: What the loop forecasts: (series key, kind, metric, how the instances are combined, KV aggregate label).
 SERIES: tuple[tuple[str, str, str, str, str], ...] = (
-    ("kv", "kv", KV_METRIC, "mean", "mean"),
-    ("kv_max", "kv", KV_METRIC, "max", "max"),
-    ("rps", "rps", REQUESTS_METRIC, "rate", ""),
+    ("kv", "kv", KV_CACHE_USAGE_RATIO, "mean", "mean"),
+    ("kv_max", "kv", KV_CACHE_USAGE_RATIO, "max", "max"),
+    ("rps", "rps", ROUTER_REQUESTS_TOTAL, "rate", ""),
 )
 
 
@@ -311,13 +316,13 @@ class PredictorLoop:
             return None, [*failed, fallback.name]
 
     # ------------------------------------------------------------------ the tick
-    def tick(self, now: float, store: Store) -> list[Sample]:
+    def tick(self, now: float, store: Store) -> list[ForecastSample]:
         cfg = self.config
         step = cfg.step_seconds
         g0 = math.floor((now - cfg.history_seconds) / step) * step
         n = math.floor((now - g0) / step + 1e-9) + 1
         t = g0 + step * np.arange(n)
-        out: list[Sample] = []
+        out: list[ForecastSample] = []
         succeeded: set[str] = set()
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
@@ -380,7 +385,7 @@ class PredictorLoop:
                 continue
             out[name] = {g: a.y for g, a in align(raw, g0, step, n, how).items()}
         try:
-            raw = store.query_range(REQUESTS_METRIC, None, g0, t_end, step)
+            raw = store.query_range(ROUTER_REQUESTS_TOTAL, None, g0, t_end, step)
             out["rps"] = {g: a.y for g, a in align(raw, g0, step, n, "rate").items()}
         except StoreError:
             pass

@@ -84,3 +84,14 @@ def test_target_needs_url_unless_twin():
 def test_unknown_scenario_lists_known_ones():
     with pytest.raises(ConfigError, match="flash-sale"):
         resolve_scenario("no-such-scenario")
+
+
+def test_one_listen_parser():
+    from infercast.config import parse_listen
+
+    assert parse_listen("127.0.0.1:9400") == ("127.0.0.1", 9400)
+    assert parse_listen("[::1]:9400") == ("::1", 9400)
+    assert parse_listen(":9401", default_host="127.0.0.1") == ("127.0.0.1", 9401)
+    for bad in ("9400", "host:", "host:http", "host:70000", ":9400"):
+        with pytest.raises(ValueError, match="expected host:port"):
+            parse_listen(bad)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.config import FleetConfig
 
-FORECAST_METRIC = "infercast_forecast_kv_cache_usage_ratio"
 P99_WINDOW_SECONDS = 30.0
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
 SUMMARY_KEYS = (
@@ -140,7 +140,7 @@ def published_kv_forecasts(arm) -> pd.DataFrame:
     """The KV forecasts the predictive pipeline published (at the horizon), one row per time, pool and aggregate."""
     rows: dict[tuple, dict] = {}
     for t, s in getattr(getattr(arm, "pipeline", None), "forecasts", ()):
-        if s.name != FORECAST_METRIC:
+        if s.name != FORECAST_KV_CACHE_USAGE_RATIO:
             continue
         lab = s.label_dict
         key = (t, lab["pool"], lab["version"], lab.get("aggregate", "mean"), lab.get("model", ""))

@@ -13,6 +13,7 @@ from exporters import dcgm, sglang, tgi, trtllm, vllm
 from exporters.base import Sample, ScrapeError, Target
 from exporters.derive import avalanche_risk, derive, health
 from exporters.server import Exporter, build_sources
+from infercast.catalog import KV_CACHE_USAGE_RATIO
 from infercast.config import TargetConfig, load_config
 from tests.exporters.conftest import REPO, fleet
 from tests.exporters.fakes import Route, payload
@@ -64,7 +65,7 @@ def test_trtllm_fraction_is_cross_checked_against_used_over_max():
     with pytest.raises(ScrapeError, match="fraction 57 is over 1"):
         trtllm.parse(trt_page({"1": (6080, 6400, 57.0)}), target("trtllm"))
     # the rounding of the text is not a disagreement (0.383 vs 2598 / 6784 = 0.38296)
-    assert values(trtllm.parse(trt_page({"1": (2598, 6784, 0.383)}), target("trtllm")), trtllm.USAGE) == [0.383]
+    assert values(trtllm.parse(trt_page({"1": (2598, 6784, 0.383)}), target("trtllm")), KV_CACHE_USAGE_RATIO) == [0.383]
 
 
 # --- ratios above 1 ---------------------------------------------------------------------------------------------------

@@ -162,3 +162,17 @@ def test_unknown_families_of_newer_releases_are_ignored():
         'vllm:kv_cache_quantum_flux_ratio{engine="0",model_name="chat-v3.5"} 0.5\n'
     )
     assert vllm.parse(newer, target()) == vllm.parse(payload("vllm-chat-v3.5.prom"), target())
+
+
+def test_emitter_checks_labels_against_the_catalog():
+    from exporters.base import Emitter
+    from infercast.catalog import GPU_POWER_WATTS, KV_CACHE_USAGE_RATIO
+
+    e = Emitter()
+    e.add(KV_CACHE_USAGE_RATIO, {"pool": "p", "version": "v", "instance": "i"}, 0.5)
+    e.add(GPU_POWER_WATTS, {"node": "n", "gpu": "0", "uuid": "u", "pod": "x"}, 300.0)  # attribution label kept
+    e.add("_internal_rate", {"anything": "goes"}, 1.0)
+    with pytest.raises(ValueError, match="catalog has"):
+        e.add(KV_CACHE_USAGE_RATIO, {"pool": "p", "instance": "i"}, 0.5)  # no version
+    with pytest.raises(ValueError, match="no such family"):
+        e.add("infercast_kv_cache_usage", {"pool": "p", "version": "v", "instance": "i"}, 0.5)
