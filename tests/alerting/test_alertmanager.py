@@ -38,6 +38,7 @@ EXPECTED_RECEIVERS = {
     "InfercastTargetDown": "chat-platform",
     "InfercastExporterDown": "pager-platform",
     "InfercastForecastsStale": "chat-platform",
+    "InfercastForecastMissing": "chat-platform",
     "InfercastActuatorFlapping": "chat-platform",
     "InfercastActuatorFrozen": "chat-platform",
 }

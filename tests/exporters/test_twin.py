@@ -85,10 +85,14 @@ def test_split_pools_of_one_version_keep_the_twins_own_pool_labels():
     """With the seeds' layout (`reactive`: v4-main split into v4-short and v4-long, both serving v4), a dashboard or
     a forecast per pool sees each half under its own name: every node's series carry the twin's `node.pool`, not a
     pool looked up through the node's version."""
+    from exporters.router import RouterRecorder
     from infercast.twin import build_fleet
+    from infercast.twin.layout import protected_layout
 
-    fleet = build_fleet(CONFIG, control="reactive", seed=0)
-    source = TwinSource(CONFIG, fleet=fleet)
+    laid = protected_layout(CONFIG)
+    fleet = build_fleet(laid, seed=0, recorder=RouterRecorder())  # the exporter reads the router's decisions
+    fleet.protect()
+    source = TwinSource(laid, fleet=fleet)
     source.advance(30)
     pools_seen: dict[str, str] = {}
     for s in source.collect():
