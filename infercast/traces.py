@@ -608,7 +608,7 @@ def _load_servegen(
         )
     rng = np.random.default_rng(seed)
     arrivals = _servegen_arrivals(table, start, end, rng) - start
-    prompt, output = sample_lengths(len(arrivals), lengths, long_share, rng)
+    prompt, output = servegen_lengths(len(arrivals), lengths, long_share, rng)
     return Trace(
         name=table.name,
         source="servegen",
@@ -623,10 +623,13 @@ def _load_servegen(
 # Lengths for generated arrivals
 
 
-def sample_lengths(
+def servegen_lengths(
     n: int, lengths: LengthDistribution, long_share: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output token counts: a lognormal short/long mix with `long_share` of prompts long.
+    """Prompt and output token counts for a ServeGen replay (its rate windows carry no lengths): a lognormal
+    short/long mix with `long_share` of prompts long.  (The twin's scenarios draw theirs with
+    `infercast.twin.traffic.sample_lengths`, which floors prompts at 16 tokens; the twin's sources are pinned by the
+    published results, so the two are kept apart under different names.)
 
     Short prompts are clipped to [1, short_max_tokens] and long ones to [short_max_tokens + 1, long_max_tokens], so
     with the default short_max_tokens of 8192 exactly the long ones are "> 8k" prompts.  Outputs are lognormal around

@@ -21,7 +21,7 @@ from infercast.traces import (
     load_trace,
     long_share_series,
     rate_series,
-    sample_lengths,
+    servegen_lengths,
     servegen_rates,
 )
 
@@ -189,12 +189,12 @@ def test_servegen_lengths_follow_the_long_share(language):
 def test_sample_lengths_medians():
     rng = np.random.default_rng(0)
     ld = LengthDistribution()
-    prompt, output = sample_lengths(20_000, ld, 0.0, rng)
+    prompt, output = servegen_lengths(20_000, ld, 0.0, rng)
     assert np.median(prompt) == pytest.approx(ld.short_median_tokens, rel=0.03)
     assert np.median(output) == pytest.approx(ld.output_median_tokens, rel=0.03)
     assert prompt.max() <= 8192 and output.max() <= ld.output_max_tokens
     with pytest.raises(ValueError, match=r"long_share must be within \[0, 1\], got 1.5"):
-        sample_lengths(3, ld, 1.5, rng)
+        servegen_lengths(3, ld, 1.5, rng)
 
 
 def test_servegen_window_selection_counts():
