@@ -15,8 +15,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 
+from infercast import exposition
 from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL, spec
 from infercast.config import FleetConfig
 
@@ -136,13 +137,10 @@ class RouterRecorder:
         with self._lock:
             requests = list(self._requests.items())
             degradations = list(self._degradations.items())
-        req = CounterMetricFamily(ROUTER_REQUESTS_TOTAL, _REQ.help, labels=list(_REQ.labels))
-        for labels, v in sorted(requests):
-            req.add_metric(list(labels), float(v))
-        deg = CounterMetricFamily(DEGRADATIONS_TOTAL, _DEG.help, labels=list(_DEG.labels))
-        for labels, v in sorted(degradations):
-            deg.add_metric(list(labels), float(v))
-        return [req, deg]
+        return exposition.families(
+            [(ROUTER_REQUESTS_TOTAL, dict(zip(_REQ.labels, k, strict=True)), v) for k, v in sorted(requests)]
+            + [(DEGRADATIONS_TOTAL, dict(zip(_DEG.labels, k, strict=True)), v) for k, v in sorted(degradations)]
+        )
 
     def snapshot(self) -> dict:
         """Plain counts, for tests and the twin's report.

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
-from prometheus_client.samples import Sample as PSample
 
 from exporters.base import SERVING_UP, Sample, ScrapeError, Target
 from exporters.derive import derive
@@ -31,7 +30,8 @@ from exporters.router import RouterRecorder, apply_ingest, known_label_sets
 from exporters.sources import SERVING_KINDS, HttpSource, Source
 from exporters.twin import TwinSource, recorder_samples
 from exporters.windows import Windows
-from infercast.catalog import GPU_FAMILIES, TARGET_SCRAPE_DURATION_SECONDS, TARGET_UP, Kind, spec
+from infercast import exposition
+from infercast.catalog import GPU_FAMILIES, TARGET_SCRAPE_DURATION_SECONDS, TARGET_UP
 from infercast.config import FleetConfig
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Limits, Request, Response, Route
 
@@ -224,39 +224,22 @@ class Exporter:
 
 
 def families(samples: Iterable[Sample]) -> list[Metric]:
-    """Catalog samples -> metric families, in order of first appearance.
+    """Catalog samples -> metric families (`infercast.exposition.families`).
 
-    Internal samples are dropped, a twin node's `_target_up` becomes `infercast_target_up{target,kind}`, and a series
-    given twice (two targets reporting the same GPU) is kept once.
+    Internal samples are dropped and a twin node's `_serving_up` becomes `infercast_target_up{target,kind}`.
     """
-    by_name: dict[str, Metric] = {}
-    seen: set[tuple] = set()
-    dup = 0
-    for s in samples:
-        name, labels = s.name, s.labels
-        if name == SERVING_UP:
-            if "pool" not in labels or labels.get("kind") != "twin":
-                continue  # per-pool view of an HTTP target: only used by the health score
-            name, labels = TARGET_UP, {"target": labels["target"], "kind": labels["kind"]}
-        if name[0] == "_":
-            continue
-        key = (name, tuple(labels.items()))
-        if key in seen:
-            dup += 1
-            continue
-        seen.add(key)
-        fam = by_name.get(name)
-        if fam is None:
-            m = spec(name)
-            if m.kind is Kind.COUNTER:
-                fam = Metric(name.removesuffix("_total"), m.help, "counter")
-            else:
-                fam = Metric(name, m.help, m.kind.value)
-            by_name[name] = fam
-        fam.samples.append(PSample(name, labels, s.value, None, None, None))
-    if dup:
-        log.debug("dropped %d duplicate series", dup)
-    return list(by_name.values())
+
+    def exposed() -> Iterable[tuple[str, Mapping[str, str], float]]:
+        for s in samples:
+            name, labels = s.name, s.labels
+            if name == SERVING_UP:
+                if "pool" not in labels or labels.get("kind") != "twin":
+                    continue  # per-pool view of an HTTP target: only used by the health score
+                name, labels = TARGET_UP, {"target": labels["target"], "kind": labels["kind"]}
+            if name[0] != "_":
+                yield name, labels, s.value
+
+    return exposition.families(exposed())
 
 
 # --- HTTP ------------------------------------------------------------------------------------------------------

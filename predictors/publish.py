@@ -125,17 +125,9 @@ class LatestSamples:
             return self._samples
 
     def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
+        from infercast.exposition import families
 
-        by_name: dict[str, list[ForecastSample]] = {}
-        for s in self.snapshot():
-            by_name.setdefault(s.name, []).append(s)
-        for name, samples in sorted(by_name.items()):
-            sp = spec(name)
-            fam = GaugeMetricFamily(name, sp.help, labels=list(sp.labels))
-            for s in samples:
-                fam.add_metric([v for _, v in s.labels], s.value)
-            yield fam
+        return families((s.name, dict(s.labels), s.value) for s in sorted(self.snapshot(), key=lambda s: s.name))
 
     def describe(self):
         return []
