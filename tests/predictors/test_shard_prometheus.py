@@ -152,9 +152,14 @@ def test_two_shards_split_the_fleet_and_a_dead_one_is_caught_per_pool(tmp_path, 
         a, b = seen[targets[0]], seen[targets[1]]
         assert a and b and not (a & b) and a | b == set(GROUPS)
         assert a == {g for g in GROUPS if shard_of(*g, 2) == 0}
-        # what the alert rules read sees the union
-        upper = _query(prom.url, 'pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper{horizon="300s"}')
-        assert {(r["metric"]["pool"], r["metric"]["version"]) for r in upper} == set(GROUPS)
+
+        # what the alert rules read sees the union (once the recording rule's next evaluation has run)
+        def rules_see_the_union():
+            upper = _query(prom.url, "pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper")
+            got = {(r["metric"]["pool"], r["metric"]["version"]) for r in upper}
+            return got == set(GROUPS), got
+
+        _wait(rules_see_the_union, 30, "the recording rule to see both shards")
 
         procs[1].send_signal(signal.SIGKILL)  # shard 1 dies without a word
         procs[1].wait(timeout=10)
