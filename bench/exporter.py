@@ -130,8 +130,10 @@ def best(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def render_bench(repeat: int) -> dict:
-    per_node = fleet_samples()
+def render_bench(repeat: int, nodes: int = 64, gpus: int = 8) -> dict:
+    """One `/metrics` render of a fleet of `nodes` x `gpus` against prometheus_client Gauges with the same series
+    (bench/scale.py runs it at 512 x 8)."""
+    per_node = fleet_samples(nodes, gpus)
     config = bench_config()
     sources = [MemorySource(f"node-{i}", s) for i, s in enumerate(per_node)]
     exp = Exporter(config, sources)
@@ -157,7 +159,10 @@ def render_bench(repeat: int) -> dict:
     t_frame = best(lambda: (exp._build(time.monotonic()), generate_latest(reg)), repeat)
     exp.close()
     return {
+        "nodes": nodes,
+        "gpus_per_node": gpus,
         "series": series,
+        "body_bytes": len(body),
         "baseline_series": base_body.count(b"\n") - base_body.count(b"\n#"),
         "baseline_ms": t_base * 1e3,
         "render_ms": t_render * 1e3,

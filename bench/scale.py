@@ -96,39 +96,9 @@ def forecast_bench(n: int) -> dict:
 
 
 def exporter_bench(nodes: int, gpus: int, repeat: int) -> dict:
-    from exporter import MemorySource, bench_config, best, fleet_samples
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+    from exporter import render_bench
 
-    from exporters.server import Exporter
-
-    exp = Exporter(bench_config(), [MemorySource(f"node-{i}", s) for i, s in enumerate(fleet_samples(nodes, gpus))])
-    exp.scrape()
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(exp)
-    body = generate_latest(reg)
-    base = CollectorRegistry(auto_describe=False)
-    gauges: dict[str, Gauge] = {}
-    for fam in exp.collect():
-        for s in fam.samples:
-            g = gauges.get(s.name)
-            if g is None:
-                g = gauges[s.name] = Gauge(s.name, fam.documentation, sorted(s.labels), registry=base)
-            g.labels(**s.labels).set(s.value)
-    t_base = best(lambda: generate_latest(base), repeat)
-    t_render = best(lambda: generate_latest(reg), repeat)
-    t_frame = best(lambda: (exp._build(time.monotonic()), generate_latest(reg)), repeat)
-    exp.close()
-    return {
-        "nodes": nodes,
-        "gpus_per_node": gpus,
-        "series": body.count(b"\n") - body.count(b"\n#"),
-        "body_bytes": len(body),
-        "baseline_ms": t_base * 1e3,
-        "render_ms": t_render * 1e3,
-        "frame_and_render_ms": t_frame * 1e3,
-        "render_ratio": t_render / t_base,
-        "frame_and_render_ratio": t_frame / t_base,
-    }
+    return render_bench(repeat, nodes, gpus)
 
 
 def table_forecast(r: dict) -> str:
