@@ -118,18 +118,8 @@ def bench_trace(path: Path) -> dict:
 
 
 # --- tables -----------------------------------------------------------------------------------------------------
-def _n(v, nd=0) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int | float):
-        return f"{v:,.{nd}f}"
-    return str(v)
-
-
-def _recovery(r: dict) -> str:
-    return _n(r["recovery_seconds"]) + ("" if r["recovered"] else " (never)")
+from infercast.demo.report import fmt_cell as _n  # noqa: E402 (imported after the sys.path set-up)
+from infercast.demo.report import fmt_recovery as _recovery  # noqa: E402
 
 
 def _arms_table(result: dict, scenario: str) -> str:

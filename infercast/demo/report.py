@@ -33,14 +33,20 @@ POOL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"
 MAX_LISTED_EVENTS = 60  # per arm, in the report's list (the rest are counted)
 
 
-def _fmt(v, nd: int = 0, unit: str = "") -> str:
+def fmt_cell(v, nd: int = 0) -> str:
+    """A table cell (the demo's and bench/twin.py's): thousands separators, `nd` decimals, "-" for nothing."""
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int | float):
-        return f"{v:,.{nd}f}{unit}"
+        return f"{v:,.{nd}f}"
     return str(v)
+
+
+def fmt_recovery(s: dict) -> str:
+    """Recovery seconds, marked "(never)" when the run ended before the fleet recovered."""
+    return fmt_cell(s["recovery_seconds"]) + ("" if s["recovered"] else " (never)")
 
 
 def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -49,18 +55,17 @@ def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
             "recovery s", "memory eff.", "alert lead s", "actions"]  # fmt: skip
     rows = []
     for name, s in arms.items():
-        rec = _fmt(s["recovery_seconds"]) + ("" if s.get("recovered") else " (never)")
         rows.append(
             [
                 name,
-                _fmt(s["oom_events"]),
-                f"{_fmt(s['p99_latency_ms'])} ({_fmt(s['p99_latency_ms_pre'])})",
-                _fmt(s["goodput_rps"], 1),
-                f"{_fmt(s['served'])} / {_fmt(s['rejected'])} / {_fmt(s['failed'])}",
-                rec,
-                _fmt(s["memory_efficiency"], 2),
-                _fmt(s["alert_lead_seconds"]) if s["alert_lead_seconds"] is not None else "never paged",
-                _fmt(s["actions"]),
+                fmt_cell(s["oom_events"]),
+                f"{fmt_cell(s['p99_latency_ms'])} ({fmt_cell(s['p99_latency_ms_pre'])})",
+                fmt_cell(s["goodput_rps"], 1),
+                f"{fmt_cell(s['served'])} / {fmt_cell(s['rejected'])} / {fmt_cell(s['failed'])}",
+                fmt_recovery(s),
+                fmt_cell(s["memory_efficiency"], 2),
+                fmt_cell(s["alert_lead_seconds"]) if s["alert_lead_seconds"] is not None else "never paged",
+                fmt_cell(s["actions"]),
             ]
         )
     return head, rows
@@ -231,13 +236,13 @@ def _headline(result: DemoResult) -> str:
         if name in arms:
             s = arms[name].summary
             parts.append(
-                f"<b>{name}</b>: {s['oom_events']} OOM, urgent P99 {_fmt(s['p99_latency_ms'])} ms, "
-                f"goodput {_fmt(s['goodput_rps'], 1)} req/s"
+                f"<b>{name}</b>: {s['oom_events']} OOM, urgent P99 {fmt_cell(s['p99_latency_ms'])} ms, "
+                f"goodput {fmt_cell(s['goodput_rps'], 1)} req/s"
             )
     lead = arms.get("predictive")
     lead_s = lead.summary.get("alert_lead_seconds") if lead else None
     page = (
-        f" infercast's predictive page fired {_fmt(lead_s)} s before the unprotected fleet crossed "
+        f" infercast's predictive page fired {fmt_cell(lead_s)} s before the unprotected fleet crossed "
         f"{result.trigger:.2f}."
         if lead_s is not None
         else ""
@@ -251,7 +256,7 @@ def render_html(result: DemoResult, meta: dict) -> str:
     table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>"
     pages = "".join(
         f"<li><b>{html.escape(n)}</b>: {html.escape(r.page_alert)} at "
-        f"{_fmt(r.page_seconds)} s</li>" if r.page_seconds is not None else
+        f"{fmt_cell(r.page_seconds)} s</li>" if r.page_seconds is not None else
         f"<li><b>{html.escape(n)}</b>: {html.escape(r.page_alert)} never fired</li>"
         for n, r in result.arms.items()
     )  # fmt: skip
@@ -277,7 +282,7 @@ arm; {html.escape(meta.get("command", ""))}; {when}; {html.escape(meta.get("vers
 <p class="muted">Urgent P99 is measured from the surge start to the end of the load test; the figure in brackets is
 before the surge. Goodput counts requests served within their SLO. Alert lead: seconds between the arm's page and the
 moment the unprotected fleet (<code>none</code>) first had an instance over {result.trigger:.2f}
-({_fmt(result.avalanche_seconds)} s); negative is after it.</p>
+({fmt_cell(result.avalanche_seconds)} s); negative is after it.</p>
 <ul>{pages}</ul>
 <h2>KV-cache usage per pool</h2>
 <div class="plot" id="plot-kv">{plot_kv(result)}</div>
@@ -306,4 +311,4 @@ def markdown_table(arms: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PLOTS", "markdown_table", "render_html", "table_rows", "text_table"]
+__all__ = ["PLOTS", "fmt_cell", "fmt_recovery", "markdown_table", "render_html", "table_rows", "text_table"]
