@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 class Progress:
     """One tqdm bar per arm on a terminal, plain lines otherwise; the controls' actions as lines under the bars."""
 
-    def __init__(self, arms: list[str], enabled: bool, stream=sys.stderr) -> None:
+    def __init__(self, enabled: bool, stream=sys.stderr) -> None:
         self.stream = stream
         self.bars: dict = {}
         self.tqdm = None
@@ -46,7 +46,6 @@ class Progress:
             from tqdm import tqdm
 
             self.tqdm = tqdm
-        self.arms = arms
         self.started: dict[str, float] = {}
         self.finished: set[str] = set()
 
@@ -121,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
     started = time.perf_counter()
     try:
-        result = run_demo(cfg, arms, seed, name, Progress(arms, not args.no_progress), trace=trace, jobs=args.jobs)
+        result = run_demo(cfg, arms, seed, name, Progress(not args.no_progress), trace=trace, jobs=args.jobs)
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise

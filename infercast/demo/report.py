@@ -21,7 +21,6 @@ import numpy as np
 
 from infercast.demo.run import DemoResult, describe_event
 
-PLOTS = ("kv", "traffic", "p99", "actions")
 ARM_COLOURS = {
     "none": "#888888",
     "basic": "#9467bd",
@@ -311,4 +310,4 @@ def markdown_table(arms: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PLOTS", "fmt_cell", "fmt_recovery", "markdown_table", "render_html", "table_rows", "text_table"]
+__all__ = ["fmt_cell", "fmt_recovery", "markdown_table", "render_html", "table_rows", "text_table"]

@@ -249,8 +249,9 @@ def run_demo(
     from alertrules.settings import AlertSettings
     from predictors.deployed import alarm_policy
 
-    out = DemoResult(scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger)
-    out.horizon_seconds = cfg.predictor.horizon_seconds
+    out = DemoResult(
+        scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger, horizon_seconds=cfg.predictor.horizon_seconds
+    )
     runs: dict[str, ArmRun] = {}
 
     def reference() -> dict | None:  # without `reactive` among the arms, run_arm makes its own reference run
