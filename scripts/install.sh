@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything infercast needs on a fresh Debian machine with Python 3.11: the real servers from Debian's
-# packages (Prometheus + promtool, Alertmanager + amtool, Redis; python3-venv where `python -m venv` cannot work)
-# and a virtual environment in .venv with the versions pinned in constraints.txt.  Safe to run again: it skips
+# packages (Prometheus + promtool, Alertmanager + amtool, Redis; python3-venv where `python -m venv` cannot work),
+# a virtual environment in .venv with the versions pinned in constraints.txt, and node (Debian's nodejs + npm)
+# with the npm package pinned in deploy/kubernetes/crds/npm/package-lock.json, whose validators `infercast k8s
+# validate` runs on the Prometheus Operator's ServiceMonitor and AlertmanagerConfig.  Safe to run again: it skips
 # what is already there.  Quiet when it works (pip's output goes to .venv/install.log); on a failure it prints
 # the log's end and exits non-zero.
 set -euo pipefail
@@ -14,6 +16,8 @@ need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # Debian ships venv without ensurepip (it is in python3-venv): `python3 -m venv` fails until that is installed.
 if [ ! -x .venv/bin/python ] && ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need_apt+=(python3-venv)
@@ -41,5 +45,17 @@ if [ ! -f "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt
     exit 1
   fi
   touch "$stamp"
+fi
+# The operator's CRD validators (deploy/kubernetes/crds/SOURCE.md): exactly the versions in package-lock.json.
+npm_dir=deploy/kubernetes/crds/npm
+npm_stamp=$npm_dir/node_modules/.infercast-installed
+if [ ! -f "$npm_stamp" ] || [ $npm_dir/package-lock.json -nt "$npm_stamp" ] || [ $npm_dir/package.json -nt "$npm_stamp" ]; then
+  echo "install.sh: installing the operator's CRD validators into $npm_dir/node_modules (log: $log)" >&2
+  if ! npm ci --prefix "$npm_dir" --no-audit --no-fund >>"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "install.sh: npm ci failed; the whole log is in $log" >&2
+    exit 1
+  fi
+  touch "$npm_stamp"
 fi
 echo "install.sh: ready (.venv/bin/infercast)" >&2

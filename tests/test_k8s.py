@@ -1,12 +1,16 @@
 """deploy/kubernetes/ (issue 14): the committed base equals a fresh `infercast k8s build`; every overlay renders with
-the real `kubectl kustomize` and passes the Kubernetes schemas and the vendored operator CRD schemas; the checks
-catch what they claim to (an unknown field, a bad `for:`, a shard count apart from the replica count); the
+the real `kubectl kustomize` and passes the Kubernetes schemas, the vendored operator CRD schemas and (ServiceMonitor,
+AlertmanagerConfig) the operator's validators run by node; the checks catch what they claim to (an unknown field, a
+bad `for:`, a wrong type, a shard count apart from the replica count) and say so when node or the validators are
+missing, never passing what they did not check; the
 PrometheusRule and AlertmanagerConfig carry alertrules' own rules and routes, and the actuator's RBAC only the
 Lease and the scale of its mapped Deployments."""
 
 from __future__ import annotations
 
 import copy
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +24,8 @@ from infercast.k8s.build import BASE, base_files, stale
 from infercast.k8s.manifests import matcher
 from infercast.k8s.settings import K8sSettings
 from infercast.k8s.validate import (
+    OPERATOR_PACKAGE,
+    VALIDATORS,
     crd_schemas,
     overlays,
     render,
@@ -120,13 +126,12 @@ def test_overlay_renders_and_validates(overlay) -> None:
     report = validate_objects(objs, overlay.name)
     assert report.errors == []
     kinds = {o["kind"] for o in objs}
-    assert {"DaemonSet", "StatefulSet", "Deployment", "PrometheusRule", "Lease"} - kinds == {"Lease"}
-    # what has no vendored CRD is said, by name, not counted as checked
-    assert sorted(u.split(":")[0] for u in report.unchecked) == [
-        "AlertmanagerConfig/infercast/infercast",
-        "ServiceMonitor/infercast/infercast",
-    ]
-    assert len(report.checked) == len(objs) - len(report.unchecked)
+    assert {"DaemonSet", "StatefulSet", "Deployment", "PrometheusRule", "ServiceMonitor", "AlertmanagerConfig"} <= kinds
+    assert report.unchecked == []
+    assert len(report.checked) == len(objs)
+    # the two kinds without a vendored CRD went through the operator's validators (node), not around them
+    by_node = sorted(c.split(":")[0] for c in report.checked if f"{OPERATOR_PACKAGE} {_pinned()} validators" in c)
+    assert by_node == ["AlertmanagerConfig/infercast/infercast", "ServiceMonitor/infercast/infercast"]
 
 
 @needs_kubectl
@@ -147,11 +152,103 @@ def test_validation_catches_bad_objects() -> None:
     assert "3 replicas but INFERCAST_PREDICTOR_SHARD='ordinal/2'" in errors
 
 
+def _pinned() -> str:
+    return json.loads((VALIDATORS / "package.json").read_text())["dependencies"][OPERATOR_PACKAGE]
+
+
+def _operator_objects() -> tuple[dict, dict]:
+    """The committed base's ServiceMonitor and AlertmanagerConfig (no kubectl needed)."""
+    sm = yaml.safe_load((BASE / "servicemonitor.yaml").read_text())
+    amc = yaml.safe_load((BASE / "alertmanagerconfig.yaml").read_text())
+    assert (sm["kind"], amc["kind"]) == ("ServiceMonitor", "AlertmanagerConfig")
+    return sm, amc
+
+
+def test_operator_validators_pass_the_base_and_name_what_is_wrong() -> None:
+    sm, amc = _operator_objects()
+    report = validate_objects([sm, amc], "base")
+    assert report.errors == [] and report.unchecked == []
+    assert report.checked == [
+        f"ServiceMonitor/infercast/infercast: operator 0.90.1 CRD schemas ({OPERATOR_PACKAGE} {_pinned()} validators)",
+        f"AlertmanagerConfig/infercast/infercast: operator 0.90.1 CRD schemas ({OPERATOR_PACKAGE} {_pinned()} "
+        "validators)",
+    ]
+
+    bad_sm, bad_amc = copy.deepcopy(sm), copy.deepcopy(amc)
+    bad_sm["spec"]["endpoints"][0]["interval"] = 5  # a number where the CRD wants a duration string
+    bad_sm["spec"]["endpoints"][0]["scrapeTimout"] = "10s"  # a typo: the API server would drop it silently
+    bad_sm["spec"]["endpoints"][0]["scheme"] = "gopher"
+    del bad_sm["spec"]["selector"]
+    bad_amc["spec"]["route"]["groupWait"] = 30
+    bad_amc["spec"]["route"]["routes"] = {"receiver": "pager-serving"}  # an object where a list belongs
+    bad_amc["spec"]["receivers"][0]["webhookConfig"] = []
+    report = validate_objects([bad_sm, bad_amc], "base")
+    assert report.checked == [] and report.unchecked == []
+    # what `infercast k8s validate` prints (after "OVERLAY: "), one line per finding
+    assert sorted(report.errors) == [
+        "AlertmanagerConfig/infercast/infercast: CRD schema: spec/receivers/0/webhookConfig: unknown field "
+        '"webhookConfig" (not in the CRD schema)',
+        "AlertmanagerConfig/infercast/infercast: CRD schema: spec/route/groupWait: must be string",
+        "AlertmanagerConfig/infercast/infercast: CRD schema: spec/route/routes: must be array",
+        "ServiceMonitor/infercast/infercast: CRD schema: spec/endpoints/0/interval: must be string",
+        "ServiceMonitor/infercast/infercast: CRD schema: spec/endpoints/0/scheme: must be equal to one of the allowed "
+        'values: ["http","https","HTTP","HTTPS"]',
+        'ServiceMonitor/infercast/infercast: CRD schema: spec/endpoints/0/scrapeTimout: unknown field "scrapeTimout" '
+        "(not in the CRD schema)",
+        "ServiceMonitor/infercast/infercast: CRD schema: spec: must have required property selector",
+    ]
+    bad_sm = copy.deepcopy(sm)
+    bad_sm["spec"]["endpoints"][0]["interval"] = "15 seconds"
+    (error,) = validate_objects([bad_sm], "base").errors
+    assert error.startswith("ServiceMonitor/infercast/infercast: CRD schema: spec/endpoints/0/interval: must match")
+
+
+def test_operator_objects_fail_when_the_validators_cannot_run(tmp_path, monkeypatch) -> None:
+    sm, amc = _operator_objects()
+    # the package not installed (a checkout where scripts/install.sh has not run): errors, not passes
+    for name in ("package.json", "validate.mjs"):
+        shutil.copy(VALIDATORS / name, tmp_path / name)
+    report = validate_objects([sm, amc], "base", validators=tmp_path)
+    assert report.checked == [] and report.unchecked == []
+    assert report.errors == [
+        f"{kind}/infercast/infercast: cannot be checked: {OPERATOR_PACKAGE} {_pinned()} is not installed in "
+        f"{tmp_path}/node_modules: run scripts/install.sh (npm ci --prefix {tmp_path})"
+        for kind in ("ServiceMonitor", "AlertmanagerConfig")
+    ]
+    # no node at all
+    monkeypatch.setenv("PATH", str(tmp_path))
+    report = validate_objects([sm, amc], "base")
+    assert report.checked == [] and len(report.errors) == 2
+    assert all(": cannot be checked: node is not installed" in e for e in report.errors)
+
+
+@needs_kubectl
+def test_validate_cli_exits_non_zero_without_node(tmp_path) -> None:
+    (tmp_path / "kubectl").symlink_to(shutil.which("kubectl"))
+    r = subprocess.run(
+        [sys.executable, "-m", "infercast.cli", "k8s", "validate", "deploy/kubernetes/overlays/demo"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, "PATH": str(tmp_path)},
+    )
+    assert r.returncode == 1
+    assert "demo: ServiceMonitor/infercast/infercast: cannot be checked: node is not installed" in r.stderr
+    assert "demo: AlertmanagerConfig/infercast/infercast: cannot be checked: node is not installed" in r.stderr
+    assert "2 errors" in r.stdout
+
+
 def test_vendored_crd_has_its_source_and_licence() -> None:
     crds = REPO / "deploy" / "kubernetes" / "crds"
     assert ("monitoring.coreos.com/v1", "PrometheusRule") in crd_schemas(crds)
     assert "Apache License" in (crds / "LICENSE").read_text()
-    assert "prometheus-operator/prometheus-operator" in (crds / "SOURCE.md").read_text()
+    source = (crds / "SOURCE.md").read_text()
+    assert "prometheus-operator/prometheus-operator" in source
+    assert f"`{OPERATOR_PACKAGE}` {_pinned()}" in source
+    assert "MIT License" in (VALIDATORS / "LICENSE.kubernetes-models").read_text()
+    lock = json.loads((VALIDATORS / "package-lock.json").read_text())
+    assert lock["packages"][f"node_modules/{OPERATOR_PACKAGE}"]["version"] == _pinned()
 
 
 def test_cli_errors_are_clear(tmp_path) -> None:

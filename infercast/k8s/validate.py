@@ -4,7 +4,12 @@
   as `kubectl apply --validate=strict` would make it), for the oldest and the newest Kubernetes we claim.
 - The Prometheus Operator's kinds against the `openAPIV3Schema` of its CRDs vendored in deploy/kubernetes/crds/
   (their source and licence beside them), with unknown fields an error too: the API server would prune them
-  silently, which is worse than a refusal.  A kind with no vendored CRD is reported, never passed as checked.
+  silently, which is worse than a refusal.
+- Its kinds with no vendored CRD (ServiceMonitor, AlertmanagerConfig) with the validators that the npm package
+  @kubernetes-models/prometheus-operator compiled from the operator's CRD schemas, run by node
+  (deploy/kubernetes/crds/npm/validate.mjs, JSON in and out; the package is pinned in package.json there and
+  installed by scripts/install.sh), unknown fields an error there too.  Without node or that package those objects
+  are errors that say what is missing, never passed; a kind nothing has a schema for is reported, never passed.
 - What no schema says: each predictor StatefulSet's replicas equal the N of its `ordinal/N` shard setting
   (otherwise some (pool, version) series are forecast by nobody), and every Service selects some workload's pods.
 """
@@ -12,6 +17,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +32,10 @@ from .settings import REPO
 KUBERNETES = REPO / "deploy" / "kubernetes"
 CRDS = KUBERNETES / "crds"
 OVERLAYS = KUBERNETES / "overlays"
+#: node runs the operator's validators from here: package.json (the pinned package), package-lock.json, validate.mjs
+VALIDATORS = CRDS / "npm"
+OPERATOR_PACKAGE = "@kubernetes-models/prometheus-operator"
+OPERATOR_GROUP = "monitoring.coreos.com"
 #: the Kubernetes versions the manifests must be valid for (the oldest still supported upstream, and the newest)
 K8S_VERSIONS = ("1.31.0", "1.37.0")
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
@@ -122,6 +134,66 @@ def _custom(o: dict[str, Any], schema: dict[str, Any], report: Report) -> None:
         report.checked.append(f"{_name(o)}: vendored CRD schema")
 
 
+def operator_validators(directory: Path = VALIDATORS) -> tuple[str, str]:
+    """(what checks, e.g. "operator 0.90.1 CRD schemas (...)", the problem) with exactly one of them empty."""
+    pinned = json.loads((directory / "package.json").read_text())["dependencies"][OPERATOR_PACKAGE]
+    fix = f"run scripts/install.sh (npm ci --prefix {_rel(directory)})"
+    if shutil.which("node") is None:
+        return "", (
+            f"node is not installed (it runs {OPERATOR_PACKAGE}'s validators): run scripts/install.sh, which installs "
+            "Debian's nodejs and npm, then the package"
+        )
+    meta = directory / "node_modules" / OPERATOR_PACKAGE / "package.json"
+    if not meta.exists():
+        return "", f"{OPERATOR_PACKAGE} {pinned} is not installed in {_rel(directory)}/node_modules: {fix}"
+    package = json.loads(meta.read_text())
+    if package["version"] != pinned:
+        return "", f"{OPERATOR_PACKAGE} {package['version']} is installed, {pinned} is pinned: {fix}"
+    found = re.search(r"/download/v([^/]+)/", " ".join(package.get("crd-generate", {}).get("input", [])))
+    operator = f"operator {found.group(1)} " if found else "operator's "
+    return f"{operator}CRD schemas ({OPERATOR_PACKAGE} {pinned} validators)", ""
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def _operator(objs: list[dict[str, Any]], report: Report, directory: Path = VALIDATORS) -> None:
+    """The operator's objects that no vendored CRD covers, through the package's validators (validate.mjs)."""
+    if not objs:
+        return
+    what, problem = operator_validators(directory)
+    answers = problem or _run_node(directory, objs)
+    if isinstance(answers, str):
+        for o in objs:
+            report.errors.append(f"{_name(o)}: cannot be checked: {answers}")
+        return
+    for o, answer in zip(objs, answers, strict=True):
+        if not answer["checked"]:
+            report.unchecked.append(f"{_name(o)}: no CRD schema for {o['apiVersion']} {o['kind']}")
+        elif answer["errors"]:
+            for e in answer["errors"][:5]:
+                report.errors.append(f"{_name(o)}: CRD schema: {e['path']}: {e['message'][:300]}")
+        else:
+            report.checked.append(f"{_name(o)}: {what}")
+
+
+def _run_node(directory: Path, objs: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """validate.mjs's answers, one per object, or why there are none."""
+    script = directory / "validate.mjs"
+    try:
+        p = subprocess.run(["node", str(script)], input=json.dumps(objs), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"node {_rel(script)} failed: {e}"
+    try:
+        answers = json.loads(p.stdout) if p.returncode == 0 else None
+    except ValueError:
+        answers = None
+    if not isinstance(answers, list) or len(answers) != len(objs):
+        return f"node {_rel(script)} failed (exit {p.returncode}): {p.stderr.strip()[-1000:]}"
+    return answers
+
+
 def _shards(objs: list[dict[str, Any]], report: Report) -> None:
     for o in objs:
         if o.get("kind") != "StatefulSet":
@@ -154,9 +226,12 @@ def _selectors(objs: list[dict[str, Any]], report: Report) -> None:
             report.errors.append(f"{_name(o)}: its selector {sel} matches no workload's pods")
 
 
-def validate_objects(objs: list[dict[str, Any]], source: str, crds: dict | None = None) -> Report:
+def validate_objects(
+    objs: list[dict[str, Any]], source: str, crds: dict | None = None, validators: Path = VALIDATORS
+) -> Report:
     crds = crd_schemas() if crds is None else crds
     report = Report(source)
+    operator = []
     for o in objs:
         if not isinstance(o, dict) or "kind" not in o or "apiVersion" not in o:
             report.errors.append(f"{source}: not a Kubernetes object: {str(o)[:100]}")
@@ -164,10 +239,13 @@ def validate_objects(objs: list[dict[str, Any]], source: str, crds: dict | None 
         key = (o["apiVersion"], o["kind"])
         if key in crds:
             _custom(o, crds[key], report)
+        elif o["apiVersion"].split("/")[0] == OPERATOR_GROUP:
+            operator.append(o)
         elif "." in o["apiVersion"].split("/")[0] and not o["apiVersion"].startswith(_CORE_GROUPS):
             report.unchecked.append(f"{_name(o)}: no CRD for {o['apiVersion']} vendored in {CRDS.relative_to(REPO)}")
         else:
             _core(o, report)
+    _operator(operator, report, validators)
     _shards(objs, report)
     _selectors(objs, report)
     return report
