@@ -90,7 +90,7 @@ class RequestQueue:
     def push(self, reqs: Requests) -> None:
         """Append a cohort; it is kept ordered by attempt time, so client timeouts drop from the head."""
         if len(reqs):
-            if not _sorted(reqs.att_t):
+            if not is_sorted(reqs.att_t):
                 reqs = reqs.take(np.argsort(reqs.att_t, kind="stable"))
             self._chunks.append(reqs)
             self._len += len(reqs)
@@ -178,7 +178,7 @@ class RequestQueue:
         return Requests.concat(parts)
 
 
-def _sorted(a: np.ndarray) -> bool:
+def is_sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
 
 

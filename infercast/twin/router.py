@@ -20,7 +20,7 @@ import numpy as np
 
 from infercast.config import FleetConfig
 from infercast.twin.engine import Node, TickSink
-from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests
+from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests, is_sorted
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
 
 
@@ -403,6 +403,10 @@ class Router:
         self.offered_total += len(new)
         due = self._retries.pop(self._tick_index(t0), [])
         reqs = Requests.concat([new, *due])
+        if len(reqs) > 1 and not is_sorted(reqs.att_t):
+            # the streams' arrivals and the retries come as separate cohorts: in the order they were sent, so that
+            # no stream goes first within a tick (each node serves first come, first served)
+            reqs = reqs.take(np.argsort(reqs.att_t, kind="stable"))
         self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
         if not len(reqs):
             if self.policy.flow_control_waiting is not None:

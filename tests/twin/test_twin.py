@@ -222,3 +222,27 @@ def test_nodes_drained_in_the_same_tick_go_back_in_name_order(cfg):
     r.draining = set(reversed(names))  # idle at t = 0: every one of them finishes at once
     r._finish_draining()
     assert [n.name for n in r.pool_nodes["v4-standby"]][-5:] == sorted(names)
+
+
+def test_requests_of_every_stream_reach_the_pools_in_the_order_they_were_sent(repo_root, monkeypatch):
+    """Seed 004's bed mixes streams (short prompts, real-time pulses, 32k batch prompts).  Each tick's arrivals
+    come from the traffic model one stream after the other; sent on in that order, the first stream's short prompts
+    went ahead of the 32k prompts sent earlier in the same tick, and with no gateway bucket (which sorts its
+    queue) the unprotected arm's urgent P99 before the load test came out 0.63 s, against 0.95 s for the same fleet
+    behind a bucket that never filled."""
+    from infercast.twin.router import Router
+
+    cfg = load_config(repo_root / "examples" / "seed004-bench.yaml")
+    sent: list[tuple[np.ndarray, np.ndarray]] = []
+    original = Router._send_to_pool
+
+    def record(self, pool, reqs, t, tried):
+        sent.append((reqs.att_t.copy(), reqs.tenant.copy()))
+        return original(self, pool, reqs, t, tried)
+
+    monkeypatch.setattr(Router, "_send_to_pool", record)
+    fleet = build_fleet(cfg, seed=0)
+    fleet.advance(20.0)
+    mixed = [att for att, tenant in sent if len(np.unique(tenant)) > 1]
+    assert mixed, "some ticks carry requests of more than one stream"
+    assert all(np.all(np.diff(att) >= 0) for att, _ in sent), "each cohort goes on in the order it was sent"
