@@ -9,7 +9,8 @@ the same accounting.  Speed: simulated seconds per wall second, and offered, adm
 served requests per wall second, each counted separately (at 12,000 req/s most offered requests are refused in
 bulk, so offered per second alone flatters the twin).  The baseline, measured in the same run on the same
 arrivals, is the least a per-request discrete-event loop in Python does: push and pop two heap events per request,
-nothing else.  The oracle's wall time includes the reactive run it reads the future from.
+nothing else.  The oracle's wall time includes the reactive run it reads the future from.  Seed 004's goodput
+ratios are also measured on seeds 1-3 (how much of the reproduction is the file's seed).
 
 With `--publish` (the default for a full run) the figures go to docs/results/twin.json and the README's and
 docs/twin.md's marked tables (bench/results.py).
@@ -38,6 +39,8 @@ SEED004 = {
     "reactive": dict(label="dynamic breakers (动态熔断)", goodput=315, p99_ms=680, efficiency=0.89, recovery="45"),
     "oracle": dict(label="ideal (理想值)", goodput=400, p99_ms="< 500", efficiency="> 0.95", recovery="< 30"),
 }
+SEED004_FIXES = ("basic", "reactive", "oracle")
+OTHER_SEEDS = (1, 2, 3)
 KEYS = (
     "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "offered", "served", "rejected", "failed",
     "in_flight", "admitted_ratio", "recovery_seconds", "recovered", "memory_efficiency", "admitted_attempts",
@@ -171,7 +174,28 @@ def table_seed004(result: dict) -> str:
             f"({_n(s['p99_ms'])}) | {_n(r['memory_efficiency'], 2)} ({_n(s['efficiency'], 2)}) | "
             f"{_recovery(r)} ({s['recovery']}) | {r['oom_events']} |"
         )
-    return "\n".join(lines) + _gain_line(result, "seed004-bench")
+    return "\n".join(lines) + _gain_line(result, "seed004-bench") + _other_seeds_line(result)
+
+
+def seed004_other_seeds(seeds: tuple[int, ...] = OTHER_SEEDS) -> dict:
+    """Goodput / `none` of seed 004's rows on other seeds: how much of the reproduction is the file's seed."""
+    out = {}
+    for seed in seeds:
+        g = {arm: run_arm("seed004-bench", arm, seed)["goodput_rps"] for arm in ("none", *SEED004_FIXES)}
+        out[str(seed)] = {arm: round(g[arm] / g["none"], 2) for arm in SEED004_FIXES}
+    return out
+
+
+def _other_seeds_line(result: dict) -> str:
+    other = result.get("seed004_other_seeds")
+    if not other:
+        return ""
+    cells = "; ".join(
+        f"seed {seed}: " + ", ".join(f"`{arm}` {ratio:.2f}" for arm, ratio in ratios.items())
+        for seed, ratios in other.items()
+    )
+    want = ", ".join(f"{SEED004[a]['goodput'] / 142:.2f}" for a in SEED004_FIXES)
+    return f"\n\nGoodput / `none` on other seeds (the table's {want}): {cells}."
 
 
 def table_speed(result: dict) -> str:
@@ -234,6 +258,8 @@ def main() -> int:
     if a.trace:
         result["trace"] = bench_trace(a.trace)
     full = set(a.scenarios.split(",")) == set(SCENARIOS) and set(a.arms.split(",")) == set(ARMS)
+    if full:
+        result["seed004_other_seeds"] = seed004_other_seeds()
     for name, render in TABLES.items():
         if name == "speed" or (name == "flash-sale" and "flash-sale" in result["arms"]):
             print(render(result), "\n")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from actuators.driver import run_arm
+from actuators.inputs import reference_series
 from infercast.config import load_config
 
 SURGE = 600.0
@@ -114,17 +115,42 @@ def test_the_seeds_fixes_do_what_the_seeds_say(runs):
     assert reactive["recovered"]
 
 
-def test_seed004_bench_what_its_table_says_and_the_twin_holds(repo_root):
-    """Seed 004's benchmark (examples/seed004-bench.yaml), the parts the twin reproduces (docs/twin.md says which
-    it does not: the unprotected bed does not collapse, so the throughput ratios are not reproduced)."""
-    bed = load_config(repo_root / "examples" / "seed004-bench.yaml")
-    s = {c: run_arm(bed, c, seed=0).summary for c in ("none", "basic", "reactive")}
-    # dynamic breakers: a lower urgent P99 than no protection and than basic rate limiting (seed: 680 < 1,200 < 15,000)
-    assert s["reactive"]["p99_latency_ms"] < s["none"]["p99_latency_ms"]
-    assert s["reactive"]["p99_latency_ms"] < s["basic"]["p99_latency_ms"]
-    # ... better memory efficiency (seed: 89% against 58% and 72%) ...
-    assert s["reactive"]["memory_efficiency"] > max(s["none"]["memory_efficiency"], s["basic"]["memory_efficiency"])
-    # ... and recovery after the killed node, faster than basic rate limiting's (seed: 45 s against 120 s)
-    assert s["reactive"]["recovered"]
-    assert not s["basic"]["recovered"] or s["basic"]["recovery_seconds"] > s["reactive"]["recovery_seconds"]
-    assert s["reactive"]["oom_events"] == 0
+# seed 004's table (生产环境基准测试): goodput relative to no protection, urgent P99 ms, memory efficiency
+SEED004_GOODPUT = {"basic": 238 / 142, "reactive": 315 / 142, "oracle": 400 / 142}
+SEED004_EFFICIENCY = {"none": 0.58, "basic": 0.72, "reactive": 0.89}
+
+
+@pytest.fixture(scope="module")
+def bed(repo_root):
+    """Seed 004's test bed and load test (examples/seed004-bench.yaml), every arm on the file's seed."""
+    cfg = load_config(repo_root / "examples" / "seed004-bench.yaml")
+    s = {c: run_arm(cfg, c, seed=0) for c in ("none", "basic", "reactive")}
+    s["oracle"] = run_arm(cfg, "oracle", seed=0, reference=reference_series(s["reactive"].timeseries))
+    return {c: r.summary for c, r in s.items()}
+
+
+def test_seed004_goodput_and_memory_efficiency_as_its_table_says(bed):
+    """Reproduced (docs/twin.md): the unprotected bed collapses under the load test, and each fix serves more."""
+    base = bed["none"]["goodput_rps"]
+    assert bed["none"]["oom_events"] > 0, "the unprotected bed runs out of memory under the load test"
+    for arm, ratio in SEED004_GOODPUT.items():
+        assert bed[arm]["goodput_rps"] / base == pytest.approx(ratio, rel=0.20), arm
+    for arm, eff in SEED004_EFFICIENCY.items():
+        assert bed[arm]["memory_efficiency"] == pytest.approx(eff, abs=0.07), arm
+
+
+def test_seed004_urgent_p99_in_the_order_of_its_table(bed):
+    """The order holds (15,000 > 1,200 > 680 > < 500 ms); the values do not (docs/twin.md says why)."""
+    p99 = {arm: s["p99_latency_ms"] for arm, s in bed.items()}
+    assert p99["none"] > p99["basic"] > p99["reactive"] >= p99["oracle"], p99
+    assert p99["oracle"] < 500.0, "the ideal row: under 500 ms"
+
+
+def test_seed004_recovery_after_the_killed_node(bed):
+    """What the table says of recovery and the twin holds: the seeds' fixes recover (seed: 45 s) where basic rate
+    limiting does not do better; no fix runs out of memory.  Not reproduced: basic's 120 s and no protection's
+    > 300 s (docs/twin.md)."""
+    reactive, basic = bed["reactive"], bed["basic"]
+    assert reactive["recovered"]
+    assert not basic["recovered"] or basic["recovery_seconds"] > reactive["recovery_seconds"]
+    assert all(bed[arm]["oom_events"] == 0 for arm in ("reactive", "oracle"))
