@@ -22,7 +22,17 @@ import numpy as np
 
 from actuators.backends.router_api import RouterAdminApi
 from actuators.backends.twin import TwinAdmin
-from infercast.catalog import ENGINE_EXTENSION_VERSION, spec
+from infercast.catalog import (
+    ENGINE_EXTENSION_INFO,
+    ENGINE_EXTENSION_VERSION,
+    ENGINE_GPU_MEMORY_TOTAL_BYTES,
+    ENGINE_GPU_MEMORY_USED_BYTES,
+    ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    ENGINE_KV_CACHE_FRAGMENTATION_RATIO,
+    ENGINE_MAX_NUM_SEQS,
+    ENGINE_MEMORY_EFFICIENCY_RATIO,
+    spec,
+)
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route, finite
 
 # vLLM 0.34's time-to-first-token buckets (vllm/v1/metrics/loggers.py)
@@ -85,14 +95,14 @@ def node_metrics_text(node, t: float | None = None) -> str:
             "Histogram of time to first token in seconds.", samples)  # fmt: skip
     # --- infercast engine extension v1 ---------------------------------------------------------------------
     ext = [
-        ("infercast_engine_kv_cache_fragmentation_ratio", round(node.fragmentation(t), 6)),
-        ("infercast_engine_memory_efficiency_ratio", round(node.memory_efficiency(t), 6)),
-        ("infercast_engine_max_num_seqs", node.max_batch),
-        ("infercast_engine_kv_block_allocation_failures_total", node.alloc_failures_total),
-        ("infercast_engine_gpu_memory_used_bytes", round(node.memory_usage() * node.physical_bytes)),
-        ("infercast_engine_gpu_memory_total_bytes", node.physical_bytes),
+        (ENGINE_KV_CACHE_FRAGMENTATION_RATIO, round(node.fragmentation(t), 6)),
+        (ENGINE_MEMORY_EFFICIENCY_RATIO, round(node.memory_efficiency(t), 6)),
+        (ENGINE_MAX_NUM_SEQS, node.max_batch),
+        (ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL, node.alloc_failures_total),
+        (ENGINE_GPU_MEMORY_USED_BYTES, round(node.memory_usage() * node.physical_bytes)),
+        (ENGINE_GPU_MEMORY_TOTAL_BYTES, node.physical_bytes),
     ]
-    info = spec("infercast_engine_extension_info")
+    info = spec(ENGINE_EXTENSION_INFO)
     _family(out, info.name, "gauge", info.help, [(info.name, f'version="{ENGINE_EXTENSION_VERSION}"', 1.0)])
     for name, value in ext:
         m = spec(name)
