@@ -408,7 +408,8 @@ class Router:
             # no stream goes first within a tick (each node serves first come, first served)
             reqs = reqs.take(np.argsort(reqs.att_t, kind="stable"))
         self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
-        if not len(reqs):
+        buckets = any(ln.bucket is not None for ln in self.lanes)
+        if not len(reqs) and not buckets:
             if self.policy.flow_control_waiting is not None:
                 self._drain_flow(t0)
             return
@@ -422,7 +423,8 @@ class Router:
             bad = reqs.take(np.flatnonzero(refuse))
             self._final(bad, self._choose_pools(bad), "rejected", t0)
             reqs = reqs.take(np.flatnonzero(~refuse))
-        if any(ln.bucket is not None for ln in self.lanes):
+        if buckets:
+            # every tick, arrivals or not: the buckets refill and their queues drain on the clock, not on arrivals
             reqs = self._rate_limit(reqs, t0, dt)
         self.admitted_total += len(reqs)
         pool_idx = self._choose_pools(reqs)

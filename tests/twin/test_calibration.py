@@ -147,10 +147,10 @@ def test_seed004_urgent_p99_in_the_order_of_its_table(bed):
 
 
 def test_seed004_recovery_after_the_killed_node(bed):
-    """What the table says of recovery and the twin holds: the seeds' fixes recover (seed: 45 s) where basic rate
-    limiting does not do better; no fix runs out of memory.  Not reproduced: basic's 120 s and no protection's
-    > 300 s (docs/twin.md)."""
+    """Recovery after the killed node (seed 004's 10 s P99 under 1 s, held): basic rate limiting recovers in the
+    table's 120 s (within 30%), the seeds' fixes faster, and no fix runs out of memory.  Not reproduced: the fixes'
+    45 s, the ideal's < 30 s and no protection's > 300 s (docs/twin.md)."""
     reactive, basic = bed["reactive"], bed["basic"]
-    assert reactive["recovered"]
-    assert not basic["recovered"] or basic["recovery_seconds"] > reactive["recovery_seconds"]
+    assert basic["recovered"] and basic["recovery_seconds"] == pytest.approx(120.0, rel=0.30)
+    assert reactive["recovered"] and reactive["recovery_seconds"] < basic["recovery_seconds"]
     assert all(bed[arm]["oom_events"] == 0 for arm in ("reactive", "oracle"))
