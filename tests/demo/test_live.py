@@ -201,6 +201,7 @@ def test_a_prometheus_that_does_not_scrape_the_demo_or_send_to_the_alertmanager_
     assert time.perf_counter() - t0 < 40
     # a port the demo needs is taken: said, and nothing else started
     with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the earlier runs' TIME_WAIT connections
         taken.bind(("127.0.0.1", servers["ports"]["webhook"]))
         taken.listen()
         r = _demo(repo_root, servers, tmp_path)
