@@ -65,13 +65,14 @@ class Pipeline:
 
 
 class PredictiveArm(LoopArm):
-    """`reactive` plus the control loop on infercast's forecasts, through the whole pipeline."""
+    """`reactive` plus the control loop on infercast's forecasts, through the whole pipeline: the embedded one by
+    default, or `pipeline(cfg, recorder)` with the same interface (the demo's live one through real servers)."""
 
-    def __init__(self, cfg: FleetConfig) -> None:
+    def __init__(self, cfg: FleetConfig, pipeline: Callable[[FleetConfig, object], Pipeline] | None = None) -> None:
         from exporters.router import RouterRecorder
 
         self.recorder = RouterRecorder()
-        self.pipeline = Pipeline(protected_layout(cfg), self.recorder)
+        self.pipeline = (pipeline or Pipeline)(protected_layout(cfg), self.recorder)
         super().__init__(cfg, "predictive", lambda fleet: StoreInputs(self.pipeline.store, fleet.cfg, STEP_SECONDS))
 
     def configure(self, fleet: Fleet) -> None:
@@ -83,7 +84,7 @@ class PredictiveArm(LoopArm):
         super().tick(fleet)
 
 
-def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None):
+def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipeline=None):
     if name == "none":
         return NoArm()
     if name == "basic":
@@ -91,7 +92,7 @@ def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None):
     if name == "reactive":
         return ReactiveArm(cfg)
     if name == "predictive":
-        return PredictiveArm(cfg)
+        return PredictiveArm(cfg, pipeline)
     if name == "oracle":
         if reference is None:
             raise ValueError("arm 'oracle' reads the future from a reference run (run_arm makes it)")
@@ -127,13 +128,15 @@ def run_arm(
     *,
     reference: dict | None = None,
     watch: Callable[[Fleet, object], None] | None = None,
+    pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
 ) -> RunResult:
     """Run a scenario (or a trace) under an arm.  The oracle reads the future from `reference`
-    (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given."""
+    (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given.
+    `pipeline` replaces the predictive arm's embedded pipeline (`PredictiveArm`)."""
     step = step_seconds if step_seconds is not None else (5.0 if trace is None else 15.0)
     if arm == "oracle" and reference is None:
         reference = reference_series(run_arm(cfg, "reactive", seed, trace, step).timeseries)
-    a = make_arm(arm, cfg, reference)
+    a = make_arm(arm, cfg, reference, pipeline)
     driven = a if watch is None else Watched(a, watch)
     recorder = getattr(a, "recorder", None)
     try:

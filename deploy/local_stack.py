@@ -8,6 +8,12 @@ minutes), and the sale's calendar event is moved onto the wall clock (`infercast
 file the predictor reads (`.stack/fleet.yaml`), so the predictive page arrives before the surge.  Grafana is not
 started (no Grafana server can be installed on these machines); point one at :9090 and run
 `infercast dashboards push`.  Ctrl-C or SIGTERM stops everything this script started.
+
+`--no-services` starts only Prometheus, Alertmanager and the alert-log: the servers `infercast demo --prometheus
+http://127.0.0.1:9090 --alertmanager http://127.0.0.1:9093` runs its live arm through (it serves the exporter on
+:9400 and the forecasts on :9401 itself, and takes Alertmanager's notifications on the actuator's :9402).  With
+`--time-scale S` those servers are set up for `infercast demo --speed S`: the rules generated for S (every `for:`
+divided by S) and Prometheus scraping and evaluating every 15/S s (one simulated 15 s step).
 """
 
 from __future__ import annotations
@@ -33,10 +39,24 @@ from infercast.wallclock import events_on_wall_clock  # noqa: E402
 RULES = ("recording.yml", "alerts.yml")
 
 
-def prometheus_config() -> str:
+def prometheus_config(time_scale: float = 1.0) -> str:
     cfg = yaml.safe_load((REPO / "deploy" / "prometheus.local.yml").read_text())
     cfg["rule_files"] = list(RULES)  # written beside the config by start_prometheus
+    if time_scale != 1.0:  # one simulated 15 s step, in whole milliseconds (Prometheus durations are integers)
+        every = f"{round(15000 / time_scale)}ms"
+        cfg["global"].update(scrape_interval=every, evaluation_interval=every, scrape_timeout=every)
     return yaml.safe_dump(cfg, sort_keys=False)
+
+
+def rules(time_scale: float) -> dict[str, str]:
+    """The rule files: the committed ones at real time, else generated with every `for:` divided by the scale."""
+    if time_scale == 1.0:
+        return {n: (REPO / "alertrules" / "rules" / n).read_text() for n in RULES}
+    from alertrules.generate import dump
+    from alertrules.rules import rule_files
+    from alertrules.settings import AlertSettings
+
+    return {n: dump(doc) for n, doc in rule_files(AlertSettings().scaled(time_scale)).items()}
 
 
 def wall_clock_fleet(config: Path, out: Path, t0: float, speed: float) -> Path:
@@ -59,9 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         help="passed to the exporter (default 1: real time, which the predictor's and the rules' durations assume)",
     )
     p.add_argument("--no-services", action="store_true", help="start only Prometheus, Alertmanager and alert-log")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="with --no-services: rules and scrape intervals for `infercast demo --speed S` (default 1: real time)",
+    )
     args = p.parse_args(argv)
     if not args.config.is_file():
         p.error(f"--config {args.config}: no such file")
+    if args.time_scale != 1.0 and not (args.no_services and args.time_scale > 0):
+        p.error("--time-scale S (> 0) sets the servers up for `infercast demo --speed S`: use it with --no-services")
     args.dir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -73,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hook = WebhookRecorder("127.0.0.1", 9095, out=log).serve()
         started.append(hook)
-        rules = {n: (REPO / "alertrules" / "rules" / n).read_text() for n in RULES}
-        prom = start_prometheus(prometheus_config(), rule_files=rules, port=9090, workdir=args.dir / "prometheus")
+        prom = start_prometheus(
+            prometheus_config(args.time_scale),
+            rule_files=rules(args.time_scale),
+            port=9090,
+            workdir=args.dir / "prometheus",
+        )
         started.append(prom)
         am_dir = args.dir / "alertmanager"
         shutil.copytree(REPO / "alertrules" / "templates", am_dir / "templates", dirs_exist_ok=True)

@@ -45,21 +45,29 @@ def _host_port(listen: str) -> tuple[str, int]:
         raise ConfigError(f"predictor.listen: expected host:port, got {listen!r}") from None
 
 
-def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Event) -> None:
-    """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen`."""
-    from apscheduler.schedulers.background import BackgroundScheduler
+def forecasts_service(latest, listen: str):
+    """The started HTTP service serving `latest` (a `LatestSamples`) at /metrics on `listen` (HOST:PORT)."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     from infercast.httpserve import HttpService, Response, Route
-    from predictors.publish import LatestSamples
 
-    latest = LatestSamples()
     registry = CollectorRegistry()
     registry.register(latest)
     host, port = _host_port(listen)
     # the shared HTTP front door (infercast/httpserve.py): read deadline, bounded connections, JSON errors
     metrics = Route("GET", "/metrics", lambda _: Response(200, generate_latest(registry), CONTENT_TYPE_LATEST))
-    http = HttpService([metrics], host, port, name="predictor").start()
+    return HttpService([metrics], host, port, name="predictor").start()
+
+
+def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Event) -> None:
+    """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen`."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from predictors.publish import LatestSamples
+
+    latest = LatestSamples()
+    http = forecasts_service(latest, listen)
+    host, port = http.host, http.port
 
     def job() -> None:
         try:

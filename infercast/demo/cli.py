@@ -1,14 +1,18 @@
-"""`infercast demo [--scenario flash-sale|seed004-bench|FILE | --trace FILE] [--seed N] [--out DIR] [--json]`.
+"""`infercast demo [--scenario flash-sale|seed004-bench|FILE | --trace FILE] [--seed N] [--out DIR] [--json]
+[--prometheus URL --alertmanager URL [--speed S]]`.
 
 Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `predictive`, `oracle`) with the same
 seed, shows a progress bar per arm and what the controls do, prints the comparison table and writes
-`DIR/report.html` (self-contained), `DIR/summary.json` and each arm's `DIR/ARM/timeseries.csv` and `events.json`.
+`DIR/report.html` (self-contained), `DIR/summary.json` and each arm's `DIR/ARM/timeseries.csv` and `events.json`
+(each arm's as soon as it is done).  With `--prometheus` and `--alertmanager`, `predictive` runs live through
+those servers on the wall clock (`live.py`; the servers are checked first, `live_check.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -33,6 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="arms run at once, in processes (default: 2, or 1 on a one-core machine)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bars (lines only)")
+    live = p.add_argument_group("live", "run `predictive` through real servers on the wall clock (docs/demo.md)")
+    live.add_argument("--prometheus", metavar="URL", help="a Prometheus holding infercast's rules for --speed that "
+                      "scrapes the demo's exporter and forecasts and sends to --alertmanager")  # fmt: skip
+    live.add_argument("--alertmanager", metavar="URL", help="an Alertmanager with a webhook at --webhook-listen")
+    live.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1: real "
+                      "time; S needs the rules generated for S: alertrules.generate --time-scale S)")  # fmt: skip
+    live.add_argument("--exporter-listen", default="127.0.0.1:9400", help="where the demo serves the twin's metrics")
+    live.add_argument("--predictor-listen", default="127.0.0.1:9401", help="where the demo serves the forecasts")
+    live.add_argument("--webhook-listen", default="127.0.0.1:9402",
+                      help="where Alertmanager delivers to the demo (the actuator's webhook address)")  # fmt: skip
 
 
 class Progress:
@@ -88,8 +102,63 @@ def _version() -> str:
     return f"infercast {infercast.__version__}" + (f", commit {commit}" if commit else "")
 
 
+def _open_live(args: argparse.Namespace, arms: list[str], duration: float):
+    """The live link (checked), or None without --prometheus; LiveError says what is wrong."""
+    from infercast.demo.live import LIVE_ARMS, Live, LiveError, LiveOptions
+
+    if not (args.prometheus or args.alertmanager):
+        if args.speed != 1.0:
+            raise LiveError("--speed paces the live arm: it needs --prometheus and --alertmanager")
+        return None
+    if not (args.prometheus and args.alertmanager):
+        raise LiveError("--prometheus and --alertmanager go together: the page is read from what Alertmanager "
+                        "delivers for the rules Prometheus evaluates")  # fmt: skip
+    if not set(arms) & set(LIVE_ARMS):
+        raise LiveError(f"--prometheus runs {', '.join(LIVE_ARMS)} live, and --arms leaves it out")
+    opts = LiveOptions(args.prometheus, args.alertmanager, args.speed, args.exporter_listen, args.predictor_listen,
+                       args.webhook_listen)  # fmt: skip
+    live = Live(opts, say=lambda line: print(f"demo: {line}", file=sys.stderr, flush=True))
+    if not getattr(args, "verbose", False):  # the live arm runs here: it logs what the in-memory arms' workers do
+        logging.getLogger().setLevel(logging.WARNING)
+    try:
+        live.open()
+    except BaseException:
+        live.close()
+        raise
+    print(f"demo: {', '.join(LIVE_ARMS)} runs live through Prometheus {live.servers.shown_prometheus} and "
+          f"Alertmanager {live.servers.shown_alertmanager} at {args.speed:g}x: {duration / args.speed:.0f} s of wall "
+          "time; the other arms run in memory after it", file=sys.stderr, flush=True)  # fmt: skip
+    return live
+
+
+def _interrupted(live, out: Path, written: list[str]) -> str:
+    """What an interrupt stopped and kept, in words (the live listeners are stopped here)."""
+    said = []
+    if live is not None:
+        stopped = live.close()
+        said.append((f"stopped the demo's {', '.join(stopped)}; " if stopped else "")
+                    + "Prometheus and Alertmanager are left as they were")  # fmt: skip
+    if written:
+        said.append(f"the finished arms' files are in {out}/ ({', '.join(written)}); no summary.json or report.html")
+    else:
+        said.append("no arm had finished: nothing was written")
+    return "; ".join(said)
+
+
+def _write_arm(out: Path, r) -> None:
+    d = out / r.name
+    d.mkdir(parents=True, exist_ok=True)
+    r.timeseries.to_csv(d / "timeseries.csv", index=False)
+    if not r.forecasts.empty:
+        r.forecasts.to_csv(d / "forecasts.csv", index=False)
+    (d / "events.json").write_text(json.dumps(r.events, indent=1, default=_json_default))
+    if r.live is not None:
+        (d / "live.json").write_text(json.dumps(r.live, indent=1, default=_json_default))
+
+
 def run(args: argparse.Namespace) -> int:
-    from infercast.demo.report import render_html, text_table
+    from infercast.demo.live_check import LiveError
+    from infercast.demo.report import live_note, render_html, text_table
     from infercast.demo.run import run_demo
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -119,32 +188,41 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: the fleet file has no scenario: section")
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
     started = time.perf_counter()
+    out = Path(args.out)
+    written: list[str] = []
+
+    def done(r) -> None:  # each arm's files as soon as it is done: an interrupt later loses none of them
+        _write_arm(out, r)
+        written.append(r.name)
+
+    live = None
     try:
-        result = run_demo(cfg, arms, seed, name, Progress(not args.no_progress), trace=trace, jobs=args.jobs)
-    except ValueError as e:
+        live = _open_live(args, arms, trace.duration_s if trace is not None else cfg.scenario.duration_seconds)
+        result = run_demo(cfg, arms, seed, name, Progress(not args.no_progress), trace=trace, jobs=args.jobs,
+                          live=live, done=done)  # fmt: skip
+    except (ValueError, LiveError) as e:
         if isinstance(e, ConfigError):
             raise
         print(f"infercast demo: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    except KeyboardInterrupt:
+        print(f"\ninfercast demo: interrupted; {_interrupted(live, out, written)}", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        if live is not None:
+            live.close()
     summary = result.summary()
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
     summary["command"] = "infercast demo " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["demo"] else "infercast demo"
     summary["version"] = _version()
-    for arm, r in result.arms.items():
-        d = out / arm
-        d.mkdir(exist_ok=True)
-        r.timeseries.to_csv(d / "timeseries.csv", index=False)
-        if not r.forecasts.empty:
-            r.forecasts.to_csv(d / "forecasts.csv", index=False)
-        (d / "events.json").write_text(json.dumps(r.events, indent=1, default=_json_default))
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
     (out / "report.html").write_text(render_html(result, summary))
     if args.json:
         print(json.dumps(summary, indent=2, default=_json_default))
     else:
         print(text_table(result))
+        if note := live_note(summary):
+            print(f"\n{note}")
         print(f"\nreport: {out / 'report.html'}  summary: {out / 'summary.json'}  ({summary['wall_seconds']:.0f} s)")
     return 0
 

@@ -56,7 +56,7 @@ def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     for name, s in arms.items():
         rows.append(
             [
-                name,
+                name + (" (live)" if s.get("alert_source") == "alertmanager" else ""),
                 fmt_cell(s["oom_events"]),
                 f"{fmt_cell(s['p99_latency_ms'])} ({fmt_cell(s['p99_latency_ms_pre'])})",
                 fmt_cell(s["goodput_rps"], 1),
@@ -68,6 +68,30 @@ def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return head, rows
+
+
+def live_note(summary: dict) -> str | None:
+    """One paragraph on the arms run through real servers (None when every arm ran in memory)."""
+    live = summary.get("live")
+    if not live:
+        return None
+    page = live["page"]
+    said = (
+        f"{', '.join(live['arms'])} ran live through Prometheus {live['prometheus']} and Alertmanager "
+        f"{live['alertmanager']} at {live['speed']:g}x ({fmt_cell(live['wall_seconds'])} s of wall time); its alert "
+        "lead is read from the notification Alertmanager delivered"
+    )
+    if page.get("alertname"):
+        said += (
+            f": {page['alertname']} reached the demo's webhook ({page['receiver']}) at "
+            f"{fmt_cell(page['delivered_sim_seconds'])} simulated s (fired at {fmt_cell(page['fired_sim_seconds'])}"
+            f" s; the same forecasts evaluated in memory: {fmt_cell(live.get('page_computed_seconds'))} s)"
+        )
+    else:
+        said += f": none arrived ({page['none_because']})"
+    if live["behind_seconds"] > 15:
+        said += f"; the twin fell behind the wall clock by up to {fmt_cell(live['behind_seconds'])} simulated s"
+    return said + ". The other arms ran in memory, their pages computed from their own series."
 
 
 def text_table(result: DemoResult) -> str:
@@ -283,6 +307,7 @@ before the surge. Goodput counts requests served within their SLO. Alert lead: s
 moment the unprotected fleet (<code>none</code>) first had an instance over {result.trigger:.2f}
 ({fmt_cell(result.avalanche_seconds)} s); negative is after it.</p>
 <ul>{pages}</ul>
+{f"<p>{html.escape(note)}</p>" if (note := live_note(result.summary())) else ""}
 <h2>KV-cache usage per pool</h2>
 <div class="plot" id="plot-kv">{plot_kv(result)}</div>
 <h2>Traffic</h2>

@@ -12,7 +12,9 @@ operator gets: with no forecaster (`none`, `basic`, `reactive`), the threshold a
 `alertrules` writes it (the fullest instance's median over the last `for_kv_usage` above the memory breaker);
 `predictive` gets infercast's `InfercastKVCacheForecastBreach` (the published upper band over the trigger for the
 rule's `for:`, `predictors.alarm`); `oracle` pages when the true future crosses within the horizon.  Negative means
-the page came after the avalanche started; None, that the arm was never paged.
+the page came after the avalanche started; None, that the arm was never paged.  An arm run live (`live.py`: through
+real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo instead, and its
+summary says so (`alert_source`: "alertmanager" rather than "computed").
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ P99_WINDOW_SECONDS = 30.0
 SUMMARY_KEYS = (
     "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds", "memory_efficiency",
     "alert_lead_seconds", "recovered", "offered", "served", "rejected", "failed", "in_flight", "actions",
-    "first_oom_seconds", "wall_seconds",
+    "first_oom_seconds", "wall_seconds", "alert_source",
 )  # fmt: skip
 
 
@@ -48,6 +50,7 @@ class ArmRun:
     forecasts: pd.DataFrame  # predictive only: t, pool, version, aggregate, yhat, yhat_lower, yhat_upper
     page_seconds: float | None = None
     page_alert: str = ""
+    live: dict | None = None  # run through real servers (live.py): how, and the page Alertmanager delivered
 
 
 @dataclass
@@ -67,6 +70,7 @@ class DemoResult:
             "avalanche_seconds": self.avalanche_seconds,
             "surge_start_seconds": self.surge_start_seconds,
             "arms": {name: {k: run.summary.get(k) for k in SUMMARY_KEYS} for name, run in self.arms.items()},
+            "live": next((run.live for run in self.arms.values() if run.live is not None), None),
         }
 
 
@@ -191,8 +195,9 @@ def forecast_page(fc: pd.DataFrame, policy) -> float | None:
 
 
 # --- running ------------------------------------------------------------------------------------------------------
-def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | None, progress) -> ArmRun:
-    """One arm through the one driver, watched by a `Narrator` that reports to `progress(arm, fraction, lines)`."""
+def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | None, progress, pipeline=None) -> ArmRun:
+    """One arm through the one driver, watched by a `Narrator` that reports to `progress(arm, fraction, lines)`;
+    `pipeline` replaces the predictive arm's embedded one (`run_arm`)."""
     from actuators.driver import run_arm
 
     until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
@@ -205,7 +210,7 @@ def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | Non
         narrator(fleet, arm)
 
     t0 = time.perf_counter()
-    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch)
+    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline)
     s = dict(res.summary)
     s["actions"] = sum(1 for e in res.events if e["event"] == "action")
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -242,9 +247,13 @@ def run_demo(
     progress: Callable[[str, float, list[str]], None] = lambda arm, frac, lines: None,
     trace=None,
     jobs: int = 1,
+    live=None,
+    done: Callable[[ArmRun], None] = lambda run: None,
 ) -> DemoResult:
     """Every arm on the same arrivals, `jobs` at a time (processes; the arms share nothing, so the results are the
-    same for any `jobs`).  The oracle reads the future from the `reactive` run, so it starts once that is done."""
+    same for any `jobs`).  The oracle reads the future from the `reactive` run, so it starts once that is done.
+    With `live` (a `live.Live`), its arms run first, in this process, through the real servers.  `done(run)` is
+    called as each arm finishes."""
     from actuators.inputs import reference_series
     from alertrules.settings import AlertSettings
     from predictors.deployed import alarm_policy
@@ -253,24 +262,29 @@ def run_demo(
         scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger, horizon_seconds=cfg.predictor.horizon_seconds
     )
     runs: dict[str, ArmRun] = {}
+    for name in [a for a in arms if live is not None and a in live.arms]:
+        runs[name] = live.run(cfg, seed, trace, progress)
+        progress(name, 1.0, [])
+        done(runs[name])
 
     def reference() -> dict | None:  # without `reactive` among the arms, run_arm makes its own reference run
         return reference_series(runs["reactive"].timeseries) if "reactive" in runs else None
 
-    first = [a for a in arms if a != "oracle"]
+    first = [a for a in arms if a != "oracle" and a not in runs]
     if jobs <= 1:
         for name in [*first, *(["oracle"] if "oracle" in arms else [])]:
             runs[name] = run_one(cfg, name, seed, trace, reference() if name == "oracle" else None, progress)
             progress(name, 1.0, [])
+            done(runs[name])
     else:
-        _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference)
+        _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished=done)
     out.arms = {a: runs[a] for a in arms}  # in the order asked
     out.surge_start_seconds = next(iter(runs.values())).summary.get("surge_start_seconds")
     _alert_leads(out, cfg, AlertSettings(thresholds=cfg.thresholds), alarm_policy(cfg.thresholds, 15.0))
     return out
 
 
-def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference) -> None:
+def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished) -> None:
     import multiprocessing as mp
     import queue as queue_mod
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -292,6 +306,7 @@ def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference
                 name = pending.pop(f)
                 runs[name] = f.result()
                 progress(name, 1.0, [])
+                finished(runs[name])
                 if name == "reactive" and oracle_due:
                     pending[pool.submit(_run_in_worker, cfg, "oracle", seed, trace, reference(), q)] = "oracle"
                     oracle_due = False
@@ -312,7 +327,10 @@ def _alert_leads(out: DemoResult, cfg: FleetConfig, rules, policy) -> None:
     ref = out.arms.get("none") or next(iter(out.arms.values()))
     out.avalanche_seconds = first_crossing(ref.timeseries, out.trigger)
     for name, run in out.arms.items():
-        if name == "predictive":
+        run.summary["alert_source"] = "computed" if run.live is None else "alertmanager"
+        if run.live is not None:  # paged by what Alertmanager delivered (live.py); the same forecasts, computed:
+            run.live["page_computed_seconds"] = forecast_page(run.forecasts, policy)
+        elif name == "predictive":
             run.page_seconds, run.page_alert = forecast_page(run.forecasts, policy), "InfercastKVCacheForecastBreach"
         elif name == "oracle":
             # the true future crosses within the horizon from (avalanche - horizon) on

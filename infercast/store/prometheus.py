@@ -13,6 +13,7 @@ import re
 import numpy as np
 import requests
 
+from infercast.httpjson import get_json
 from infercast.redact import redact, redact_url
 from infercast.store import Series, StoreError
 
@@ -53,23 +54,17 @@ class PrometheusStore:
         self.timeout = float(timeout_seconds)
         self._http = session or requests.Session()
 
-    def _get(self, path: str, params: dict[str, str]) -> dict:
+    def api(self, path: str, params: dict[str, str] | None = None) -> dict:
+        """The `data` of a successful answer of the HTTP API at `path` (`/api/v1/...`); StoreError otherwise."""
         where = f"{self.shown_url}{path}"
-        try:
-            r = self._http.get(f"{self.url}{path}", params=params, timeout=self.timeout)
-        except requests.Timeout:
-            raise StoreError(f"Prometheus at {self.shown_url} did not answer within {self.timeout:g} s") from None
-        except requests.ConnectionError as e:
-            raise StoreError(f"cannot connect to Prometheus at {self.shown_url}: {e.__class__.__name__}") from None
-        except requests.RequestException as e:
-            raise StoreError(f"request to Prometheus at {self.shown_url} failed: {redact(str(e))}") from None
-        try:
-            body = r.json()
-        except ValueError:
-            raise StoreError(f"{where} answered HTTP {r.status_code} with a body that is not JSON") from None
-        if r.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
+        status, body = get_json(
+            self._http, self.url, path, params, timeout=self.timeout, server="Prometheus", error=StoreError
+        )
+        if body is None:
+            raise StoreError(f"{where} answered HTTP {status} with a body that is not JSON")
+        if status != 200 or not isinstance(body, dict) or body.get("status") != "success":
             err = body.get("error", "") if isinstance(body, dict) else ""
-            raise StoreError(f"{where} answered HTTP {r.status_code}: {redact(str(err)) or 'no error text'}")
+            raise StoreError(f"{where} answered HTTP {status}: {redact(str(err)) or 'no error text'}")
         return body.get("data") or {}
 
     def query_range(
@@ -83,7 +78,7 @@ class PrometheusStore:
         s = start
         while s <= end:
             e = min(end, s + chunk)
-            data = self._get(
+            data = self.api(
                 "/api/v1/query_range",
                 {"query": query, "start": repr(float(s)), "end": repr(float(e)), "step": repr(float(step))},
             )

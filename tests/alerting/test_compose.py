@@ -87,6 +87,24 @@ def test_promtool_accepts_the_prometheus_configs(promtool, config):
         assert "2 rule files found" in res.stdout  # the committed rules, found relative to the config
 
 
+def test_the_local_stack_for_a_demo_at_10x_loads_rules_for_10x_and_scrapes_every_simulated_step(promtool, tmp_path):
+    """`deploy/local-stack.sh --no-services --time-scale 10`, the servers `infercast demo --speed 10` checks for."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("local_stack", REPO / "deploy" / "local_stack.py")
+    stack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stack)
+    (tmp_path / "prometheus.yml").write_text(stack.prometheus_config(10))
+    for name, text in stack.rules(10).items():
+        (tmp_path / name).write_text(text)
+    res = run([promtool, "check", "config", str(tmp_path / "prometheus.yml")])
+    assert res.returncode == 0 and "2 rule files found" in res.stdout, res.stdout + res.stderr
+    glob = yaml.safe_load((tmp_path / "prometheus.yml").read_text())["global"]
+    assert glob["scrape_interval"] == glob["evaluation_interval"] == "1500ms"  # 15 simulated seconds
+    breach = yaml.safe_load((tmp_path / "alerts.yml").read_text())["groups"][0]["rules"][0]
+    assert breach["alert"] == "InfercastKVCacheForecastBreach" and breach["for"] == "3s"  # 30 s at 1x
+
+
 def test_local_stack_script_is_valid_bash():
     res = run(["bash", "-n", str(REPO / "deploy" / "local-stack.sh")])
     assert res.returncode == 0, res.stderr

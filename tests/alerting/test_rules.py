@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from alertrules.generate import generated_files
 from alertrules.rules import alert_names, alerting_rules, recording_rules
-from alertrules.settings import AlertSettings, duration
+from alertrules.settings import AlertSettings, duration, parse_duration
 from infercast.catalog import names
 from infercast.config import Thresholds
 
@@ -122,6 +123,12 @@ def test_time_scale_divides_every_for_duration():
 
 def test_duration_text():
     assert [duration(x) for x in (30, 60, 90, 300, 600, 3600, 5400)] == ["30s", "1m", "90s", "5m", "10m", "1h", "90m"]
+    # and back, as Prometheus' APIs write them
+    assert [parse_duration(duration(x)) for x in (30, 60, 90, 3600)] == [30, 60, 90, 3600]
+    assert parse_duration("500ms") == 0.5 and parse_duration("1m30s") == 90
+    for bad in ("15", "1.5s", "", "s"):
+        with pytest.raises(ValueError, match="not a Prometheus duration"):
+            parse_duration(bad)
 
 
 def test_a_hysteresis_holds_one_page_while_the_band_wobbles_under_the_trigger(promtool, tmp_path):

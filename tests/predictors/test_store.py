@@ -16,6 +16,21 @@ from infercast.store.prometheus import PrometheusStore, selector
 from tests.predictors.conftest import openmetrics, start_backfilled
 
 
+def test_the_paced_store_reads_a_wall_clock_store_on_the_simulated_clock_and_nothing_from_before_the_pacing():
+    from infercast.store.paced import PacedStore
+    from infercast.wallclock import Paced
+
+    wall = MemoryStore()
+    lab = {"pool": "p", "version": "v4", "instance": "a"}
+    wall.write("m", lab, 995.0, 9.0)  # before the pacing began: an earlier run's, not this one's
+    for k in range(5):  # simulated 0, 15, ... 60 at 10x from wall time 1000
+        wall.write("m", lab, 1000.0 + 1.5 * k, float(k))
+    st = PacedStore(wall, Paced(1000.0, 0.0, 10.0))
+    (s,) = st.query_range("m", {"pool": "p"}, -30.0, 60.0, 15.0)
+    assert np.allclose(s.t, [0.0, 15.0, 30.0, 45.0, 60.0]) and s.v.tolist() == [0, 1, 2, 3, 4]
+    assert st.query_range("m", None, -45.0, -15.0, 15.0) == []
+
+
 def test_memory_store_evaluates_on_the_grid_and_drops_what_is_missing():
     st = MemoryStore()
     lab = {"pool": "p", "version": "v4", "instance": "a"}
