@@ -1,6 +1,6 @@
 """Set-up (issue 12): `scripts/install.sh` on a Debian without python3-venv, quietly; the packaging metadata; what
 git ignores.  install.sh runs for real, in a copy of the repository's set-up files, against stand-ins for apt-get,
-sudo and Python that record what they are asked (so nothing is installed on this machine)."""
+sudo, npm and Python that record what they are asked (so nothing is installed on this machine)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ case "$*" in
 esac
 exit 0
 """
+FAKE_NPM = """#!/bin/bash
+# `npm ci --prefix DIR ...`: records the call and leaves DIR/node_modules, as npm would
+echo "npm $*" >> "$STATE/calls"
+mkdir -p "$3/node_modules"
+"""
 FAKE_APT = """#!/bin/bash
 echo "apt-get $*" >> "$STATE/calls"
 [[ "$*" == *python3-venv* ]] && touch "$STATE/venv-installed"
@@ -37,13 +42,22 @@ exit 0
 def sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
-    for name in ("scripts/install.sh", "constraints.txt", "pyproject.toml"):
+    (repo / "deploy/kubernetes/crds/npm").mkdir(parents=True)
+    for name in (
+        "scripts/install.sh",
+        "constraints.txt",
+        "pyproject.toml",
+        "deploy/kubernetes/crds/npm/package.json",
+        "deploy/kubernetes/crds/npm/package-lock.json",
+    ):
         shutil.copy(REPO / name, repo / name)
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     scripts = {
         "python3.11": FAKE_PYTHON,
         "apt-get": FAKE_APT,
+        "npm": FAKE_NPM,
+        "node": "#!/bin/bash\nexit 0\n",
         "sudo": '#!/bin/bash\nexec "$@"\n',
         "systemctl": "#!/bin/bash\nexit 0\n",
         "service": "#!/bin/bash\nexit 0\n",
@@ -65,6 +79,7 @@ def test_install_sets_up_python3_venv_when_venv_cannot_work_and_stays_quiet(tmp_
     assert r.returncode == 0, r.stderr
     calls = (Path(env["STATE"]) / "calls").read_text()
     assert "install -y -qq --no-install-recommends python3-venv" in calls
+    assert "npm ci --prefix deploy/kubernetes/crds/npm" in calls  # the CRD validators, from the lock file
     out = (r.stdout + r.stderr).strip().splitlines()
     assert len(out) <= 4, out  # what the user sees: what is installed, and "ready"
     assert out[-1] == "install.sh: ready (.venv/bin/infercast)"
