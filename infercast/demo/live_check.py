@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import requests
 import yaml
 
+from actuators.arms import STEP_SECONDS  # the cadence of the pipeline, the forecasts and the control loop
 from alertrules.rules import rule_files
 from alertrules.settings import AlertSettings, duration, parse_duration
 from infercast.httpjson import get_json
@@ -34,7 +35,6 @@ from infercast.redact import redact_url
 from infercast.store import StoreError
 from infercast.store.prometheus import PrometheusStore
 
-STEP_SECONDS = 15.0  # actuators.arms.STEP_SECONDS: the cadence of the pipeline, the forecasts and the control loop
 DISCOVERY_SECONDS = 10.0  # Prometheus applies new targets and Alertmanagers at most every 5 s
 READY_STACK = "deploy/local-stack.sh --no-services"
 
