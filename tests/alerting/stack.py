@@ -19,7 +19,7 @@ import yaml
 
 from alertrules.webhook import WebhookRecorder
 from infercast.config import PredictorConfig
-from infercast.wallclock import events_on_wall_clock
+from infercast.wallclock import Paced, events_on_wall_clock
 
 from .conftest import REPO
 
@@ -104,7 +104,7 @@ class Stack:
 
     def sim(self, wall: float) -> float:
         """The twin's simulated time at wall time `wall` (its clock runs `speed` times faster)."""
-        return self.warmup + (wall - self.started) * self.speed
+        return Paced(self.started, self.warmup, self.speed).sim(wall)
 
     def logs(self) -> dict[str, str]:
         return {p.name: p.read_text(errors="replace")[-1500:] for p in self.tmp.glob("*.log")}
