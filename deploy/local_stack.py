@@ -49,9 +49,7 @@ def prometheus_config(time_scale: float = 1.0) -> str:
 
 
 def rules(time_scale: float) -> dict[str, str]:
-    """The rule files: the committed ones at real time, else generated with every `for:` divided by the scale."""
-    if time_scale == 1.0:
-        return {n: (REPO / "alertrules" / "rules" / n).read_text() for n in RULES}
+    """The rule files, generated with every `for:` divided by the scale (at 1, the committed files' text)."""
     from alertrules.generate import dump
     from alertrules.rules import rule_files
     from alertrules.settings import AlertSettings
