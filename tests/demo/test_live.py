@@ -100,11 +100,24 @@ def servers(repo_root, tmp_path_factory):
 
 
 def _demo(repo_root, servers, out, *extra: str, prometheus: str | None = None, **popen):
-    argv = [sys.executable, "-m", "infercast.cli", "demo", "--scenario", servers["scenario"], "--out", str(out),
-            "--no-progress", "--prometheus", prometheus or servers["prom"], *servers["flags"], *extra]  # fmt: skip
+    # -X faulthandler: a demo that hangs dumps every thread's stack on SIGABRT (`_wait_or_dump`)
+    argv = [sys.executable, "-X", "faulthandler", "-m", "infercast.cli", "demo", "--scenario", servers["scenario"],
+            "--out", str(out), "--no-progress", "--prometheus", prometheus or servers["prom"], *servers["flags"],
+            *extra]  # fmt: skip
     if popen:
         return subprocess.Popen(argv, cwd=repo_root, text=True, **popen)
     return subprocess.run(argv, cwd=repo_root, capture_output=True, text=True, timeout=300)
+
+
+def _wait_or_dump(proc: subprocess.Popen, log, timeout: float) -> int:
+    """The demo's exit status; if it has not exited within `timeout`, a failure carrying every thread's stack
+    (faulthandler, on SIGABRT) and the end of what it printed."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=30)
+        pytest.fail(f"the demo did not exit within {timeout:g} s; its stacks and output:\n{log.read_text()[-6000:]}")
 
 
 def _listening(port: int) -> bool:
@@ -222,7 +235,7 @@ def test_ctrl_c_mid_run_stops_what_the_demo_started_and_leaves_the_servers_runni
         assert _listening(servers["ports"]["exporter"]), "the live arm serves its exporter"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole foreground group
         t0 = time.monotonic()
-        assert proc.wait(timeout=30) == 130
+        assert _wait_or_dump(proc, log, 30) == 130
     said = log.read_text()
     assert time.monotonic() - t0 < 10
     assert "infercast demo: interrupted; stopped the demo's forecasts on 127.0.0.1:" in said, said[-2000:]
