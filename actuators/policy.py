@@ -27,9 +27,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from actuators.admin import Observation, PoolState
 from infercast.config import FleetConfig
+from infercast.twin.router import max_min_share  # the twin's gateway splits its bucket the same way
 
 LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
 
@@ -79,22 +82,18 @@ class PolicyState:
 
 
 def _share_spare(asks: dict[str, int], pools: dict[str, PoolState]) -> dict[str, int]:
-    """Pools drawing on one reservoir share its spare in proportion to what each asks (largest remainders)."""
+    """Pools drawing on one reservoir share its spare max-min fairly: a pool asking for less than an equal share
+    gets all it asks, the others split the rest equally.  (Not in proportion to the asks: when every ask exceeds
+    the reservoir, a pool forecast at 60x its traffic would otherwise take the nodes a pool at 3x could have used,
+    and the split would follow how large an unservable forecast is.)"""
     grants: dict[str, int] = {}
     groups: dict[str, list[str]] = {}
-    for name in asks:
+    for name in sorted(asks):
         groups.setdefault(pools[name].reservoir or name, []).append(name)
     for names in groups.values():
         spare = min(pools[n].spare for n in names)
-        total = sum(asks[n] for n in names)
-        if total <= spare:
-            grants.update({n: asks[n] for n in names})
-            continue
-        share = {n: spare * asks[n] / total for n in names}
-        g = {n: int(share[n]) for n in names}
-        for n in sorted(names, key=lambda n: -(share[n] - g[n]))[: spare - sum(g.values())]:
-            g[n] += 1
-        grants.update(g)
+        give = max_min_share(np.array([asks[n] for n in names]), max(0, spare))
+        grants.update({n: int(g) for n, g in zip(names, give, strict=True)})
     return grants
 
 
@@ -163,7 +162,7 @@ class PredictivePolicy:
                 continue
             want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
             asks[p.name] = max(0, want - p.replicas)
-        # shared in proportion to the need, then at most a bounded step each
+        # shared max-min fairly, then at most a bounded step each
         grants = _share_spare(asks, {p.name: p for p in serving})
         out = []
         for p in serving:

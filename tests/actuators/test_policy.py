@@ -131,3 +131,28 @@ def test_never_relaxes_while_a_peak_is_announced(cfg):
     announced = Outlook("v4-short", 0.4, 0.4, math.inf, 100.0, 200.0, 250.0)
     for t in (15, 100, 200):
         assert p.decide(float(t), f, {"v4-short": announced, "v4-long": calm("v4-long")}) == []
+
+
+def test_pools_sharing_a_reservoir_split_it_max_min_fairly(cfg):
+    """Both v4 pools draw on the standby reservoir (4 nodes).  The long pool's forecast asks for far more than
+    exists, the short pool's for 2: proportional shares would give the long pool 3 or 4 and leave the short one
+    under its target; max-min gives the short pool its 2 and the long pool the rest.  When both ask for more than
+    an equal share, they split it equally, however much bigger one forecast is (a forecast of 60x is no reason to
+    starve a pool forecast at 3x: neither can be served whole)."""
+    p = PredictivePolicy(cfg)
+
+    def shared(short, long_, spare):
+        f = fleet(short=short, long_=long_, spare=spare)
+        pools = tuple(PoolState(**{**x.__dict__, "reservoir": "v4-standby"}) if not x.standby else x for x in f.pools)
+        return Observation(f.at, pools, f.admission, f.rate_limits)
+
+    def scaled(out):
+        return {d.action.pool: d.action.replicas for d in out if isinstance(d.action, ScalePool)}
+
+    # short: ceil(7 * 0.75 / 0.6) = 9 (asks 2); long: ceil(5 * 6.0 / 0.6) = 50 (asks 45)
+    outlook = {"v4-short": breach("v4-short", 100.0, peak=0.75), "v4-long": breach("v4-long", 100.0, peak=6.0)}
+    assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 9, "v4-long": 7}
+    # both ask for more than the reservoir holds: equal halves (proportional would give the long pool 4 of 5)
+    p = PredictivePolicy(cfg)
+    outlook = {"v4-short": breach("v4-short", 100.0, peak=1.0), "v4-long": breach("v4-long", 100.0, peak=6.0)}
+    assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 9, "v4-long": 7}

@@ -56,8 +56,12 @@ def test_the_arms_rank_as_the_pipeline_claims(demo):
     assert predictive["oom_events"] <= reactive["oom_events"]
     assert predictive["p99_latency_ms"] <= reactive["p99_latency_ms"]
     assert predictive["goodput_rps"] > reactive["goodput_rps"]
-    # the oracle stops every OOM too (docs/demo.md: it is not an upper bound on goodput)
+    # the same control loop fed the true future does at least as well as on infercast's forecasts: no more OOMs,
+    # no slower urgent P99, and goodput within the 1% that moving the same actions by one 15 s step makes
+    # (docs/demo.md: seeds 0-2 of the full sale, -0.45% to +0.02%)
     assert oracle["oom_events"] == 0
+    assert oracle["p99_latency_ms"] <= predictive["p99_latency_ms"]
+    assert oracle["goodput_rps"] >= 0.99 * predictive["goodput_rps"]
     # the predictive page comes before the unprotected fleet crosses the trigger; without forecasts, no earlier page
     lead = predictive["alert_lead_seconds"]
     assert lead is not None and lead > 0
