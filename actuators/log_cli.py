@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -18,9 +17,7 @@ from pathlib import Path
 
 from actuators.audit import Audit, AuditError, Decision
 from infercast.config import ConfigError, load_config
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+from infercast.durations import parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,9 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_since(text: str, now: float) -> float:
     """`--since` as Unix seconds; ConfigError naming the option when it is none of the accepted forms."""
     t = text.strip()
-    m = _DURATION.fullmatch(t)
-    if m:
-        return now - float(m.group(1)) * _UNIT[m.group(2)]
+    try:
+        return now - parse_duration(t)  # Prometheus' grammar: 90m, 24h, 7d, 1h30m
+    except ValueError:
+        pass
     try:
         return float(t)
     except ValueError:

@@ -30,8 +30,9 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
     TARGET_UP,
 )
+from infercast.durations import duration
 
-from .settings import AlertSettings, duration
+from .settings import AlertSettings
 
 # Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
 REQ_RATE = f"pool_version:{ROUTER_REQUESTS_TOTAL}:rate5m"

@@ -7,7 +7,6 @@ Pure: data only.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from infercast.config import PredictorConfig, Thresholds
@@ -74,25 +73,3 @@ class AlertSettings:
             if name.startswith("for_")
         }
         return replace(self, **changes)
-
-
-def duration(seconds: float) -> str:
-    """Prometheus duration text: 90 -> '90s', 300 -> '5m', 7200 -> '2h'."""
-    s = round(seconds)
-    if s % 3600 == 0 and s:
-        return f"{s // 3600}h"
-    if s % 60 == 0 and s:
-        return f"{s // 60}m"
-    return f"{s}s"
-
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Prometheus duration ('500ms', '15s', '1m30s'); ValueError when it is not one."""
-    parts = _DURATION.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a Prometheus duration: {text!r}")
-    return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)

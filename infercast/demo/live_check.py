@@ -29,7 +29,8 @@ import yaml
 
 from actuators.arms import STEP_SECONDS  # the cadence of the pipeline, the forecasts and the control loop
 from alertrules.rules import rule_files
-from alertrules.settings import AlertSettings, duration, parse_duration
+from alertrules.settings import AlertSettings
+from infercast.durations import duration, parse_duration
 from infercast.httpjson import get_json
 from infercast.redact import redact_url
 from infercast.store import StoreError

@@ -19,8 +19,10 @@ from actuators.admin import Result
 from actuators.audit import Audit, AuditError
 from actuators.backends.router_http import HttpAdmin
 from actuators.backends.twin import TwinAdmin
+from actuators.log_cli import parse_since
 from actuators.recovery import resolve_in_flight
 from actuators.stamp import decision_key
+from infercast.config import ConfigError
 from tests.conftest import REPO
 
 W = SetPoolWeight("v4-main", 0.5)
@@ -152,6 +154,19 @@ def test_actuator_log_says_what_is_wrong_with_its_arguments(tmp_path):
     assert r.returncode == 2 and "give --config FILE or --db PATH" in r.stderr
     r = _cli("--db", str(tmp_path / "a.db"))
     assert r.returncode == 0 and r.stdout == "no decisions in that window\n"
+
+
+def test_since_reads_durations_as_prometheus_does():
+    """`--since` takes the duration grammar of the rules and Prometheus' own flags (infercast.durations), ISO times
+    and Unix seconds; a fraction such as 1.5h is not a Prometheus duration and is refused, not misread."""
+    now = 1_800_000_000.0
+    assert parse_since("1h30m", now) == now - 5400
+    assert parse_since("7d", now) == now - 7 * 86400
+    assert parse_since("500ms", now) == now - 0.5
+    assert parse_since("1700000000", now) == 1_700_000_000.0
+    assert parse_since("2023-11-14T22:13:20", now) == 1_700_000_000.0
+    with pytest.raises(ConfigError, match=r"--since: expected 90m, 24h, 7d.*got '1.5h'"):
+        parse_since("1.5h", now)
 
 
 def _child(db, url: str, key: str, stop: str, expect: str) -> subprocess.Popen:

@@ -10,9 +10,10 @@ import yaml
 
 from alertrules.generate import generated_files
 from alertrules.rules import alert_names, alerting_rules, recording_rules
-from alertrules.settings import AlertSettings, duration, parse_duration
+from alertrules.settings import AlertSettings
 from infercast.catalog import names
 from infercast.config import Thresholds
+from infercast.durations import duration, parse_duration
 
 from .conftest import ALERTRULES, REPO, run
 
