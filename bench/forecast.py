@@ -1007,7 +1007,9 @@ def main() -> int:
     if not a.skip_cost:
         result["cost"] = cost_section()
     if a.json:
-        Path(a.json).write_text(json.dumps(result, indent=2, default=float))
+        from infercast.runfiles import write_json
+
+        write_json(Path(a.json), result)
     complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "traffic", "cost")) and set(
         result["kv"]
     ) == set(KV_TRACES)

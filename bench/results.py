@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from infercast.runfiles import write_json
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 BLOCK = re.compile(r"(<!-- bench:(?P<name>[\w-]+):(?P<part>[\w-]+) -->\n)(?P<body>.*?)(<!-- /bench -->)", re.DOTALL)
@@ -59,7 +61,7 @@ def publish(name: str, result: dict, tables: Tables, root: Path = ROOT) -> Path:
     """Write docs/results/NAME.json and refresh NAME's blocks in the README and docs; returns the JSON path."""
     out = root / "docs" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, sort_keys=False, default=_default) + "\n")
+    write_json(out, result)
     result = json.loads(out.read_text())  # render from what was written, exactly as the test will
     for doc in documents(root):
         if not doc.exists():
@@ -69,9 +71,3 @@ def publish(name: str, result: dict, tables: Tables, root: Path = ROOT) -> Path:
         if new != text:
             doc.write_text(new)
     return out
-
-
-def _default(o):
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    raise TypeError(type(o).__name__)

@@ -11,7 +11,6 @@ those servers on the wall clock (`live.py`; the servers are checked first, `live
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import subprocess
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 from infercast.config import ConfigError, load_config, resolve_scenario
+from infercast.runfiles import to_json, write_json
 
 ARMS = ("none", "basic", "reactive", "predictive", "oracle")  # actuators.driver.ARMS (kept light for --help)
 
@@ -145,17 +145,6 @@ def _interrupted(live, out: Path, written: list[str]) -> str:
     return "; ".join(said)
 
 
-def _write_arm(out: Path, r) -> None:
-    d = out / r.name
-    d.mkdir(parents=True, exist_ok=True)
-    r.timeseries.to_csv(d / "timeseries.csv", index=False)
-    if not r.forecasts.empty:
-        r.forecasts.to_csv(d / "forecasts.csv", index=False)
-    (d / "events.json").write_text(json.dumps(r.events, indent=1, default=_json_default))
-    if r.live is not None:
-        (d / "live.json").write_text(json.dumps(r.live, indent=1, default=_json_default))
-
-
 def run(args: argparse.Namespace) -> int:
     from infercast.demo.live_check import LiveError
     from infercast.demo.report import live_note, render_html, text_table
@@ -192,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     written: list[str] = []
 
     def done(r) -> None:  # each arm's files as soon as it is done: an interrupt later loses none of them
-        _write_arm(out, r)
+        r.write(out / r.name)
         written.append(r.name)
 
     live = None
@@ -215,27 +204,13 @@ def run(args: argparse.Namespace) -> int:
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
     summary["command"] = "infercast demo " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["demo"] else "infercast demo"
     summary["version"] = _version()
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default) + "\n")
+    write_json(out / "summary.json", summary)
     (out / "report.html").write_text(render_html(result, summary))
     if args.json:
-        print(json.dumps(summary, indent=2, default=_json_default))
+        print(to_json(summary))
     else:
         print(text_table(result))
         if note := live_note(summary):
             print(f"\n{note}")
         print(f"\nreport: {out / 'report.html'}  summary: {out / 'summary.json'}  ({summary['wall_seconds']:.0f} s)")
     return 0
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if np.isnan(o) else float(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, set | frozenset | tuple):
-        return list(o)
-    return str(o)

@@ -22,12 +22,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.config import FleetConfig
+from infercast.runfiles import write_json, write_run
 
 P99_WINDOW_SECONDS = 30.0
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
@@ -51,6 +53,12 @@ class ArmRun:
     page_seconds: float | None = None
     page_alert: str = ""
     live: dict | None = None  # run through real servers (live.py): how, and the page Alertmanager delivered
+
+    def write(self, out: Path) -> None:
+        """OUT/timeseries.csv, events.json, forecasts.csv (predictive) and live.json (a live run)."""
+        write_run(out, self.timeseries, self.events, forecasts=self.forecasts)
+        if self.live is not None:
+            write_json(out / "live.json", self.live, indent=1)
 
 
 @dataclass

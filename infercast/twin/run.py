@@ -28,7 +28,6 @@ The same accounting for every arm (`RunResult.summary`):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.config import FleetConfig
+from infercast.runfiles import write_json, write_run
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
 from infercast.twin.traffic import ScenarioTraffic
 
@@ -51,24 +51,10 @@ class RunResult:
 
     def write(self, out_dir: str | Path) -> Path:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / "timeseries.csv"
-        self.timeseries.to_csv(path, index=False)
-        self.nodes.to_csv(out / "nodes.csv", index=False)
+        path = write_run(out, self.timeseries, self.events, nodes=self.nodes)
         self.summary["timeseries"] = str(path)
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2, default=_json_default))
-        (out / "events.json").write_text(json.dumps(self.events, indent=1, default=_json_default))
+        write_json(out / "summary.json", self.summary)
         return path
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, (set, frozenset, tuple)):
-        return sorted(o)
-    raise TypeError(type(o).__name__)
 
 
 def _ms(x: float) -> float | None:
