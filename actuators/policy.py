@@ -32,7 +32,7 @@ import numpy as np
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from actuators.admin import Observation, PoolState
 from infercast.config import FleetConfig
-from infercast.twin.router import max_min_share  # the twin's gateway splits its bucket the same way
+from infercast.fairshare import max_min_share
 
 LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
 

@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from infercast.config import FleetConfig
+from infercast.fairshare import max_min_share
 from infercast.twin.engine import Node, TickSink
 from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests, is_sorted
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
@@ -744,24 +745,6 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
-
-
-def max_min_share(want: np.ndarray, n: int) -> np.ndarray:
-    """Split n between claimants wanting `want` each, max-min fair: who wants less than an equal share gets all it
-    wants, the rest share what is left equally (integers; never more than wanted)."""
-    want = np.asarray(want, dtype=np.int64)
-    give = np.zeros(len(want), dtype=np.int64)
-    left, open_ = int(n), np.flatnonzero(want > 0)
-    while left > 0 and len(open_):
-        share = max(1, left // len(open_))
-        add = np.minimum(want[open_] - give[open_], share)
-        if add.sum() > left:  # the last units: one each, in order
-            add = np.minimum(add, 1)
-            add[np.cumsum(add) > left] = 0
-        give[open_] += add
-        left -= int(add.sum())
-        open_ = open_[give[open_] < want[open_]]
-    return give
 
 
 def water_fill(loads: np.ndarray, n: int) -> np.ndarray:

@@ -13,12 +13,12 @@ import pytest
 from actuators.arms import Hpa
 from actuators.driver import run_arm
 from infercast.config import load_config, parse_config
+from infercast.fairshare import max_min_share
 from infercast.twin import build_fleet
 from infercast.twin.engine import TickSink
 from infercast.twin.fleet import PoolLive
 from infercast.twin.layout import protected_layout
 from infercast.twin.requests import PriorityQueue, Requests
-from infercast.twin.router import max_min_share
 
 
 @pytest.fixture(scope="module")
