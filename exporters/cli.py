@@ -16,6 +16,7 @@ from exporters.nvml import NvmlSource
 from exporters.server import Exporter, ExporterServer, build_sources
 from exporters.twin import TwinSource
 from infercast.config import ConfigError, load_config, parse_listen
+from infercast.wallclock import Paced
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +118,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _drive_twin(twin: TwinSource, speed: float, stop: threading.Event, step: float = 0.5) -> None:
-    """Advance the twin in (scaled) real time until stopped; a failing twin is logged and retried, not fatal."""
-    last = time.monotonic()
+    """Advance the twin in (scaled) real time until stopped; a failing twin is logged and retried, not fatal.
+
+    The twin is driven to where the wall clock says it should be (`infercast.wallclock.Paced`), not by the time
+    elapsed since the last call: the twin advances in whole ticks and ends a call on the first tick boundary at or
+    after the time asked for, so adding up elapsed times ran it fast (at 1x, a 0.5 s call took three 0.25 s
+    ticks: the twin ran at 1.5x and its flash sale came 200 s before the calendar the predictor reads said)."""
+    clock = Paced(time.monotonic(), twin.now(), speed)
     while not stop.wait(step):
-        now = time.monotonic()
         try:
-            twin.advance((now - last) * speed)
+            behind = clock.sim(time.monotonic()) - twin.now()
+            if behind > 0:
+                twin.advance(behind)
         except Exception:
             log.exception("the twin failed to advance")
-        last = now

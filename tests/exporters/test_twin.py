@@ -101,3 +101,30 @@ def test_split_pools_of_one_version_keep_the_twins_own_pool_labels():
     by_node = {n.name: n.pool for n in fleet.nodes if n.up}
     assert pools_seen == by_node
     assert {"v4-short", "v4-long"} <= set(pools_seen.values())
+
+
+def test_the_served_twin_keeps_to_the_wall_clock():
+    """`infercast exporter --twin-speed S` drives the twin at S simulated seconds per wall second, not faster.
+    The twin advances in whole 0.25 s ticks; adding up the wall time between calls ran it at 1.5x at 1x speed
+    (every 0.5 s call took three ticks), so in `deploy/local-stack.sh` the flash sale came at 400 s of wall time
+    while the predictor's calendar said 600 s.  Driven by a fast loop (0.05 s, one tick at most each time) for
+    about 1.5 s of wall time, the twin must end within one tick of the wall clock."""
+    import threading
+    import time
+
+    from exporters.cli import _drive_twin
+
+    source = TwinSource(CONFIG)
+    tick = CONFIG.twin.tick_seconds
+    stop = threading.Event()
+    t0 = time.monotonic()
+    driver = threading.Thread(target=_drive_twin, args=(source, 1.0, stop, 0.05))
+    driver.start()
+    time.sleep(1.5)
+    stop.set()
+    driver.join(5)
+    elapsed = time.monotonic() - t0
+    assert not driver.is_alive()
+    # never ahead of the wall clock by more than the tick it ends on (the old loop: 5 s of twin in 1.5 s); and it
+    # keeps up (the lower bound is loose: a busy CI machine may starve the driver thread for a while)
+    assert elapsed / 2 <= source.now() <= elapsed + tick, (source.now(), elapsed)
