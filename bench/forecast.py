@@ -17,7 +17,7 @@
    baseline's forecast cost for the same 50 series measured in the same run.
 
 Nothing is asserted.  A full run (every section, every KV series) publishes its figures through `bench/results.py`:
-`docs/results/forecast.json`, and every `<!-- bench:forecast:PART -->` block in README.md and docs/*.md re-rendered
+`docs/results/forecast.json`, and every `<!-- bench:forecast:PART -->` block in README.md and docs/ re-rendered
 from it by `TABLES[PART]`; `tests/test_results_tables.py` checks that the blocks match the JSON.  The JSON also
 records what was measured: the commit, the twin's source hash and the LSTM's weights hash and metadata.
 Importing this module is cheap and has no side effects (the heavy imports are inside the functions).
@@ -536,7 +536,7 @@ def render_readme(result: dict) -> str:
 
 
 def render_kv(result: dict) -> str:
-    """Every model's scores per KV series (docs/predictors.md)."""
+    """Every model's scores per KV series (docs/results/forecast.md)."""
     out = []
     for name, res in result["kv"].items():
         m = res["models"]
@@ -873,7 +873,7 @@ def render_goals(result: dict) -> str:
 
 
 def render_lstm(result: dict) -> str:
-    """docs/lstm.md: the shipped LSTM against the baselines, and its band with and without the calibration."""
+    """docs/results/forecast.md: the shipped LSTM against the baselines, its band with and without calibration."""
     out = [
         "| series | LSTM peak_mae | predict_linear | Holt-Winters | Kalman | x predict_linear | x best classical | "
         "coverage raw -> cal. | breach F1 raw -> cal. | precision raw -> cal. | lead raw -> cal. |",
@@ -900,7 +900,7 @@ def render_lstm(result: dict) -> str:
 
 
 def render_model(result: dict) -> str:
-    """docs/lstm.md: what the scored model file says it was trained, validated, chosen and calibrated on."""
+    """docs/results/forecast.md: what the scored model file says it was trained, validated, chosen and calibrated on."""
     lm = result["run"]["lstm"]
     out = [f"Model file weights `{_sha(lm.get('weights_sha256'))}`, built by `{lm.get('command')}`."]
     out.append("- Trained on: " + "; ".join(lm.get("sources") or []) + ".")
@@ -1021,7 +1021,7 @@ def main() -> int:
     import results
 
     path = results.publish("forecast", result, TABLES)
-    print(f"# published {path.relative_to(ROOT)} and the bench:forecast blocks of README.md and docs/*.md")
+    print(f"# published {path.relative_to(ROOT)} and the bench:forecast blocks of README.md and docs/")
     return 0
 
 
