@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from actuators.admin import Observation, PoolState
 from infercast.config import FleetConfig
@@ -92,7 +90,7 @@ def _share_spare(asks: dict[str, int], pools: dict[str, PoolState]) -> dict[str,
         groups.setdefault(pools[name].reservoir or name, []).append(name)
     for names in groups.values():
         spare = min(pools[n].spare for n in names)
-        give = max_min_share(np.array([asks[n] for n in names]), max(0, spare))
+        give = max_min_share([asks[n] for n in names], max(0, spare))
         grants.update({n: int(g) for n, g in zip(names, give, strict=True)})
     return grants
 

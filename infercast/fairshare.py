@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def max_min_share(want: np.ndarray, n: int) -> np.ndarray:
+def max_min_share(want: np.ndarray | list[int], n: int) -> np.ndarray:
     """Split n between claimants wanting `want` each, max-min fair: who wants less than an equal share gets all it
     wants, the rest share what is left equally (integers; never more than wanted)."""
     want = np.asarray(want, dtype=np.int64)

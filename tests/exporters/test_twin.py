@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
+from exporters.cli import _drive_twin
 from exporters.server import Exporter
 from exporters.twin import TwinSource
 from infercast.config import load_config
@@ -109,11 +112,6 @@ def test_the_served_twin_keeps_to_the_wall_clock():
     (every 0.5 s call took three ticks), so in `deploy/local-stack.sh` the flash sale came at 400 s of wall time
     while the predictor's calendar said 600 s.  Driven by a fast loop (0.05 s, one tick at most each time) for
     about 1.5 s of wall time, the twin must end within one tick of the wall clock."""
-    import threading
-    import time
-
-    from exporters.cli import _drive_twin
-
     source = TwinSource(CONFIG)
     tick = CONFIG.twin.tick_seconds
     stop = threading.Event()
