@@ -178,7 +178,8 @@ def table_seed004(result: dict) -> str:
 
 
 def seed004_other_seeds(seeds: tuple[int, ...] = OTHER_SEEDS) -> dict:
-    """Goodput / `none` of seed 004's rows on other seeds: how much of the reproduction is the file's seed."""
+    """Goodput / `none` and recovery of seed 004's rows on other seeds: how much of the reproduction is the file's
+    seed."""
     from infercast.config import load_config, resolve_scenario
     from infercast.demo.run import run_demo
 
@@ -186,11 +187,11 @@ def seed004_other_seeds(seeds: tuple[int, ...] = OTHER_SEEDS) -> dict:
     out = {}
     for seed in seeds:
         # the demo's runner: the oracle reads the future from this seed's `reactive` run instead of making its own
-        g = {
-            a: r.summary["goodput_rps"]
-            for a, r in run_demo(cfg, ["none", *SEED004_FIXES], seed, "seed004-bench").arms.items()
+        runs = {a: r.summary for a, r in run_demo(cfg, ["none", *SEED004_FIXES], seed, "seed004-bench").arms.items()}
+        out[str(seed)] = {
+            "goodput_ratio": {a: round(runs[a]["goodput_rps"] / runs["none"]["goodput_rps"], 2) for a in SEED004_FIXES},
+            "recovery_seconds": {a: runs[a]["recovery_seconds"] for a in runs},
         }
-        out[str(seed)] = {arm: round(g[arm] / g["none"], 2) for arm in SEED004_FIXES}
     return out
 
 
@@ -198,12 +199,20 @@ def _other_seeds_line(result: dict) -> str:
     other = result.get("seed004_other_seeds")
     if not other:
         return ""
-    cells = "; ".join(
-        f"seed {seed}: " + ", ".join(f"`{arm}` {ratio:.2f}" for arm, ratio in ratios.items())
-        for seed, ratios in other.items()
+    goodput = "; ".join(
+        f"seed {seed}: " + ", ".join(f"`{arm}` {ratio:.2f}" for arm, ratio in runs["goodput_ratio"].items())
+        for seed, runs in other.items()
+    )
+    recovery = "; ".join(
+        f"seed {seed}: " + ", ".join(f"`{arm}` {sec:.0f}" for arm, sec in runs["recovery_seconds"].items())
+        for seed, runs in other.items()
     )
     want = ", ".join(f"{SEED004[a]['goodput'] / 142:.2f}" for a in SEED004_FIXES)
-    return f"\n\nGoodput / `none` on other seeds (the table's {want}): {cells}."
+    rows = ", ".join(str(SEED004[a]["recovery"]) for a in ("none", *SEED004_FIXES))
+    return (
+        f"\n\nGoodput / `none` on other seeds (the table's {want}): {goodput}."
+        f"\n\nRecovery s on other seeds (the table's {rows}): {recovery}."
+    )
 
 
 def table_speed(result: dict) -> str:

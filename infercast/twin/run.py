@@ -17,10 +17,13 @@ The same accounting for every arm (`RunResult.summary`):
   measures its table in a load test and recovery in a fault-injection test; the scenario runs them back to back).
 - `recovery_seconds`: from the first injected fault (a scenario with `faults`), or else from the end of the surge
   (a scenario whose load comes back down), or else from the first fault (an OOM or a breaker opening), until the
-  fleet has recovered: urgent P99 over 10 s (or as many 10 s windows, up to 60 s, as hold 100 urgent requests) —
-  counting urgent requests that were refused or lost as infinitely late, except 400s, which are the client's
-  fault — is back under the urgent SLO and no breaker is open, and both stay so for 30 s.  `recovered` is false
-  if that never happens (then `recovery_seconds` runs to the end of the run); a run with neither reports 0.
+  moment from which the fleet serves again: the P99 of the urgent requests sent in the 10 s from then (or in as
+  many 10 s windows, up to 60 s, as hold 100 urgent requests) — counting urgent requests that were refused or
+  lost as infinitely late, except 400s, which are the client's fault — is under the urgent SLO and no breaker is
+  open, and both stay so for 30 s.  The windows look forward from the moment they judge: a trailing window that
+  must grow to 60 s to hold 100 requests on a small fleet would report recovery up to 50 s after it happened.
+  `recovered` is false if that never happens (then `recovery_seconds` runs to the end of the run); a run with
+  neither reports 0.
 - `memory_efficiency`: seed 000's 显存效率比, effective compute memory (weights, KV of computed tokens, prefill
   activations) / total allocated memory, summed over the serving nodes (up and taking traffic; idle fallbacks and
   standby nodes are not serving) and over the run.
@@ -123,21 +126,21 @@ def summarise(fleet: Fleet, surge_start: float | None, surge_end: float | None =
 
 
 def _urgent_ok(fleet: Fleet, t: float) -> bool:
-    """Over the 10 s before t (longer, up to 60 s, until it holds 100 urgent requests, so that a P99 means
-    something on a small fleet): urgent P99 (refused and lost requests counted as infinitely late) within the
+    """Over the urgent requests sent in the 10 s from t (longer, up to 60 s, until it holds 100 of them, so that a
+    P99 means something on a small fleet): P99 (refused and lost requests counted as infinitely late) within the
     urgent SLO, and no breaker open at t."""
     book, r = fleet.book, fleet.router
-    t0 = t - RECOVERY_WINDOW_SECONDS
-    served, lost = book.counts(0, t0, t)
-    while served + lost < RECOVERY_MIN_REQUESTS and t - t0 < RECOVERY_MAX_WINDOW_SECONDS:
-        t0 -= RECOVERY_WINDOW_SECONDS
-        served, lost = book.counts(0, t0, t)
+    t1 = t + RECOVERY_WINDOW_SECONDS
+    served, lost = book.counts(0, t, t1)
+    while served + lost < RECOVERY_MIN_REQUESTS and t1 - t < RECOVERY_MAX_WINDOW_SECONDS:
+        t1 += RECOVERY_WINDOW_SECONDS
+        served, lost = book.counts(0, t, t1)
     if lost > 0.01 * (served + lost):
         return False
     if served:
         # the P99 over served and lost together is the served requests' quantile at 0.99 of the whole
         q = min(1.0, 0.99 * (served + lost) / served)
-        if book.quantile(q, 0, t0, t) > r.slo[0]:
+        if book.quantile(q, 0, t, t1) > r.slo[0]:
             return False
     return not any(opened <= t < until for _, opened, until in r.breaker_log)
 
@@ -147,7 +150,8 @@ def recovery(fleet: Fleet, since: float | None) -> tuple[float | None, bool]:
     if since is None:
         return 0.0, True
     step = fleet.book.window_s / 2
-    checks = np.arange(since + RECOVERY_WINDOW_SECONDS, fleet.now + 1e-9, step)
+    # a window needs its 10 s of requests to be judged: the last start is 10 s before the run ends
+    checks = np.arange(since, fleet.now - RECOVERY_WINDOW_SECONDS + 1e-9, step)
     ok = [_urgent_ok(fleet, float(t)) for t in checks]
     hold = round(RECOVERY_HOLD_SECONDS / step)
     for i in range(len(ok) - hold):

@@ -6,6 +6,7 @@ would see."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from infercast.twin.engine import TickSink
 from infercast.twin.fleet import PoolLive
 from infercast.twin.layout import protected_layout
 from infercast.twin.requests import PriorityQueue, Requests
+from infercast.twin.router import LatencyBook
+from infercast.twin.run import recovery
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +175,30 @@ def test_an_injected_fault_kills_the_node_and_recovery_is_measured_from_it(repo_
     assert r.summary["oom_events"] == 0, "a kill is not an OOM"
     assert r.summary["recovery_from_seconds"] == pytest.approx(fault.at_seconds, abs=0.25)
     assert r.summary["measured_until_seconds"] == pytest.approx(fault.at_seconds)
+
+
+def _book_fleet(lost_until: float, breaker: tuple[float, float] | None = None):
+    """A fleet as `recovery` reads it: 2 urgent requests a second for 300 s, lost until `lost_until`, then served in
+    0.3 s (SLO 1 s); optionally a breaker open over (opened, until)."""
+    book = LatencyBook(300.0)
+    slo = np.array([1.0, 5.0, 30.0])
+    t = np.arange(0.0, 300.0, 0.5)
+    served = t >= lost_until
+    book.add(t[served], np.full(int(served.sum()), 0.3), np.zeros(int(served.sum()), dtype=np.int8), slo)
+    for x in t[~served]:
+        book.add_lost(float(x), np.zeros(1, dtype=np.int8))
+    router = SimpleNamespace(slo=slo, breaker_log=[("p", *breaker)] if breaker else [])
+    return SimpleNamespace(book=book, router=router, now=300.0)
+
+
+def test_recovery_is_when_urgent_requests_are_served_again_not_when_a_window_forgets_the_losses():
+    """Urgent requests lost for 40 s after a fault at 100 s: recovered 40 s after it.  A trailing window that grows
+    to 60 s to hold 100 requests (2 per second here) would say 90-100 s."""
+    assert recovery(_book_fleet(lost_until=140.0), since=100.0) == (40.0, True)
+    # an open breaker is not recovered, even with nothing lost
+    assert recovery(_book_fleet(lost_until=100.0, breaker=(100.0, 130.0)), since=100.0) == (30.0, True)
+    # losses to the end: never, and the figure runs to the end of the run
+    assert recovery(_book_fleet(lost_until=400.0), since=100.0) == (200.0, False)
 
 
 def test_bad_protections_get_clear_errors(cfg):
