@@ -584,6 +584,8 @@ def _load_servegen(
     start_s: float | None,
     end_s: float | None,
 ) -> Trace:
+    if not 0.0 <= long_share <= 1.0:
+        raise ValueError(f"long_share must be within [0, 1], got {long_share}")
     table = _load_servegen_table(path)
     first = float(table.start.min())
     last = float((table.start + table.width).max())
@@ -608,7 +610,10 @@ def _load_servegen(
         )
     rng = np.random.default_rng(seed)
     arrivals = _servegen_arrivals(table, start, end, rng) - start
-    prompt, output = servegen_lengths(len(arrivals), lengths, long_share, rng)
+    # ServeGen's rate windows carry no lengths: drawn as the twin's scenarios draw theirs
+    from infercast.twin.traffic import sample_lengths
+
+    prompt, output = sample_lengths(len(arrivals), long_share, lengths, rng)
     return Trace(
         name=table.name,
         source="servegen",
@@ -617,37 +622,6 @@ def _load_servegen(
         output_tokens=output,
         duration_s=end - start,
     )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Lengths for generated arrivals
-
-
-def servegen_lengths(
-    n: int, lengths: LengthDistribution, long_share: float, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output token counts for a ServeGen replay (its rate windows carry no lengths): a lognormal
-    short/long mix with `long_share` of prompts long.  (The twin's scenarios draw theirs with
-    `infercast.twin.traffic.sample_lengths`, which floors prompts at 16 tokens; the twin's sources are pinned by the
-    published results, so the two are kept apart under different names.)
-
-    Short prompts are clipped to [1, short_max_tokens] and long ones to [short_max_tokens + 1, long_max_tokens], so
-    with the default short_max_tokens of 8192 exactly the long ones are "> 8k" prompts.  Outputs are lognormal around
-    output_median_tokens, clipped to [1, min(output_max_tokens, request_max_tokens)].
-    """
-    if not 0.0 <= long_share <= 1.0:
-        raise ValueError(f"long_share must be within [0, 1], got {long_share}")
-    is_long = rng.random(n) < long_share
-    z = rng.standard_normal(n)
-    short = np.clip(np.round(lengths.short_median_tokens * np.exp(lengths.sigma * z)), 1, lengths.short_max_tokens)
-    long_lo = min(lengths.short_max_tokens + 1, lengths.long_max_tokens)
-    long = np.clip(np.round(lengths.long_median_tokens * np.exp(lengths.sigma * z)), long_lo, lengths.long_max_tokens)
-    prompt = np.where(is_long, long, short).astype(np.int64)
-    out = rng.standard_normal(n)
-    # Clients cap generation with their max_tokens (request_max_tokens, where the config has it).
-    out_max = min(lengths.output_max_tokens, getattr(lengths, "request_max_tokens", lengths.output_max_tokens))
-    output = np.clip(np.round(lengths.output_median_tokens * np.exp(lengths.sigma * out)), 1, out_max)
-    return prompt, output.astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ from infercast.traces import (
     load_trace,
     long_share_series,
     rate_series,
-    servegen_lengths,
     servegen_rates,
 )
+from infercast.twin.traffic import sample_lengths
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"
 AZURE_CODE = DATA / "azure" / "AzureLLMInferenceTrace_code.csv"
@@ -187,14 +187,20 @@ def test_servegen_lengths_follow_the_long_share(language):
 
 
 def test_sample_lengths_medians():
+    """The one sampler of generated lengths (the twin's scenarios and ServeGen replays)."""
     rng = np.random.default_rng(0)
     ld = LengthDistribution()
-    prompt, output = servegen_lengths(20_000, ld, 0.0, rng)
+    prompt, output = sample_lengths(20_000, 0.0, ld, rng)
     assert np.median(prompt) == pytest.approx(ld.short_median_tokens, rel=0.03)
     assert np.median(output) == pytest.approx(ld.output_median_tokens, rel=0.03)
-    assert prompt.max() <= 8192 and output.max() <= ld.output_max_tokens
+    assert prompt.max() <= 8192 and output.max() <= ld.request_max_tokens
+    prompt, _ = sample_lengths(20_000, 1.0, ld, rng)
+    assert np.median(prompt) == pytest.approx(ld.long_median_tokens, rel=0.03) and prompt.min() > 8192
+
+
+def test_a_long_share_outside_0_1_is_refused():
     with pytest.raises(ValueError, match=r"long_share must be within \[0, 1\], got 1.5"):
-        servegen_lengths(3, ld, 1.5, rng)
+        load_trace(SG_LANGUAGE, long_share=1.5, end_s=600)
 
 
 def test_servegen_window_selection_counts():
