@@ -231,7 +231,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from infercast.config import load_config, resolve_scenario
+    from infercast.config import load_config, parse_listen, resolve_scenario
     from infercast.twin.fleet import build_fleet
 
     p = argparse.ArgumentParser(prog="serve_main", description="serve the twin's metrics and admin APIs")
@@ -239,11 +239,14 @@ def serve_main(argv: list[str] | None = None) -> int:
     p.add_argument("--listen", default="127.0.0.1:9410", help="HOST:PORT (default 127.0.0.1:9410)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1)")
     args = p.parse_args(argv)
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit() or args.speed <= 0:
-        p.error("--listen must be HOST:PORT and --speed positive")
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as e:
+        p.error(f"--listen: {e}")
+    if args.speed <= 0:
+        p.error("--speed must be positive")
     fleet = build_fleet(load_config(resolve_scenario(args.scenario)))
-    server = TwinServer(fleet, host, int(port)).start()
+    server = TwinServer(fleet, host, port).start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
