@@ -53,7 +53,7 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
     if calm:
         update |= {"events": (), "protections": cfg.protections.model_copy(update={"quota_lanes": {}})}
     cfg = cfg.model_copy(update=update)
-    ts = run_scenario(cfg, control="none", seed=seed, step_seconds=15.0).timeseries
+    ts = run_scenario(cfg, "none", seed=seed, step_seconds=15.0).timeseries
     df = ts[ts["pool"] == "v4-main"].sort_values("t")
     feats = {c: df[c].to_numpy(dtype=float) for c in ("rps", "long_share", "running", "waiting", "fragmentation")}
     h = History(df["t"].to_numpy(dtype=float), df["kv_usage_max"].to_numpy(dtype=float), feats, f"seed{seed}")
