@@ -67,27 +67,11 @@ GOALS = {
 # measuring
 
 
-def _args(trace: str, series: str, **kw) -> argparse.Namespace:
-    base = dict(
-        trace=trace,
-        series=series,
-        horizon=300.0,
-        step=15.0,
-        threshold=None,
-        warmup=300.0,
-        refit=1800.0,
-        config=None,
-        start=None,
-        end=None,
-        models=None,
-        lstm=None,
-        no_lstm=False,
-        no_prophet=False,
-        json=True,
-        plot=None,
-    )
-    base.update(kw)
-    return argparse.Namespace(**base)
+def _opts(series: str, **kw):
+    """`infercast backtest --series SERIES`'s options, as the command's defaults set them."""
+    from predictors.evaluate import BacktestOptions
+
+    return BacktestOptions(series=series, **kw)
 
 
 def _ratio(a, b):
@@ -114,7 +98,7 @@ def _uncalibrated(lstm):
 
 def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
     from predictors import registry
-    from predictors.backtest_cli import backtest, load_series
+    from predictors.evaluate import backtest, load_series
 
     lstm, _ = registry.load_lstm()
     extra = [_uncalibrated(lstm)] if lstm is not None else []
@@ -125,7 +109,7 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
         t0 = time.perf_counter()
         plot = str(plot_dir / f"kv-{name}.png") if plot_dir else None
         try:
-            res = backtest(load_series(_args(trace, "kv")), _args(trace, "kv", plot=plot), extra_models=extra)
+            res = backtest(load_series(trace, _opts("kv")), _opts("kv", plot=plot), extra_models=extra)
         except Exception as e:  # one broken input must not lose the other traces' figures
             print(f"# {name}: FAILED: {e}\n", flush=True)
             continue
@@ -148,7 +132,7 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
 
 
 def _kv_text(name: str, res: dict) -> str:
-    from predictors.backtest_cli import table
+    from predictors.evaluate import table
 
     g = res["goal"]
     lines = [table(res), f"# sizing: {res['meta'].get('sizing', res['meta'].get('fleet'))}"]
@@ -165,14 +149,14 @@ def _kv_text(name: str, res: dict) -> str:
 
 def rps_section(root: Path, names: list[str]) -> dict:
     """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
-    from predictors.backtest_cli import backtest, load_series, table
+    from predictors.evaluate import backtest, load_series, table
 
     out = {}
     for name in names:
         spec = KV_TRACES[name]
         trace = spec if spec.startswith("scenario:") else str(root / spec)
         try:
-            res = backtest(load_series(_args(trace, "rps")), _args(trace, "rps"))
+            res = backtest(load_series(trace, _opts("rps")), _opts("rps"))
         except Exception as e:
             print(f"# {name} rps: FAILED: {e}\n", flush=True)
             continue

@@ -10,7 +10,7 @@ Three sections, each printed as ratios against a baseline measured in the same r
    `predict_linear(x[15m], 300)`'s and over the best classical baseline's (Holt-Winters, Kalman), band coverage
    and breach detection at 0.75.  The same network with its band calibration switched off (factors 1) is scored
    in the same run as `lstm_raw`, so the calibration's effect is read off one table.  The KV series are built
-   exactly as `infercast backtest --series kv` builds them (`predictors.backtest_cli.load_series`: the twin on a
+   exactly as `infercast backtest --series kv` builds them (`predictors.evaluate.load_series`: the twin on a
    fleet sized per trace); when the twin is not importable, the fluid pool model of `predictors.pretrain_data`
    stands in, and the table says so.
 2. inference: `forecast_many` on 1,000 series, against predict_linear's `forecast` on the same series.
@@ -44,10 +44,9 @@ def _kv_series(spec: str) -> tuple[History, str]:
     """The KV series `infercast backtest --series kv --trace SPEC` scores, and how it was made."""
     try:
         import infercast.twin.run  # noqa: F401
-        from predictors.backtest_cli import load_series
+        from predictors.evaluate import BacktestOptions, load_series
 
-        ns = argparse.Namespace(trace=spec, series="kv", step=15.0, config=None, start=None, end=None)
-        data = load_series(ns)
+        data = load_series(spec, BacktestOptions(series="kv", step=15.0))
         return data.history, "twin"
     except ImportError:
         from infercast.traces import load_trace

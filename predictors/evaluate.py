@@ -1,0 +1,280 @@
+"""Score forecasters on a series from a trace or a scenario: the library behind `infercast backtest`
+(`predictors.backtest_cli` parses the flags and prints; the benches call these directly).
+
+`load_series` builds the series (I/O: reads the trace, runs the twin for `kv`); `backtest` runs the pure rolling
+origin backtest (`predictors.backtest`) on it and returns one JSON-ready object; `table` formats that object.
+Wherever a threshold is set (always for `kv`), the two degenerate references of `predictors.reference`,
+`always_alarm` and `never_alarm`, are scored beside the models (also with `models=`), so a breach score can be
+read against a pager that always pages and one that never does.
+
+Series:
+- `rps`: requests per second straight from the trace, per `step` bin (ServeGen: its 600 s windows, so the
+  horizon is at least one window there); covariate `long_share`.
+- `kv`: the trace replayed through the fleet twin on a fleet sized so that the trace's busiest minutes push KV
+  usage above 0.75, fixed for the whole replay (`predictors.sizing.sized_fleet`).  The sizing looks at the
+  whole trace, as an operator sizing a test fleet would; the forecasters never do.  The series is the KV usage of
+  the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
+  covariates.
+- `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) instead of a trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from predictors.base import History
+from predictors.reference import references
+from predictors.sizing import sized_fleet
+
+#: The degenerate references (`predictors.reference`) every report with a threshold scores beside the models.
+REFERENCE_NAMES = ("always_alarm", "never_alarm")
+
+
+DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
+COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
+
+
+@dataclass(frozen=True)
+class BacktestOptions:
+    """What to build and how to score it: the flags of `infercast backtest`, with its defaults."""
+
+    series: str = "kv"  # "kv": KV usage through the twin; "rps": request rate
+    horizon: float = 300.0
+    step: float = 15.0
+    threshold: float | None = None  # None: 0.75 for kv, no breach scores for rps
+    warmup: float = 300.0
+    refit: float = 1800.0
+    config: str | None = None  # the fleet file the twin sizes from (None: examples/flash-sale.yaml)
+    start: float | None = None
+    end: float | None = None
+    models: str | None = None  # comma-separated subset
+    lstm: str | None = None  # an LSTM model file (None: the shipped one)
+    no_lstm: bool = False
+    no_prophet: bool = False
+    plot: str | None = None  # a PNG to write
+    aggregate: str = "max"  # kv: the pool's fullest instance, or "mean"
+
+    @classmethod
+    def from_namespace(cls, ns) -> BacktestOptions:
+        """From parsed flags (`infercast backtest`): the attributes this class has, the rest ignored."""
+        return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if hasattr(ns, f.name)})
+
+
+@dataclass
+class SeriesData:
+    history: History
+    name: str
+    series: str
+    meta: dict = field(default_factory=dict)
+    events: tuple = ()
+
+
+#: The twin's column per KV aggregate: the mean over the pool's up instances, or its fullest instance.
+KV_COLUMN = {"mean": "kv_usage", "max": "kv_usage_max"}
+
+
+def _pool_history(ts, name: str, aggregate: str = "max") -> tuple[History, dict]:
+    """The KV series (`aggregate` over instances) of the pool with the highest peak, with its covariates, from a
+    twin timeseries frame."""
+    col = KV_COLUMN[aggregate]
+    peaks = ts.groupby("pool")[col].max()
+    pool = str(peaks.idxmax())
+    df = ts[ts["pool"] == pool].sort_values("t")
+    t = df["t"].to_numpy(dtype=float)
+    feats = {c: df[c].to_numpy(dtype=float) for c in COVARIATES if c in df.columns}
+    h = History(t, df[col].to_numpy(dtype=float), feats, f"{name}/{pool}")
+    version = str(df["version"].iloc[0]) if "version" in df.columns else ""
+    return h, {
+        "pool": pool,
+        "version": version,
+        "aggregate": aggregate,
+        "pool_peaks": {str(k): round(float(v), 4) for k, v in peaks.items()},
+    }
+
+
+def load_series(spec: str, args: BacktestOptions) -> SeriesData:
+    """The series to score: `spec` a trace file, a ServeGen directory or `scenario:NAME`."""
+    from infercast.config import load_config, resolve_scenario
+
+    step = float(args.step)
+    if spec.startswith("scenario:"):
+        from infercast.twin.run import run_scenario
+
+        cfg = load_config(resolve_scenario(spec.split(":", 1)[1]))
+        if cfg.scenario is None:
+            raise ValueError(f"{spec} has no scenario section")
+        res = run_scenario(cfg, step_seconds=step)
+        ts = res.timeseries
+        name = spec
+        if args.series == "kv":
+            h, meta = _pool_history(ts, name, args.aggregate)
+        else:
+            col = "offered_rps" if "offered_rps" in ts.columns else "rps"
+            agg = ts.groupby("t")[col].max() if col == "offered_rps" else ts.groupby("t")[col].sum()
+            t = agg.index.to_numpy(dtype=float)
+            h = History(t, agg.to_numpy(dtype=float), {}, f"{name}/rps")
+            meta = {"rps": "offered load" if col == "offered_rps" else "sum over pools of the traffic routed"}
+        meta["fleet"] = {p: c.nodes for p, c in cfg.pools.items()}
+        return SeriesData(h, name, args.series, meta, tuple(cfg.events))
+
+    from infercast.traces import detect_format, load_trace, long_share_series, rate_series, servegen_rates
+
+    path = Path(spec)
+    fmt = detect_format(path)
+    if args.series == "rps" and fmt == "servegen":
+        t, r = servegen_rates(path, args.start, args.end)
+        return SeriesData(History(t, r, {}, f"{path.name}/rps"), path.name, "rps", {"format": fmt, "step_s": 600.0})
+    start, end, note = args.start, args.end, None
+    if fmt == "servegen" and args.series == "kv" and start is None and end is None:
+        # Days of ServeGen at request level are millions of generated arrivals: replay its busiest hour.
+        t, r = servegen_rates(path)
+        hourly = np.convolve(np.nan_to_num(r), np.ones(6) / 6, mode="valid")
+        start = float(t[int(np.argmax(hourly))])
+        end = start + 3600.0
+        note = f"ServeGen: replaying its busiest hour, [{start:g}, {end:g}) s"
+    trace = load_trace(path, start_s=start, end_s=end)
+    if args.series == "rps":
+        t, r = rate_series(trace, step)
+        _, share = long_share_series(trace, step)
+        h = History(t, r, {"rps": r, "long_share": share}, f"{trace.name}/rps")
+        return SeriesData(h, trace.name, "rps", {"format": fmt, "requests": len(trace)})
+    base = load_config(args.config or DEFAULT_FLEET)
+    _, res, how = sized_fleet(trace, base, step)
+    h, meta = _pool_history(res.timeseries, trace.name, args.aggregate)
+    meta.update({"format": fmt, "requests": len(trace), "sizing": how})
+    if note:
+        meta["window"] = note
+    return SeriesData(h, trace.name, "kv", meta)
+
+
+def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = ()) -> dict:
+    """Run and score every model on the series; the JSON object the command prints.  `extra_models` (forecasters,
+    e.g. a variant a bench compares) are scored beside the registry's."""
+    from infercast.config import load_config
+    from predictors import deployed, registry
+    from predictors.backtest import run_backtest, score_runs
+
+    threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
+    lstm = False if args.no_lstm else (args.lstm or True)
+    models, notes = registry.models_for(data.series, events=data.events, prophet=not args.no_prophet, lstm=lstm)
+    # What the predictor service would run on this series, built as the service builds it (its online band state
+    # starts fresh, as after a restart), scored as deployed: `service_model` names it.
+    fleet = load_config(args.config or DEFAULT_FLEET)
+    prophet = any(m.name == "prophet" for m in models)
+    lstm_model = next((m for m in models if m.name == "lstm"), None)
+    service = deployed.service_forecaster(
+        data.series, fleet.predictor, lstm=lstm_model, prophet=prophet, events=data.events
+    )
+    models.append(service)
+    if args.models:
+        wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = set(wanted) - {m.name for m in models} - set(REFERENCE_NAMES)
+        if unknown:
+            notes.append(f"not available for this series: {', '.join(sorted(unknown))}")
+        models = [m for m in models if m.name in wanted]
+    models += list(extra_models)
+    if threshold is not None:  # the degenerate references are in every report that has breach scores
+        models += references(threshold, registry.CLIP[data.series])
+    h = data.history
+    horizon = max(float(args.horizon), h.step)
+    if horizon != args.horizon:
+        notes.append(f"horizon raised to one sample step ({h.step:g} s)")
+    warmup = max(float(args.warmup), h.step * 2)
+    runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
+    policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
+    scores = score_runs(h, runs, horizon, threshold, policy)
+    result = {
+        "trace": data.name,
+        "series": data.series,
+        "service_model": service.name,
+        "horizon_s": horizon,
+        "step_s": h.step,
+        "threshold": threshold,
+        "samples": len(h.t),
+        "span_s": float(h.t[-1] - h.t[0]),
+        "warmup_s": warmup,
+        "refit_s": float(args.refit),
+        "meta": data.meta,
+        "notes": notes,
+        "models": scores,
+    }
+    if args.plot:
+        from predictors.plot import plot_backtest
+
+        shown = {k: v for k, v in runs.items() if k not in REFERENCE_NAMES}
+        plot_backtest(h, shown, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
+        result["plot"] = str(args.plot)
+    return result
+
+
+def _fmt(v, nd: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}g}"
+    return str(v)
+
+
+def table(result: dict) -> str:
+    """The scores as a fixed-width text table."""
+    cols = (
+        "model",
+        "mae",
+        "peak_mae",
+        "coverage",
+        "pinball",
+        "f1",
+        "precision",
+        "recall",
+        "events",
+        "lead_s",
+        "fa/h",
+        "fit_s",
+        "pred_ms",
+    )
+    rows = [cols]
+    for name, s in result["models"].items():
+        b = s.get("breach") or {}
+        pred = s.get("predict_seconds_per_series")
+        rows.append(
+            (
+                name,
+                _fmt(s.get("mae")),
+                _fmt(s.get("peak_mae")),
+                _fmt(s.get("coverage"), 3),
+                _fmt(s.get("pinball")),
+                _fmt(b.get("origin_f1"), 3),
+                _fmt(b.get("origin_precision"), 3),
+                _fmt(b.get("origin_recall"), 3),
+                _fmt(b.get("event_recall"), 3),
+                _fmt(b.get("median_lead_seconds"), 4),
+                _fmt(b.get("false_alarms_per_hour"), 3),
+                _fmt(s.get("fit_seconds"), 3),
+                _fmt(pred * 1000 if pred is not None else None, 3),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    lines = [
+        f"# {result['trace']} series={result['series']} horizon={result['horizon_s']:g}s step={result['step_s']:g}s "
+        f"samples={result['samples']} threshold={result['threshold']}"
+    ]
+    first = next(iter(result["models"].values()), {})
+    if "breach" in first:
+        b = first["breach"]
+        lines.append(
+            f"# breach scores at {b['threshold']:g}: {b['origins_scored']} origins below it, "
+            f"{b['origins_crossing']} of them crossing within the horizon; {b['breaches']} crossings "
+            "(f1/precision/recall over origins, events = share of crossings paged ahead, lead_s = median lead, "
+            "fa/h = false-alarm episodes per hour)"
+        )
+    for r in rows:
+        lines.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+    for n in result["notes"]:
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
