@@ -60,3 +60,33 @@ def test_the_readme_table_sets_the_lstm_against_the_baselines_and_both_reference
     assert sum(m.startswith("predict_linear") for m in models) == 4
     # Every part renders from the published JSON.
     assert all(tables[part](RESULT) for part in tables)
+
+
+def test_the_level_bound_is_what_the_best_level_forecast_reaches():
+    """`level_bound` on a series that is a random walk plus noise (level steps 1.5x the noise's spread): the bound
+    it derives from the differences' autocorrelation is the RMS error ratio the optimal exponential smoothing (the
+    local-level model's Kalman filter) reaches against the last value."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from predictors.base import History
+
+    rng = np.random.default_rng(5)
+    n, q = 40_000, 1.5**2
+    y = 100 + np.cumsum(rng.normal(0, np.sqrt(q), n)) + rng.normal(0, 1, n)
+    t = np.arange(n) * 600.0
+    gain = (q + np.sqrt(q * q + 4 * q)) / 2
+    alpha = gain / (gain + 1)
+    level, ses = y[0], []
+    for v in y[:-1]:
+        level = alpha * v + (1 - alpha) * level
+        ses.append(level)
+
+    def run(preds):
+        return SimpleNamespace(forecasts=[SimpleNamespace(t=t[i + 1 : i + 2], yhat=[p]) for i, p in enumerate(preds)])
+
+    out = _bench().level_bound(History(t, y, {}, "rw"), {"last_value": run(y[:-1]), "ses": run(ses)})
+    assert abs(out["diff_autocorrelation"] + 1 / (q + 2)) < 0.02, out  # rho = -1 / (q + 2)
+    assert out["rms_ratio"]["last_value"] == 1.0
+    assert abs(out["rms_ratio"]["ses"] - out["best_rms_ratio"]) < 0.01, out
