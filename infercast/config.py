@@ -363,6 +363,12 @@ class PredictorConfig(Strict):
     min_history_points: PosInt = 20
     stale_after_seconds: PosFloat = 120.0
     model_file: str | None = None
+    time_scale: PosFloat = Field(
+        1.0,
+        description="simulated seconds per wall second of the fleet it watches: 1 in production; a stack over a twin "
+        "run faster than real time (`--twin-speed S`) sets S, and the durations here are then wall seconds, so the "
+        "LSTM, trained in the fleet's own time, reads its history at S times its step (`predictors.timescale`)",
+    )
     band_adaptation: Annotated[float, Field(ge=0)] = Field(
         0.05, description="adaptive conformal step (log-width per forecast) of the online band calibration; 0 = off"
     )

@@ -59,6 +59,7 @@ from predictors.publish import (
     last_success_sample,
     skipped_sample,
 )
+from predictors.timescale import TimeScaled
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,8 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
     if lstm is None and pc.model_file is None and "no model file" in note:
         log.info("predictor: %s; forecasting KV usage with %s", note, registry.BEST_BASELINE["kv"])
         return None, None
+    if lstm is not None and pc.time_scale != 1.0:
+        lstm = TimeScaled(lstm, pc.time_scale)  # a fleet on a faster clock: the model reads it in its own time
     if lstm is not None:
         params = getattr(lstm, "params", None)
         step, horizon = getattr(params, "step_s", None), getattr(params, "horizon_s", None)

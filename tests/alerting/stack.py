@@ -141,6 +141,7 @@ def scaled_fleet(tmp: Path, speed: float, doc: dict, started: float, warmup: flo
         "event_onset_seconds": PredictorConfig().event_onset_seconds / speed,
         "forecast_interval_seconds": 0.5,
         "min_history_points": 8,
+        "time_scale": speed,  # the shipped LSTM reads the fleet in its own time (predictors/timescale.py)
         **predictor,
     }
     doc["events"] = events_on_wall_clock(doc.get("events") or [], started, warmup, speed)

@@ -1,10 +1,11 @@
 """A calm fleet pages nobody: 30 simulated minutes of the flash-sale fleet's regular traffic (0.8x its 200 req/s, no
-sale, no calendar event) through the real exporter, predictor, Prometheus (the generated rules, every `for:` scaled to
-the twin's speed) and Alertmanager (the generated routes): no plain alert fires, and nothing reaches the pager.
+sale, no calendar event) through the real exporter, predictor (the shipped LSTM, reading the accelerated fleet in
+its own time: `predictor.time_scale`), Prometheus (the generated rules, every `for:` scaled to the twin's speed)
+and Alertmanager (the generated routes): no alert fires, predictive or plain, and nothing notifies any team.
 
-Not yet met (issue 10): the predictive warning `InfercastKVCacheForecastBreach` is not always quiet here; the upper
-band of the fullest instance's forecast crosses 0.75 in some runs, which notifies the serving chat and the actuator's
-webhook.  The test asserts that it is the only thing that notifies and that it never pages.
+Until the predictor read an accelerated fleet in its own time, it refused the LSTM here (trained at a 15 s step,
+offered 0.75 s) and ran the Kalman fallback, whose online band grew to the ceiling on the spiky fullest-instance
+series and paged the serving chat in some runs.
 
 The plain alerts' thresholds were reviewed against this run (docs/alerting.md): on a calm twin the fullest v4
 instance's fragmentation spends minutes above 0.20 while the pool's mean stays under it, which paged the serving team
@@ -65,20 +66,14 @@ def test_thirty_calm_minutes_page_nobody(tmp_path):
             )
             assert forecasts, f"the predictor published no forecast: {stack.logs()}"
             firing = stack.query_range('ALERTS{alertstate="firing"}', stack.started, end, 1.0)
-            plain = sorted({m["alertname"] for m, _, _ in firing if m.get("kind") != "predictive"})
-            assert plain == [], f"plain alerts fired on a calm fleet: {plain}"
-            # The predictive warning is not quiet yet (issue 10 open): the upper band of the fullest v4 instance's
-            # forecast crosses 0.75 now and then on this fleet, whose fullest instance runs at 0.4-0.7 with spikes.
-            # What holds: it is the only thing that notifies, and only the serving chat and the actuator's webhook
-            # (a warning), never a pager.
-            predictive = sorted({m["alertname"] for m, _, _ in firing if m.get("kind") == "predictive"})
-            assert set(predictive) <= {"InfercastKVCacheForecastBreach"}, predictive
+            fired = sorted({(m["alertname"], m.get("kind", "plain")) for m, _, _ in firing})
+            assert fired == [], f"alerts fired on a calm fleet: {fired}"
+            models = stack.query_range(
+                'count by (model) (infercast_forecast_kv_cache_usage_ratio{aggregate="max"})', stack.started, end, 5.0
+            )
+            assert {m["model"] for m, _, _ in models} == {"lstm_aci"}, "the calm fleet was not forecast by the LSTM"
             time.sleep(2)  # a notification already on its way
             received = [(n.path, n.alertnames) for n in stack.hook.received()]
-            for path, alertnames in received:
-                assert set(alertnames) <= {"InfercastKVCacheForecastBreach"}, received
-                assert path.strip("/").split("/")[0] in ("chat", "actuator"), received  # never the pager
-            if received:
-                print(f"calm run: predictive warnings notified {len(received)} time(s): {received}")
+            assert received == [], f"a calm fleet notified: {received}"
     except ServerUnavailable as e:
         pytest.skip(str(e))

@@ -317,6 +317,41 @@ def test_shipped_model_trained_at_another_step_is_refused_with_the_reason(repo_r
     assert ("", "kv:lstm", "model_error") in _skips(out)
 
 
+def test_a_fleet_on_a_faster_clock_gets_the_shipped_model_in_its_own_time(repo_root):
+    """A twin at 10x (the accelerated test stacks): every predictor duration divided by 10 and `time_scale: 10`.
+    The shipped LSTM serves it (without `time_scale` it is refused, as above), and forecasts exactly what it forecasts
+    for the same fleet on the real clock: the same KV path, requests counted 10x faster per wall second."""
+    fleet = load_config(repo_root / "examples" / "flash-sale.yaml").model_copy(update={"events": ()})
+    s = 10.0
+    real = _cfg(horizon_seconds=300.0)
+    fast = _cfg(
+        horizon_seconds=30.0,
+        step_seconds=1.5,
+        history_seconds=360.0,
+        refit_interval_seconds=180.0,
+        stale_after_seconds=12.0,
+        time_scale=s,
+    )
+    kv = lambda k: 0.35 + 0.2 * np.sin(k / 9.0) + 0.002 * k  # noqa: E731 - the path, per 15 s step
+    out = {}
+    for name, pc, step in (("real", real, 15.0), ("fast", fast, 15.0 / s)):
+        loop = PredictorLoop.from_config(fleet.model_copy(update={"predictor": pc}), rps_model="kalman")
+        assert loop.lstm is not None and loop.lstm_error is None, name
+        st = MemoryStore()
+        for k in range(120):
+            for inst in ("n1", "n2"):
+                st.write(KV, {**POOL, "instance": inst}, T0 + k * step, kv(k))
+                labels = {**POOL, "instance": inst, "priority": "normal", "outcome": "ok"}
+                st.write(REQ, labels, T0 + k * step, 25.0 * 15.0 * k)  # 50 req/s of the fleet's time
+        samples = loop.tick(T0 + 119 * step, st)
+        out[name] = {
+            (d["aggregate"], d["ml_forecast"]): (d["model"], round(x.value, 6))
+            for x in samples
+            if x.name == "infercast_forecast_kv_cache_usage_ratio" and (d := x.label_dict)["pool"] == "v4-main"
+        }
+    assert out["fast"] == out["real"] and out["real"][("max", "yhat")][0] == "lstm_aci", out
+
+
 def test_shipped_model_is_the_kv_model_by_default(repo_root):
     lstm, _ = registry.load_lstm()
     assert lstm is not None, "the shipped LSTM model file (predictors/models/) is missing"

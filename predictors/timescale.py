@@ -1,0 +1,58 @@
+"""A model trained in a fleet's own time, serving a fleet whose clock runs `scale` times faster than the wall
+clock: a twin at `--twin-speed S`, which the accelerated test stacks and demos watch.  Pure.
+
+Such a stack divides every duration of the predictor by S (a 15 s step becomes 0.75 s at 20x), so a model trained at
+a 15 s step would be refused (`predictors.service`) and the stack would be scored on the fallback baseline, not on
+the model the service runs in production.  `TimeScaled` hands the model the history in the fleet's time instead:
+times multiplied by S, and request rates, which the store computes per wall second, divided by S; its forecast comes
+back on the wall clock.  Nothing else changes: KV usage, running and waiting requests, long-context share and
+fragmentation do not depend on the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+
+#: covariates that are rates per second, which a faster clock multiplies
+RATE_FEATURES = ("rps",)
+
+
+@dataclass
+class TimeScaled:
+    inner: Forecaster
+    scale: float
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ValueError(f"time scale must be positive, got {self.scale}")
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return getattr(self.inner, "band", DEFAULT_BAND)
+
+    @property
+    def params(self):
+        """The inner model's parameters with its step and horizon on the wall clock (what the service checks)."""
+        p = getattr(self.inner, "params", None)
+        if p is None:
+            return None
+        return replace(p, step_s=p.step_s / self.scale, horizon_s=p.horizon_s / self.scale)
+
+    def fit(self, histories: list[History]) -> TimeScaled:
+        self.inner.fit([self.to_fleet_time(h) for h in histories])
+        return self
+
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
+        fc = self.inner.forecast(self.to_fleet_time(history), horizon_s * self.scale)
+        return Forecast(fc.t / self.scale, fc.yhat, fc.yhat_lower, fc.yhat_upper, fc.band, fc.model)
+
+    def to_fleet_time(self, h: History) -> History:
+        s = self.scale
+        feats = {k: (v / s if k in RATE_FEATURES else v) for k, v in h.features.items()}
+        return History(h.t * s, h.y, feats, h.series_id)
