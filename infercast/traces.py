@@ -610,7 +610,8 @@ def _load_servegen(
         )
     rng = np.random.default_rng(seed)
     arrivals = _servegen_arrivals(table, start, end, rng) - start
-    # ServeGen's rate windows carry no lengths: drawn as the twin's scenarios draw theirs
+    # ServeGen's rate windows carry no lengths: drawn as the twin's scenarios draw theirs (imported here, so that
+    # loading an Azure or Mooncake trace does not load the twin)
     from infercast.twin.traffic import sample_lengths
 
     prompt, output = sample_lengths(len(arrivals), long_share, lengths, rng)

@@ -181,23 +181,26 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
     if lstm is None and pc.model_file is None and "no model file" in note:
         log.info("predictor: %s; forecasting KV usage with %s", note, registry.BEST_BASELINE["kv"])
         return None, None
-    if lstm is not None and pc.time_scale != 1.0:
-        lstm = TimeScaled(lstm, pc.time_scale)  # a fleet on a faster clock: the model reads it in its own time
+    scale = pc.time_scale  # the model's step and horizon are in the fleet's own time
+    at = f" (x time_scale {scale:g})" if scale != 1.0 else ""
     if lstm is not None:
         params = getattr(lstm, "params", None)
         step, horizon = getattr(params, "step_s", None), getattr(params, "horizon_s", None)
-        if step is not None and abs(step - pc.step_seconds) > 1e-9:
-            note = f"lstm skipped: trained at a {step:g} s step, predictor.step_seconds is {pc.step_seconds:g}"
+        if step is not None and abs(step - pc.step_seconds * scale) > 1e-9:
+            note = f"lstm skipped: trained at a {step:g} s step, predictor.step_seconds is {pc.step_seconds:g}{at}"
             lstm = None
-        elif horizon is not None and horizon + 1e-9 < pc.horizon_seconds:
-            note = f"lstm skipped: forecasts {horizon:g} s ahead, predictor.horizon_seconds is {pc.horizon_seconds:g}"
+        elif horizon is not None and horizon + 1e-9 < pc.horizon_seconds * scale:
+            note = (
+                f"lstm skipped: forecasts {horizon:g} s ahead, predictor.horizon_seconds is {pc.horizon_seconds:g}{at}"
+            )
             lstm = None
     if lstm is None:
         log.warning(
             "predictor: %s; forecasting KV usage with the baseline %s instead", note, registry.BEST_BASELINE["kv"]
         )
         return None, note
-    return lstm, None
+    # a fleet on a faster clock: the model reads it in its own time
+    return (TimeScaled(lstm, scale) if scale != 1.0 else lstm), None
 
 
 @dataclass

@@ -1,17 +1,18 @@
 """A model trained in a fleet's own time, serving a fleet whose clock runs `scale` times faster than the wall
 clock: a twin at `--twin-speed S`, which the accelerated test stacks and demos watch.  Pure.
 
-Such a stack divides every duration of the predictor by S (a 15 s step becomes 0.75 s at 20x), so a model trained at
-a 15 s step would be refused (`predictors.service`) and the stack would be scored on the fallback baseline, not on
-the model the service runs in production.  `TimeScaled` hands the model the history in the fleet's time instead:
-times multiplied by S, and request rates, which the store computes per wall second, divided by S; its forecast comes
+Such a stack divides every duration of the predictor by S (a 15 s step becomes 0.75 s at 20x).  Without
+`predictor.time_scale` the service compares the model's 15 s step with 0.75 s, refuses it and runs the fallback
+baseline, so the stack would not be scored on the model the service runs in production.  With it, the service
+compares steps in the fleet's time, and `TimeScaled` hands the model the history in that time: times multiplied by
+S, and request rates, which the store computes per wall second, divided by S; its forecast comes
 back on the wall clock.  Nothing else changes: KV usage, running and waiting requests, long-context share and
 fragmentation do not depend on the clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
 
@@ -35,14 +36,6 @@ class TimeScaled:
     @property
     def band(self) -> tuple[float, float]:
         return getattr(self.inner, "band", DEFAULT_BAND)
-
-    @property
-    def params(self):
-        """The inner model's parameters with its step and horizon on the wall clock (what the service checks)."""
-        p = getattr(self.inner, "params", None)
-        if p is None:
-            return None
-        return replace(p, step_s=p.step_s / self.scale, horizon_s=p.horizon_s / self.scale)
 
     def fit(self, histories: list[History]) -> TimeScaled:
         self.inner.fit([self.to_fleet_time(h) for h in histories])

@@ -5,7 +5,7 @@ and Alertmanager (the generated routes): no alert fires, predictive or plain, an
 
 Until the predictor read an accelerated fleet in its own time, it refused the LSTM here (trained at a 15 s step,
 offered 0.75 s) and ran the Kalman fallback, whose online band grew to the ceiling on the spiky fullest-instance
-series and paged the serving chat in some runs.
+series and notified the serving chat in some runs.
 
 The plain alerts' thresholds were reviewed against this run (docs/alerting.md): on a calm twin the fullest v4
 instance's fragmentation spends minutes above 0.20 while the pool's mean stays under it, which paged the serving team

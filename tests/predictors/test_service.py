@@ -352,6 +352,17 @@ def test_a_fleet_on_a_faster_clock_gets_the_shipped_model_in_its_own_time(repo_r
     assert out["fast"] == out["real"] and out["real"][("max", "yhat")][0] == "lstm_aci", out
 
 
+def test_on_a_faster_clock_the_step_is_compared_in_the_fleets_time(repo_root, caplog):
+    """time_scale 10 with a 3 s step is a 30 s step of the fleet's time: the 15 s model is refused, and the log says
+    which step it was offered."""
+    cfg = load_config(repo_root / "examples" / "flash-sale.yaml")
+    cfg = cfg.model_copy(update={"predictor": _cfg(step_seconds=3.0, horizon_seconds=30.0, time_scale=10.0)})
+    with caplog.at_level(logging.WARNING):
+        loop = PredictorLoop.from_config(cfg, rps_model="kalman")
+    assert loop.lstm is None
+    assert "trained at a 15 s step, predictor.step_seconds is 3 (x time_scale 10)" in caplog.text
+
+
 def test_shipped_model_is_the_kv_model_by_default(repo_root):
     lstm, _ = registry.load_lstm()
     assert lstm is not None, "the shipped LSTM model file (predictors/models/) is missing"
