@@ -15,8 +15,10 @@ The same accounting for every arm (`RunResult.summary`):
 - With a fault injected (`scenario.faults`), the load test is what runs before it: P99, goodput and memory
   efficiency are measured until the first injected fault (`measured_until_seconds`), recovery after it (seed 004
   measures its table in a load test and recovery in a fault-injection test; the scenario runs them back to back).
-- `recovery_seconds`: from the first injected fault (a scenario with `faults`), or else from the end of the surge
-  (a scenario whose load comes back down), or else from the first fault (an OOM or a breaker opening), until the
+- `recovery_seconds`: from the first injected fault (a scenario with `faults`) -- or, when the fleet was already
+  failing then, from the first fault of that failure (an OOM or a breaker opening it had not recovered from: a kill
+  that lands on a node already down starts no clock) -- or else from the end of the surge (a scenario whose load
+  comes back down), or else from the first fault (an OOM or a breaker opening), until the
   moment from which the fleet serves again: the P99 of the urgent requests sent in the 10 s from then (or in as
   many 10 s windows, up to 60 s, as hold 100 urgent requests) — counting urgent requests that were refused or
   lost as infinitely late, except 400s, which are the client's fault — is under the urgent SLO and no breaker is
@@ -89,8 +91,9 @@ def summarise(fleet: Fleet, surge_start: float | None, surge_end: float | None =
     first_oom = next((t for t, why in crashes if why == "oom"), None)
     first_crash = crashes[0][0] if crashes else None  # an OOM or an injected fault
     faults = [t for t in (first_crash, r.breaker_log[0][1] if r.breaker_log else None) if t is not None]
-    if injected:  # a fault-injection test: recovery from the injected fault
-        since = injected[0] if injected[0] < end else None
+    if injected:  # a fault-injection test: recovery from the injected fault, or the failure it landed in
+        own = [t for t, why in crashes if why == "oom"] + [opened for _, opened, _ in r.breaker_log]
+        since = failing_since(fleet, own, injected[0]) if injected[0] < end else None
     elif surge_end is not None and surge_end < end:
         since = surge_end
     else:
@@ -158,6 +161,25 @@ def recovery(fleet: Fleet, since: float | None) -> tuple[float | None, bool]:
         if all(ok[i : i + hold + 1]):
             return round(float(checks[i] - since), 1), True
     return round(float(fleet.now - since), 1), False
+
+
+def failing_since(fleet: Fleet, faults: list[float], injected: float) -> float:
+    """When the failure the injected fault lands in began: `injected` if the fleet was serving well then, else the
+    first of `faults` (its own OOMs and breaker openings) that it had not recovered from by then.  Seed 004 measures
+    recovery from the anomaly (异常恢复时间): on an unprotected bed that has been crashing since the load test began,
+    the kill at its end may strike a node already down, and the clock must not restart there."""
+    recovered_at = -math.inf
+    for f in sorted(faults):
+        if f >= injected:
+            break
+        if f < recovered_at:  # part of a failure the fleet had recovered from
+            continue
+        rec, ok = recovery(fleet, f)
+        if ok and f + rec + RECOVERY_HOLD_SECONDS <= injected:
+            recovered_at = f + rec
+            continue
+        return f
+    return injected
 
 
 def _action_fields(a) -> dict:

@@ -21,7 +21,7 @@ from infercast.twin.fleet import PoolLive
 from infercast.twin.layout import protected_layout
 from infercast.twin.requests import PriorityQueue, Requests
 from infercast.twin.router import LatencyBook
-from infercast.twin.run import recovery
+from infercast.twin.run import failing_since, recovery
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +199,20 @@ def test_recovery_is_when_urgent_requests_are_served_again_not_when_a_window_for
     assert recovery(_book_fleet(lost_until=100.0, breaker=(100.0, 130.0)), since=100.0) == (30.0, True)
     # losses to the end: never, and the figure runs to the end of the run
     assert recovery(_book_fleet(lost_until=400.0), since=100.0) == (200.0, False)
+
+
+def test_a_fault_injected_into_a_failing_fleet_is_timed_from_the_failure_it_landed_in():
+    """Seed 004's recovery is from the anomaly: a kill at 200 s that lands on a fleet failing since an OOM at 50 s
+    is timed from 50 s (the kill may strike a node already down); a fleet that had recovered from that OOM by then
+    is timed from the kill."""
+    failing = _book_fleet(lost_until=260.0)  # nothing served from the start until 260 s
+    assert failing_since(failing, faults=[50.0, 120.0], injected=200.0) == 50.0
+    assert recovery(failing, since=50.0) == (210.0, True)
+    recovered = _book_fleet(lost_until=80.0)  # served again from 80 s, held well before the kill
+    assert failing_since(recovered, faults=[50.0], injected=200.0) == 200.0
+    # a fault after the kill is not the kill's failure; no earlier fault: from the kill
+    assert failing_since(failing, faults=[250.0], injected=200.0) == 200.0
+    assert failing_since(failing, faults=[], injected=200.0) == 200.0
 
 
 def test_bad_protections_get_clear_errors(cfg):
