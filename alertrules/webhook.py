@@ -129,13 +129,18 @@ class WebhookRecorder:
         with self._lock:
             return list(self.notifications)
 
-    def first(self, alertname: str, receiver: str | None = None) -> Notification | None:
-        """The first notification kept carrying a firing `alertname` (for `receiver`, if given)."""
+    def first(
+        self, alertname: str, receiver: str | None = None, labels: dict[str, str] | None = None
+    ) -> Notification | None:
+        """The first notification kept carrying a firing `alertname` (for `receiver`, and with these `labels`, if
+        given: a page for another pool is not this pool's page)."""
+        want = {**(labels or {}), "alertname": alertname}
         for n in self.received():
             if receiver is not None and n.payload.get("receiver") != receiver:
                 continue
             for a in n.payload.get("alerts", []):
-                if a.get("status") == "firing" and a.get("labels", {}).get("alertname") == alertname:
+                have = a.get("labels", {})
+                if a.get("status") == "firing" and all(have.get(k) == v for k, v in want.items()):
                     return n
         return None
 

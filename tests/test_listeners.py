@@ -235,6 +235,21 @@ def test_a_malformed_notification_is_a_400_and_nothing_is_stored(payload, reason
         assert hook.first("InfercastKVCacheUsageHigh") is None
 
 
+def test_the_first_page_for_a_pool_skips_pages_for_other_pools():
+    # before: first() returned the first page of that name for any pool, so a page for the idle fallback pool was
+    # measured as the lead of the pool that crossed (tests/alerting/test_end_to_end.py)
+    hook = WebhookRecorder(out=io.StringIO(), token=None)
+    fallback = Notification("/actuator", 1.0, {"receiver": "infercast-actuator", "alerts": [
+        {**ALERT, "labels": {**ALERT["labels"], "pool": "v3.5-fallback"}}]})  # fmt: skip
+    main = Notification("/actuator", 2.0, {"receiver": "infercast-actuator", "alerts": [ALERT]})
+    hook.record(fallback)
+    hook.record(main)
+    assert hook.first("InfercastKVCacheUsageHigh") is fallback
+    assert hook.first("InfercastKVCacheUsageHigh", "infercast-actuator", {"pool": "v4-main"}) is main
+    assert hook.first("InfercastKVCacheUsageHigh", labels={"pool": "v4-long"}) is None
+    assert hook.first("InfercastKVCacheUsageHigh", "pager-serving", {"pool": "v4-main"}) is None
+
+
 def test_the_webhook_keeps_a_bounded_number_of_notifications():
     # before: every notification stayed in memory forever
     with webhook(max_kept=50) as hook:
