@@ -199,14 +199,14 @@ def _other_seeds_line(result: dict) -> str:
     other = result.get("seed004_other_seeds")
     if not other:
         return ""
-    goodput = "; ".join(
-        f"seed {seed}: " + ", ".join(f"`{arm}` {ratio:.2f}" for arm, ratio in runs["goodput_ratio"].items())
-        for seed, runs in other.items()
-    )
-    recovery = "; ".join(
-        f"seed {seed}: " + ", ".join(f"`{arm}` {sec:.0f}" for arm, sec in runs["recovery_seconds"].items())
-        for seed, runs in other.items()
-    )
+
+    def per_seed(key: str, fmt: str) -> str:
+        return "; ".join(
+            f"seed {seed}: " + ", ".join(f"`{arm}` {v:{fmt}}" for arm, v in runs[key].items())
+            for seed, runs in other.items()
+        )
+
+    goodput, recovery = per_seed("goodput_ratio", ".2f"), per_seed("recovery_seconds", ".0f")
     want = ", ".join(f"{SEED004[a]['goodput'] / 142:.2f}" for a in SEED004_FIXES)
     rows = ", ".join(str(SEED004[a]["recovery"]) for a in ("none", *SEED004_FIXES))
     return (

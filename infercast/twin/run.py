@@ -168,17 +168,12 @@ def failing_since(fleet: Fleet, faults: list[float], injected: float) -> float:
     first of `faults` (its own OOMs and breaker openings) that it had not recovered from by then.  Seed 004 measures
     recovery from the anomaly (异常恢复时间): on an unprotected bed that has been crashing since the load test began,
     the kill at its end may strike a node already down, and the clock must not restart there."""
-    recovered_at = -math.inf
     for f in sorted(faults):
         if f >= injected:
             break
-        if f < recovered_at:  # part of a failure the fleet had recovered from
-            continue
         rec, ok = recovery(fleet, f)
-        if ok and f + rec + RECOVERY_HOLD_SECONDS <= injected:
-            recovered_at = f + rec
-            continue
-        return f
+        if not (ok and f + rec + RECOVERY_HOLD_SECONDS <= injected):  # not recovered from it before the kill
+            return f
     return injected
 
 
