@@ -3,40 +3,88 @@ in simulated time: one path, one clock (docs/architecture.md).
 
     fleet.advance(15 s) -> exporter scrape -> store -> PredictorLoop.tick -> ControlLoop.tick -> TwinAdmin.apply
 
-`run_arm(cfg, "predictive")` is that loop over the in-memory store; `infercast twin run --control ARM` and the demo
-call it; the daemon (`daemon.py`) runs the same `ControlLoop` on the wall clock against Prometheus and a real
-backend.  Arms by name: `none`, `basic`, `reactive`, `predictive`, `oracle` (`arms.py`).
+`run_arm(cfg, "predictive")` is that loop over the in-memory store; `infercast twin run --control ARM`, the demo and
+the control bench call it; the daemon (`daemon.py`) runs the same `ControlLoop` on the wall clock against
+Prometheus and a real backend.  Arms by name (`ARMS`; `arms.py`, `plans.py`):
+
+- `none`, `basic`, `reactive`: no control, the gateway's token bucket, the seeds' fixes with an HPA;
+- `scheduled`: `reactive` plus a pre-scale before each calendar event, sized from its expected peak (no forecast);
+- `last-value`, `predict-linear`, `predictive`: `reactive` plus infercast's control loop, one policy, fed three
+  forecasts through the same pipeline (`FORECASTS`): the last value (with the calendar prior), Prometheus'
+  `predict_linear` over 15 m (no calendar: what a Prometheus user has), and the LSTM + Prophet (with the calendar);
+- `perfect-forecast`: the same loop fed the true future: the run's own offered traffic and the KV series of the
+  `reactive` run of the same seed (what the fleet would do without foresight).  It was called `oracle`, which is
+  still accepted; it is not an upper bound (the policy is the same heuristic);
+- `hindsight`: the best plan of floors found by trying every candidate on the same arrivals, knowing the whole
+  future (`plans.py`): the bound the control bench measures captured gain against.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from actuators.inputs import StoreInputs, TruthInputs, reference_series
+from actuators.plans import PlanArm, ScheduledArm, candidate_plans, search_hindsight
 from infercast.config import FleetConfig
-from infercast.twin.fleet import Fleet
+from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
 from infercast.twin.layout import protected_layout
 from infercast.twin.run import RunResult, run_scenario, run_trace
 
 log = logging.getLogger(__name__)
 
-ARMS = ("none", "basic", "reactive", "predictive", "oracle")
+ARMS = (
+    "none",
+    "basic",
+    "reactive",
+    "scheduled",
+    "last-value",
+    "predict-linear",
+    "predictive",
+    "perfect-forecast",
+    "hindsight",
+)
+ALIASES = {"oracle": "perfect-forecast"}  # the old name of perfect-forecast
+
+
+@dataclass(frozen=True)
+class ForecastSpec:
+    """What a forecast arm's predictor runs: the KV model (None: the deployed LSTM), the traffic model (None:
+    Prophet as deployed) and whether it reads the fleet file's event calendar."""
+
+    kv: str | None
+    rps: str | None
+    calendar: bool
+
+
+FORECASTS = {
+    "last-value": ForecastSpec("last_value", "last_value", calendar=True),
+    "predict-linear": ForecastSpec("predict_linear", "predict_linear", calendar=False),
+    "predictive": ForecastSpec(None, None, calendar=True),
+}
+
+
+def canonical(arm: str) -> str:
+    """An arm's name, with the old names mapped to the new."""
+    return ALIASES.get(arm, arm)
 
 
 class Pipeline:
     """The embedded observability path over one fleet: its exporter scrapes the twin into the in-memory store, and
     the predictor service's loop forecasts from the store back into it — exactly what Prometheus would hold."""
 
-    def __init__(self, cfg: FleetConfig, recorder) -> None:
+    def __init__(self, cfg: FleetConfig, recorder, spec: ForecastSpec = FORECASTS["predictive"]) -> None:
         from infercast.store.memory import MemoryStore
         from predictors.service import PredictorLoop
 
         self.cfg = cfg
         self.recorder = recorder
         self.store = MemoryStore()
-        self.predictor = PredictorLoop.from_config(cfg)
+        read = cfg if spec.calendar else cfg.model_copy(update={"events": ()})
+        self.predictor = PredictorLoop.from_config(read, kv_model=spec.kv, rps_model=spec.rps)
         self.exporter = None
         self.forecasts: list[tuple[float, object]] = []  # (time, forecast sample) as published
 
@@ -64,16 +112,23 @@ class Pipeline:
             self.exporter.close()
 
 
-class PredictiveArm(LoopArm):
-    """`reactive` plus the control loop on infercast's forecasts, through the whole pipeline: the embedded one by
-    default, or `pipeline(cfg, recorder)` with the same interface (the demo's live one through real servers)."""
+class ForecastArm(LoopArm):
+    """`reactive` plus the control loop on forecasts made through the whole pipeline: the embedded one by default,
+    or `pipeline(cfg, recorder)` with the same interface (the demo's live one through real servers).  The forecast
+    arms differ only in `spec`, what the predictor runs."""
 
-    def __init__(self, cfg: FleetConfig, pipeline: Callable[[FleetConfig, object], Pipeline] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: FleetConfig,
+        name: str = "predictive",
+        pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
+    ) -> None:
         from exporters.router import RouterRecorder
 
         self.recorder = RouterRecorder()
-        self.pipeline = (pipeline or Pipeline)(protected_layout(cfg), self.recorder)
-        super().__init__(cfg, "predictive", lambda fleet: StoreInputs(self.pipeline.store, fleet.cfg, STEP_SECONDS))
+        make = pipeline or functools.partial(Pipeline, spec=FORECASTS[name])
+        self.pipeline = make(protected_layout(cfg), self.recorder)
+        super().__init__(cfg, name, lambda fleet: StoreInputs(self.pipeline.store, fleet.cfg, STEP_SECONDS))
 
     def configure(self, fleet: Fleet) -> None:
         self.pipeline.attach(fleet)
@@ -84,19 +139,28 @@ class PredictiveArm(LoopArm):
         super().tick(fleet)
 
 
+PredictiveArm = ForecastArm  # the name the demo's live pipeline and older code use
+
+
 def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipeline=None):
+    """An arm by name; `hindsight` is a search, not one arm: `run_arm` runs it."""
+    name = canonical(name)
     if name == "none":
         return NoArm()
     if name == "basic":
         return BasicArm(cfg)
     if name == "reactive":
         return ReactiveArm(cfg)
-    if name == "predictive":
-        return PredictiveArm(cfg, pipeline)
-    if name == "oracle":
+    if name == "scheduled":
+        return ScheduledArm(cfg)
+    if name in FORECASTS:
+        return ForecastArm(cfg, name, pipeline if name == "predictive" else None)
+    if name == "perfect-forecast":
         if reference is None:
-            raise ValueError("arm 'oracle' reads the future from a reference run (run_arm makes it)")
-        return LoopArm(cfg, "oracle", lambda fleet: TruthInputs(fleet.cfg, fleet, fleet.traffic, reference))
+            raise ValueError("arm 'perfect-forecast' reads the future from a reference run (run_arm makes it)")
+        return LoopArm(cfg, name, lambda fleet: TruthInputs(fleet.cfg, fleet, fleet.traffic, reference))
+    if name == "hindsight":
+        raise ValueError("arm 'hindsight' is a search over plans: run it with run_arm")
     raise ValueError(f"unknown arm {name!r}; use one of {', '.join(ARMS)}")
 
 
@@ -129,14 +193,22 @@ def run_arm(
     reference: dict | None = None,
     watch: Callable[[Fleet, object], None] | None = None,
     pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
+    search: str = "full",
 ) -> RunResult:
-    """Run a scenario (or a trace) under an arm.  The oracle reads the future from `reference`
-    (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given.
-    `pipeline` replaces the predictive arm's embedded pipeline (`PredictiveArm`)."""
+    """Run a scenario (or a trace) under an arm.  `perfect-forecast` reads the future from `reference`
+    (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given;
+    `hindsight` runs every candidate plan (`search`: `full` or `fast`, `plans.candidate_plans`) and returns the best.
+    `pipeline` replaces the predictive arm's embedded pipeline (`ForecastArm`)."""
+    arm = canonical(arm)
     step = step_seconds if step_seconds is not None else (5.0 if trace is None else 15.0)
-    if arm == "oracle" and reference is None:
+    if arm == "hindsight":
+        return run_hindsight(cfg, seed, trace, step, search=search, watch=watch)
+    if arm == "perfect-forecast" and reference is None:
         reference = reference_series(run_arm(cfg, "reactive", seed, trace, step).timeseries)
-    a = make_arm(arm, cfg, reference, pipeline)
+    return _run(make_arm(arm, cfg, reference, pipeline), cfg, seed, trace, step, watch)
+
+
+def _run(a, cfg: FleetConfig, seed, trace, step: float, watch=None) -> RunResult:
     driven = a if watch is None else Watched(a, watch)
     recorder = getattr(a, "recorder", None)
     try:
@@ -145,13 +217,50 @@ def run_arm(
         else:
             result = run_trace(trace, cfg, driven, seed or 0, step, recorder=recorder)
     finally:
-        if isinstance(a, PredictiveArm):
+        if isinstance(a, ForecastArm):
             a.pipeline.close()
     loop = getattr(a, "loop", None)
     if loop is not None:
         result.events = sorted(result.events + loop.log, key=lambda e: e["t"])
         result.summary["decisions"] = sum(1 for e in loop.log if e["outcome"] == "applied")
+    result.summary["actions"] = sum(1 for e in result.events if e.get("event") == "action")
     return result
 
 
-__all__ = ["ARMS", "Pipeline", "Watched", "make_arm", "run_arm"]
+def true_traffic(cfg: FleetConfig, seed, trace):
+    """(the traffic a run of this seed will be offered, its duration): what hindsight knows ahead."""
+    if trace is None:
+        fleet = build_fleet(protected_layout(cfg), seed)
+        return fleet.traffic, cfg.scenario.duration_seconds
+    fleet = trace_fleet(protected_layout(cfg), trace, seed or 0)
+    return fleet.traffic, fleet.traffic.duration_s
+
+
+def run_hindsight(
+    cfg: FleetConfig, seed, trace, step: float, *, search: str = "full", watch=None, plans=None
+) -> RunResult:
+    """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
+    says which plan won (`plan`) and what every candidate scored (`candidates`)."""
+    traffic, duration = true_traffic(cfg, seed, trace)
+    plans = plans if plans is not None else candidate_plans(cfg, duration, traffic, search=search)
+    plan, best, tried = search_hindsight(lambda p: _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step), plans)
+    if watch is not None:  # the demo's progress and narration follow the winning plan's run
+        best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
+    best.summary["plan"] = plan.to_dict()
+    best.summary["plan_text"] = plan.describe()
+    best.summary["search"] = search
+    best.summary["candidates"] = tried
+    return best
+
+
+__all__ = [
+    "ARMS",
+    "FORECASTS",
+    "ForecastArm",
+    "Pipeline",
+    "Watched",
+    "canonical",
+    "make_arm",
+    "run_arm",
+    "run_hindsight",
+]

@@ -338,6 +338,11 @@ class Event(Strict):
     end: str
     lower_window_seconds: Annotated[float, Field(ge=0)] = 0.0
     upper_window_seconds: Annotated[float, Field(ge=0)] = 0.0
+    expected_rps: PosFloat | None = Field(
+        None,
+        description="the requests per second the organisers expect at the event's peak: the `scheduled` arm "
+        "pre-scales for it (unset: it takes every spare node)",
+    )
 
 
 class ExporterConfig(Strict):

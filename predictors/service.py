@@ -228,6 +228,7 @@ class PredictorLoop:
     lstm: Forecaster | None = None
     lstm_error: str | None = None
     rps_model: str = "prophet"
+    kv_model: str | None = None  # None: the LSTM when it loaded, else the best baseline; or a baseline by name
     timer: Callable[[], float] = time.perf_counter
     _models: dict[tuple[str, Group], SeriesModel] = field(default_factory=dict)
     _last_success: dict[str, float] = field(default_factory=dict)
@@ -246,7 +247,7 @@ class PredictorLoop:
         usage is forecast by the best baseline.  Absent (no file configured, none shipped): the baseline, logged.
         """
         lstm, err = None, None
-        if kw.pop("load_lstm", True):
+        if kw.pop("load_lstm", True) and kw.get("kv_model") in (None, "lstm"):
             lstm, err = _load_lstm(cfg.predictor)
         rps_model = kw.pop("rps_model", None)
         if rps_model is None:
@@ -273,8 +274,11 @@ class PredictorLoop:
         """The series' pipeline (`predictors.deployed`): one per series, pool and version, holding its band state."""
         if (key, group) not in self._models:
             if kind == "kv":
-                m = deployed.service_forecaster("kv", self.config, lstm=self.lstm, events=self.events)
-                fits = self.lstm is None
+                lstm = self.lstm if self.kv_model in (None, "lstm") else None
+                m = deployed.service_forecaster(
+                    "kv", self.config, lstm=lstm, events=self.events, model=None if lstm else self.kv_model
+                )
+                fits = lstm is None
             else:
                 name = None if self.rps_model == "prophet" else self.rps_model
                 m = deployed.service_forecaster("rps", self.config, events=self.events, model=name)
@@ -354,7 +358,7 @@ class PredictorLoop:
                 continue
             groups = align(raw, g0, step, n, how)
             self._known[series] = set(groups)
-            if kind == "kv" and self.lstm is not None and covs is None:
+            if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
                 covs = self._covariates(store, g0, step, n)
             for group in sorted(groups):
                 reason, start = check_input(t, groups[group], now, cfg.min_history_points, cfg.stale_after_seconds)

@@ -224,6 +224,10 @@ class Fleet:
                         "node": n.name,
                         "pool": pool,
                         "up": n.up,
+                        # holding its GPUs: up, or starting (a cold start or a restart after a crash occupies the
+                        # cards as much as serving does); a standby node not started and a stopped one do not
+                        "provisioned": n.up or n.up_at < float("inf"),
+                        "gpus": self.cfg.pools[pool].gpus_per_node,
                         # serving: up and taking traffic (an idle hot fallback or a standby node is not serving)
                         "serving": n.up and (takes_traffic or n.load > 0),
                         "effective_bytes": effective,

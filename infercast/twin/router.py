@@ -139,9 +139,14 @@ class LatencyBook:
         n = int(np.ceil(duration_s / window_s)) + 1
         self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
         self.within_slo = np.zeros((n, 3), dtype=np.int64)
+        # prompt tokens of the requests served within their SLO (token-weighted goodput: a 30k-token prompt served
+        # in time is worth more work than a 300-token one)
+        self.within_slo_tokens = np.zeros((n, 3), dtype=np.float64)
         self.lost = np.zeros((n, 3), dtype=np.int64)  # requests that ended rejected or failed, by when they ended
 
-    def add(self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray) -> None:
+    def add(
+        self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray, tokens: np.ndarray | None = None
+    ) -> None:
         if not len(t):
             return
         w = np.minimum((t / self.window_s).astype(np.int64), self.hist.shape[0] - 1)
@@ -149,11 +154,22 @@ class LatencyBook:
         np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
         ok = latency <= slo[prio]
         np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
+        if tokens is not None:
+            np.add.at(self.within_slo_tokens, (w[ok], prio[ok].astype(np.int64)), tokens[ok].astype(np.float64))
 
-    def within_slo_count(self, t0: float, t1: float) -> int:
-        """Requests whose first token came within their SLO, sent in the windows covering [t0, t1)."""
-        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s - 1e-9))
-        return int(self.within_slo[w0:w1].sum())
+    def _windows(self, t0: float, t1: float) -> slice:
+        return slice(int(t0 // self.window_s), int(np.ceil(t1 / self.window_s - 1e-9)))
+
+    def within_slo_count(self, t0: float, t1: float, prio: int | None = None) -> int:
+        """Requests (of one priority, or all) whose first token came within their SLO, sent in the windows covering
+        [t0, t1)."""
+        w = self.within_slo[self._windows(t0, t1)]
+        return int(w.sum() if prio is None else w[:, prio].sum())
+
+    def within_slo_tokens_sum(self, t0: float, t1: float, prio: int | None = None) -> float:
+        """Prompt tokens of those requests."""
+        w = self.within_slo_tokens[self._windows(t0, t1)]
+        return float(w.sum() if prio is None else w[:, prio].sum())
 
     def add_lost(self, t: float, prio: np.ndarray) -> None:
         w = min(int(t / self.window_s), self.lost.shape[0] - 1)
@@ -219,6 +235,8 @@ class Router:
         # at once: a 429, a 400 for length or payload, no pool to take it) or failed (admitted, then lost: OOM,
         # timeout, error), judged on its last attempt; the rest are still in flight when the run stops
         self.offered_total = 0
+        self.offered_by_tier = np.zeros(3, dtype=np.int64)  # first attempts per priority (urgent, normal, low)
+        self.offered_tokens_by_tier = np.zeros(3, dtype=np.float64)  # their prompt tokens
         self.served_total = 0
         self.rejected_total = 0
         self.failed_total = 0
@@ -402,6 +420,9 @@ class Router:
     def route(self, t0: float, t1: float, new: Requests) -> None:
         dt = t1 - t0
         self.offered_total += len(new)
+        if len(new):
+            self.offered_by_tier += np.bincount(new.prio.astype(np.int64), minlength=3)
+            self.offered_tokens_by_tier += np.bincount(new.prio.astype(np.int64), weights=new.prompt, minlength=3)
         due = self._retries.pop(self._tick_index(t0), [])
         reqs = Requests.concat([new, *due])
         if len(reqs) > 1 and not is_sorted(reqs.att_t):
@@ -700,7 +721,7 @@ class Router:
                 if sink is None:
                     continue
                 for orig_t, sent_t, end_t, prio, prompt in sink.ttft:
-                    self.book.add(orig_t, end_t - orig_t, prio, self.slo)
+                    self.book.add(orig_t, end_t - orig_t, prio, self.slo, prompt)
                     self.served_total += len(orig_t)
                     self._count(np.full(len(prio), pi), prio, "ok")
                     thr = self._thresholds(pool, prompt)

@@ -44,6 +44,7 @@ import pandas as pd
 from infercast.config import FleetConfig
 from infercast.runfiles import write_json, write_run
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
+from infercast.twin.requests import PRIORITY_NAMES
 from infercast.twin.traffic import ScenarioTraffic
 
 
@@ -100,13 +101,31 @@ def summarise(fleet: Fleet, surge_start: float | None, surge_end: float | None =
         since = min(faults) if faults else None
     rec, recovered = recovery(fleet, since)
     in_flight = r.offered_total - r.served_total - r.rejected_total - r.failed_total
+    span = max(measured, 1e-9)
+    tiers = {
+        name: {
+            "offered": int(r.offered_by_tier[i]),
+            "served": book.counts(i, 0.0, measured)[0],
+            "goodput_rps": round(book.within_slo_count(0.0, measured, i) / span, 2),
+            "token_goodput_tps": round(book.within_slo_tokens_sum(0.0, measured, i) / span, 1),
+            "offered_tps": round(float(r.offered_tokens_by_tier[i]) / span, 1),
+        }
+        for i, name in enumerate(PRIORITY_NAMES)
+    }
+    # GPU-seconds held: every node up or starting, times its GPUs, over the samples (the cost of pre-warming)
+    held = nodes[nodes["provisioned"]] if len(nodes) else nodes
+    gpu_seconds = float(held["gpus"].sum()) * fleet.sample_seconds if len(held) else 0.0
     return {
         "seed": fleet.seed,
         "simulated_seconds": end,
         "oom_events": int(sum(n.oom_events for n in fleet.nodes)),
         "p99_latency_ms": _ms(p99),
         "p99_latency_ms_pre": _ms(p99_pre),
-        "goodput_rps": round(book.within_slo_count(0.0, measured) / max(measured, 1e-9), 2),
+        "goodput_rps": round(book.within_slo_count(0.0, measured) / span, 2),
+        "urgent_goodput_rps": tiers["urgent"]["goodput_rps"],
+        "token_goodput_tps": round(book.within_slo_tokens_sum(0.0, measured) / span, 1),
+        "gpu_seconds": round(gpu_seconds, 1),
+        "tiers": tiers,
         "offered": int(r.offered_total),
         "served": int(r.served_total),
         "rejected": int(r.rejected_total),

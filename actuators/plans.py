@@ -1,0 +1,228 @@
+"""Arms that follow a plan fixed before the run, not a forecast: `scheduled` (the operator's calendar) and
+`hindsight` (the best plan found knowing the run's true future), both on top of `reactive`.
+
+A `Plan` is a list of floors over time: from each change point on, the autoscaled pools keep at least so many
+replicas (the HPA scales up to a floor at once and never below it: AIBrix's `max(reactive, predicted)`, the same
+seam the predictive policy's floors use).  An empty plan is `reactive` itself, so every plan arm is `reactive`
+plus what it knows ahead.
+
+- `scheduled` (what an operator without ML does for an announced event): `lead_seconds` before each calendar
+  event (by default the predictive policy's own lead, a cold start plus its margin) it raises the floors so the
+  autoscaled pools can take the event's expected peak (`events[].expected_rps`, per pool in proportion to what the
+  pool takes now, at the autoscaler's KV target; every spare node when the event gives no figure), shares the
+  reservoir max-min between the pools, and holds the floors until the event ends; the HPA then scales back with its
+  stabilisation window.  With an empty calendar it is `reactive`.
+- `hindsight` (an upper bound for the controller's levers): every candidate plan is run on the same arrivals and
+  the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds.  Candidates (`candidate_plans`):
+  every static plan (each split of the reservoir between the pools, held from the start; the empty split is
+  `reactive`) and every plan with one change point (the reservoir split between the pools, at each time of a grid:
+  every `grid_seconds`, plus, read from the run's true future traffic, a cold start and a margin before each time
+  the offered rate first reaches 1.2x, 1.5x, 2x and 4x its median).  A plan any other arm could follow in the same
+  run is a candidate of a wider search; `search="fast"` keeps the static plans that use the whole reservoir and the
+  change points of the future-read grid only (a quicker bound for tests; the bench runs `full`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from actuators.arms import ReactiveArm
+from infercast.config import FleetConfig
+from infercast.fairshare import max_min_share
+from infercast.twin.fleet import Fleet
+from infercast.twin.layout import protected_layout
+from infercast.twin.run import RunResult
+
+Floors = tuple[tuple[str, int], ...]  # (pool, at least so many replicas), sorted by pool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Floors of the autoscaled pools from each change point on (sorted by time; none before the first)."""
+
+    steps: tuple[tuple[float, Floors], ...] = ()
+
+    def floors_at(self, t: float) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for at, floors in self.steps:
+            if at <= t + 1e-9:
+                out = dict(floors)
+        return out
+
+    def describe(self) -> str:
+        if not self.steps:
+            return "no plan (reactive)"
+        return "; ".join(
+            f"from {at:.0f} s: " + (", ".join(f"{p} >= {n}" for p, n in floors) if floors else "no floors")
+            for at, floors in self.steps
+        )
+
+    def to_dict(self) -> list[dict]:
+        return [{"from_seconds": at, "floors": dict(floors)} for at, floors in self.steps]
+
+
+class PlanArm(ReactiveArm):
+    """`reactive` whose autoscaler keeps the plan's floors."""
+
+    def __init__(self, cfg: FleetConfig, name: str, plan: Plan | None = None) -> None:
+        super().__init__(cfg)
+        self.name = name
+        self.plan = plan or Plan()
+
+    def floors(self) -> dict[str, int]:
+        return self.plan.floors_at(self.admin.fleet.now) if self.admin is not None else {}
+
+
+def _base_nodes(cfg: FleetConfig) -> tuple[dict[str, int], int]:
+    """(the autoscaled pools' own nodes on the protected layout, the reservoir's spare nodes)."""
+    laid = protected_layout(cfg)
+    a = cfg.protections.autoscaler
+    if a is None:
+        return {}, 0
+    return {p: laid.pools[p].nodes for p in a.pools}, laid.pools[a.reservoir].nodes
+
+
+# --- scheduled ------------------------------------------------------------------------------------------------------
+class ScheduledArm(PlanArm):
+    """Pre-scale before each calendar event, sized from its expected peak; see the module docstring."""
+
+    def __init__(self, cfg: FleetConfig, lead_seconds: float | None = None) -> None:
+        super().__init__(cfg, "scheduled")
+        self.lead = (
+            lead_seconds
+            if lead_seconds is not None
+            else cfg.router.cold_start_seconds + cfg.policy.prewarm_margin_seconds
+        )
+        from predictors.prophet_model import event_windows
+
+        self.windows = [(w.start_s, w.end_s, ev) for w, ev in zip(event_windows(cfg.events), cfg.events, strict=True)]
+        self.base, self.spare = _base_nodes(cfg)
+        self.sized: dict[int, Floors] = {}  # event index -> floors, fixed when its lead time comes
+
+    def floors(self) -> dict[str, int]:
+        if self.admin is None or not self.base:
+            return {}
+        fleet: Fleet = self.admin.fleet
+        now = fleet.now
+        out: dict[str, int] = {}
+        for i, (start, end, ev) in enumerate(self.windows):
+            if not (start - self.lead <= now < end):
+                continue
+            if i not in self.sized:
+                self.sized[i] = self._size(fleet, getattr(ev, "expected_rps", None))
+            for pool, n in self.sized[i]:
+                out[pool] = max(out.get(pool, 0), n)
+        return out
+
+    def _size(self, fleet: Fleet, expected_rps: float | None) -> Floors:
+        """Floors for an event: each pool's replicas scaled by expected / current traffic at its KV per node now
+        over the autoscaler's target, shared max-min from the reservoir (all of it when the event gives no peak)."""
+        live = fleet.live()
+        a = self.cfg.protections.autoscaler
+        now_rps = float(np.mean([s["offered_rps"] for s in fleet.samples[-len(fleet.cfg.pools) * 12 :]] or [0.0]))
+        asks = []
+        for pool in a.pools:
+            p = live[pool]
+            if expected_rps is None or now_rps <= 0:
+                asks.append(self.spare)
+                continue
+            per_node = max(p.kv_usage, 0.05) * expected_rps / now_rps  # KV per current node at the event's peak
+            want = math.ceil(p.replicas * per_node / a.kv_target - 1e-9)
+            asks.append(max(0, want - p.replicas))
+        grants = max_min_share(asks, self.spare)
+        return tuple(sorted((pool, live[pool].replicas + int(g)) for pool, g in zip(a.pools, grants, strict=True)))
+
+
+# --- hindsight ------------------------------------------------------------------------------------------------------
+def splits(pools: Sequence[str], spare: int, whole: bool) -> Iterable[dict[str, int]]:
+    """Every way of giving the pools some of `spare` nodes (`whole`: all of them)."""
+    for counts in itertools.product(range(spare + 1), repeat=len(pools)):
+        if (sum(counts) == spare) if whole else (sum(counts) <= spare):
+            yield dict(zip(pools, counts, strict=True))
+
+
+def future_change_points(traffic, duration: float, lead: float) -> list[float]:
+    """Times a cold start and a margin (`lead`) before the true offered rate (60 s windows) first reaches 1.2x,
+    1.5x, 2x and 4x its median: where a plan with foresight would bring capacity up."""
+    t = np.arange(0.0, duration, 30.0)
+    rate = np.array([traffic.rate_at(float(x)) for x in t])
+    if not len(rate) or not np.isfinite(rate).any():
+        return []
+    median = float(np.nanmedian(rate))
+    out = set()
+    for factor in (1.2, 1.5, 2.0, 4.0):
+        over = np.flatnonzero(rate >= factor * max(median, 1e-9))
+        if len(over):
+            out.add(max(0.0, round(float(t[over[0]]) - lead, 1)))
+    return sorted(out)
+
+
+def candidate_plans(
+    cfg: FleetConfig, duration: float, traffic=None, *, search: str = "full", grid_seconds: float = 120.0
+) -> list[Plan]:
+    """The plans `hindsight` tries (module docstring): static splits, and splits of the whole reservoir from one
+    change point on a grid and at the times the true future traffic points to."""
+    base, spare = _base_nodes(cfg)
+    if not base or spare <= 0:
+        return [Plan()]
+    pools = sorted(base)
+    lead = cfg.router.cold_start_seconds + cfg.policy.prewarm_margin_seconds
+
+    def floors(split: dict[str, int]) -> Floors:
+        return tuple((p, base[p] + split[p]) for p in pools)
+
+    plans = [Plan()]
+    for split in splits(pools, spare, whole=search != "full"):
+        if any(split.values()):
+            plans.append(Plan(((0.0, floors(split)),)))
+    times = set(future_change_points(traffic, duration, lead)) if traffic is not None else set()
+    if search == "full":
+        times |= {float(x) for x in np.arange(grid_seconds, duration, grid_seconds)}
+    for at in sorted(x for x in times if x > 0):
+        for split in splits(pools, spare, whole=True):
+            plans.append(Plan(((at, floors(split)),)))
+    return plans
+
+
+def score(summary: dict) -> tuple[float, float, float]:
+    """What hindsight maximises: urgent goodput, then goodput, then the fewest GPU-seconds."""
+    return (
+        float(summary.get("urgent_goodput_rps") or 0.0),
+        float(summary.get("goodput_rps") or 0.0),
+        -float(summary.get("gpu_seconds") or 0.0),
+    )
+
+
+def search_hindsight(run: Callable[[Plan], RunResult], plans: Sequence[Plan]) -> tuple[Plan, RunResult, list[dict]]:
+    """Run every plan (`run(plan)`: the twin on the same arrivals) and keep the best by `score`; (plan, its run,
+    every candidate's figures)."""
+    best: tuple[Plan, RunResult] | None = None
+    tried = []
+    for plan in plans:
+        res = run(plan)
+        s = res.summary
+        tried.append(
+            {"plan": plan.describe(), **{k: s.get(k) for k in ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")}}
+        )
+        if best is None or score(s) > score(best[1].summary):
+            best = (plan, res)
+    if best is None:
+        raise ValueError("hindsight: no plan to search")
+    return best[0], best[1], tried
+
+
+__all__ = [
+    "Plan",
+    "PlanArm",
+    "ScheduledArm",
+    "candidate_plans",
+    "future_change_points",
+    "score",
+    "search_hindsight",
+    "splits",
+]
