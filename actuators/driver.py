@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from actuators.inputs import StoreInputs, TruthInputs, reference_series
-from actuators.plans import PlanArm, ScheduledArm, candidate_plans, search_hindsight
+from actuators.plans import Plan, PlanArm, ScheduledArm, candidate_plans, search_hindsight, staged_search
 from infercast.config import FleetConfig
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
 from infercast.twin.layout import protected_layout
@@ -242,8 +242,17 @@ def run_hindsight(
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
     says which plan won (`plan`) and what every candidate scored (`candidates`)."""
     traffic, duration = true_traffic(cfg, seed, trace)
-    plans = plans if plans is not None else candidate_plans(cfg, duration, traffic, search=search)
-    plan, best, tried = search_hindsight(lambda p: _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step), plans)
+
+    def run(p: Plan) -> RunResult:
+        return _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step)
+
+    if plans is None and search == "fast":
+        plan, best, tried = staged_search(cfg, duration, traffic, run)
+    else:
+        if search not in ("fast", "full"):
+            raise ValueError(f"unknown search {search!r}; use fast or full")
+        plans = plans if plans is not None else candidate_plans(cfg, duration, traffic, search=search)
+        plan, best, tried = search_hindsight(run, plans)
     if watch is not None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["plan"] = plan.to_dict()
