@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     trace = None
     if args.trace:
-        from infercast.demo.fleet import trace_fleet
         from infercast.traces import TraceError, load_trace
+        from infercast.twin.tracefleet import sized_trace_fleet
 
         cfg = load_config(args.config or resolve_scenario("flash-sale"))
         try:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         except TraceError as e:
             print(f"infercast demo: {e}", file=sys.stderr)
             return 2
-        cfg, notes = trace_fleet(trace, cfg)
+        cfg, notes = sized_trace_fleet(trace, cfg)
         name = Path(args.trace).name
         print(f"demo: {name}: " + "; ".join(notes), file=sys.stderr)
     else:

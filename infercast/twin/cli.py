@@ -10,7 +10,29 @@ from pathlib import Path
 
 from infercast.config import ConfigError, load_config, resolve_scenario
 
-CONTROLS = ("none", "basic", "reactive", "predictive", "oracle")  # actuators.driver.ARMS (kept light for --help)
+# actuators.driver.ARMS, copied so that --help does not import the actuators (tests/twin/test_trace_arms.py checks
+# they are the same); `oracle` is still accepted, the old name of perfect-forecast (actuators.driver.ALIASES)
+CONTROLS = (
+    "none",
+    "basic",
+    "reactive",
+    "scheduled",
+    "last-value",
+    "predict-linear",
+    "predictive",
+    "perfect-forecast",
+    "hindsight",
+)
+ALIASES = ("oracle",)
+SEARCHES = ("fast", "full")  # hindsight's search (actuators.plans.candidate_plans)
+
+CONTROL_HELP = (
+    "the controller the fleet runs under (default: none): none (the fleet file as it is), basic (the gateway's "
+    "token bucket), reactive (the seeds' fixes and an HPA), scheduled (reactive plus a pre-scale before each "
+    "calendar event), last-value, predict-linear, predictive (reactive plus infercast's control loop on those "
+    "forecasts), perfect-forecast (the same loop fed the true future; 'oracle' is its old name), hindsight (the "
+    "best plan of floors found by running every candidate on the same arrivals; see --search)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,18 +42,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--scenario", help="a scenario name (examples/NAME.yaml) or a fleet file with a scenario")
     src.add_argument("--trace", help="a trace: Azure CSV, Mooncake JSONL or ServeGen directory")
     r.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
-    r.add_argument("--control", choices=CONTROLS, default="none")
-    r.add_argument("--seed", type=int, default=None)
+    r.add_argument("--control", choices=(*CONTROLS, *ALIASES), default="none", metavar="ARM", help=CONTROL_HELP)
+    r.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="full",
+        help="hindsight's search: full (every static split of the standby nodes and every one-change-point plan, "
+        "on a 120 s grid and where the true traffic climbs) or fast (the whole-reservoir splits held from the start, "
+        "then the best from each point the traffic climbs: about a tenth of the runs); other arms ignore it "
+        "(default: full)",
+    )
+    r.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the random seed of the run: arrivals and priorities (default: the scenario's own seed; 0 on a trace)",
+    )
     r.add_argument("--time-scale", type=float, default=1.0, help="replay the trace this many times faster")
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
-    r.add_argument("--size-fleet", action="store_true", help="size the fleet so the trace's peak reaches KV 0.85")
+    r.add_argument(
+        "--size-fleet",
+        action="store_true",
+        help="size the fleet for the trace: always-on nodes for its median minute, standby nodes so the whole fleet "
+        "serves its busiest minute at KV 0.85, the fleet file's protections set up again on it (docs/twin.md, Traces)",
+    )
     r.add_argument("--out", default="runs/twin", help="directory for the time series and summary")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from actuators.driver import run_arm
-    from infercast.twin.run import size_fleet_for_trace
+    from infercast.twin.tracefleet import sized_trace_fleet
 
     started = time.perf_counter()
     try:
@@ -39,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             cfg = load_config(resolve_scenario(args.scenario))
             if cfg.scenario is None:
                 raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
-            result = run_arm(cfg, args.control, args.seed)
+            result = run_arm(cfg, args.control, args.seed, search=args.search)
         else:
             from infercast.traces import TraceError, load_trace
 
@@ -53,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
             if args.time_scale != 1.0 or args.rate_scale != 1.0:
                 trace = trace.scaled(args.time_scale, args.rate_scale, seed=args.seed or 0)
             if args.size_fleet:
-                cfg = size_fleet_for_trace(trace, cfg)
-            result = run_arm(cfg, args.control, args.seed or 0, trace=trace)
+                cfg, notes = sized_trace_fleet(trace, cfg)
+                print(f"twin: {Path(args.trace).name}: " + "; ".join(notes), file=sys.stderr)
+            result = run_arm(cfg, args.control, args.seed or 0, trace=trace, search=args.search)
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise

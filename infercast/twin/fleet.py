@@ -15,6 +15,7 @@ scenario and seed give the same result to the last digit.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,9 @@ from infercast.twin.engine import Node, TickSink
 from infercast.twin.requests import Requests
 from infercast.twin.router import CountingRecorder, LatencyBook, Recorder, Router, RouterPolicy
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS, ScenarioTraffic, TraceTraffic, Traffic
+
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # warnings already logged in this process (hindsight sets a fleet up once a plan)
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,8 @@ class Fleet:
     def protect(self) -> None:
         """Switch on the seeds' fixes (`protections` and `thresholds` of the fleet file) as the router and the
         engines are deployed with them; the layout (context pools, cold standby) is the config's own
-        (`layout.protected_layout`)."""
+        (`layout.protected_layout`).  A quota lane for a stream the traffic does not have (the file's own scenario's,
+        on a trace) is left out, with a warning logged once."""
         th, pr = self.cfg.thresholds, self.cfg.protections
         tiers = pr.tiers
         r = self.router
@@ -141,6 +146,17 @@ class Fleet:
         if pr.rate_limit is not None:
             self.limit_rate()
         for stream, b in pr.quota_lanes.items():
+            if stream not in r.tenant_names:
+                # a lane for a stream of the fleet file's own scenario, replayed on other traffic (a trace is one
+                # stream): there is nothing to give a lane to; said once, not once a run
+                msg = (
+                    f"protections.quota_lanes: no stream {stream!r} in the traffic (it has "
+                    f"{', '.join(repr(n) for n in r.tenant_names)}); its quota lane is left out"
+                )
+                if msg not in _WARNED:
+                    _WARNED.add(msg)
+                    log.warning(msg)
+                continue
             r.set_quota_lane(stream, b.rps, b.depth, b.queue_seconds)
 
     def limit_rate(self) -> None:

@@ -289,6 +289,24 @@ def _busiest_minute_kv(result: RunResult, pool: str) -> float:
     return float(v.groupby(minute)["kv_usage_max"].mean().max())
 
 
+def trace_minute_load(trace, cfg: FleetConfig) -> np.ndarray:
+    """The KV tokens each minute of the trace keeps resident, by Little's law: per minute from t = 0 to the last
+    arrival's, the sum over its arrivals of (prompt + half the output) x residence (the prefill floor plus up to
+    2,048 output tokens at 1.5x the fleet's inter-token time), over 60 s.  The load `size_fleet_for_trace` sizes
+    the busiest minute for, and `tracefleet.sized_trace_fleet` compares the median minute with."""
+    from infercast.twin.latency import prefill_floor_seconds
+
+    t = np.asarray(trace.arrivals_s, dtype=np.float64)
+    if len(t) == 0:
+        raise ValueError("cannot size a fleet for an empty trace")
+    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
+    out = np.asarray(trace.output_tokens, dtype=np.float64)
+    itl = cfg.twin.inter_token_seconds * 1.5
+    residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
+    minute = (t // 60).astype(np.int64)
+    return np.bincount(minute, weights=(prompt + out / 2) * residence) / 60.0
+
+
 def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, seed: int = 0) -> FleetConfig:
     """A one-pool fleet of the config's first serving version, sized so the trace's busiest minute averages about
     `target_peak_kv` of KV capacity on the busiest node.
@@ -296,14 +314,16 @@ def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, 
     How: the KV tokens the busiest minute keeps resident are estimated by Little's law (arrival rate x tokens x
     residence); that many tokens at `target_peak_kv` set the KV capacity to provide.  Nodes: enough prefill
     throughput for the busiest 10 s at 70%, and enough KV; when the trace needs less KV than those nodes' cards
-        hold (public traces are samples of a fleet's traffic), the cards are sized down instead.  One replay of the
+    hold (public traces are samples of a fleet's traffic), the cards are sized down instead.  One replay of the
     trace on that fleet then measures the busiest minute and rescales the capacity
     once to hit the target.  The sizing is fixed per trace and uses nothing but the trace; the gateway's rate
     limit, standby pools and failover are left out so the series shows the trace's own load, and the engine keeps
     10% of the card for activations (vLLM's default), so peaks preempt rather than crash.
-    """
-    from infercast.twin.latency import prefill_floor_seconds
 
+    This is the whole fleet a trace needs at its peak; `infercast twin run --trace F --size-fleet` and the demo
+    keep that many nodes but run only the median minute's share of them always on, the rest standby, with the
+    fleet file's protections set up again (`infercast.twin.tracefleet.sized_trace_fleet`).
+    """
     t = np.asarray(trace.arrivals_s, dtype=np.float64)
     if len(t) == 0:
         raise ValueError("cannot size a fleet for an empty trace")
@@ -318,10 +338,7 @@ def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, 
     if longest > vc.max_model_len:
         vc = vc.model_copy(update={"max_model_len": longest})
         cfg = cfg.model_copy(update={"versions": {**cfg.versions, pc.version: vc}})
-    itl = cfg.twin.inter_token_seconds * 1.5
-    residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
-    minute = (t // 60).astype(np.int64)
-    busiest = float(np.bincount(minute, weights=(prompt + out / 2) * residence).max()) / 60.0
+    busiest = float(trace_minute_load(trace, cfg).max())
     # compute: enough prefill throughput for the busiest 10 s at 70% utilisation
     peak_prefill = float(np.bincount((t // 10).astype(np.int64), weights=prompt).max()) / 10.0
     per_node_prefill = cfg.twin.prefill_tokens_per_second * vc.peak_throughput_factor
