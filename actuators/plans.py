@@ -13,14 +13,15 @@ plus what it knows ahead.
   reservoir max-min between the pools, and holds the floors until the event ends; the HPA then scales back with its
   stabilisation window.  With an empty calendar it is `reactive`.
 - `hindsight` (an upper bound for the controller's levers): every candidate plan is run on the same arrivals and
-  the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds.  Candidates (`candidate_plans`):
-  every static plan (each split of the reservoir between the pools, held from the start; the empty split is
-  `reactive`) and every plan with one change point (the reservoir split between the pools, at each time of a grid:
-  every `grid_seconds`, plus, read from the run's true future traffic, a cold start and a margin before each time
-  the offered rate first reaches 1.2x, 1.5x, 2x and 4x its median).  `search="fast"` (`staged_search`) tries the
-  splits of the whole reservoir held from the start, then the best of them from each change point the future
-  points to: about a tenth of the runs.  Levers not searched: pool weights and breaker thresholds (the protected
-  layout's pools are split by context length, so there is no sibling pool to shift weight to) and admission.
+  the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds (`better`).  A `full` search
+  (`candidate_plans`) tries every static plan (each split of the reservoir between the pools, held from the start;
+  the empty split is `reactive`) and every plan with one change point (the whole reservoir split between the pools,
+  from each time of a grid: every `grid_seconds`, plus, read from the run's true future traffic, a cold start and
+  a margin before each time the offered rate first reaches 1.2x, 1.5x, 2x and 4x its median).  A `fast` search
+  (`staged_search`) tries the splits of the whole reservoir held from the start, then the best of them from each
+  change point the future points to: about a tenth of the runs.  Levers not searched: pool weights and breaker
+  thresholds (the protected layout's pools are split by context length, so no sibling pool takes the same
+  prompts) and admission.
 """
 
 from __future__ import annotations
@@ -208,17 +209,27 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     return plan2, res2, tried + tried2[1:]
 
 
-def score(summary: dict) -> tuple[float, float, float]:
-    """What hindsight maximises: urgent goodput, then goodput, then the fewest GPU-seconds."""
-    return (
-        float(summary.get("urgent_goodput_rps") or 0.0),
-        float(summary.get("goodput_rps") or 0.0),
-        -float(summary.get("gpu_seconds") or 0.0),
-    )
+#: Goodput differences below this share (or 0.05 req/s) are ties for hindsight: noise of the arrivals' draw, not a
+#: better plan, so the plan that holds fewer GPU-seconds wins them.
+TIE_SHARE = 0.002
+
+
+def _differ(a: float, b: float) -> bool:
+    return abs(a - b) > max(0.05, TIE_SHARE * max(abs(a), abs(b)))
+
+
+def better(a: dict, b: dict) -> bool:
+    """Whether run summary `a` beats `b` for hindsight: more urgent goodput, then more goodput, then fewer
+    GPU-seconds (goodputs within `TIE_SHARE` of each other tie)."""
+    for key in ("urgent_goodput_rps", "goodput_rps"):
+        x, y = float(a.get(key) or 0.0), float(b.get(key) or 0.0)
+        if _differ(x, y):
+            return x > y
+    return float(a.get("gpu_seconds") or 0.0) < float(b.get("gpu_seconds") or 0.0)
 
 
 def search_hindsight(run: Callable[[Plan], RunResult], plans: Sequence[Plan]) -> tuple[Plan, RunResult, list[dict]]:
-    """Run every plan (`run(plan)`: the twin on the same arrivals) and keep the best by `score`; (plan, its run,
+    """Run every plan (`run(plan)`: the twin on the same arrivals) and keep the best (`better`); (plan, its run,
     every candidate's figures)."""
     best: tuple[Plan, RunResult] | None = None
     tried = []
@@ -228,7 +239,7 @@ def search_hindsight(run: Callable[[Plan], RunResult], plans: Sequence[Plan]) ->
         tried.append(
             {"plan": plan.describe(), **{k: s.get(k) for k in ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")}}
         )
-        if best is None or score(s) > score(best[1].summary):
+        if best is None or better(s, best[1].summary):
             best = (plan, res)
     if best is None:
         raise ValueError("hindsight: no plan to search")
@@ -239,9 +250,9 @@ __all__ = [
     "Plan",
     "PlanArm",
     "ScheduledArm",
+    "better",
     "candidate_plans",
     "future_change_points",
-    "score",
     "search_hindsight",
     "splits",
     "staged_search",
