@@ -10,9 +10,9 @@
   an autoscaler on current metrics with Kubernetes HPA's defaults (`Hpa`).  It acts on what *is*.
 - `predictive`: `reactive` plus infercast's control loop (`controller.py`: policy and guardrails) on infercast's
   own forecasts, through the whole pipeline (twin -> exporter -> store -> predictors -> control loop), `driver.py`.
-- `oracle`: `reactive` plus the same control loop fed the true future in place of the forecasts
-  (`inputs.TruthInputs`).  So `oracle - predictive` is the value of better forecasts and `predictive - reactive`
-  the value of prediction and actuation.
+- `perfect-forecast`: `reactive` plus the same control loop fed the true future in place of the forecasts
+  (`inputs.TruthInputs`).  So `perfect-forecast - predictive` is the value of better forecasts (the forecast gap);
+  `hindsight - perfect-forecast` what a better policy could add (the policy gap; `plans.py`).
 
 Every arm acts through the twin's admin API (`backends/twin.py`) every `step_seconds` of simulated time.
 """

@@ -5,7 +5,7 @@ Two sources give the same `Inputs`:
 - `StoreInputs` reads the metric store (Prometheus, or the in-memory store of the embedded pipeline): the fullest
   instance's KV usage, the published KV forecast's upper band and breach ETA, the request rate and its forecast.
   The daemon and the `predictive` arm use it.
-- `TruthInputs` reads the true future instead of forecasts: the `oracle` arm (see `actuators/arms.py`).
+- `TruthInputs` reads the true future instead of forecasts: the `perfect-forecast` arm (see `actuators/arms.py`).
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class StoreInputs:
 
 
 class TruthInputs:
-    """The true future in place of forecasts (the `oracle` arm): the realised KV series of a reference run of the same
-    seed (the fullest instance per pool) and the requests per second the traffic will offer each pool."""
+    """The true future in place of forecasts (the `perfect-forecast` arm): the realised KV series of a reference run
+    of the same seed (the fullest instance per pool) and the requests per second the traffic will offer each pool."""
 
     def __init__(self, cfg: FleetConfig, fleet, traffic, reference: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         self.cfg = cfg
@@ -191,7 +191,7 @@ def token_rate_at(traffic, t: float, short: bool = True, long: bool = True, wind
 
 
 def reference_series(timeseries) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """pool -> (t, fullest instance's KV usage) from a twin run's time series (what the oracle reads ahead)."""
+    """pool -> (t, fullest instance's KV usage) from a twin run's time series (what perfect-forecast reads ahead)."""
     out = {}
     for pool, df in timeseries.groupby("pool"):
         df = df.sort_values("t")

@@ -14,7 +14,10 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("infercast.demo", "replay the flash sale under every control (none to oracle) and write a report"),
+    "demo": (
+        "infercast.demo",
+        "replay the flash sale under every control (none to perfect-forecast) and write a report",
+    ),
     "twin": ("infercast.twin.cli", "run the fleet twin on a scenario or a real trace"),
     "exporter": ("exporters.cli", "serve the catalog metrics scraped from engines, GPUs and the router"),
     "predictor": ("predictors.cli", "forecast KV usage and traffic; serve the forecasts as metrics"),

@@ -1,8 +1,8 @@
 """`infercast demo [--scenario flash-sale|seed004-bench|FILE | --trace FILE] [--seed N] [--out DIR] [--json]
 [--prometheus URL --alertmanager URL [--speed S]]`.
 
-Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `predictive`, `oracle`) with the same
-seed, shows a progress bar per arm and what the controls do, prints the comparison table and writes
+Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `predictive`, `perfect-forecast`)
+with the same seed, shows a progress bar per arm and what the controls do, prints the comparison table and writes
 `DIR/report.html` (self-contained), `DIR/summary.json` and each arm's `DIR/ARM/timeseries.csv` and `events.json`
 (each arm's as soon as it is done).  With `--prometheus` and `--alertmanager`, `predictive` runs live through
 those servers on the wall clock (`live.py`; the servers are checked first, `live_check.py`).
@@ -21,7 +21,13 @@ from pathlib import Path
 from infercast.config import ConfigError, load_config, resolve_scenario
 from infercast.runfiles import to_json, write_json
 
-ARMS = ("none", "basic", "reactive", "predictive", "oracle")  # actuators.driver.ARMS (kept light for --help)
+# every arm of actuators.driver.ARMS may be asked for (kept light for --help: tests/twin/test_trace_arms.py checks the
+# twin's copy); the default five are the demo's story, the control bench (bench/control.py) runs them all
+ARMS = (
+    "none", "basic", "reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast",
+    "hindsight",
+)  # fmt: skip
+DEFAULT_ARMS = ("none", "basic", "reactive", "predictive", "perfect-forecast")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--trace", help="a trace instead (Azure CSV, Mooncake JSONL, ServeGen dir) on a sized fleet")
     p.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
     p.add_argument("--seed", type=int, default=None, help="the scenario's seed (default: the file's)")
-    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                   help=f"comma-separated subset of {','.join(ARMS)} (default: {','.join(DEFAULT_ARMS)}; "
+                   "hindsight runs a fast search: several runs of the twin)")  # fmt: skip
     p.add_argument("--out", default="runs/demo", help="directory for report.html, summary.json and the series")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -150,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     from infercast.demo.report import live_note, render_html, text_table
     from infercast.demo.run import run_demo
 
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    # `oracle`: the old name of perfect-forecast (actuators.driver.ALIASES)
+    arms = [{"oracle": "perfect-forecast"}.get(a.strip(), a.strip()) for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad or not arms:
         print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(ARMS)}",

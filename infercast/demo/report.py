@@ -26,7 +26,7 @@ ARM_COLOURS = {
     "basic": "#9467bd",
     "reactive": "#1f77b4",
     "predictive": "#2ca02c",
-    "oracle": "#d62728",
+    "perfect-forecast": "#d62728",
 }
 POOL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MAX_LISTED_EVENTS = 60  # per arm, in the report's list (the rest are counted)
@@ -255,7 +255,7 @@ td:first-child,th:first-child{text-align:left}th{background:#f6f6f6}.muted{color
 def _headline(result: DemoResult) -> str:
     arms = result.arms
     parts = []
-    for name in ("none", "reactive", "predictive", "oracle"):
+    for name in ("none", "reactive", "predictive", "perfect-forecast"):
         if name in arms:
             s = arms[name].summary
             parts.append(
@@ -322,8 +322,8 @@ moment the unprotected fleet (<code>none</code>) first had an instance over {res
 seeds' own fixes with no foresight (per-request memory admission, a quota lane for the flash-sale customer, pools split
 by context length, a cold v3.5 standby, a failover headroom check, priority tiers, an HPA on current metrics).
 <b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and Prophet forecasts, the actuator's
-control loop with guardrails). <b>oracle</b>: the same control loop fed the true future, an estimate of what foresight
-alone can add. Details: docs/demo.md.</p>
+control loop with guardrails). <b>perfect-forecast</b>: the same control loop fed the true future, an estimate of what
+better forecasts alone could add (not an upper bound: the policy is the same). Details: docs/demo.md.</p>
 </body></html>
 """
 

@@ -1,9 +1,9 @@
 """Run every arm of the demo on the same arrivals and collect what the report and the table show.
 
 Each arm goes through the one driver (`actuators.driver.run_arm`): `predictive` is the whole pipeline (twin ->
-exporter -> in-memory store -> predictors -> control loop -> the twin's admin API), `oracle` the same control loop
-fed the true future (read from the `reactive` run, which the demo has already made).  A `Watched` observer reads the
-fleet after each tick for the progress bar and the narration; it never acts.
+exporter -> in-memory store -> predictors -> control loop -> the twin's admin API), `perfect-forecast` the same
+control loop fed the true future (read from the `reactive` run, which the demo has already made).  A `Watched`
+observer reads the fleet after each tick for the progress bar and the narration; it never acts.
 
 Alert lead (`alert_lead_seconds`): how long before the avalanche each arm's page fires.  The avalanche is the moment
 the unprotected fleet (`none`, the same arrivals) first has an instance over the predictive trigger (0.75 KV usage):
@@ -11,9 +11,9 @@ every arm faces the same surge, so one reference time makes the leads comparable
 operator gets: with no forecaster (`none`, `basic`, `reactive`), the threshold alert `InfercastKVCacheUsageHigh` as
 `alertrules` writes it (the fullest instance's median over the last `for_kv_usage` above the memory breaker);
 `predictive` gets infercast's `InfercastKVCacheForecastBreach` (the published upper band over the trigger for the
-rule's `for:`, `predictors.alarm`); `oracle` pages when the true future crosses within the horizon.  Negative means
-the page came after the avalanche started; None, that the arm was never paged.  An arm run live (`live.py`: through
-real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo instead, and its
+rule's `for:`, `predictors.alarm`); `perfect-forecast` pages when the true future crosses within the horizon.
+Negative means the page came after the avalanche started; None, that the arm was never paged.  An arm run live
+(`live.py`: through real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo instead, and its
 summary says so (`alert_source`: "alertmanager" rather than "computed").
 """
 
@@ -35,7 +35,8 @@ P99_WINDOW_SECONDS = 30.0
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
 SUMMARY_KEYS = (
     "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds", "memory_efficiency",
-    "alert_lead_seconds", "recovered", "offered", "served", "rejected", "failed", "in_flight", "actions",
+    "alert_lead_seconds", "urgent_goodput_rps", "gpu_seconds", "recovered", "offered", "served", "rejected", "failed",
+    "in_flight", "actions",
     "first_oom_seconds", "wall_seconds", "alert_source",
 )  # fmt: skip
 
@@ -218,7 +219,7 @@ def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | Non
         narrator(fleet, arm)
 
     t0 = time.perf_counter()
-    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline)
+    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast")
     s = dict(res.summary)
     s["actions"] = sum(1 for e in res.events if e["event"] == "action")
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -259,7 +260,8 @@ def run_demo(
     done: Callable[[ArmRun], None] = lambda run: None,
 ) -> DemoResult:
     """Every arm on the same arrivals, `jobs` at a time (processes; the arms share nothing, so the results are the
-    same for any `jobs`).  The oracle reads the future from the `reactive` run, so it starts once that is done.
+    same for any `jobs`).  The perfect-forecast arm reads the future from the `reactive` run, so it starts once that
+    is done.
     With `live` (a `live.Live`), its arms run first, in this process, through the real servers.  `done(run)` is
     called as each arm finishes."""
     from actuators.inputs import reference_series
@@ -278,10 +280,10 @@ def run_demo(
     def reference() -> dict | None:  # without `reactive` among the arms, run_arm makes its own reference run
         return reference_series(runs["reactive"].timeseries) if "reactive" in runs else None
 
-    first = [a for a in arms if a != "oracle" and a not in runs]
+    first = [a for a in arms if a != "perfect-forecast" and a not in runs]
     if jobs <= 1:
-        for name in [*first, *(["oracle"] if "oracle" in arms else [])]:
-            runs[name] = run_one(cfg, name, seed, trace, reference() if name == "oracle" else None, progress)
+        for name in [*first, *(["perfect-forecast"] if "perfect-forecast" in arms else [])]:
+            runs[name] = run_one(cfg, name, seed, trace, reference() if name == "perfect-forecast" else None, progress)
             progress(name, 1.0, [])
             done(runs[name])
     else:
@@ -300,13 +302,13 @@ def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference
     ctx = mp.get_context("spawn")  # no fork of a process that may hold torch's or BLAS's threads
     with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         q = manager.Queue()
-        # the slow arms first, so the oracle (which waits for reactive) is not left alone at the end
+        # the slow arms first, so perfect-forecast (which waits for reactive) is not left alone at the end
         order = sorted(first, key=lambda a: a not in ("reactive", "predictive"))
         pending = {pool.submit(_run_in_worker, cfg, a, seed, trace, None, q): a for a in order}
-        oracle_due = "oracle" in arms
-        if oracle_due and "reactive" not in first:
-            pending[pool.submit(_run_in_worker, cfg, "oracle", seed, trace, None, q)] = "oracle"
-            oracle_due = False
+        perfect_due = "perfect-forecast" in arms
+        if perfect_due and "reactive" not in first:
+            pending[pool.submit(_run_in_worker, cfg, "perfect-forecast", seed, trace, None, q)] = "perfect-forecast"
+            perfect_due = False
         while pending:
             done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             _drain(q, progress, queue_mod.Empty)
@@ -315,9 +317,11 @@ def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference
                 runs[name] = f.result()
                 progress(name, 1.0, [])
                 finished(runs[name])
-                if name == "reactive" and oracle_due:
-                    pending[pool.submit(_run_in_worker, cfg, "oracle", seed, trace, reference(), q)] = "oracle"
-                    oracle_due = False
+                if name == "reactive" and perfect_due:
+                    pending[pool.submit(_run_in_worker, cfg, "perfect-forecast", seed, trace, reference(), q)] = (
+                        "perfect-forecast"
+                    )
+                    perfect_due = False
         _drain(q, progress, queue_mod.Empty)
 
 
@@ -340,7 +344,7 @@ def _alert_leads(out: DemoResult, cfg: FleetConfig, rules, policy) -> None:
             run.live["page_computed_seconds"] = forecast_page(run.forecasts, policy)
         elif name == "predictive":
             run.page_seconds, run.page_alert = forecast_page(run.forecasts, policy), "InfercastKVCacheForecastBreach"
-        elif name == "oracle":
+        elif name == "perfect-forecast":
             # the true future crosses within the horizon from (avalanche - horizon) on
             page = None if out.avalanche_seconds is None else max(0.0, out.avalanche_seconds - out.horizon_seconds)
             run.page_seconds, run.page_alert = page, "the true future (no alert rule)"

@@ -3,7 +3,7 @@
 Seed 000's new architecture (版本隔离部署) isolates pools by context length — a v4 short-context pool that
 autoscales, a v4 long-context pool of fixed nodes, a v3.5 emergency pool kept cold — instead of one v4 pool with a
 hot v3.5 fallback.  That is a deployment, not a knob turned at run time, so the arms that use the seeds' fixes
-(`reactive`, and `predictive` and `oracle`, built on it) run on `protected_layout(cfg)`: the same nodes, GPUs and
+(`reactive`, and every arm built on it) run on `protected_layout(cfg)`: the same nodes, GPUs and
 standby capacity as the fleet file, split as `protections.context_pools` says.  `none` and `basic` run the fleet
 file as it is.
 """

@@ -36,36 +36,35 @@ def demo(repo_root, tmp_path_factory):
 def test_every_arm_reports_the_numbers_the_issue_names(demo):
     summary, out, _ = demo
     assert json.loads((out / "summary.json").read_text())["arms"] == summary["arms"]
-    assert list(summary["arms"]) == ["none", "basic", "reactive", "predictive", "oracle"]
+    assert list(summary["arms"]) == ["none", "basic", "reactive", "predictive", "perfect-forecast"]
     for arm, s in summary["arms"].items():
         for key in ("oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds",
-                    "memory_efficiency", "alert_lead_seconds"):  # fmt: skip
+                    "memory_efficiency", "alert_lead_seconds", "urgent_goodput_rps", "gpu_seconds"):  # fmt: skip
             assert key in s, (arm, key)
         assert (out / arm / "timeseries.csv").exists() and (out / arm / "events.json").exists()
     assert (out / "predictive" / "forecasts.csv").exists()  # the band the report draws
 
 
-def test_the_arms_rank_as_the_pipeline_claims(demo):
+def test_the_arms_keep_what_must_always_hold(demo):
+    """What holds whatever the forecast is worth (issue 22: the demo's test must not require predictive to win; the
+    control bench, bench/control.py, measures that against the bound and the arms an operator runs without ML)."""
     arms = demo[0]["arms"]
-    none, basic, reactive, predictive, oracle = (arms[a] for a in ("none", "basic", "reactive", "predictive", "oracle"))
-    # `none` is the worst on OOMs and goodput; the seeds' fixes stop the OOMs
-    assert none["oom_events"] > 0 and reactive["oom_events"] == 0
-    assert none["goodput_rps"] < min(reactive["goodput_rps"], predictive["goodput_rps"], oracle["goodput_rps"])
+    none, reactive, predictive, perfect = (arms[a] for a in ("none", "reactive", "predictive", "perfect-forecast"))
+    for name, s in arms.items():  # every offered request is accounted for exactly once
+        assert s["served"] + s["rejected"] + s["failed"] + s["in_flight"] == s["offered"], name
+        assert 0 <= s["urgent_goodput_rps"] <= s["goodput_rps"], name
+    # the seeds' fixes stop the avalanche: the unprotected fleet crashes, every protected arm does not
+    assert none["oom_events"] > 0
+    for s in (reactive, predictive, perfect):
+        assert s["oom_events"] == 0
+    assert none["goodput_rps"] < reactive["goodput_rps"]
     assert none["p99_latency_ms"] > 5 * reactive["p99_latency_ms"]
-    # infercast's pipeline: no more OOMs, no slower urgent P99, more goodput than the seeds' fixes
-    assert predictive["oom_events"] <= reactive["oom_events"]
-    assert predictive["p99_latency_ms"] <= reactive["p99_latency_ms"]
-    assert predictive["goodput_rps"] > reactive["goodput_rps"]
-    # the same control loop fed the true future does at least as well as on infercast's forecasts: no more OOMs,
-    # no slower urgent P99, and goodput within the 1% that moving the same actions by one 15 s step makes
-    # (docs/demo.md: seeds 0-2 of the full sale, -0.45% to +0.02%)
-    assert oracle["oom_events"] == 0
-    assert oracle["p99_latency_ms"] <= predictive["p99_latency_ms"]
-    assert oracle["goodput_rps"] >= 0.99 * predictive["goodput_rps"]
-    # the predictive page comes before the unprotected fleet crosses the trigger; without forecasts, no earlier page
+    # pre-warming holds GPUs: an arm that acts ahead never holds fewer GPU-seconds than the run without control had
+    # to keep on (the always-on nodes), and the predictive page comes before the unprotected fleet crosses the trigger
+    assert predictive["gpu_seconds"] > 0 and reactive["gpu_seconds"] > 0
     lead = predictive["alert_lead_seconds"]
     assert lead is not None and lead > 0
-    for arm in (none, basic, reactive):
+    for arm in (none, reactive):
         assert arm["alert_lead_seconds"] is None or arm["alert_lead_seconds"] < lead
 
 
@@ -79,7 +78,7 @@ def test_the_report_holds_every_plot_and_opens_offline(demo):
     assert "<script" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
     # the comparison table lists every arm, and the timeline says why the actuator acted
-    for arm in ("none", "basic", "reactive", "predictive", "oracle"):
+    for arm in ("none", "basic", "reactive", "predictive", "perfect-forecast"):
         assert f"<td>{arm}</td>" in page
     assert "applied: scale_pool" in page and "KV forecast upper band" in page
     # the progress lines say what ran (stderr is not a terminal here: no bars)
@@ -88,7 +87,7 @@ def test_the_report_holds_every_plot_and_opens_offline(demo):
 
 def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_again(repo_root, data_dir, tmp_path):
     """`--trace`: the file's protections name its own pools and streams, so the demo sets them up again on the sized
-    fleet and says how on stderr; the oracle reads the trace's own future (about 20 s)."""
+    fleet and says how on stderr; perfect-forecast (asked for by its old name) reads the trace's own future (~20 s)."""
     trace = data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"
     r = subprocess.run(
         [sys.executable, "-m", "infercast.cli", "demo", "--trace", str(trace), "--arms", "none,reactive,oracle",
@@ -98,7 +97,7 @@ def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_
     assert r.returncode == 0, r.stderr[-3000:]
     assert "sized for the trace" in r.stderr and "token bucket at" in r.stderr and "no quota lanes" in r.stderr
     arms = json.loads(r.stdout)["arms"]
-    assert list(arms) == ["none", "reactive", "oracle"]
+    assert list(arms) == ["none", "reactive", "perfect-forecast"]
     for s in arms.values():
         assert s["served"] + s["rejected"] + s["failed"] + s["in_flight"] == s["offered"] > 1000
     assert (tmp_path / "report.html").exists()
