@@ -13,8 +13,8 @@ operator gets: with no forecaster (`none`, `basic`, `reactive`), the threshold a
 `predictive` gets infercast's `InfercastKVCacheForecastBreach` (the published upper band over the trigger for the
 rule's `for:`, `predictors.alarm`); `perfect-forecast` pages when the true future crosses within the horizon.
 Negative means the page came after the avalanche started; None, that the arm was never paged.  An arm run live
-(`live.py`: through real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo instead, and its
-summary says so (`alert_source`: "alertmanager" rather than "computed").
+(`live.py`: through real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo
+instead, and its summary says so (`alert_source`: "alertmanager" rather than "computed").
 """
 
 from __future__ import annotations
