@@ -17,7 +17,7 @@ plus what it knows ahead.
   (`candidate_plans`) tries every static plan (each split of the reservoir between the pools, held from the start;
   the empty split is `reactive`) and every plan with one change point (the whole reservoir split between the pools,
   from each time of a grid: every `grid_seconds`, plus, read from the run's true future traffic, a cold start and
-  a margin before each time the offered rate first reaches 1.2x, 1.5x, 2x and 4x its median).  A `fast` search
+  a margin before each time the offered rate first reaches 1.2x, 1.5x, 2x and 4x its base level).  A `fast` search
   (`staged_search`) tries the splits of the whole reservoir held from the start, then the best of them from each
   change point the future points to: about a tenth of the runs.  Levers not searched: pool weights and breaker
   thresholds (the protected layout's pools are split by context length, so no sibling pool takes the same
@@ -149,16 +149,17 @@ def splits(pools: Sequence[str], spare: int, whole: bool) -> Iterable[dict[str, 
 
 
 def future_change_points(traffic, duration: float, lead: float) -> list[float]:
-    """Times a cold start and a margin (`lead`) before the true offered rate (60 s windows) first reaches 1.2x,
-    1.5x, 2x and 4x its median: where a plan with foresight would bring capacity up."""
+    """Times a cold start and a margin (`lead`) before the true offered rate first reaches 1.2x, 1.5x, 2x and 4x its
+    base level (the 20th percentile of the run's rate, in 30 s steps: the median would sit inside a surge that lasts
+    half the run): where a plan with foresight would bring capacity up."""
     t = np.arange(0.0, duration, 30.0)
     rate = np.array([traffic.rate_at(float(x)) for x in t])
     if not len(rate) or not np.isfinite(rate).any():
         return []
-    median = float(np.nanmedian(rate))
+    base = max(float(np.nanpercentile(rate, 20)), 1e-9)
     out = set()
     for factor in (1.2, 1.5, 2.0, 4.0):
-        over = np.flatnonzero(rate >= factor * max(median, 1e-9))
+        over = np.flatnonzero(rate >= factor * base)
         if len(over):
             out.add(max(0.0, round(float(t[over[0]]) - lead, 1)))
     return sorted(out)

@@ -1,0 +1,120 @@
+"""The plan arms (`actuators/plans.py`): `scheduled` pre-scales before a calendar event and only then; `hindsight`
+searches the plans it says it searches and keeps the best, where a noise-level gain never buys GPU-seconds."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+
+from actuators.driver import run_arm, true_traffic
+from actuators.plans import (
+    Plan,
+    better,
+    candidate_plans,
+    future_change_points,
+    search_hindsight,
+    splits,
+    staged_search,
+)
+from infercast.config import parse_config
+from infercast.twin.run import RunResult
+from infercast.twin.variants import load_scenario
+
+
+def _result(urgent: float, goodput: float, gpu: float) -> RunResult:
+    s = {"urgent_goodput_rps": urgent, "goodput_rps": goodput, "gpu_seconds": gpu}
+    return RunResult(s, pd.DataFrame(), pd.DataFrame())
+
+
+def test_a_plan_holds_its_floors_from_each_change_point_on():
+    p = Plan(((100.0, (("a", 3),)), (300.0, (("a", 5), ("b", 2)))))
+    assert p.floors_at(99.0) == {} and p.floors_at(100.0) == {"a": 3} and p.floors_at(400.0) == {"a": 5, "b": 2}
+    assert Plan().floors_at(1e9) == {} and Plan().describe() == "no plan (reactive)"
+    assert p.to_dict()[1] == {"from_seconds": 300.0, "floors": {"a": 5, "b": 2}}
+
+
+def test_splits_of_the_reservoir_are_every_way_to_share_it():
+    whole = list(splits(["long", "short"], 4, whole=True))
+    assert len(whole) == 5 and all(sum(s.values()) == 4 for s in whole)
+    assert len(list(splits(["long", "short"], 4, whole=False))) == 15  # (a, b) with a + b <= 4
+
+
+def test_hindsight_searches_every_static_split_and_one_change_point_on_the_flash_sale():
+    cfg = load_scenario("flash-sale")
+    traffic, duration = true_traffic(cfg, 0, None)
+    # the sale's rate is over 1.2x (and 4x) the calm rate from the 30 s step at 630 s on: a cold start (90 s) and
+    # the policy's margin (30 s) before that
+    assert future_change_points(traffic, duration, 120.0) == [510.0]
+    full = candidate_plans(cfg, duration, traffic, search="full", grid_seconds=120.0)
+    assert full[0] == Plan()  # reactive: the empty plan is always a candidate
+    static = [p for p in full if p.steps and p.steps[0][0] == 0.0]
+    assert len(static) == 14  # every split of the 4 standby nodes between v4-short and v4-long but the empty one
+    later = {p.steps[0][0] for p in full if p.steps and p.steps[0][0] > 0}
+    assert {120.0, 600.0, 1680.0} <= later  # the grid, every 120 s
+    for at in later:  # from each change point, every split of the whole reservoir
+        assert sum(1 for p in full if p.steps and p.steps[0][0] == at) == 5
+
+
+def test_noise_level_gains_never_buy_gpu_seconds_but_real_ones_do():
+    cheap = {"urgent_goodput_rps": 40.0, "goodput_rps": 199.3, "gpu_seconds": 10.0}
+    dear = {"urgent_goodput_rps": 40.01, "goodput_rps": 199.31, "gpu_seconds": 20.0}
+    assert better(cheap, dear) and not better(dear, cheap)
+    more = {"urgent_goodput_rps": 45.0, "goodput_rps": 190.0, "gpu_seconds": 30.0}
+    assert better(more, cheap)  # urgent goodput first, whatever it costs
+
+
+def test_the_search_keeps_the_best_run_and_reports_every_candidate():
+    runs = {Plan(): _result(10, 100, 5), Plan(((0.0, (("a", 2),)),)): _result(12, 90, 9)}
+    plan, res, tried = search_hindsight(lambda p: runs[p], list(runs))
+    assert plan == Plan(((0.0, (("a", 2),)),)) and res.summary["urgent_goodput_rps"] == 12
+    assert [c["plan"] for c in tried] == ["no plan (reactive)", "from 0 s: a >= 2"]
+
+
+def test_the_fast_search_tries_later_change_points_for_the_best_static_split():
+    cfg = load_scenario("flash-sale")
+    traffic, duration = true_traffic(cfg, 0, None)
+    seen: list[Plan] = []
+
+    def run(p: Plan) -> RunResult:  # more short nodes serve more; from later on, fewer GPU-seconds
+        seen.append(p)
+        floors = p.floors_at(duration)
+        at = p.steps[0][0] if p.steps else duration
+        return _result(floors.get("v4-short", 0), 100.0, duration - at)
+
+    plan, _, tried = staged_search(cfg, duration, traffic, run)
+    assert plan.floors_at(duration) == {"v4-long": 5, "v4-short": 11}  # all 4 standby nodes to the short pool
+    assert plan.steps[0][0] > 0  # the same goodput from later: fewer GPU-seconds
+    assert len(tried) == len(seen) - 1  # the stage-one winner is run again, counted once
+
+
+@pytest.fixture(scope="module")
+def short_sale(repo_root):
+    """The flash sale cut to 420 s, the sale from 300 s, announced (the calendar has it)."""
+    data = yaml.safe_load((repo_root / "examples" / "flash-sale.yaml").read_text())
+    sc = data["scenario"]
+    sc["duration_seconds"] = 420
+    phases = sc["streams"][0]["phases"]
+    phases[1]["start_seconds"], phases[2]["start_seconds"] = 300, 400
+    data["events"] = [{"name": "flash-sale", "start": "300", "end": "400", "expected_rps": 12000}]
+    return parse_config(data)
+
+
+def _scale_ups(events: list[dict]) -> list[tuple[float, str, int]]:
+    return [(e["t"], e["pool"], e["replicas"]) for e in events if e.get("action") == "scale_pool"]
+
+
+@pytest.mark.slow
+def test_scheduled_prescales_a_cold_start_and_a_margin_before_the_event_and_not_before(short_sale):
+    """An SRE without ML: the announced sale at 300 s gets the whole reservoir from 180 s (90 s cold start + 30 s
+    margin), sized from its expected 12,000 req/s; on the calm fleet before that, the plan asks for nothing."""
+    s = run_arm(short_sale, "scheduled", 0)
+    ups = _scale_ups(s.events)
+    assert ups, "scheduled never scaled"
+    assert min(t for t, _, _ in ups) == pytest.approx(180.0, abs=5.0)
+    last = {pool: r for _, pool, r in ups}
+    assert last["v4-short"] + last["v4-long"] == 12 + 4  # the 12 serving nodes and every standby one
+    assert s.summary["gpu_seconds"] > run_arm(short_sale, "reactive", 0).summary["gpu_seconds"]
+    # with the event left out of the calendar, scheduled is reactive
+    blind = run_arm(short_sale.model_copy(update={"events": ()}), "scheduled", 0)
+    assert not [u for u in _scale_ups(blind.events) if u[0] < 300.0]
