@@ -586,8 +586,9 @@ class Router:
         """Dispatch waiting requests to pools with room, urgent first, and within a tier fairly between quota lanes
         (max-min: a lane that needs less than an equal share gets all it needs; GIE's fairness between flows): a
         pool is saturated when its serving nodes hold `flow_control_waiting` waiting requests each (GIE's
-        saturation detector); requests that wait longer than their tier allows (urgent: not at all) get a 429
-        (their clients retry)."""
+        saturation detector); low work goes only to the nodes with room to start it, below the tier's idle memory
+        level; requests that wait longer than their tier allows (urgent: not at all) get a 429 (their clients
+        retry)."""
         limit = self.policy.flow_control_waiting
         waits = self.policy.tier_queue_seconds or (
             0.0,
@@ -600,11 +601,10 @@ class Router:
                 continue
             prompt = self.prompt_ewma[pool]
             nodes = [n for n in self._routable(pool) if n.up]
-            fits = sum(self._fits(n, prompt) for n in nodes)  # shared by the tiers, most urgent first
+            node_fits = [self._fits(n, prompt) for n in nodes]
+            fits = sum(node_fits)  # shared by the tiers, most urgent first
             given = 0
-            for c in (0, 1, 2):
-                if c == 2 and not self._idle(nodes):
-                    break  # low-priority work waits for an idle pool (seed 004: 空闲时处理)
+            for c in (0, 1):
                 # a tier's room in the nodes' queues counts only what the nodes serve before it
                 room = max(0, sum(max(0, int(limit) - n.waiting_upto(c)) for n in nodes) + fits - given)
                 want = np.array([len(q.classes[c]) for q in queues])
@@ -613,6 +613,16 @@ class Router:
                     if k:
                         self._to_nodes(pool, q.classes[c].pop_many(int(k)), t)
                 given += int(give.sum())
+            # low-priority work goes to each node that has spare capacity now (seed 004: 空闲时处理), as much as it
+            # can start; not only when the whole pool is at rest, which on a fleet with one busy node (or any normal
+            # request just dispatched) starved the tier while most nodes had room
+            spare = np.array([self._low_room(n, prompt, f) for n, f in zip(nodes, node_fits, strict=True)])
+            room = int(spare.sum())
+            want = np.array([len(q.classes[2]) for q in queues])
+            give = max_min_share(want, room) if want.sum() > room else want
+            low = [q.classes[2].pop_many(int(k)) for q, k in zip(queues, give, strict=True) if k]
+            if low:
+                self._to_nodes(pool, Requests.concat(low), t, nodes=nodes, room=spare)
             for q in queues:
                 for c in (0, 1, 2):
                     cq = q.classes[c]
@@ -621,13 +631,16 @@ class Router:
                         self._fail(gone, np.full(len(gone), pi), "rejected", t)
 
     @staticmethod
-    def _idle(nodes: list[Node]) -> bool:
-        """Nodes with nothing waiting and memory below the tier's idle level (or no tier levels set)."""
-        return bool(nodes) and all(
-            n.waiting_served_first == 0
-            and (n.control.low_idle_memory is None or n.memory_usage() < n.control.low_idle_memory)
-            for n in nodes
-        )
+    def _low_room(node: Node, prompt_tokens: float, fits: int) -> int:
+        """Low-priority requests a node can take now: what it can start (`fits`) beyond everything already waiting
+        on it (the higher tiers it serves first, and low work it holds), and no more than keeps it below the tier's
+        idle memory level (where the node stops admitting low work and would only hold it); none at or above it."""
+        room = fits - node.waiting_upto(2)
+        idle = node.control.low_idle_memory
+        if idle is not None:
+            headroom = (idle - node.memory_usage()) * node.physical_bytes / node.bytes_per_token
+            room = min(room, int(max(0.0, headroom) // max(prompt_tokens, 1.0)))
+        return max(0, room)
 
     @staticmethod
     def _fits(node: Node, prompt_tokens: float) -> int:
@@ -643,12 +656,17 @@ class Router:
         fits = int(max(0.0, headroom) // max(prompt_tokens, 1.0))
         return min(max(0, node.max_batch - node.running), fits)
 
-    def _to_nodes(self, pool: str, reqs: Requests, t: float) -> None:
-        """Water-fill requests over the pool's routable nodes."""
+    def _to_nodes(
+        self, pool: str, reqs: Requests, t: float, nodes: list[Node] | None = None, room: np.ndarray | None = None
+    ) -> None:
+        """Water-fill requests over the pool's routable nodes; or, given each node's `room` (which must hold them
+        all), split them over `nodes` in proportion to it, never beyond it."""
         pidx = np.full(len(reqs), self.pools.index(pool))
-        nodes = self._routable(pool)
-        loads = np.array([n.load for n in nodes], dtype=np.float64)
-        counts = water_fill(loads, len(reqs))
+        if nodes is None or room is None:
+            nodes = self._routable(pool)
+            counts = water_fill(np.array([n.load for n in nodes], dtype=np.float64), len(reqs))
+        else:
+            counts = share_by_room(room, len(reqs))
         assign = self.rng.permutation(np.repeat(np.arange(len(nodes)), counts))
         for i, node in enumerate(nodes):
             sel = np.flatnonzero(assign == i)
@@ -766,6 +784,25 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
+
+
+def share_by_room(room: np.ndarray, n: int) -> np.ndarray:
+    """Split n requests over nodes in proportion to each one's room (largest remainders first), none beyond it;
+    n must not exceed the total room."""
+    room = np.asarray(room, dtype=np.int64)
+    total = int(room.sum())
+    if n > total:
+        raise ValueError(f"{n} requests do not fit in a room of {total}")
+    if n == 0:
+        return np.zeros(len(room), dtype=np.int64)
+    exact = room * (n / total)
+    counts = np.floor(exact).astype(np.int64)
+    # n <= total: a node's exact share is below its room unless n == total, when it equals it with no remainder,
+    # so one more for the largest remainders never takes a node past its room
+    rest = n - int(counts.sum())
+    if rest > 0:
+        counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
+    return counts
 
 
 def water_fill(loads: np.ndarray, n: int) -> np.ndarray:

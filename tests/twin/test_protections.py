@@ -84,6 +84,32 @@ def test_tiers_serve_urgent_first_and_keep_low_work_for_idle_time():
     assert len(q.drain()) == 3 and len(q) == 0
 
 
+def test_low_priority_work_goes_to_the_nodes_with_room_while_another_node_is_busy(cfg):
+    """Seed 004's low tier is processed when there is spare capacity (空闲时处理), not only when the whole pool is
+    at rest.  The gateway held low requests until every node of the pool had nothing waiting: with one node busy
+    (or any normal request just dispatched) they waited out their 15 s and got a 429 -- the reactive arm served 4
+    of about 12,000 low requests in the flash sale's calm first 300 s.  Now each node with room to start them takes
+    some, never more than that room; the busy node and a node past the tier's idle memory take none."""
+    fleet = build_fleet(protected_layout(cfg), seed=0)
+    fleet.protect()
+    r = fleet.router
+    r.set_rate_limit(None)  # the shared bucket aside: flow control alone decides what goes to the nodes
+    busy, hot, *free = r.pool_nodes["v4-short"]
+    busy.enqueue(_reqs([2000] * (busy.max_batch + 40), prio=1))  # more normal work than it can start: a backlog
+    hot.control.low_idle_memory = hot.memory_usage() * 0.9  # as if past the tier's idle memory level
+    r.route(0.0, 0.25, _reqs([1000] * 60, prio=2, tenant=0))  # short prompts: all for v4-short
+    low_on = {n.name: n.waiting - n.waiting_upto(1) for n in r.pool_nodes["v4-short"]}
+    assert r.flow_waiting("v4-short") == 0, "every low request was dispatched, none left waiting at the gateway"
+    assert low_on[busy.name] == 0 and low_on[hot.name] == 0, "not to the busy node nor to the one past idle memory"
+    assert sum(low_on.values()) == 60
+    assert all(0 < low_on[n.name] <= n.max_batch - n.running for n in free), "spread over the nodes with room"
+    # more low work than the free nodes can start: they take what they can start, the rest waits at the gateway
+    r.route(0.25, 0.5, _reqs([1000] * 2000, prio=2, t=0.25, tenant=0))
+    for n in free:
+        assert n.waiting <= n.max_batch - n.running, "no node is handed more low work than it can start"
+    assert r.flow_waiting("v4-short") > 0
+
+
 def test_max_min_fair_share_between_quota_lanes():
     # a lane that needs less than an equal share gets all it needs; the rest share what is left
     assert max_min_share(np.array([10, 100, 3]), 30).tolist() == [10, 17, 3]
