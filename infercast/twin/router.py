@@ -105,8 +105,9 @@ class RouterPolicy:
     dynamic_timeout: bool = False
     memory_pressure_limit: float | None = None  # don't route to nodes above this memory ratio
     failover_headroom: float | None = None  # degrade only to pools whose memory is below this, queues unsaturated
-    # seed 004's tiers at the gateway: the bucket serves urgent, then normal, then low; over the rate urgent is
-    # refused at once and normal and low wait up to these seconds (None: one FIFO with the lane's queue time)
+    # seed 004's tiers at the gateway: normal and low wait up to these seconds over a lane's rate (None: one FIFO
+    # with the lane's queue time); urgent passes the shared lane at once, and a tenant's quota lane serves it first
+    # out of its bucket and refuses it at once over the rate (see `Router._through_lane`)
     tier_queue_seconds: tuple[float, float, float] | None = None
     cold_standby: frozenset[str] = frozenset()  # switched-off failover pools, started when a failover needs them
     # flow control at the gateway (GIE's): a pool is saturated at this many waiting requests per serving node;
@@ -465,26 +466,32 @@ class Router:
         out = []
         for li, lane in enumerate(self.lanes):
             part = reqs if len(self.lanes) == 1 else reqs.take(np.flatnonzero(lane_of == li))
-            out.append(self._through_lane(lane, part, t, dt))
+            out.append(self._through_lane(lane, part, t, dt, quota=li > 0))
         return Requests.concat(out)
 
-    def _through_lane(self, lane: Lane, reqs: Requests, t: float, dt: float) -> Requests:
+    def _through_lane(self, lane: Lane, reqs: Requests, t: float, dt: float, quota: bool = False) -> Requests:
+        """One lane's bucket: `quota` for a tenant's own lane (its quota covers all its requests), else the shared
+        lane."""
         tiers = self.policy.tier_queue_seconds
         classes = (0, 1, 2) if tiers is not None else (None,)
         for c in classes:
             lane.queues[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
-        # with tiers, urgent requests are served at once, outside the bucket (seed 004: 紧急请求：立即处理); the
-        # bucket meters normal and low work
-        metered = tuple(c for c in classes if c != 0)
+        # with tiers, the shared lane serves urgent requests at once, outside the bucket (seed 004: 紧急请求：立即处理)
+        # and meters normal and low work.  A tenant's own lane is a quota: it meters the tenant's urgent requests
+        # too, first out of the bucket, and refuses those over the rate at once (urgent waits 0), or a tenant that
+        # marks its surge urgent would pass its lane untouched -- the customer the lane exists to contain
+        metered = classes if quota else tuple(c for c in classes if c != 0)
         waiting = sum(len(lane.queues[c]) for c in metered)
         budget = waiting if lane.bucket is None else lane.bucket.take(waiting, dt)
         out = []
         for c in classes:
             q = lane.queues[c]
-            take = len(q) if c == 0 else min(budget, len(q))
-            if take:
+            take = min(budget, len(q)) if c in metered else len(q)
+            if take > 0:
                 out.append(q.pop_many(take))
-                budget -= take
+                # (on the shared lane, as before, the urgent requests passed unmetered still come out of what the
+                # bucket hands normal and low work this tick)
+                budget = max(0, budget - take)
             # what is left waits, up to the limit (0: nothing waits)
             max_wait = lane.queue_seconds if c is None else tiers[c]
             gone = q.drop_older_than(t - max_wait + 1e-9) if max_wait > 0 else q.drain()

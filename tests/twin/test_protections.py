@@ -110,6 +110,38 @@ def test_low_priority_work_goes_to_the_nodes_with_room_while_another_node_is_bus
     assert r.flow_waiting("v4-short") > 0
 
 
+def test_a_quota_lane_meters_its_tenants_urgent_requests_and_leaves_everyone_elses_alone(cfg):
+    """The flash-sale customer's lane exists to contain its surge, but urgent requests skipped the buckets: a
+    customer whose surge is 20% urgent (2,360 req/s in the flash sale) passed its 1000 req/s lane untouched.  Now
+    a tenant's own lane serves its urgent requests first out of its bucket and refuses those over its rate at once
+    (a 429, the client retries: urgent never waits); the regular customers' urgent requests still pass the shared
+    lane at once."""
+    fleet = build_fleet(protected_layout(cfg), seed=0)
+    fleet.protect()
+    r = fleet.router
+    rate = 40.0
+    lane = r.set_quota_lane("flash-sale", rate, rate, 0.0)
+    flash, regular = r.tenant_names.index("flash-sale"), r.tenant_names.index("regular")
+    dt, through, sent = 0.25, {flash: [], regular: []}, 0
+    for k in range(120):  # 30 s: the flash-sale customer sends 10x its lane's rate, all urgent
+        t = k * dt
+        burst = Requests.concat(
+            [_reqs([500] * int(10 * rate * dt), prio=0, t=t, tenant=flash), _reqs([500] * 25, prio=0, t=t)]
+        )
+        sent += int(10 * rate * dt)
+        out = r._rate_limit(burst, t, dt)
+        for tenant in through:
+            through[tenant].append(int((out.tenant == tenant).sum()))
+    per_second = sum(through[flash][40:]) / (80 * dt)  # after the bucket's burst is spent
+    assert per_second == pytest.approx(rate, rel=0.1), f"{per_second:.0f} req/s through a {rate:.0f} req/s lane"
+    assert len(r.lanes[lane].queues[0]) == 0, "urgent requests over the rate are refused, not queued"
+    retried = sum(
+        v for (_, _, prio, outcome), v in r.recorder.requests.items() if (prio, outcome) == ("urgent", "retried")
+    )
+    assert retried == sent - sum(through[flash]), "each one refused got a 429 its client retries"
+    assert through[regular] == [25] * 120, "the regular customers' urgent requests pass at once, every tick"
+
+
 def test_max_min_fair_share_between_quota_lanes():
     # a lane that needs less than an equal share gets all it needs; the rest share what is left
     assert max_min_share(np.array([10, 100, 3]), 30).tolist() == [10, 17, 3]
