@@ -17,7 +17,9 @@ ahead of the crossing, each lever as early as it needs:
   step.
 
 The policy never scales below what the fleet had when it started acting, and keeps what it has done in
-`self.state` so that relaxing undoes its own actions and nothing else.  The guardrails (bounds, cooldowns, change
+`self.state` so that relaxing undoes its own actions and nothing else.  That state moves only when the loop says a
+decision was applied (`note_applied`): a step the guardrails refuse, or the backend fails to apply, is proposed
+again on the next tick instead of being skipped.  The guardrails (bounds, cooldowns, change
 budget, freezes, verification) are not here: `guardrails.py` judges every decision this returns.
 """
 
@@ -112,9 +114,11 @@ class PredictivePolicy:
         self.cold_start = cfg.router.cold_start_seconds
         self.state = PolicyState()
         self.floor: dict[str, int] = {}
+        self._decided_at = 0.0  # the last tick's `now`: what `note_applied` hears about was decided then
 
     # --- the tick -------------------------------------------------------------------------------------------
     def decide(self, now: float, fleet: Observation, outlook: dict[str, Outlook]) -> list[Decision]:
+        self._decided_at = now
         serving = [p for p in fleet.pools if not p.standby and p.name in outlook]
         pressed = {p.name for p in serving if outlook[p.name].breach_eta_seconds <= self._prewarm_lead()}
         out: list[Decision] = []
@@ -133,13 +137,30 @@ class PredictivePolicy:
         return dict(self.floor)
 
     def note_applied(self, d: Decision, result_previous) -> None:
-        """What was applied (the loop says so): a scale-up the policy asked for becomes a floor; a scale back
-        lowers it."""
-        a = d.action
-        if isinstance(a, ScalePool):
-            if d.intent == "protect" or a.pool in self.state.base_replicas:
+        """What was applied (the loop says so), and only that, moves the policy's state: the admission level a
+        tightening or relaxing step brings it to; the replicas and weights to go back to, from before its first
+        pre-warm or shift of a pool; a scale-up it asked for becomes a floor, a scale back lowers it; a relaxing
+        step starts the next hold.  (Set in `decide`, a step the guardrails refused was skipped: the next tick
+        proposed the step after it, and the refused one never happened.)"""
+        a, st = d.action, self.state
+        if d.intent == "relax":
+            st.calm_since = self._decided_at  # the next step waits another hold
+        if isinstance(a, SetAdmission) and "level" in d.inputs:
+            st.level = int(d.inputs["level"])
+        elif isinstance(a, SetPoolWeight):
+            if d.intent == "shift" and "weight" in d.inputs:
+                st.base_weights.setdefault(a.pool, float(d.inputs["weight"]))
+            elif d.intent == "relax":
+                st.base_weights.pop(a.pool, None)
+        elif isinstance(a, ScalePool):
+            if d.intent == "protect":
+                if "replicas" in d.inputs:
+                    st.base_replicas.setdefault(a.pool, int(d.inputs["replicas"]))
                 self.floor[a.pool] = a.replicas
-            else:
+            elif d.intent == "relax" and a.replicas > st.base_replicas.get(a.pool, a.replicas):
+                self.floor[a.pool] = a.replicas
+            else:  # back to where the policy found the pool: no longer its doing
+                st.base_replicas.pop(a.pool, None)
                 self.floor.pop(a.pool, None)
 
     def note_rolled_back(self, d: Decision) -> None:
@@ -168,7 +189,6 @@ class PredictivePolicy:
             target = p.replicas + min(grants.get(p.name, 0), self.p.max_replicas_step)
             if target <= p.replicas:
                 continue
-            self.state.base_replicas.setdefault(p.name, p.replicas)
             out.append(
                 Decision(
                     ScalePool(p.name, target),
@@ -196,15 +216,15 @@ class PredictivePolicy:
         if self.state.level >= len(self.state.levels):
             return []
         step = self.state.levels[self.state.level]
-        self.state.level += 1
+        level = self.state.level + 1  # where the policy is once this step is applied (`note_applied`)
         worst = min(close, key=lambda p: outlook[p.name].breach_eta_seconds)
         o = outlook[worst.name]
         return [
             Decision(
                 SetAdmission(**step),
                 f"pool {worst.name}: {self._warning(o)} (within {self.p.tighten_lead_seconds:.0f} s): tighten "
-                f"admission, step {self.state.level}",
-                self._inputs(o, level=self.state.level),
+                f"admission, step {level}",
+                self._inputs(o, level=level),
             )
         ]
 
@@ -247,16 +267,16 @@ class PredictivePolicy:
             moved = min(p.weight * self.p.max_weight_shift, q.weight * headroom)
             if moved <= 0.01 * p.weight:
                 continue
-            self.state.base_weights.setdefault(p.name, p.weight)
-            self.state.base_weights.setdefault(q.name, q.weight)
             why = (
                 f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
                 f"{oq.pressure_peak:.2f})"
             )
+            # each carries the weight before it: what relaxing goes back to, once it is applied
+            lower, raise_ = round(p.weight - moved, 4), round(q.weight + moved, 4)
             out.append(
-                Decision(SetPoolWeight(p.name, round(p.weight - moved, 4)), why, self._inputs(outlook[name]), "shift")
+                Decision(SetPoolWeight(p.name, lower), why, self._inputs(outlook[name], weight=p.weight), "shift")
             )
-            out.append(Decision(SetPoolWeight(q.name, round(q.weight + moved, 4)), why, self._inputs(oq), "shift"))
+            out.append(Decision(SetPoolWeight(q.name, raise_), why, self._inputs(oq, weight=q.weight), "shift"))
         return out
 
     def _relax(
@@ -278,41 +298,39 @@ class PredictivePolicy:
             st.calm_since = now
         if now - st.calm_since < self.p.relax_hold_seconds:
             return []
-        st.calm_since = now  # the next step waits another hold
+        # the state (level, bases, the hold) moves when a step is applied (`note_applied`); a refused one is
+        # proposed again next tick
         why = f"every forecast and live KV figure below {level:.2f} for {self.p.relax_hold_seconds:.0f} s"
         if st.level:
-            st.level -= 1
-            back = self._levels_back(fleet)
-            if not back:
+            back = self._levels_back(fleet, st.level - 1)
+            if not back:  # nothing was set before tightening began: nothing to put back, no action to wait for
+                st.level -= 1
+                st.calm_since = now
                 return []
-            return [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level}, "relax")]
+            return [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level - 1}, "relax")]
         if st.base_weights:
-            out = [
+            return [
                 Decision(SetPoolWeight(name, w), f"{why}: weight back", {}, "relax")
                 for name, w in sorted(st.base_weights.items())
             ]
-            st.base_weights.clear()
-            return out
         for name, base in sorted(st.base_replicas.items()):
             p = fleet.pool(name)
-            if p.replicas <= base:
+            if p.replicas <= base:  # already back (something else scaled it down): nothing of ours to undo
                 del st.base_replicas[name]
                 continue
             target = max(base, p.replicas - self.p.max_replicas_step)
-            if target == base:
-                del st.base_replicas[name]
             return [
                 Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base}, "relax")
             ]
         return []
 
-    def _levels_back(self, fleet: Observation) -> dict[str, Any]:
-        """The admission one step looser: the previous level's values, or the ones before tightening."""
+    def _levels_back(self, fleet: Observation, level: int) -> dict[str, Any]:
+        """The admission at a looser `level`: that level's values, or (0) the ones before tightening."""
         base = {k: v for k, v in self.state.base_admission.items() if v is not None}
-        if self.state.level == 0:
+        if level == 0:
             return base
         merged = dict(base)
-        for step in self.state.levels[: self.state.level]:
+        for step in self.state.levels[:level]:
             merged.update(step)
         return merged
 

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from actuators.actions import ScalePool, SetPoolWeight
+from actuators.actions import ScalePool, SetAdmission, SetPoolWeight
 from actuators.admin import BackendError
 from actuators.backends.twin import TwinAdmin
 from actuators.controller import ControlLoop
@@ -192,3 +192,28 @@ def test_backend_failures_are_retried_then_recorded_as_failed(setup):
     assert all("gave up after 3 attempts: HTTP 503" in d for _, _, d in report.outcomes)
     assert len(calls) == 3 * len(report.outcomes)
     assert not fleet.actions
+
+
+def test_a_step_the_guardrails_refuse_is_applied_once_they_allow_it_not_skipped(setup):
+    """The loop changed admission 30 s ago (say a relaxing step) when a breach is forecast: the first tightening
+    step is refused on the cooldown, and so is the next tick's.  Once the cooldown is over the loop applies that
+    first step (the gateway waits shortened), then a cooldown later the next one (the memory threshold).  The policy
+    used to count each proposed step as taken: both were refused, and the operator saw no tightening at all."""
+    cfg, fleet, admin, inputs, _ = setup
+    loop = ControlLoop(cfg, admin, inputs)
+    t0 = fleet.now
+    loop.guard.record_applied(t0 - 30.0, SetAdmission(low_queue_seconds=15.0))
+    inputs.outlook["v4-long"] = Outlook("v4-long", 0.6, 0.95, 30.0)  # KV heading over the trigger in 30 s
+    admission = []
+    for k in range(7):  # every 15 s for 90 s
+        report = loop.tick(t0 + 15.0 * k)
+        admission += [(k, o, d.action) for d, o, _ in report.outcomes if isinstance(d.action, SetAdmission)]
+    applied = [(k, a) for k, o, a in admission if o == "applied"]
+    assert [o for _, o, _ in admission[:2]] == ["refused", "refused"]
+    assert admission[0][2] == admission[1][2], "the refused step is proposed again"
+    queues = SetAdmission(normal_queue_seconds=cfg.policy.tightened_normal_queue_seconds,
+                          low_queue_seconds=cfg.policy.tightened_low_queue_seconds)  # fmt: skip
+    memory = SetAdmission(memory_limit=cfg.policy.tightened_memory_limit)
+    assert applied == [(2, queues), (6, memory)], "each step once the cooldown allows it, in order"
+    assert fleet.router.admission()["normal_queue_seconds"] == cfg.policy.tightened_normal_queue_seconds
+    assert fleet.router.admission()["memory_limit"] == cfg.policy.tightened_memory_limit

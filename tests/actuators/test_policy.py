@@ -36,6 +36,14 @@ def breach(pool, eta, peak=0.95, kv=0.6):
     return Outlook(pool, kv, peak, eta)
 
 
+def applied(p, out):
+    """Tell the policy its decisions were applied, as the control loop does for each one the guardrails allow and
+    the backend applies; returns them."""
+    for d in out:
+        p.note_applied(d, None)
+    return out
+
+
 def test_nothing_to_do_on_a_calm_fleet(cfg):
     p = PredictivePolicy(cfg)
     assert p.decide(0.0, fleet(), {"v4-short": calm("v4-short"), "v4-long": calm("v4-long")}) == []
@@ -63,7 +71,7 @@ def test_tightens_the_context_a_step_at_a_time_where_short_and_long_share_a_pool
     p = PredictivePolicy(cfg)
     f = fleet(mixed=True)
     o = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
-    steps = [p.decide(float(t), f, o) for t in (0, 15, 30, 45)]
+    steps = [applied(p, p.decide(float(t), f, o)) for t in (0, 15, 30, 45)]
     adm = [next(d.action for d in s if isinstance(d.action, SetAdmission)) for s in steps[:3]]
     assert adm[0].max_context_tokens == 16_000 and adm[1] == SetAdmission(max_context_tokens=8192)
     # the memory threshold last, since it is KV usage (not a traffic peak) that is forecast to cross
@@ -106,17 +114,17 @@ def test_relaxes_one_step_at_a_time_after_a_calm_hold(cfg):
     f = fleet(mixed=True)
     hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
     for t in (0, 15):
-        p.decide(float(t), f, hot)
+        applied(p, p.decide(float(t), f, hot))
     assert p.state.level == 2
     quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
     assert p.decide(30.0, f, quiet) == []  # the hold starts
     assert p.decide(60.0, f, quiet) == []
-    back = p.decide(90.0, f, quiet)  # 60 s of calm: one step back (the first level's settings, memory as before)
+    back = applied(p, p.decide(90.0, f, quiet))  # 60 s of calm: one step back (the first level's settings)
     assert [d.action for d in back] == [SetAdmission(memory_limit=0.8, max_context_tokens=16_000,
                                                      normal_queue_seconds=1.0, low_queue_seconds=0.0)]  # fmt: skip
     assert back[0].intent == "relax"
     assert p.decide(120.0, f, quiet) == [], "the next step waits another hold"
-    last = p.decide(150.0, f, quiet)
+    last = applied(p, p.decide(150.0, f, quiet))
     assert [d.action for d in last] == [SetAdmission(memory_limit=0.8, max_context_tokens=24_000,
                                                      normal_queue_seconds=2.5, low_queue_seconds=15.0)]  # fmt: skip
     # a warning inside the hold resets it
@@ -156,3 +164,31 @@ def test_pools_sharing_a_reservoir_split_it_max_min_fairly(cfg):
     p = PredictivePolicy(cfg)
     outlook = {"v4-short": breach("v4-short", 100.0, peak=1.0), "v4-long": breach("v4-long", 100.0, peak=6.0)}
     assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 9, "v4-long": 7}
+
+
+def test_a_step_that_was_not_applied_is_proposed_again_not_skipped(cfg):
+    """The guardrails refused the first tightening step (or the backend failed it): the loop never says it was
+    applied, so the next tick proposes that same step.  The policy used to count the step as taken when it proposed
+    it, and moved on to the next one: the operator saw the context limit go to 8k with the gateway waits never
+    shortened, and a relaxing step refused on a cooldown was never taken either."""
+    p = PredictivePolicy(cfg)
+    f = fleet(mixed=True)
+    hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
+
+    def admission(out):
+        return [d.action for d in out if isinstance(d.action, SetAdmission)]
+
+    first = admission(p.decide(0.0, f, hot))  # refused: not noted
+    assert admission(applied(p, p.decide(15.0, f, hot))) == first, "the refused step again, not the one after it"
+    assert first[0].max_context_tokens == 16_000 and first[0].normal_queue_seconds == 1.0
+    assert admission(applied(p, p.decide(30.0, f, hot))) == [SetAdmission(max_context_tokens=8192)]
+    assert p.state.level == 2
+    # relaxing: a refused step back is proposed again on the next tick (no second hold), and only an applied one
+    # moves the level back
+    quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
+    assert p.decide(45.0, f, quiet) == []  # the hold starts
+    back = admission(p.decide(105.0, f, quiet))  # refused
+    assert back and p.state.level == 2
+    assert admission(applied(p, p.decide(120.0, f, quiet))) == back
+    assert p.state.level == 1
+    assert p.decide(135.0, f, quiet) == [], "an applied step back starts the next hold"
