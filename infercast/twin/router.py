@@ -608,12 +608,17 @@ class Router:
                 continue
             prompt = self.prompt_ewma[pool]
             nodes = [n for n in self._routable(pool) if n.up]
-            node_fits = [self._fits(n, prompt) for n in nodes]
-            fits = sum(node_fits)  # shared by the tiers, most urgent first
+            node_fits = [self._fits(n, prompt) for n in nodes]  # shared by the tiers, most urgent first
             given = 0
             for c in (0, 1):
-                # a tier's room in the nodes' queues counts only what the nodes serve before it
-                room = max(0, sum(max(0, int(limit) - n.waiting_upto(c)) for n in nodes) + fits - given)
+                # a tier's room in the nodes' queues counts only what the nodes serve before it; what a node can start
+                # now (`fits`) first drains its own queue, so a node whose backlog is over the limit offers no room
+                # (counting its free slots beside a full queue kept that backlog from ever draining)
+                room = max(
+                    0,
+                    sum(max(0, int(limit) + f - n.waiting_upto(c)) for n, f in zip(nodes, node_fits, strict=True))
+                    - given,
+                )
                 want = np.array([len(q.classes[c]) for q in queues])
                 give = max_min_share(want, room) if want.sum() > room else want
                 for q, k in zip(queues, give, strict=True):
