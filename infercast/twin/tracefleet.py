@@ -14,7 +14,10 @@ Sizing (`sized_trace_fleet`), from the trace alone:
 
 The fleet file's protections name pools and streams of its own scenario, so they are set up again for the sized
 pool the way the file sets them up for its own (examples/flash-sale.yaml):
-- the gateway's token bucket at 1.1x the trace's mean rate (the seed's rule: 1.1x the steady rate), same queue;
+- the gateway's token bucket at 1.1x the busiest minute's request rate, what the whole fleet (standby included) is
+  sized to serve; same queue.  (The seed's fleet has its bucket at 1.1x its steady rate, but that fleet cannot
+  serve more; at 1.1x a bursty trace's mean the bucket refused the bursts that the standby nodes exist for, and
+  every arm's result was the bucket's.)
 - no quota lanes (a trace is one stream);
 - the always-on pool split by context length in the file's proportion of long-context nodes;
 - the autoscaler on the serving pools, drawing on the standby pool;
@@ -69,10 +72,11 @@ def sized_trace_fleet(
         f"{_nodes(n_peak)}; {n_on} always on (median minute / busiest = {median / max(busiest, 1e-12):.2f}), "
         f"{n_standby} standby"
     ]
-    mean_rps = len(trace) / max(trace.duration_s, 1e-9)
+    t = np.asarray(trace.arrivals_s, dtype=np.float64)
+    peak_rps = float(np.bincount((t // 60).astype(np.int64)).max()) / 60.0 if len(t) else 0.0
     if prot.get("rate_limit"):
-        prot["rate_limit"] = {**prot["rate_limit"], "rps": round(1.1 * mean_rps, 3), "burst": None}
-        notes.append(f"token bucket at {1.1 * mean_rps:.1f} req/s (1.1x the trace's mean)")
+        prot["rate_limit"] = {**prot["rate_limit"], "rps": round(1.1 * peak_rps, 3), "burst": None}
+        notes.append(f"token bucket at {1.1 * peak_rps:.1f} req/s (1.1x the busiest minute the whole fleet serves)")
     if prot.get("quota_lanes"):
         notes.append("no quota lanes (a trace is one stream)")
     prot["quota_lanes"] = {}

@@ -1,0 +1,343 @@
+"""The control benchmark: does the forecast, not the calendar, earn the gain?  Every scenario x arm x seed, one table.
+
+    .venv/bin/python bench/control.py                       # every scenario and arm, seeds 0-2; publishes
+    .venv/bin/python bench/control.py --scenarios calm-day --arms reactive,predictive --seeds 0 --no-publish
+    .venv/bin/python bench/control.py --search full         # hindsight over every static and one-change plan
+
+Arms (`actuators/driver.py`): `reactive` (the seeds' fixes and an HPA), `scheduled` (pre-scale before each
+calendar event, from its expected peak), `last-value` (with the calendar prior), `predict-linear` (Prometheus'
+`predict_linear` over 15 m, no calendar), `predictive` (LSTM + Prophet, with the calendar), `perfect-forecast` (the
+same policy fed the true future) and `hindsight` (the best plan knowing the run's whole future: the bound).  The
+forecast arms share one policy and differ only in the forecast they are fed.
+
+Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why each is here):
+- `flash-sale`: seed 000's sale, announced in the calendar with its expected peak;
+- `flash-sale-unannounced`: the same surge with an empty calendar (what the forecast alone can do);
+- `calm-day`: the regular traffic only: every action is a false one, every extra GPU-second a cost;
+- three surges cut from the real traces shipped in tests/data/traces (`--traces DIR` for the full ones), replayed on
+  a fleet sized for them (`infercast twin run --trace F --size-fleet`: always-on pools for the median load, standby
+  for the peak at KV <= 0.85), where a node's 90 s cold start is longer than the surge's ramp.
+
+Per arm, the mean over seeds and the spread (max - min): urgent goodput (first token within the urgent SLO, per
+second), goodput, token-weighted goodput, urgent P99 TTFT, OOMs, GPU-seconds held, actions, false actions per hour
+(a scale-up, tightening or shift after which the `reactive` run of the same seed has no pool's fullest instance
+at or over the trigger within the horizon: nothing to protect against) and captured gain = (arm - reactive) /
+(hindsight - reactive) on urgent goodput (blank where hindsight gains less than 0.5 req/s: nothing to capture).
+
+`--publish` (the default for a full run) writes docs/results/control.json and the marked tables of docs/control.md
+and the README (bench/results.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+ARMS = ("reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast", "hindsight")
+SEEDS = (0, 1, 2)
+KEYS = (
+    "urgent_goodput_rps", "goodput_rps", "token_goodput_tps", "p99_latency_ms", "p99_latency_ms_pre", "oom_events",
+    "gpu_seconds", "actions", "offered", "served", "rejected", "failed", "in_flight", "simulated_seconds",
+)  # fmt: skip
+NOTHING_TO_CAPTURE_RPS = 0.5
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    why: str
+    scenario: str | None = None  # a shipped scenario or a variant (infercast.twin.variants)
+    trace: str | None = None  # a trace under the traces directory
+    window: tuple[float, float] | None = None  # seconds of the trace to cut, before any speed-up
+    time_scale: float = 1.0  # replay this many times faster
+    rate_scale: float = 1.0  # and with this many times the requests (public traces are samples of a fleet's traffic)
+
+
+SCENARIOS = (
+    Scenario("flash-sale", "seed 000's sale, announced: a calendar entry with its expected 12,000 req/s", "flash-sale"),
+    Scenario(
+        "flash-sale-unannounced",
+        "the same surge with an empty calendar: any gain over reactive is the forecast's own",
+        "flash-sale-unannounced",
+    ),
+    Scenario("calm-day", "regular traffic only: the cost of false actions", "calm-day"),
+    Scenario(
+        "azure-code-bursts",
+        "Azure code, the shipped 10 minutes at half speed and 20x the requests (a 12-node fleet at its peak): "
+        "on/off bursts from nothing to their peak within a minute, twice; no calendar",
+        trace="azure/AzureLLMInferenceTrace_code.csv",
+        time_scale=0.5,
+        rate_scale=20.0,
+    ),
+    Scenario(
+        "servegen-afternoon-rise",
+        "ServeGen language (3 clients), day 0 10:00-16:00 at 30x speed and 12x the requests (11 nodes at its "
+        "peak): the 14:00 rise to 3.5x within an hour (120 s replayed, after 8 min of history)",
+        trace="servegen/language/m-large",
+        window=(36000.0, 57600.0),
+        time_scale=30.0,
+        rate_scale=12.0,
+    ),
+    Scenario(
+        "servegen-morning-jump",
+        "ServeGen language (3 clients), day 1 06:00-12:00 at 30x speed and 8x the requests (12 nodes at its peak): "
+        "the morning ramp from near zero and the 10:00 jump to 3.9x in one 10-minute window (20 s replayed)",
+        trace="servegen/language/m-large",
+        window=(108000.0, 129600.0),
+        time_scale=30.0,
+        rate_scale=8.0,
+    ),
+)
+
+
+def load(sc: Scenario, traces: Path, seed: int):
+    """(fleet config, trace or None) for a scenario."""
+    from infercast.twin.variants import load_scenario
+
+    if sc.trace is None:
+        return load_scenario(sc.scenario), None
+    from infercast.traces import load_trace
+    from infercast.twin.tracefleet import sized_trace_fleet
+
+    base = load_scenario("flash-sale")
+    trace = load_trace(traces / sc.trace, lengths=base.scenario.lengths, seed=seed)
+    if sc.window is not None:
+        trace = trace.window(*sc.window)
+    if sc.time_scale != 1.0 or sc.rate_scale != 1.0:
+        trace = trace.scaled(sc.time_scale, sc.rate_scale, seed=seed)
+    cfg, _ = sized_trace_fleet(trace, base)
+    return cfg.model_copy(update={"events": ()}), trace
+
+
+def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, search: str) -> dict:
+    """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
+    judged against it)."""
+    from actuators.driver import run_arm
+    from actuators.inputs import reference_series
+
+    cfg, trace = load(sc, traces, seed)
+    step = None
+    out: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    reactive = run_arm(cfg, "reactive", seed, trace, step)
+    reference = reference_series(reactive.timeseries)
+    for arm in arms:
+        t = time.perf_counter()
+        res = (
+            reactive if arm == "reactive" else run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
+        )
+        s = res.summary
+        row = {k: s.get(k) for k in KEYS}
+        row["tiers"] = s.get("tiers")
+        row["false_actions"] = false_actions(res.events, reactive.timeseries, cfg)
+        row["wall_s"] = round(time.perf_counter() - t, 1)
+        if arm == "hindsight":
+            row["plan"] = s.get("plan_text")
+            row["candidates"] = len(s.get("candidates") or ())
+        out[arm] = row
+    return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def false_actions(events: list[dict], reactive_ts, cfg) -> int:
+    """Protective actions (scale-ups, tightenings, weight shifts) after which the `reactive` run of the same seed shows
+    no pool's fullest instance at or over the trigger within the horizon."""
+    import numpy as np
+
+    trigger = cfg.thresholds.kv_forecast_trigger
+    horizon = cfg.predictor.horizon_seconds
+    ts = reactive_ts.groupby("t")["kv_usage_max"].max()
+    t, kv = ts.index.to_numpy(dtype=float), np.nan_to_num(ts.to_numpy(dtype=float))
+    replicas: dict[str, int] = {}
+    n = 0
+    for e in events:
+        if e.get("event") != "action":
+            continue
+        kind, pool = e.get("action"), e.get("pool")
+        protective = kind in ("set_admission", "set_pool_weight", "prewarm_pool")
+        if kind == "scale_pool":
+            up = e.get("replicas", 0) > replicas.get(pool, -1) if pool in replicas else True
+            replicas[pool] = e.get("replicas", 0)
+            protective = up
+        if kind == "set_admission" and e.get("memory_limit") is None and e.get("max_context_tokens") is None:
+            protective = False  # gateway waits only: the mildest step, or a step back
+        if not protective:
+            continue
+        ahead = (t >= e["t"]) & (t <= e["t"] + horizon)
+        if not (kv[ahead] >= trigger).any():
+            n += 1
+    return n
+
+
+# --- the tables -------------------------------------------------------------------------------------------------
+def _stats(rows: list[dict], key: str) -> tuple[float, float]:
+    vals = [float(r[key]) for r in rows if r.get(key) is not None]
+    if not vals:
+        return math.nan, math.nan
+    return sum(vals) / len(vals), max(vals) - min(vals)
+
+
+def aggregate(result: dict) -> dict:
+    """scenario -> arm -> mean and spread of each figure over the seeds, and captured gain."""
+    out: dict[str, dict] = {}
+    for sc in result["scenarios"]:
+        cells = [c for c in result["cells"] if c["scenario"] == sc]
+        arms: dict[str, dict] = {}
+        for arm in result["arms"]:
+            rows = [c["arms"][arm] for c in cells if arm in c["arms"]]
+            if not rows:
+                continue
+            agg = {k: _stats(rows, k) for k in (*KEYS, "false_actions")}
+            hours = agg["simulated_seconds"][0] / 3600.0
+            agg["false_per_hour"] = (agg["false_actions"][0] / hours if hours else math.nan, 0.0)
+            arms[arm] = agg
+        base = arms.get("reactive", {}).get("urgent_goodput_rps", (math.nan, 0))[0]
+        top = arms.get("hindsight", {}).get("urgent_goodput_rps", (math.nan, 0))[0]
+        for agg in arms.values():
+            gain = top - base
+            mine = agg["urgent_goodput_rps"][0] - base
+            agg["captured"] = mine / gain if gain >= NOTHING_TO_CAPTURE_RPS else math.nan
+        out[sc] = arms
+    return out
+
+
+def _f(x: float, digits: int = 1) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def _ms(pair) -> str:
+    m, s = pair
+    return f"{_f(m)} ± {_f(s / 2)}" if not math.isnan(m) else ""
+
+
+def _p99(a: dict) -> str:
+    pre = a["p99_latency_ms_pre"][0]
+    return _f(a["p99_latency_ms"][0], 0) + ("" if math.isnan(pre) else f" ({_f(pre, 0)})")
+
+
+def table_arms(result: dict) -> str:
+    agg = aggregate(result)
+    lines = [
+        "| scenario | arm | urgent goodput req/s | goodput req/s | token goodput ktok/s | urgent P99 ms (pre) | OOM "
+        "| GPU-hours | actions | false / h | captured |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for sc, arms in agg.items():
+        for arm, a in arms.items():
+            cap = a["captured"]
+            lines.append(
+                f"| {sc} | `{arm}` | {_ms(a['urgent_goodput_rps'])} | {_ms(a['goodput_rps'])} | "
+                f"{_f(a['token_goodput_tps'][0] / 1000)} | {_p99(a)} | {_f(a['oom_events'][0], 1)} | "
+                f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {_f(a['false_per_hour'][0], 1)} | "
+                f"{'' if math.isnan(cap) else f'{cap:.0%}'} |"
+            )
+    seeds = ", ".join(str(s) for s in result["seeds"])
+    lines.append("")
+    lines.append(
+        f"Mean over seeds {seeds} ± half the spread (max - min); hindsight search `{result['search']}`; captured = "
+        f"(arm - reactive) / (hindsight - reactive) on urgent goodput. {result['machine']}; `bench/control.py`."
+    )
+    return "\n".join(lines)
+
+
+def table_scenarios(result: dict) -> str:
+    lines = ["| scenario | why it is here |", "|---|---|"]
+    lines += [f"| {s['name']} | {s['why']} |" for s in result["scenario_notes"]]
+    return "\n".join(lines)
+
+
+def table_plans(result: dict) -> str:
+    lines = ["| scenario | seed | hindsight's plan | candidates run |", "|---|---:|---|---:|"]
+    for c in result["cells"]:
+        h = c["arms"].get("hindsight")
+        if h:
+            lines.append(f"| {c['scenario']} | {c['seed']} | {h['plan']} | {h['candidates']} |")
+    return "\n".join(lines)
+
+
+TABLES = {"arms": table_arms, "scenarios": table_scenarios, "plans": table_plans}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS))
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--seeds", default=",".join(str(s) for s in SEEDS))
+    ap.add_argument("--traces", type=Path, default=ROOT / "tests" / "data" / "traces", help="traces directory")
+    ap.add_argument("--search", choices=("fast", "full"), default="fast", help="hindsight's search")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument(
+        "--cells", type=Path, help="keep each finished scenario x seed here (JSON lines) and reuse those already there"
+    )
+    ap.add_argument("--no-publish", action="store_true")
+    args = ap.parse_args()
+    chosen = [s for s in SCENARIOS if s.name in args.scenarios.split(",")]
+    unknown = set(args.scenarios.split(",")) - {s.name for s in SCENARIOS}
+    if unknown:
+        ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in SCENARIOS)}")
+    arms = tuple(a for a in args.arms.split(",") if a)
+    if "reactive" not in arms:
+        arms = ("reactive", *arms)
+    seeds = tuple(int(x) for x in args.seeds.split(","))
+    started = time.perf_counter()
+    cells = []
+    done: dict[tuple[str, int], dict] = {}
+    if args.cells is not None and args.cells.exists():
+        for line in args.cells.read_text().splitlines():
+            c = json.loads(line)
+            if c.get("search") == args.search and set(arms) <= set(c["arms"]):
+                done[(c["scenario"], c["seed"])] = c
+    # every scenario on the first seed before any on the second: an interrupted run has whole seeds
+    jobs = [(sc, arms, seed, args.traces, args.search) for seed in seeds for sc in chosen]
+    todo = [j for j in jobs if (j[0].name, j[2]) not in done]
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
+            print(f"{cell['scenario']} seed {cell['seed']}: {cell['wall_s']:.0f} s", file=sys.stderr, flush=True)
+            cell["search"] = args.search
+            done[(cell["scenario"], cell["seed"])] = cell
+            if args.cells is not None:
+                with args.cells.open("a") as f:
+                    f.write(json.dumps(cell) + "\n")
+    for sc, _, seed, _, _ in jobs:
+        cell = dict(done[(sc.name, seed)])
+        cell["arms"] = {a: cell["arms"][a] for a in arms}
+        cells.append(cell)
+    import platform
+
+    from infercast import __version__
+
+    result = {
+        "scenarios": [s.name for s in chosen],
+        "scenario_notes": [{"name": s.name, "why": s.why} for s in chosen],
+        "arms": list(arms),
+        "seeds": list(seeds),
+        "search": args.search,
+        "tuning": "none: no setting of any arm was chosen on these scenarios",
+        "cells": cells,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"infercast {__version__}",
+    }
+    print(table_arms(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if not args.no_publish:
+        from results import publish
+
+        print("published", publish("control", result, TABLES), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
