@@ -210,13 +210,14 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     return plan2, res2, tried + tried2[1:]
 
 
-#: Goodput differences below this share (or 0.05 req/s) are ties for hindsight: noise of the arrivals' draw, not a
-#: better plan, so the plan that holds fewer GPU-seconds wins them.
+#: Goodput differences within this share (or one 0.01 req/s step of the summaries' rounding) are ties for
+#: hindsight: noise of the arrivals' draw, not a better plan, so the plan that holds fewer GPU-seconds wins them.
 TIE_SHARE = 0.002
+TIE_RPS = 0.01
 
 
 def _differ(a: float, b: float) -> bool:
-    return abs(a - b) > max(0.05, TIE_SHARE * max(abs(a), abs(b)))
+    return abs(a - b) > max(TIE_RPS + 1e-9, TIE_SHARE * max(abs(a), abs(b)))
 
 
 def better(a: dict, b: dict) -> bool:

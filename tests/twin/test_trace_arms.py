@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from actuators.driver import ARMS, run_arm
+from actuators.plans import better
 from infercast.config import load_config
 from infercast.traces import load_trace
 from infercast.twin import fleet as twin_fleet
@@ -78,7 +79,10 @@ def test_every_arm_runs_on_each_trace_format_and_the_accounting_adds_up(cfg, dat
     assert pr.autoscaler.reservoir == standby and pr.context_pools.pool == pool and not pr.quota_lanes
     summaries = {}
     for arm in ARMS:
-        s = run_arm(sized, arm, 0, trace=trace, search="fast").summary
+        # hindsight's full search: on these slices the fast one (the best static split, then its change points)
+        # misses the plan that beats perfect-forecast on Azure (a standby node from 120 s, where from 0 s it serves
+        # less: outcomes are not monotonic in capacity)
+        s = run_arm(sized, arm, 0, trace=trace, search="full").summary
         summaries[arm] = s
         assert s["control"] == arm
         assert s["served"] + s["rejected"] + s["failed"] + s["in_flight"] == s["offered"] > 0, arm
@@ -91,10 +95,17 @@ def test_every_arm_runs_on_each_trace_format_and_the_accounting_adds_up(cfg, dat
         assert isinstance(s["actions"], int)
         assert ("decisions" in s) == (arm in LOOP_ARMS), arm
     h = summaries["hindsight"]
-    assert h["search"] == "fast" and isinstance(h["plan"], list) and h["plan_text"] and len(h["candidates"]) >= 2
+    assert h["search"] == "full" and isinstance(h["plan"], list) and h["plan_text"] and len(h["candidates"]) >= 2
     # reactive is one of hindsight's candidates (the empty plan), so the best plan does at least as well
     assert "no plan (reactive)" in [c["plan"] for c in h["candidates"]]
     assert h["urgent_goodput_rps"] >= summaries["reactive"]["urgent_goodput_rps"]
+    # the bound holds against every arm built on reactive (the levers it searches are theirs): none beats
+    # hindsight's plan by more than a tie (issue 22: where one does, the search is too narrow).  `none` and `basic`
+    # run without the seeds' fixes, which cost a calm trace a little (docs/control.md)
+    for arm, s in summaries.items():
+        if arm in ("none", "basic"):
+            continue
+        assert not better(s, h), (arm, {k: s[k] for k in ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")}, h)
 
 
 @pytest.mark.slow
