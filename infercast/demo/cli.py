@@ -181,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: {name}: " + "; ".join(notes), file=sys.stderr)
     else:
         name = args.scenario or "flash-sale"
-        cfg = load_config(resolve_scenario(name))
+        from infercast.twin.variants import load_scenario
+
+        cfg = load_scenario(name)
         if cfg.scenario is None:
             raise ConfigError(f"{name}: the fleet file has no scenario: section")
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)

@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="twin_command", metavar="ACTION", required=True)
     r = sub.add_parser("run", help="run the twin to the end of a scenario or a trace")
     src = r.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scenario", help="a scenario name (examples/NAME.yaml) or a fleet file with a scenario")
+    src.add_argument(
+        "--scenario",
+        help="a scenario name (examples/NAME.yaml, or a variant: flash-sale-unannounced, calm-day) or a fleet file "
+        "with a scenario",
+    )
     src.add_argument("--trace", help="a trace: Azure CSV, Mooncake JSONL or ServeGen directory")
     r.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
     r.add_argument("--control", choices=(*CONTROLS, *ALIASES), default="none", metavar="ARM", help=CONTROL_HELP)
@@ -77,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         if args.scenario:
-            cfg = load_config(resolve_scenario(args.scenario))
+            from infercast.twin.variants import load_scenario
+
+            cfg = load_scenario(args.scenario)
             if cfg.scenario is None:
                 raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
             result = run_arm(cfg, args.control, args.seed, search=args.search)

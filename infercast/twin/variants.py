@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from infercast.config import FleetConfig, load_config, resolve_scenario
+from infercast.config import ConfigError, FleetConfig, load_config, resolve_scenario
 
 
 def _unannounced(cfg: FleetConfig) -> FleetConfig:
@@ -38,7 +38,11 @@ def load_scenario(name_or_path: str | Path) -> FleetConfig:
     if str(name_or_path) in VARIANTS:
         base, change, _ = VARIANTS[str(name_or_path)]
         return change(load_config(resolve_scenario(base)))
-    return load_config(resolve_scenario(str(name_or_path)))
+    try:
+        path = resolve_scenario(str(name_or_path))
+    except ConfigError as e:  # name the variants too
+        raise ConfigError(f"{e}; variants: {', '.join(VARIANTS)}") from None
+    return load_config(path)
 
 
 __all__ = ["VARIANTS", "load_scenario"]
