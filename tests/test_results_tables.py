@@ -25,6 +25,7 @@ def _bench(name: str):
     assert path.exists(), f"a results block names bench {name!r} but no bench publishes it"
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a bench's dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
