@@ -29,25 +29,13 @@ from dataclasses import dataclass
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from actuators.inputs import StoreInputs, TruthInputs, reference_series
 from actuators.plans import Plan, PlanArm, ScheduledArm, candidate_plans, search_hindsight, staged_search
+from infercast.arm_names import ARMS, canonical
 from infercast.config import FleetConfig
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
 from infercast.twin.layout import protected_layout
 from infercast.twin.run import RunResult, run_scenario, run_trace
 
 log = logging.getLogger(__name__)
-
-ARMS = (
-    "none",
-    "basic",
-    "reactive",
-    "scheduled",
-    "last-value",
-    "predict-linear",
-    "predictive",
-    "perfect-forecast",
-    "hindsight",
-)
-ALIASES = {"oracle": "perfect-forecast"}  # the old name of perfect-forecast
 
 
 @dataclass(frozen=True)
@@ -65,11 +53,6 @@ FORECASTS = {
     "predict-linear": ForecastSpec("predict_linear", "predict_linear", calendar=False),
     "predictive": ForecastSpec(None, None, calendar=True),
 }
-
-
-def canonical(arm: str) -> str:
-    """An arm's name, with the old names mapped to the new."""
-    return ALIASES.get(arm, arm)
 
 
 class Pipeline:

@@ -18,15 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from infercast.arm_names import ARMS, canonical
 from infercast.config import ConfigError, load_config, resolve_scenario
 from infercast.runfiles import to_json, write_json
 
-# every arm of actuators.driver.ARMS may be asked for (kept light for --help: tests/twin/test_trace_arms.py checks the
-# twin's copy); the default five are the demo's story, the control bench (bench/control.py) runs them all
-ARMS = (
-    "none", "basic", "reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast",
-    "hindsight",
-)  # fmt: skip
+# every arm may be asked for; the default five are the demo's story, the control bench (bench/control.py) runs
+# them all
 DEFAULT_ARMS = ("none", "basic", "reactive", "predictive", "perfect-forecast")
 
 
@@ -159,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     from infercast.demo.run import run_demo
 
     # `oracle`: the old name of perfect-forecast (actuators.driver.ALIASES)
-    arms = [{"oracle": "perfect-forecast"}.get(a.strip(), a.strip()) for a in args.arms.split(",") if a.strip()]
+    arms = [canonical(a.strip()) for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad or not arms:
         print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(ARMS)}",

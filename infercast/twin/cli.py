@@ -8,22 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+from infercast.arm_names import ALIASES as OLD_NAMES
+from infercast.arm_names import ARMS
 from infercast.config import ConfigError, load_config, resolve_scenario
 
-# actuators.driver.ARMS, copied so that --help does not import the actuators (tests/twin/test_trace_arms.py checks
-# they are the same); `oracle` is still accepted, the old name of perfect-forecast (actuators.driver.ALIASES)
-CONTROLS = (
-    "none",
-    "basic",
-    "reactive",
-    "scheduled",
-    "last-value",
-    "predict-linear",
-    "predictive",
-    "perfect-forecast",
-    "hindsight",
-)
-ALIASES = ("oracle",)
+# `oracle` is still accepted, the old name of perfect-forecast (infercast.arm_names.ALIASES)
+CONTROLS = ARMS
+ALIASES = tuple(OLD_NAMES)
 SEARCHES = ("fast", "full")  # hindsight's search (actuators.plans.candidate_plans)
 
 CONTROL_HELP = (
