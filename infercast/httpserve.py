@@ -538,14 +538,25 @@ class HttpService:
         return {"open": open_, "busy": busy, "dropped": s.dropped, "refused": s.refused}
 
     def start(self) -> HttpService:
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-http", daemon=True)
-        self._thread.start()
+        t = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-http", daemon=True)
+        t.start()
+        self._thread = t  # only once running: `close` must never wait for a loop that was not started
         return self
 
+    #: How long `close` waits for the serving loop to stop before it closes the socket under it anyway.
+    CLOSE_WAIT_SECONDS = 5.0
+
     def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread = None
+        """Stop serving and close the listening socket; never hangs.  `socketserver`'s `shutdown()` waits, with no
+        bound, for a loop that may never have started (a Ctrl-C between creating its thread and starting it) or
+        that missed the request: it is asked from a helper thread, and the loop is given `CLOSE_WAIT_SECONDS`."""
+        t, self._thread = self._thread, None
+        if t is not None and t.is_alive():
+            threading.Thread(target=self._server.shutdown, name=f"{self.name}-shutdown", daemon=True).start()
+            t.join(timeout=self.CLOSE_WAIT_SECONDS)
+            if t.is_alive():
+                log.warning("%s: the serving loop did not stop within %.0f s; closing its socket", self.name,
+                            self.CLOSE_WAIT_SECONDS)  # fmt: skip
         self._server.server_close()
 
     def __enter__(self) -> HttpService:

@@ -356,3 +356,26 @@ def test_arbitrary_requests_get_an_http_answer_or_a_close_never_a_crash(fuzz_svc
         if code >= 400 and not data.startswith(b"HEAD"):  # a HEAD answer has no body
             assert b'{"error": ' in reply
     assert requests.get(f"{fuzz_svc.url}/ping", timeout=5).status_code == 200
+
+
+def test_close_never_hangs_on_a_serving_loop_that_does_not_stop(monkeypatch, caplog):
+    """`socketserver`'s shutdown() waits with no bound; a demo interrupted by Ctrl-C hung in it once (the live demo's
+    webhook).  Here the loop never hears the request: close() still returns, says why, and the port is free."""
+    s = service()
+    port = s.port
+    never = threading.Event()
+    monkeypatch.setattr(s._server, "shutdown", never.wait)  # the request to stop is never delivered
+    monkeypatch.setattr(HttpService, "CLOSE_WAIT_SECONDS", 0.5)
+    with caplog.at_level(logging.WARNING, logger="infercast.httpserve"):
+        s.close()
+    assert "did not stop" in caplog.text
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    never.set()
+
+
+def test_close_after_a_start_that_never_ran_returns():
+    """A service closed before its loop was started (Ctrl-C in between) closes its socket and returns."""
+    s = HttpService([Route("GET", "/ping", lambda _: Response.text("pong\n"))], "127.0.0.1", 0, name="test")
+    s.close()
+    s.close()  # twice is fine
