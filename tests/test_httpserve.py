@@ -360,17 +360,16 @@ def test_arbitrary_requests_get_an_http_answer_or_a_close_never_a_crash(fuzz_svc
 
 def test_close_never_hangs_on_a_serving_loop_that_does_not_stop(monkeypatch, caplog):
     """`socketserver`'s shutdown() waits with no bound; a demo interrupted by Ctrl-C hung in it once (the live demo's
-    webhook).  Here the loop never hears the request: close() still returns, says why, and the port is free."""
+    webhook).  Here the loop never hears the request: close() still returns, says why, and closes the socket."""
     s = service()
-    port = s.port
     never = threading.Event()
     monkeypatch.setattr(s._server, "shutdown", never.wait)  # the request to stop is never delivered
     monkeypatch.setattr(HttpService, "CLOSE_WAIT_SECONDS", 0.5)
     with caplog.at_level(logging.WARNING, logger="infercast.httpserve"):
         s.close()
     assert "did not stop" in caplog.text
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    # the listening socket is closed (checked on the socket: its port may be handed to another test's server at once)
+    assert s._server.socket.fileno() == -1
     never.set()
 
 
