@@ -226,8 +226,11 @@ def test_a_prometheus_that_does_not_scrape_the_demo_or_send_to_the_alertmanager_
 def test_ctrl_c_mid_run_stops_what_the_demo_started_and_leaves_the_servers_running(repo_root, servers, tmp_path):
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
+        # SIGINT as a terminal delivers it: a suite started in the background (`cmd &`) has SIGINT ignored, which
+        # the demo would inherit, and Python then never raises KeyboardInterrupt
         proc = _demo(repo_root, servers, tmp_path / "out", stdout=subprocess.DEVNULL, stderr=err,
-                     start_new_session=True)  # fmt: skip
+                     start_new_session=True,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
         deadline = time.monotonic() + 90
         while "demo: running predictive" not in log.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()[-2000:]
