@@ -122,9 +122,6 @@ class ForecastArm(LoopArm):
         super().tick(fleet)
 
 
-PredictiveArm = ForecastArm  # the name the demo's live pipeline and older code use
-
-
 def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipeline=None):
     """An arm by name; `hindsight` is a search, not one arm: `run_arm` runs it."""
     name = canonical(name)
@@ -234,7 +231,7 @@ def run_hindsight(
     else:
         if search not in ("fast", "full"):
             raise ValueError(f"unknown search {search!r}; use fast or full")
-        plans = plans if plans is not None else candidate_plans(cfg, duration, traffic, search=search)
+        plans = plans if plans is not None else candidate_plans(cfg, duration, traffic)
         plan, best, tried = search_hindsight(run, plans)
     if watch is not None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)

@@ -165,9 +165,7 @@ def future_change_points(traffic, duration: float, lead: float) -> list[float]:
     return sorted(out)
 
 
-def candidate_plans(
-    cfg: FleetConfig, duration: float, traffic=None, *, search: str = "full", grid_seconds: float = 120.0
-) -> list[Plan]:
+def candidate_plans(cfg: FleetConfig, duration: float, traffic=None, *, grid_seconds: float = 120.0) -> list[Plan]:
     """The plans `hindsight` tries in a `full` search (module docstring): every static split, and every split of the
     whole reservoir from one change point on a grid and at the times the true future traffic points to."""
     base, spare = _base_nodes(cfg)
@@ -175,9 +173,7 @@ def candidate_plans(
         return [Plan()]
     plans = [Plan()]
     plans += [Plan(((0.0, _floors(base, s)),)) for s in splits(sorted(base), spare, whole=False) if any(s.values())]
-    times = _change_times(cfg, duration, traffic)
-    if search == "full":
-        times |= {float(x) for x in np.arange(grid_seconds, duration, grid_seconds)}
+    times = _change_times(cfg, duration, traffic) | {float(x) for x in np.arange(grid_seconds, duration, grid_seconds)}
     for at in sorted(x for x in times if x > 0):
         plans += [Plan(((at, _floors(base, s)),)) for s in splits(sorted(base), spare, whole=True)]
     return plans
@@ -205,9 +201,10 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
         return plan, res, tried
     floors = plan.steps[0][1]
     later = [Plan(((at, floors),)) for at in sorted(_change_times(cfg, duration, traffic)) if at > 0]
-    plan2, res2, tried2 = search_hindsight(run, [plan, *later]) if later else (plan, res, [])
-    # the winner of stage one is run again in stage two (same arrivals, same result): count it once
-    return plan2, res2, tried + tried2[1:]
+    if not later:
+        return plan, res, tried
+    plan2, res2, tried2 = search_hindsight(run, later)  # stage one's winner is not run again: its result is known
+    return (plan2, res2, tried + tried2) if better(res2.summary, res.summary) else (plan, res, tried + tried2)
 
 
 #: Goodput differences within this share (or one 0.01 req/s step of the summaries' rounding) are ties for
