@@ -15,7 +15,8 @@ Series:
   whole trace, as an operator sizing a test fleet would; the forecasters never do.  The series is the KV usage of
   the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
   covariates.
-- `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) instead of a trace.
+- `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) or a named variant of one
+  (`infercast.twin.variants`: `scenario:calm-day`, `scenario:flash-sale-unannounced`) instead of a trace.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from predictors.base import History
 from predictors.reference import references
+from predictors.scoring import CALM_SECONDS
 from predictors.sizing import sized_fleet
 
 #: The degenerate references (`predictors.reference`) every report with a threshold scores beside the models.
@@ -98,13 +100,14 @@ def _pool_history(ts, name: str, aggregate: str = "max") -> tuple[History, dict]
 
 def load_series(spec: str, args: BacktestOptions) -> SeriesData:
     """The series to score: `spec` a trace file, a ServeGen directory or `scenario:NAME`."""
-    from infercast.config import load_config, resolve_scenario
+    from infercast.config import load_config
 
     step = float(args.step)
     if spec.startswith("scenario:"):
         from infercast.twin.run import run_scenario
+        from infercast.twin.variants import load_scenario
 
-        cfg = load_config(resolve_scenario(spec.split(":", 1)[1]))
+        cfg = load_scenario(spec.split(":", 1)[1])
         if cfg.scenario is None:
             raise ValueError(f"{spec} has no scenario section")
         res = run_scenario(cfg, step_seconds=step)
@@ -219,6 +222,13 @@ def _fmt(v, nd: int = 4) -> str:
     return str(v)
 
 
+def _calm(b: dict) -> str:
+    """`calm_lead` cell: median lead over the crossings after `CALM_SECONDS` under the threshold, and their count."""
+    if not b.get("calm_breaches"):
+        return "- (0)"
+    return f"{_fmt(b.get('calm_median_lead_seconds'), 4)} ({b['calm_breaches']})"
+
+
 def table(result: dict) -> str:
     """The scores as a fixed-width text table."""
     cols = (
@@ -232,13 +242,19 @@ def table(result: dict) -> str:
         "recall",
         "events",
         "lead_s",
+        "share",
+        "calm_lead",
         "fa/h",
         "fit_s",
         "pred_ms",
     )
     rows = [cols]
+    entries: list[tuple[str, dict, dict]] = []
     for name, s in result["models"].items():
-        b = s.get("breach") or {}
+        entries.append((name, s, s.get("breach") or {}))
+        if s.get("alarm"):  # the alert as deployed (persistence, hysteresis) on the same forecasts
+            entries.append((f"{name} [alert]", {}, s["alarm"]))
+    for name, s, b in entries:
         pred = s.get("predict_seconds_per_series")
         rows.append(
             (
@@ -252,6 +268,8 @@ def table(result: dict) -> str:
                 _fmt(b.get("origin_recall"), 3),
                 _fmt(b.get("event_recall"), 3),
                 _fmt(b.get("median_lead_seconds"), 4),
+                _fmt(b.get("lead_share"), 3),
+                _calm(b),
                 _fmt(b.get("false_alarms_per_hour"), 3),
                 _fmt(s.get("fit_seconds"), 3),
                 _fmt(pred * 1000 if pred is not None else None, 3),
@@ -267,9 +285,14 @@ def table(result: dict) -> str:
         b = first["breach"]
         lines.append(
             f"# breach scores at {b['threshold']:g}: {b['origins_scored']} origins below it, "
-            f"{b['origins_crossing']} of them crossing within the horizon; {b['breaches']} crossings "
-            "(f1/precision/recall over origins, events = share of crossings paged ahead, lead_s = median lead, "
-            "fa/h = false-alarm episodes per hour)"
+            f"{b['origins_crossing']} of them crossing within the horizon; {b['breaches']} crossings, "
+            f"{b.get('calm_breaches', 0)} of them after {CALM_SECONDS / 60:g} calm minutes; median possible lead "
+            f"{_fmt(b.get('possible_lead_median_seconds'), 4)} s"
+        )
+        lines.append(
+            "# (f1/precision/recall over origins, events = share of crossings paged ahead, lead_s = median lead, "
+            "share = mean lead / possible lead per crossing (missed: 0), calm_lead = median lead in s on the "
+            "crossings after the calm minutes (missed: 0) and how many of them, fa/h = false-alarm episodes per hour)"
         )
     for r in rows:
         lines.append(

@@ -27,6 +27,18 @@ Definitions (all at the horizon `h`, on the forecast origins `o` the backtest ma
     detected breaches of c minus the first alarm of the episode holding the last alarm before c.  It is not
     capped at h: a page that went out 20 minutes early has a 20-minute lead, and its first 15 minutes are false
     alarms below.
+  - *lead against what was possible*: a breach's *possible lead* is the largest lead any alarm could have had:
+    the time from the first sample after the series was last at or over the threshold before c (when it left the
+    threshold; the series' start if it never was) to c, capped at h.  An alarm needs y(o) below the threshold, so
+    no pager can page earlier in that calm, and a detection counts only from c - h.  A breach's *lead share* is
+    min(lead, possible lead) / possible lead, 0 when missed; `lead_share` is its mean over the scored breaches,
+    so a pager that pages at every origin under the threshold (`always_alarm`) reads 1 and one that never pages 0,
+    whatever the spacing of the breaches; it is read beside `false_alarms_per_hour`, which is what paging early
+    costs.  `possible_lead_median_seconds` is the median possible lead: how much room the series leaves at all.
+  - *calm breaches*: those with at least `CALM_SECONDS` (300 s) under the threshold before them (their possible
+    lead is the whole horizon when h <= 300 s).  `calm_breaches` counts them, `calm_detected` those paged, and
+    `calm_median_lead_seconds` is the median over them of min(lead, possible lead), 0 for a missed one: the
+    absolute lead where there was room for one, which a pager that misses half of them cannot lift.
   - a *false alarm step* is an alarm at a scored origin with no crossing within the horizon (a false positive
     above); `false_alarm_steps` counts them, `false_alarm_episodes` the maximal runs of consecutive ones, and
     `false_alarms_per_hour` = false alarm episodes per hour of origins (last origin - first origin + one step).
@@ -41,6 +53,9 @@ import numpy as np
 
 from predictors.alarm import AlarmPolicy
 from predictors.base import Forecast, History
+
+#: A breach with at least this long under the threshold before it is a *calm* breach (the issue's five minutes).
+CALM_SECONDS = 300.0
 
 
 def _at(t: np.ndarray, y: np.ndarray, when: np.ndarray, tol: float) -> np.ndarray:
@@ -125,6 +140,17 @@ def breach_starts(t: np.ndarray, y: np.ndarray, threshold: float) -> np.ndarray:
     return t[idx]
 
 
+def calm_before(t: np.ndarray, y: np.ndarray, threshold: float, c: float) -> float:
+    """Seconds the series had been under `threshold` before the crossing at `c`: from the first sample after the
+    last one at or over it (the series' first sample if none was) to c."""
+    before = t < c
+    over = np.nonzero(before & (y >= threshold))[0]
+    if not len(over):
+        return float(c - t[0])
+    nxt = over[-1] + 1
+    return float(c - t[nxt]) if nxt < len(t) else 0.0
+
+
 def _runs(flags: np.ndarray, origins: np.ndarray, max_gap: float) -> list[tuple[int, int]]:
     """(first, last) indices of maximal runs of consecutive True flags (origins at most `max_gap` apart)."""
     runs: list[tuple[int, int]] = []
@@ -172,6 +198,11 @@ def breach_scores(
         "detected": 0,
         "event_recall": None,
         "median_lead_seconds": None,
+        "lead_share": None,
+        "possible_lead_median_seconds": None,
+        "calm_breaches": 0,
+        "calm_detected": 0,
+        "calm_median_lead_seconds": None,
         "false_alarm_steps": 0,
         "false_alarm_episodes": 0,
         "false_alarms_per_hour": None,
@@ -217,16 +248,32 @@ def breach_scores(
         episode_start[a : b + 1] = origins[a]
     starts = breach_starts(t, y, threshold)
     scored_starts = starts[(starts - horizon_s >= origins[0] - tol) & (starts <= origins[-1] + step + tol)]
-    leads = []
+    leads, shares, calm_leads = [], [], []
+    possible_all = []
     for c in scored_starts:
         w = np.nonzero((origins >= c - horizon_s - tol / 10) & (origins < c - tol / 10) & alarm)[0]
-        if len(w):
-            leads.append(float(c - episode_start[w[-1]]))
+        lead = float(c - episode_start[w[-1]]) if len(w) else None
+        if lead is not None:
+            leads.append(lead)
+        calm = calm_before(t, y, threshold, float(c))
+        possible = min(horizon_s, calm)
+        possible_all.append(possible)
+        got = 0.0 if lead is None else min(lead, possible)
+        shares.append(got / possible if possible > 0 else 0.0)
+        if calm >= CALM_SECONDS - tol / 10:
+            calm_leads.append((got, lead is not None))
     res["breaches"] = len(scored_starts)
     res["detected"] = len(leads)
     res["event_recall"] = _ratio(len(leads), len(scored_starts))
     if leads:
         res["median_lead_seconds"] = float(np.median(leads))
+    if shares:
+        res["lead_share"] = float(np.mean(shares))
+        res["possible_lead_median_seconds"] = float(np.median(possible_all))
+    res["calm_breaches"] = len(calm_leads)
+    res["calm_detected"] = sum(1 for _, hit in calm_leads if hit)
+    if calm_leads:
+        res["calm_median_lead_seconds"] = float(np.median([g for g, _ in calm_leads]))
     false_step = scored & alarm & ~crossing
     n_false = len(_runs(false_step, origins, max_gap))
     res["false_alarm_steps"] = int(false_step.sum())

@@ -17,6 +17,11 @@ BREACH_KEYS = {
     "median_lead_seconds",
     "false_alarms_per_hour",
     "breaches",
+    "lead_share",
+    "possible_lead_median_seconds",
+    "calm_breaches",
+    "calm_detected",
+    "calm_median_lead_seconds",
 }
 
 
@@ -60,6 +65,9 @@ def test_kv_series_from_an_azure_csv_through_the_twin_with_a_plot(capsys, data_d
     assert always["origins_scored"] == never["origins_scored"] == res["models"]["kalman"]["breach"]["origins_scored"]
     assert always["alarms"] == always["origins_scored"] > 0 and always["origin_recall"] == 1.0
     assert never["alarms"] == 0 and never["false_alarms_per_hour"] == 0.0
+    # The lead against what was possible: all of it for the pager that always pages, none for the one that never does.
+    if always["breaches"]:
+        assert always["lead_share"] == 1.0 and never["lead_share"] == 0.0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -138,3 +146,44 @@ def test_bad_trace_is_a_clear_error(capsys, tmp_path):
     junk.write_text("hello,world\n1,2\n")
     rc, _, err = _run(capsys, "--trace", str(junk), "--series", "rps")
     assert rc == 2 and "junk.csv" in err
+
+
+def test_the_table_prints_the_lead_share_and_the_calm_lead_with_the_alert_as_deployed():
+    """`infercast backtest`'s table (issue 27): lead share and the calm crossings' median lead per model, and the
+    service's model once more as its alert pages (`[alert]`)."""
+    from predictors.evaluate import table
+
+    def breach(share, calm_lead, calm_n):
+        return {
+            "threshold": 0.75,
+            "origins_scored": 100,
+            "origins_crossing": 30,
+            "breaches": 4,
+            "calm_breaches": calm_n,
+            "possible_lead_median_seconds": 150.0,
+            "lead_share": share,
+            "calm_median_lead_seconds": calm_lead,
+        }
+
+    res = {
+        "trace": "t",
+        "series": "kv",
+        "horizon_s": 300.0,
+        "step_s": 15.0,
+        "samples": 240,
+        "threshold": 0.75,
+        "notes": [],
+        "models": {
+            "kalman_aci": {"breach": breach(0.5, 120.0, 2), "alarm": breach(0.25, 90.0, 2)},
+            "always_alarm": {"breach": breach(1.0, 300.0, 2)},
+            "never_alarm": {"breach": breach(0.0, 0.0, 2)},
+        },
+    }
+    lines = table(res).splitlines()
+    assert "2 of them after 5 calm minutes; median possible lead 150 s" in lines[1]
+    header = lines[3].split()
+    assert header[header.index("lead_s") + 1 : header.index("lead_s") + 3] == ["share", "calm_lead"]
+    rows = {line.split("  ")[0].strip(): line.split() for line in lines[4:]}
+    assert list(rows) == ["kalman_aci", "kalman_aci [alert]", "always_alarm", "never_alarm"]
+    assert rows["kalman_aci [alert]"][-6:-3] == ["0.25", "90", "(2)"]
+    assert rows["always_alarm"][-6:-3] == ["1", "300", "(2)"]
