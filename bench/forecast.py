@@ -40,15 +40,56 @@ KV_TRACES = {
     "azure-code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
     "azure-conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
     "mooncake": "mooncake_fast25/conversation_trace.jsonl",
+    "servegen-reason": "servegen/data/reason/deepseek-r1",
     "flash-sale": "scenario:flash-sale",
+    "calm-day": "scenario:calm-day",
 }
 LABELS = {
     "azure-code": "Azure code (bursty)",
     "azure-conv": "Azure conv (smooth)",
     "mooncake": "Mooncake (bursty)",
+    "servegen-reason": "ServeGen deepseek-r1 (bursty)",
     "flash-sale": "flash-sale scenario",
+    "calm-day": "calm-day scenario",
 }
 BURSTY = ("azure-code", "mooncake", "flash-sale")
+#: The evaluation protocol (docs/forecasting.md): every KV series the bench scores, what it is, whether its traffic
+#: is calm or surging, and what else (if anything) has touched its data.  None of them chose anything.
+SCORED: dict[str, tuple[str, str, str]] = {
+    "azure-code": (
+        "Azure LLM 2023 code, the development slice (to 18:46, about 29 min), replayed on a sized fleet",
+        "surging (on/off bursts)",
+        "nothing",
+    ),
+    "azure-conv": ("Azure LLM 2023 conversation, the development hour, replayed on a sized fleet", "calm", "nothing"),
+    "mooncake": (
+        "Mooncake FAST'25 conversation, the development slice (first 30 min), replayed on a sized fleet",
+        "surging (bursty, 3 s batches)",
+        "nothing",
+    ),
+    "servegen-reason": (
+        "ServeGen reason/deepseek-r1, its busiest hour [78000, 81600) s, replayed on a sized fleet",
+        "surging (bursty)",
+        "the LSTM's generated pre-training series are driven by this model's 600 s rates (whole day, time-warped "
+        "and rescaled); its training twin slice of this model is [19200, 22800) s",
+    ),
+    "flash-sale": (
+        "the seed's flash sale on the twin (arrival seed 0)",
+        "surging (scheduled 12,000 req/s sale)",
+        "nothing; other arrival seeds of the same scenario trained (100-105), validated (300-303), calibrated "
+        "(500-511) the LSTM and chose the alert's settings (700-703)",
+    ),
+    "calm-day": (
+        "the flash-sale fleet with its regular 200 req/s only (twin, arrival seed 0)",
+        "calm",
+        "nothing; calm runs with seeds 710, 711 chose the alert's settings",
+    ),
+}
+#: Issue 27's targets for the deployed alarm, per scored series.
+ALARM_TARGETS = {"event_recall": 0.9, "false_alarms_per_hour": 1.0, "lead_share_vs_predict_linear": 1.5}
+ALARM_TARGETS |= {"calm_median_lead_seconds": 180.0, "peak_mae_vs_predict_linear": 0.8}
+#: The pagers the deployed alert is set against on every series, all through the same alert logic.
+ALARM_ROWS = ("predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
 #: The forecasting goals, as the `goals` table checks them (breach goals with the scores of `predictors.scoring`).
 GOALS = {
     "vs_predict_linear": 0.7,
@@ -464,6 +505,7 @@ def _breach_cells(s: dict) -> list[str]:
         _m(b.get("origin_f1"), 2),
         f"{_m(b.get('origin_precision'), 2)} / {_m(b.get('origin_recall'), 2)}",
         det + (f", {lead:.0f} s" if lead is not None else ""),
+        _m(b.get("lead_share"), 2),
         _m(b.get("false_alarms_per_hour"), 1),
     ]
 
@@ -502,8 +544,8 @@ def render_readme(result: dict) -> str:
     the two references, with peak error, band coverage and the breach scores; then what the figures say."""
     out = [
         "| series | model | peak_mae (x predict_linear) | coverage (0.80) | breach F1 | precision / recall | "
-        "crossings paged, median lead | false alarms/h |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "crossings paged, median lead | lead share | false alarms/h |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     f1_wins, f1_series, saturated = [], 0, []
     for name, res in result["kv"].items():
@@ -745,12 +787,14 @@ def render_goals(result: dict) -> str:
                 "; ".join(
                     f"{n} {a.get('detected', 0)}/{a.get('breaches', 0)}, {_m(a.get('median_lead_seconds'), 0)} s"
                     for n, a in al.items()
+                    if a.get("breaches")
                 ),
                 _status(
                     [
                         (a.get("event_recall") or 0) >= GOALS["event_recall"]
                         and (a.get("median_lead_seconds") or 0) >= GOALS["median_lead_seconds"]
                         for a in al.values()
+                        if a.get("breaches")  # a series without a crossing cannot judge it
                     ]
                 ),
             )
@@ -833,7 +877,7 @@ def render_goals(result: dict) -> str:
             _status([v is not None and abs(v) <= GOALS["coverage_tolerance"] for v in cov.values()]),
         )
     )
-    b = {n: r["models"]["lstm"]["breach"] for n, r in lstm.items()}
+    b = {n: r["models"]["lstm"]["breach"] for n, r in lstm.items() if r["models"]["lstm"]["breach"].get("breaches")}
     rows.append(
         (
             f"breach at 0.75: crossings paged >= {GOALS['event_recall']}, precision over origins >= "
@@ -974,6 +1018,125 @@ def render_model(result: dict) -> str:
     return "\n".join(out)
 
 
+def render_protocol(result: dict) -> str:
+    """docs/forecasting.md: every scored KV series, what it is, calm or surging, and what else touched its data."""
+    out = ["| series | what | traffic | crossings of 0.75 (after 5 calm min) | used for any choice | also in |"]
+    out.append("|---|---|---|---:|---|---|")
+    for name, res in result["kv"].items():
+        what, kind, touched = SCORED.get(name, (res.get("trace", name), "?", "?"))
+        b = res["models"].get("always_alarm", {}).get("breach") or {}
+        out.append(
+            f"| {name} | {what} | {kind} | {b.get('breaches', 0)} ({b.get('calm_breaches', 0)}) | no | {touched} |"
+        )
+    return "\n".join(out)
+
+
+def _alarm_cells(b: dict) -> list[str]:
+    calm = b.get("calm_breaches", 0)
+    return [
+        f"{b.get('detected', 0)}/{b.get('breaches', 0)}",
+        _m(b.get("event_recall"), 2),
+        _m(b.get("lead_share"), 2),
+        f"{_m(b.get('calm_median_lead_seconds'), 0)} s ({calm})" if calm else "- (0)",
+        _m(b.get("false_alarms_per_hour"), 1),
+    ]
+
+
+def render_leads(result: dict) -> str:
+    """docs/forecasting.md: per scored series, the deployed alert against the baselines' and the references' pagers,
+    every one through the same alert logic (persistence, hysteresis), with the lead scores of `predictors.scoring`."""
+    out = [
+        "| series (possible lead, median) | pager | crossings paged | event recall | lead share | "
+        "median lead, calm crossings (n) | false alarms/h |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, res in result["kv"].items():
+        m = res["models"]
+        svc = res.get("service_model")
+        first = m.get("always_alarm", {}).get("alarm") or {}
+        pos = first.get("possible_lead_median_seconds")
+        label = f"{name} ({'-' if pos is None else f'{pos:.0f} s'})"
+        rows = [(f"{svc} (deployed)", (m.get(svc) or {}).get("alarm") or {})]
+        rows += [(n, (m.get(n) or {}).get("alarm") or {}) for n in ALARM_ROWS if n in m]
+        for i, (pager, b) in enumerate(rows):
+            out.append("| " + " | ".join([label if i == 0 else "", pager, *_alarm_cells(b)]) + " |")
+    pol = next((r["models"][r["service_model"]]["alarm"].get("policy") for r in result["kv"].values()), None)
+    if pol:
+        out.append(
+            f"\nEvery pager through the alert as deployed: {pol['persistence']} consecutive upper bands over 0.75 "
+            f"(`for: {15 * (pol['persistence'] - 1)}s`), held until under {0.75 - pol['hysteresis']:.2f}. Lead share: "
+            "per crossing, the lead over the largest lead any pager could have had (the time since the series was "
+            "last at or over 0.75, at most 300 s), 0 when missed, averaged; the calm crossings are those after at "
+            "least 5 minutes under 0.75, a missed one counting 0 s."
+        )
+    out.append("")
+    out.append(_provenance_line(result))
+    return "\n".join(out)
+
+
+def alarm_targets(res: dict) -> dict[str, tuple[str, bool | None]]:
+    """Issue 27's targets for the deployed alert on one series: target -> (the figures, met; None: not measurable)."""
+    m = res["models"]
+    svc = m.get(res.get("service_model")) or {}
+    a = svc.get("alarm") or {}
+    base = {n: (m.get(n) or {}).get("alarm") or {} for n in ("predict_linear", "holt_winters", "kalman")}
+    out: dict[str, tuple[str, bool | None]] = {}
+    rec = a.get("event_recall")
+    brec = [b["event_recall"] for b in base.values() if b.get("event_recall") is not None]
+    if rec is None:
+        out["recall"] = ("no crossing", None)
+    else:
+        need = max([ALARM_TARGETS["event_recall"], *brec])
+        out["recall"] = (f"{rec:.2f} (needs {need:.2f})", rec >= need)
+    fa = a.get("false_alarms_per_hour")
+    out["false alarms/h"] = (_m(fa, 1), None if fa is None else fa <= ALARM_TARGETS["false_alarms_per_hour"])
+    ls, pl = a.get("lead_share"), base["predict_linear"].get("lead_share")
+    if ls is None or pl is None:
+        out["lead share"] = ("no crossing", None)
+    else:
+        out["lead share"] = (
+            f"{ls:.2f} vs {pl:.2f}",
+            ls >= ALARM_TARGETS["lead_share_vs_predict_linear"] * pl if pl > 0 else ls > 0,
+        )
+    cl = a.get("calm_median_lead_seconds")
+    out["calm lead"] = (
+        ("no calm crossing", None)
+        if cl is None
+        else (f"{cl:.0f} s ({a['calm_breaches']})", cl >= ALARM_TARGETS["calm_median_lead_seconds"])
+    )
+    r = _ratio(svc.get("peak_mae"), (m.get("predict_linear") or {}).get("peak_mae"))
+    out["peak error"] = ("-", None) if r is None else (f"{r:.2f}x", r <= ALARM_TARGETS["peak_mae_vs_predict_linear"])
+    return out
+
+
+def render_targets(result: dict) -> str:
+    """docs/forecasting.md: issue 27's targets for the deployed alert, per scored series (computed, not typed)."""
+    keys = ("recall", "false alarms/h", "lead share", "calm lead", "peak error")
+    out = [
+        "| series | event recall >= max(baselines', 0.9) | false alarms/h <= 1 | lead share >= 1.5x predict_linear's | "
+        "calm crossings: median lead >= 180 s | peak error <= 0.8x predict_linear's |",
+        "|---|---|---|---|---|---|",
+    ]
+    met = dict.fromkeys(keys, 0)
+    judged = dict.fromkeys(keys, 0)
+    for name, res in result["kv"].items():
+        t = alarm_targets(res)
+        cells = []
+        for k in keys:
+            fig, ok = t[k]
+            cells.append(fig + ("" if ok is None else (" **met**" if ok else " missed")))
+            if ok is not None:
+                judged[k] += 1
+                met[k] += bool(ok)
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append(
+        "Met on: " + "; ".join(f"{k} {met[k]} of {judged[k]} series" for k in keys) + " (a series without a crossing, "
+        "or without a calm one, cannot judge a lead target)."
+    )
+    return "\n".join(out)
+
+
 TABLES: dict[str, Callable[[dict], str]] = {
     "readme": render_readme,
     "kv": render_kv,
@@ -986,6 +1149,9 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "goals": render_goals,
     "lstm": render_lstm,
     "model": render_model,
+    "protocol": render_protocol,
+    "leads": render_leads,
+    "targets": render_targets,
 }
 
 
