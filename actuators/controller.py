@@ -32,6 +32,7 @@ from actuators.guardrails import Guardrails, check_inputs
 from actuators.inputs import InputError, Inputs, InputSource, StoreInputs
 from actuators.policy import Decision, Outlook, PredictivePolicy
 from actuators.stamp import decision_key, stamped
+from actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,14 @@ class ControlLoop:
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
         self.log: list[dict] = []
-        self.alerting: dict[str, set[str]] = {}  # pool -> fingerprints of firing alerts about it
+        # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
+        self.alerting = alert_book(cfg)
 
     # --- the tick -------------------------------------------------------------------------------------------
     def tick(self, now: float, ctx: Any = None, alerts: Iterable[Any] = ()) -> LoopReport:
         """One round.  `ctx` (the daemon's `TickContext`) decides whether to act and stamps each apply; without
         it the loop's own mode and `is_leader` do.  `alerts`: Alertmanager notifications since the last tick."""
-        self._note_alerts(alerts)
+        self.alerting.note(alerts, now)
         report = LoopReport(now)
         try:
             fleet = self.admin.observe()
@@ -134,27 +136,16 @@ class ControlLoop:
 
     def reason_code(self, d: Decision) -> str:
         """The catalog's reason for a decision: an alert when a firing alert about its pool drove it."""
-        if d.intent == "protect" and self.alerting.get(d.inputs.get("pool", "")):
+        if d.intent == "protect" and self.alerting.firing(d.inputs.get("pool", "")):
             return "alert"
         return REASON_OF_INTENT.get(d.intent, "other")
 
     # --- alerts as inputs ----------------------------------------------------------------------------------
-    def _note_alerts(self, alerts: Iterable[Any]) -> None:
-        for a in alerts:
-            pool = getattr(a, "pool", None)
-            if not pool:
-                continue
-            firing = self.alerting.setdefault(pool, set())
-            if a.status == "firing":
-                firing.add(a.fingerprint)
-            else:
-                firing.discard(a.fingerprint)
-
     def _with_alerts(self, outlook: dict[str, Outlook]) -> dict[str, Outlook]:
         """A pool with a firing alert about it is warned of a breach now."""
         out = dict(outlook)
-        for pool, firing in self.alerting.items():
-            if firing and pool in out:
+        for pool in self.alerting.firing_pools():
+            if pool in out:
                 out[pool] = dataclasses.replace(out[pool], kv_breach_eta_seconds=0.0)
         return out
 

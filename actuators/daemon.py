@@ -13,7 +13,9 @@ What runs (docs/actuator.md):
   `active` and this replica leads; a follower, or a replica that cannot reach its lease store, stays advisory.
   Between ticks a renew job on its own thread keeps the lease (every third of `lease_seconds`);
 - `/metrics` (the catalog's `infercast_actuator_*`) and the webhook are served on one listener through
-  `infercast.httpserve` (loopback by default; the webhook needs the bearer token when one is configured);
+  `infercast.httpserve` (loopback by default).  The webhook needs a bearer token whenever the daemon may act
+  (mode `active`) or listens beyond loopback: without one the daemon refuses to be made (ValueError; the command
+  line's rc 2).  Only an advisory daemon on loopback takes alerts without a token, and says so at start;
 - `stop()` (SIGTERM, SIGINT) shuts the scheduler down with `wait=True`: the tick in flight finishes -- its apply,
   its audit record -- and no new one starts; then the leadership is released so a standby takes over at once.
 """
@@ -33,11 +35,31 @@ from actuators.metrics import ActuatorMetrics
 from actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
 from actuators.webhook import Offer, WebhookReceiver
 from infercast.clock import Clock, WallClock
-from infercast.httpserve import HttpService, Response, Route
+from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
 
 log = logging.getLogger(__name__)
 
 JOBS: dict[str, Loop] = {"fast": "fast", "predictive": "predictive", "alert": "alert"}
+#: where the webhook's token may come from (named in the refusal)
+TOKEN_SOURCES = f"actuator.webhook.token_env (default $INFERCAST_ACTUATOR_TOKEN), actuator.webhook.token_file, " \
+    f"${TOKEN_ENV} or ${TOKEN_FILE_ENV}"  # fmt: skip
+
+
+def check_webhook_auth(mode: Mode, host: str, token: str | None) -> None:
+    """ValueError when a webhook would run without a token where it must not: an acting daemon (one forged alert
+    would make it act) or a listener reachable beyond this machine."""
+    if token:
+        return
+    if mode == "active":
+        raise ValueError(
+            "actuator: mode active needs a token on the alert webhook (without one, anyone who can reach the "
+            f"listener can make the actuator act): set {TOKEN_SOURCES}"
+        )
+    if not is_loopback(host):
+        raise ValueError(
+            f"actuator: the alert webhook listens on {host}, beyond loopback, and has no token: set {TOKEN_SOURCES} "
+            "(or listen on 127.0.0.1)"
+        )
 
 
 class Daemon:
@@ -69,6 +91,9 @@ class Daemon:
         self.renew_interval = renew_interval
         self.last_report: TickReport | None = None
         self.metrics.leadership(False, False)
+        self.open_webhook = webhook is not None and not token
+        if webhook is not None:
+            check_webhook_auth(mode, host, token)
         routes = [Route("GET", "/metrics", self._metrics)]
         if webhook is not None:
             routes.append(webhook.route())
@@ -159,6 +184,11 @@ class Daemon:
                 self.renew, "interval", id="leader", name="leader", executor="leader", seconds=self.renew_interval
             )
         self.scheduler.start()
+        if self.open_webhook:
+            log.warning(
+                "actuator: the alert webhook on %s takes alerts with no token (advisory mode on loopback only; "
+                "acting needs one: %s)", self.http.url, TOKEN_SOURCES,
+            )  # fmt: skip
         log.info(
             "actuator: %s mode, fast loop every %g s, predictive every %g s; /metrics on %s",
             self.mode, self.fast_interval, self.predictive_interval, self.http.url,

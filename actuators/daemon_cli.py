@@ -105,9 +105,21 @@ def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> Dae
     )
 
 
-def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None):
-    import os
+def webhook_token(cfg: FleetConfig) -> str | None:
+    """The webhook's bearer token from its one source (`infercast.httpserve.resolve_token`); ConfigError when two
+    sources disagree or the token file cannot be used."""
+    from infercast.httpserve import resolve_token
 
+    wh = cfg.actuator.webhook
+    try:
+        return resolve_token(file=wh.token_file, env=wh.token_env)
+    except ValueError as e:
+        raise ConfigError(f"actuator.webhook: {e}") from None
+
+
+def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, *, serve: bool = True):
+    """The daemon; `serve=False` (--once) gives it no webhook, so it needs no token.  ConfigError when the webhook
+    would be open where it must not be (actuators.daemon.check_webhook_auth)."""
     from actuators.daemon import Daemon
     from actuators.leader import build_elector
     from actuators.webhook import WebhookReceiver
@@ -116,20 +128,25 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None):
     ac = cfg.actuator
     host, port = _listen(listen or ac.listen)
     lease = getattr(ac.leader, "lease_seconds", None)
-    return Daemon(
-        tick,
-        build_elector(ac.leader),
-        mode=parts.mode,
-        clock=parts.clock,
-        fast_interval=ac.fast_interval_seconds,
-        predictive_interval=ac.predictive_interval_seconds or cfg.predictor.forecast_interval_seconds,
-        misfire_grace=ac.misfire_grace_seconds,
-        renew_interval=lease / 3 if lease else None,
-        webhook=WebhookReceiver(parts.inbox, ac.webhook.path, ac.webhook.max_body_bytes),
-        host=host,
-        port=port,
-        token=os.environ.get(ac.webhook.token_env) or None,
-    )
+    token = webhook_token(cfg) if serve else None
+    hook = WebhookReceiver(parts.inbox, ac.webhook.path, ac.webhook.max_body_bytes) if serve else None
+    try:
+        return Daemon(
+            tick,
+            build_elector(ac.leader),
+            mode=parts.mode,
+            clock=parts.clock,
+            fast_interval=ac.fast_interval_seconds,
+            predictive_interval=ac.predictive_interval_seconds or cfg.predictor.forecast_interval_seconds,
+            misfire_grace=ac.misfire_grace_seconds,
+            renew_interval=lease / 3 if lease else None,
+            webhook=hook,
+            host=host,
+            port=port,
+            token=token,
+        )
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"infercast actuator: in-flight decision {r.decision.id}: {r.outcome}: {r.detail}", file=sys.stderr)
     tick = factory(parts)
     # --once serves nothing: a free loopback port, so it runs beside a daemon that holds actuator.listen
-    daemon = build_daemon(parts, tick, "127.0.0.1:0" if args.once else None)
+    daemon = build_daemon(parts, tick, "127.0.0.1:0" if args.once else None, serve=not args.once)
     if args.once:
         report = daemon.run_once("fast")
         daemon.stop()

@@ -16,16 +16,30 @@ a token -- `Authorization: Bearer` compared in constant time before the body is 
   oldest goes (counted as dropped) and its fingerprint is forgotten, so Alertmanager's next re-send gets in.
 
 The answer is 200 `{"accepted": n, "duplicates": n, "dropped": n}` (Alertmanager ignores the body; tests read it).
+
+Bounds (docs/security.md), so that no sender can make the daemon hold more than a few tens of MiB:
+- an alert has at most `MAX_LABELS` labels, names of at most `MAX_LABEL_NAME` characters and values of at most
+  `MAX_LABEL_VALUE` (else a 400: labels identify an alert, a cut one would be another alert); its annotations are
+  informational, so only the first `MAX_ANNOTATIONS` (by name) are kept, each cut to `MAX_ANNOTATION_VALUE`;
+  a fingerprint is at most `MAX_FINGERPRINT` characters.  One event is then at most about 46 KiB, and the inbox
+  (at most `inbox_size` <= 10,000 events) at most `inbox_size` x 46 KiB;
+- the dedup remembers at most `MAX_FINGERPRINTS` fingerprints, the least recently seen forgotten first;
+- `AlertBook` is what the control loop keeps of the alerts it was given: only pools of the fleet file, at most
+  `MAX_FIRING` firing alerts (least recently noted forgotten first), each until it is resolved, until its `endsAt`
+  (when Alertmanager sends a real time) or `alert_ttl_seconds` after it was last noted, whichever comes first:
+  an alert that stops being re-sent stops driving the loop.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -37,6 +51,14 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 INBOX_SIZE = 1000
 DEDUP_SECONDS = 300.0
 MAX_FINGERPRINTS = 10_000  # how many alerts the dedup remembers (the least recently seen are forgotten)
+MAX_LABELS = 32
+MAX_LABEL_NAME = 128
+MAX_LABEL_VALUE = 1024
+MAX_ANNOTATIONS = 8
+MAX_ANNOTATION_VALUE = 1024
+MAX_FINGERPRINT = 128
+MAX_FIRING = 1000  # firing alerts the control loop keeps (AlertBook), the least recently noted forgotten first
+ALERT_TTL_SECONDS = 900.0  # a firing alert not re-sent for this long is over (3x the actuator route's repeat)
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,7 @@ class AlertEvent:
     starts_at: str = ""
     ends_at: str = ""
     received_at: float = 0.0
+    expires_at: float | None = None  # `endsAt` as a Unix time when the sender gave a real one; None: the TTL's
 
     @property
     def pool(self) -> str | None:
@@ -128,6 +151,35 @@ def fingerprint_of(labels: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _unix_time(text: str, where: str) -> float | None:
+    """An RFC 3339 time as a Unix time; None for Alertmanager's zero time (`0001-01-01T00:00:00Z`: no end known)."""
+    if not text or text.startswith("0001-01-01"):
+        return None
+    try:
+        t = datetime.fromisoformat(text[:64].replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{where} is not an RFC 3339 time: {text[:40]!r}") from None
+    if t.tzinfo is None:
+        raise ValueError(f"{where} has no time zone: {text[:40]!r}")
+    return t.timestamp()
+
+
+def _bounded_labels(labels: Mapping[str, str], where: str) -> dict[str, str]:
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{where}: at most {MAX_LABELS} labels, got {len(labels)}")
+    for k, v in labels.items():
+        if len(k) > MAX_LABEL_NAME:
+            raise ValueError(f"{where}: a label name is over {MAX_LABEL_NAME} characters: {k[:40]!r}...")
+        if len(v) > MAX_LABEL_VALUE:
+            raise ValueError(f"{where}.{k[:40]}: value over {MAX_LABEL_VALUE} characters ({len(v)})")
+    return dict(labels)
+
+
+def _kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    kept = sorted(annotations.items())[:MAX_ANNOTATIONS]
+    return {k[:MAX_LABEL_NAME]: v[:MAX_ANNOTATION_VALUE] for k, v in kept}
+
+
 def events_from(payload: dict[str, Any], received_at: float) -> list[AlertEvent]:
     """The events of a validated payload; ValueError naming the first field that is not what Alertmanager sends."""
     out = []
@@ -135,7 +187,10 @@ def events_from(payload: dict[str, Any], received_at: float) -> list[AlertEvent]
         for key in ("fingerprint", "startsAt", "endsAt", "generatorURL"):
             if key in a and not isinstance(a[key], str):
                 raise ValueError(f"alerts[{i}].{key} must be a string")
-        labels = dict(a["labels"])
+        if len(a.get("fingerprint", "")) > MAX_FINGERPRINT:
+            raise ValueError(f"alerts[{i}].fingerprint: over {MAX_FINGERPRINT} characters")
+        labels = _bounded_labels(a["labels"], f"alerts[{i}].labels")
+        ends = _unix_time(a.get("endsAt", ""), f"alerts[{i}].endsAt")
         status = a.get("status") or payload.get("status") or "firing"
         if status not in ("firing", "resolved"):
             raise ValueError(f"alerts[{i}].status must be 'firing' or 'resolved', got {status!r}"[:200])
@@ -145,13 +200,76 @@ def events_from(payload: dict[str, Any], received_at: float) -> list[AlertEvent]
                 status=status,
                 alertname=labels.get("alertname", ""),
                 labels=MappingProxyType(labels),
-                annotations=MappingProxyType(dict(a.get("annotations") or {})),
-                starts_at=a.get("startsAt", ""),
-                ends_at=a.get("endsAt", ""),
+                annotations=MappingProxyType(_kept_annotations(a.get("annotations") or {})),
+                starts_at=a.get("startsAt", "")[:64],
+                ends_at=a.get("endsAt", "")[:64],
                 received_at=received_at,
+                expires_at=ends,
             )
         )
     return out
+
+
+class AlertBook:
+    """The firing alerts the control loop acts on, bounded and expiring (what `ControlLoop.alerting` is).
+
+    `note(events, now)` first forgets what has expired by `now`, then takes the events in order: a firing alert
+    about a pool of the fleet file is kept until `min(its endsAt, now + ttl)` (a re-send renews it), a resolved one
+    is forgotten; alerts about other pools (or none) are ignored and counted (`ignored`): a forged `pool` label
+    cannot grow the book.  At most `max_alerts` are kept; beyond that the least recently noted goes (`evicted`).
+    Not thread-safe: the control loop's single thread owns it."""
+
+    def __init__(
+        self,
+        pools: Iterable[str] | None = None,
+        *,
+        ttl_seconds: float = ALERT_TTL_SECONDS,
+        max_alerts: int = MAX_FIRING,
+    ) -> None:
+        self.pools = frozenset(pools) if pools is not None else None
+        self.ttl = ttl_seconds
+        self.max_alerts = max_alerts
+        self._firing: OrderedDict[str, tuple[str, float]] = OrderedDict()  # fingerprint -> (pool, expires at)
+        self.ignored = 0
+        self.evicted = 0
+        self.expired = 0
+
+    def note(self, events: Iterable[Any], now: float) -> None:
+        self.expire(now)
+        for ev in events:
+            pool = getattr(ev, "pool", None)
+            if not pool or (self.pools is not None and pool not in self.pools):
+                self.ignored += 1
+                continue
+            if ev.status != "firing":
+                self._firing.pop(ev.fingerprint, None)
+                continue
+            ends = getattr(ev, "expires_at", None)
+            until = min(now + self.ttl, ends if ends is not None else math.inf)
+            if until <= now:  # it said it ended already
+                self._firing.pop(ev.fingerprint, None)
+                continue
+            self._firing[ev.fingerprint] = (pool, until)
+            self._firing.move_to_end(ev.fingerprint)
+            while len(self._firing) > self.max_alerts:
+                self._firing.popitem(last=False)
+                self.evicted += 1
+
+    def expire(self, now: float) -> None:
+        gone = [fp for fp, (_, until) in self._firing.items() if until <= now]
+        for fp in gone:
+            del self._firing[fp]
+        self.expired += len(gone)
+
+    def firing(self, pool: str) -> bool:
+        """Whether an alert about `pool` is firing (as of the last `note`)."""
+        return any(p == pool for p, _ in self._firing.values())
+
+    def firing_pools(self) -> set[str]:
+        return {p for p, _ in self._firing.values()}
+
+    def __len__(self) -> int:
+        return len(self._firing)
 
 
 class WebhookReceiver:
@@ -173,7 +291,7 @@ class WebhookReceiver:
         self.clock = clock
 
     def route(self) -> Route:
-        return Route("POST", self.path, self._post, mutates=True, max_body_bytes=self.max_body_bytes)
+        return Route("POST", self.path, self._post, mutates=True, max_body_bytes=self.max_body_bytes, json_body=True)
 
     def _post(self, req: Request) -> Response:
         try:
@@ -184,3 +302,13 @@ class WebhookReceiver:
         if self.on_offer is not None:
             self.on_offer(offer)
         return Response.json({"accepted": offer.accepted, "duplicates": offer.duplicates, "dropped": offer.dropped})
+
+
+def alert_book(cfg: Any) -> AlertBook:
+    """The book for a fleet file (`infercast.config.FleetConfig`): its pools, the context split's two pools, and
+    `actuator.webhook.alert_ttl_seconds`."""
+    pools = set(cfg.pools)
+    cp = cfg.protections.context_pools
+    if cp is not None:
+        pools |= {cp.short_pool, cp.long_pool}
+    return AlertBook(pools, ttl_seconds=cfg.actuator.webhook.alert_ttl_seconds)

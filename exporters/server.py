@@ -33,7 +33,17 @@ from exporters.windows import Windows
 from infercast import exposition
 from infercast.catalog import GPU_FAMILIES, TARGET_SCRAPE_DURATION_SECONDS, TARGET_UP
 from infercast.config import FleetConfig
-from infercast.httpserve import FROM_ENV, HttpError, HttpService, Limits, Request, Response, Route
+from infercast.httpserve import (
+    FROM_ENV,
+    TOKEN_ENV,
+    HttpError,
+    HttpService,
+    Limits,
+    Request,
+    Response,
+    Route,
+    is_loopback,
+)
 
 log = logging.getLogger(__name__)
 MAX_INGEST_BYTES = 1024 * 1024
@@ -247,7 +257,9 @@ class ExporterServer:
     """`GET /metrics` (scraping on request, at most once per `min_interval`) and `POST /ingest/router`.
 
     Served through `infercast.httpserve` (strict Content-Length, read deadline, bounded connections, JSON errors);
-    the ingest changes state, so it needs the bearer token when `INFERCAST_HTTP_TOKEN` (or `token`) is set.
+    the ingest changes state, so it needs the bearer token when `INFERCAST_HTTP_TOKEN` (or the file
+    `INFERCAST_HTTP_TOKEN_FILE` names, or `token`) is set; listening beyond loopback with no token, it is refused
+    (403) rather than open to anyone who can reach the port; a body declared as anything but JSON is a 415.
     """
 
     def __init__(
@@ -268,9 +280,15 @@ class ExporterServer:
         routes = [
             Route("GET", "/metrics", self._metrics),
             Route("GET", "/", lambda _: Response.text("infercast exporter: GET /metrics, POST /ingest/router\n")),
-            Route("POST", "/ingest/router", self._ingest, mutates=True, max_body_bytes=MAX_INGEST_BYTES),
+            Route(
+                "POST", "/ingest/router", self._ingest, mutates=True, max_body_bytes=MAX_INGEST_BYTES, json_body=True
+            ),
         ]
-        self.http = HttpService(routes, host, port, name="exporter", limits=limits or Limits(), token=token)
+        self.http = HttpService(
+            routes, host, port, name="exporter", limits=limits or Limits(), token=token, closed_off_loopback=True
+        )
+        if not self.http.token and is_loopback(host):
+            log.info("exporter: POST /ingest/router takes counts with no token (loopback only; set %s)", TOKEN_ENV)
         self.port = self.http.port
 
     def render(self) -> bytes:

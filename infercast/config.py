@@ -512,10 +512,20 @@ class WebhookConfig(Strict):
         description="environment variable holding the bearer token Alertmanager must send (unset: no auth, "
         "acceptable on loopback only)",
     )
-    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
-    inbox_size: PosInt = Field(1000, description="alert events kept for the loop; the oldest are dropped when full")
-    dedup_seconds: Annotated[float, Field(ge=0.0)] = Field(
+    token_file: str | None = Field(
+        None, min_length=1, description="a file holding that token (a mounted Secret); one source: not with token_env"
+    )
+    max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 4 * 1024 * 1024
+    inbox_size: Annotated[int, Field(gt=0, le=10_000)] = Field(
+        1000, description="alert events kept for the loop; the oldest are dropped when full"
+    )
+    dedup_seconds: Annotated[float, Field(ge=0.0, le=86_400.0)] = Field(
         300.0, description="an alert with the same fingerprint and status within this time is a duplicate"
+    )
+    alert_ttl_seconds: Annotated[float, Field(ge=60.0, le=86_400.0)] = Field(
+        900.0,
+        description="a firing alert not re-sent for this long is over (keep it above the actuator route's "
+        "repeat_interval, 5m)",
     )
 
 

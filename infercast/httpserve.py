@@ -30,8 +30,15 @@ What every listener gets, and why:
   (never an uncaught RecursionError), and `NaN`, `Infinity` and overflowing numbers such as `1e999` are refused.
   `finite()` and `count()` check a number where one is expected (strings such as `"1e999"` are not numbers).
 - **Optional bearer token on every route that changes state** (`Route(mutates=True)`): from the environment
-  variable `INFERCAST_HTTP_TOKEN` (or the `token` argument), compared in constant time (`hmac.compare_digest`),
-  checked before the body is read; 401 otherwise.  Read-only routes (`/metrics`) stay open for scrapers.
+  variable `INFERCAST_HTTP_TOKEN`, or a file named by `INFERCAST_HTTP_TOKEN_FILE` (one source: both set is an
+  error), or the `token` argument; compared in constant time (`hmac.compare_digest`), checked before the body is
+  read; 401 otherwise.  Read-only routes (`/metrics`) stay open for scrapers.  A service made with
+  `closed_off_loopback=True` refuses its state-changing routes (403) when it listens beyond loopback with no token.
+- **Content types**: a route with `json_body=True` refuses a body declared as anything but JSON (415, after the
+  length checks, before the body is read): `text/xml` is not parsed as JSON, and the types a web page may send
+  cross-origin without asking (`text/plain`, forms) never reach a loopback listener's handler.  A body sent with
+  no `Content-Type` is read as JSON.
+- **Errors echo little**: a reason is cut to `MAX_REASON_CHARS`, so a hostile body's 900 KB label never comes back.
 - **Loopback by default**; binding anywhere else is logged as a warning (louder when state-changing routes have no
   token).
 """
@@ -60,6 +67,12 @@ log = logging.getLogger(__name__)
 
 #: the environment variable holding the bearer token for state-changing routes (unset or empty: no auth)
 TOKEN_ENV = "INFERCAST_HTTP_TOKEN"
+#: the environment variable naming a file that holds that token (a mounted Secret); one of the two, never both
+TOKEN_FILE_ENV = "INFERCAST_HTTP_TOKEN_FILE"
+#: a token file larger than this is not a token (a wrong path: a log, a binary)
+MAX_TOKEN_BYTES = 4096
+#: the longest reason an error answer carries (the rest is cut, so a refused body is never echoed back whole)
+MAX_REASON_CHARS = 300
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _DIGITS = re.compile(r"[0-9]{1,15}")
 #: `token=FROM_ENV` (the default): read the token from INFERCAST_HTTP_TOKEN when the service is made
@@ -205,7 +218,16 @@ class Response:
 
     @classmethod
     def error(cls, status: int, reason: str, headers: Mapping[str, str] | None = None) -> Response:
-        return cls(status, json.dumps({"error": reason}).encode() + b"\n", headers=tuple((headers or {}).items()))
+        return cls(
+            status, json.dumps({"error": short(reason)}).encode() + b"\n", headers=tuple((headers or {}).items())
+        )
+
+
+def short(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was cut (error answers and log lines echo no more)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 Handler = Callable[[Request], Response]
@@ -221,6 +243,7 @@ class Route:
     handler: Handler
     mutates: bool = False
     max_body_bytes: int | None = None  # None: the service's Limits.max_body_bytes
+    json_body: bool = False  # a body declared as anything but JSON is a 415 (no Content-Type: read as JSON)
 
     def match(self, path: str) -> dict[str, str] | None:
         if self.pattern == "*":
@@ -247,8 +270,57 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def read_token_file(path: str) -> str:
+    """The token a file holds (surrounding whitespace, e.g. the trailing newline, stripped); ValueError saying why
+    when it cannot be read, is empty or is too large to be a token.  The token itself is never in the message."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TOKEN_BYTES + 1)
+    except OSError as e:
+        raise ValueError(f"token file {path}: cannot read: {e.strerror or type(e).__name__}") from None
+    if len(raw) > MAX_TOKEN_BYTES:
+        raise ValueError(f"token file {path}: over {MAX_TOKEN_BYTES} bytes: not a token")
+    try:
+        token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"token file {path}: not UTF-8 text") from None
+    if not token:
+        raise ValueError(f"token file {path}: empty")
+    return token
+
+
+def resolve_token(*, file: str | None = None, env: str | None = None) -> str | None:
+    """The one bearer token a listener uses; None when none is set.
+
+    The service's own sources come first: the file `file` and the variable `env` (config keys).  Only when neither
+    is set do the shared ones count: `INFERCAST_HTTP_TOKEN`, or the file `INFERCAST_HTTP_TOKEN_FILE` names.  Two
+    sources of one rank set to different tokens is a ValueError naming them: which token wins is never a guess.
+    The token itself is never in a message."""
+    own: list[tuple[str, str]] = []
+    if file:
+        own.append((f"token file {file}", read_token_file(file)))
+    if env and env != TOKEN_ENV and os.environ.get(env):
+        own.append((f"${env}", os.environ[env]))
+    shared: list[tuple[str, str]] = []
+    if os.environ.get(TOKEN_ENV):
+        shared.append((f"${TOKEN_ENV}", os.environ[TOKEN_ENV]))
+    if os.environ.get(TOKEN_FILE_ENV):
+        path = os.environ[TOKEN_FILE_ENV]
+        shared.append((f"${TOKEN_FILE_ENV} ({path})", read_token_file(path)))
+    for found in (own, shared):
+        if len({t for _, t in found}) > 1:
+            raise ValueError(f"the bearer token is set two ways ({', '.join(w for w, _ in found)}): set one")
+        if found:
+            return found[0][1]
+    return None
+
+
 def token_from_env(name: str = TOKEN_ENV) -> str | None:
-    return os.environ.get(name) or None
+    """`$name`, or else the content of the file `$INFERCAST_HTTP_TOKEN_FILE` names (ValueError when both are set
+    or the file cannot be used)."""
+    if name != TOKEN_ENV:
+        return os.environ.get(name) or None
+    return resolve_token()
 
 
 # --- the server --------------------------------------------------------------------------------------------------
@@ -328,7 +400,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             route, params = service.route(self.command, path)
             if route.mutates:
                 service.authorize(self.headers.get("Authorization"))
-            body = self._read_body(route.max_body_bytes or service.limits.max_body_bytes)
+            body = self._read_body(route.max_body_bytes or service.limits.max_body_bytes, route.json_body)
         except HttpError as e:
             self.close_connection = True  # the body (if any) was not read: the stream cannot be reused
             return Response.error(e.status, e.reason, e.headers)
@@ -351,7 +423,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             log.exception("%s: %s %s failed", service.name, self.command, path)
             return Response.error(500, f"internal error: {type(e).__name__}")
 
-    def _read_body(self, limit: int) -> bytes:
+    def _read_body(self, limit: int, json_body: bool = False) -> bytes:
         lengths = self.headers.get_all("Content-Length") or []
         if self.headers.get("Transfer-Encoding"):
             raise HttpError(411, "chunked bodies are not accepted: send a Content-Length")
@@ -369,6 +441,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         n = int(raw)
         if n > limit:
             raise HttpError(413, f"body of {n} bytes is over the {limit}-byte limit")
+        if json_body:
+            _check_json_type(self.headers.get("Content-Type"))
         body = self.rfile.read(n) if n else b""
         if len(body) != n:
             raise HttpError(400, f"body ended after {len(body)} of {n} bytes")
@@ -397,6 +471,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.log_request(r.status, len(r.body))
         except OSError:
             self.close_connection = True
+
+
+def _check_json_type(header: str | None) -> None:
+    """A body declared as anything but JSON is a 415 (`text/xml` is not parsed as JSON); none declared is JSON."""
+    if header is None or not header.strip():
+        return
+    media = header.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise HttpError(415, f"Content-Type must be application/json, got {media[:60]!r}")
 
 
 class _Server(ThreadingHTTPServer):
@@ -483,6 +567,8 @@ class HttpService:
     name: str = "infercast"
     limits: Limits = field(default_factory=Limits)
     token: str | object | None = FROM_ENV
+    #: beyond loopback with no token, refuse the state-changing routes (403) instead of serving them open
+    closed_off_loopback: bool = False
 
     def __post_init__(self) -> None:
         self.routes = tuple(self.routes)
@@ -493,12 +579,13 @@ class HttpService:
         self._thread: threading.Thread | None = None
         if not is_loopback(self.host):
             open_writes = [r.pattern for r in self.routes if r.mutates] if not self.token else []
+            what = "are refused (403)" if self.closed_off_loopback else "change state with no token"
             log.warning(
                 "%s: listening on %s:%d, reachable beyond this machine%s",
                 self.name,
                 self.host,
                 self.port,
-                f"; {', '.join(open_writes)} change state with no token (set {TOKEN_ENV})" if open_writes else "",
+                f"; {', '.join(open_writes)} {what} (set {TOKEN_ENV} or {TOKEN_FILE_ENV})" if open_writes else "",
             )
 
     # --- used by the request handler ---------------------------------------------------------------------------
@@ -517,6 +604,9 @@ class HttpService:
 
     def authorize(self, header: str | None) -> None:
         if not self.token:
+            if self.closed_off_loopback and not is_loopback(self.host):
+                raise HttpError(403, f"this listener is reachable beyond loopback and has no token: state-changing "
+                                     f"requests are refused (set {TOKEN_ENV} or {TOKEN_FILE_ENV})")  # fmt: skip
             return
         scheme, _, given = (header or "").partition(" ")
         expected = str(self.token).encode()

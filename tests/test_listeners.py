@@ -123,8 +123,12 @@ def port_of(url: str) -> int:
 
 
 # --- the exporter's ingest ---------------------------------------------------------------------------------------
+JSON = {"Content-Type": "application/json"}  # urllib3 labels a str body text/plain, which the ingest refuses (415)
+
+
 def ingest(url: str, body, **kw) -> requests.Response:
-    return requests.post(f"{url}/ingest/router", data=json.dumps(body), timeout=10, **kw)
+    headers = {**JSON, **kw.pop("headers", {})}
+    return requests.post(f"{url}/ingest/router", data=json.dumps(body), timeout=10, headers=headers, **kw)
 
 
 def req(n, pool="v4-main", version="v4", outcome="error"):
@@ -135,7 +139,8 @@ def test_one_huge_count_no_longer_blinds_the_exporter():
     # before: {"n": 10**400} was applied, then every /metrics answered 500 "int too large to convert to float"
     with exporter_server() as srv:
         url = srv.http.url
-        r = requests.post(f"{url}/ingest/router", data=json.dumps(req(1))[:-3] + "1" + "0" * 400 + "}]}", timeout=10)
+        bad = json.dumps(req(1))[:-3] + "1" + "0" * 400 + "}]}"
+        r = requests.post(f"{url}/ingest/router", data=bad, timeout=10, headers=JSON)
         assert r.status_code == 400 and "more than 18 digits" in r.json()["error"]
         r = ingest(url, req(MAX_COUNT + 1))
         assert r.status_code == 400 and "at most 1,000,000" in r.json()["error"]

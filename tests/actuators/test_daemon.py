@@ -245,16 +245,19 @@ def test_a_new_alert_wakes_the_alert_loop_which_drains_it(twin, fleet_cfg, tmp_p
     loop = Scripted(parts, [(W5, "alert")], on_tick=lambda now, ctx: ctx.loop == "alert" and woke.set())
     hook = WebhookReceiver(parts.inbox)
     # the fast loop is an hour away: only the alert can make the loop run
-    d = Daemon(loop, SingleReplica(), mode="active", fast_interval=3600, predictive_interval=3600, webhook=hook)
+    d = Daemon(
+        loop, SingleReplica(), mode="active", fast_interval=3600, predictive_interval=3600, webhook=hook, token="t0k"
+    )  # an acting daemon's webhook needs a token (tests/actuators/test_intake.py)
     d.start(first_run=False)
+    auth = {"Authorization": "Bearer t0k"}
     try:
         body = {"alerts": [{"status": "firing", "labels": {"alertname": "X", "pool": "v4-main"}, "fingerprint": "f1"}]}
-        r = requests.post(f"{d.url}/api/v1/alerts", json=body, timeout=5)
+        r = requests.post(f"{d.url}/api/v1/alerts", json=body, headers=auth, timeout=5)
         assert r.status_code == 200 and r.json()["accepted"] == 1
         assert woke.wait(10), "the alert loop did not run"
         time.sleep(0.2)
         assert [e.fingerprint for e in loop.alerts] == ["f1"]
-        assert requests.post(f"{d.url}/api/v1/alerts", json=body, timeout=5).json()["duplicates"] == 1
+        assert requests.post(f"{d.url}/api/v1/alerts", json=body, headers=auth, timeout=5).json()["duplicates"] == 1
         m = scrape(d)
     finally:
         d.stop()

@@ -46,12 +46,14 @@ def running(tmp_path_factory, fleet_cfg):
         frozen_every=4,
     )
     hook = WebhookReceiver(parts.inbox)
-    daemon = Daemon(loop, SingleReplica(), mode="active", fast_interval=0.3, predictive_interval=0.7, webhook=hook)
+    daemon = Daemon(
+        loop, SingleReplica(), mode="active", fast_interval=0.3, predictive_interval=0.7, webhook=hook, token="t0k"
+    )  # an acting daemon's webhook needs a token (tests/actuators/test_intake.py)
     daemon.start()
     config = prometheus_config({"infercast-actuator": daemon.url.removeprefix("http://")})
     prom = start_prometheus(config, workdir=tmp / "prom")
     body = {"alerts": [{"status": "firing", "labels": {"alertname": "X", "pool": "v4-main"}, "fingerprint": "f"}]}
-    requests.post(f"{daemon.url}/api/v1/alerts", json=body, timeout=5)
+    requests.post(f"{daemon.url}/api/v1/alerts", json=body, headers={"Authorization": "Bearer t0k"}, timeout=5)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # a few scrapes: rates need two samples
         r = requests.get(f"{prom.url}/api/v1/query", params={"query": "count_over_time(infercast_actuator_leader[1m])"})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import subprocess
@@ -195,12 +194,12 @@ def test_http_server_metrics_and_router_ingest(fixture_server):
             "requests": [{"pool": "v4-main", "version": "v4", "priority": "low", "outcome": "shed", "n": 7}],
             "degradations": [{"from_version": "v4", "to_version": "v3.5", "reason": "memory_pressure", "n": 2}],
         }
-        r = requests.post(base + "/ingest/router", data=json.dumps(body), timeout=5)
+        r = requests.post(base + "/ingest/router", json=body, timeout=5)
         assert r.status_code == 200 and r.json() == {"applied": 2}
         bad = {"requests": [{"pool": "p", "version": "v", "priority": "vip", "outcome": "ok"}]}
-        r = requests.post(base + "/ingest/router", data=json.dumps(bad), timeout=5)
+        r = requests.post(base + "/ingest/router", json=bad, timeout=5)
         assert r.status_code == 400 and "'vip'" in r.text
-        assert requests.post(base + "/ingest/router", data="{not json", timeout=5).status_code == 400
+        assert requests.post(base + "/ingest/router", data=b"{not json", timeout=5).status_code == 400
         text = requests.get(base + "/metrics", timeout=5).text
         assert get(text, "infercast_router_requests_total", pool="v4-main", outcome="shed", priority="low") == 7
         assert get(text, "infercast_degradations_total", reason="memory_pressure") == 2
