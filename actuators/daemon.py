@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from actuators.leader import LeaderElector
+from actuators.leader import LeaderElector, Leadership
 from actuators.metrics import ActuatorMetrics
 from actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
 from actuators.webhook import Offer, WebhookReceiver
+from infercast.catalog import ACTUATOR_FENCED
 from infercast.clock import Clock, WallClock
 from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
 
@@ -79,8 +81,11 @@ class Daemon:
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
+        fence_reader: Callable[[], int | None] | None = None,
     ) -> None:
         self.tick = tick
+        self.fence_reader = fence_reader  # the highest fencing token the backend has seen (None: it keeps none)
+        self._fenced = False
         self.elector = elector
         self.mode: Mode = mode
         self.clock = clock or WallClock()
@@ -128,8 +133,11 @@ class Daemon:
         now = self.clock.now()
         with self._lead_lock:
             lead = self.elector.try_acquire_or_renew(now)
-        active = self.mode == "active" and lead.is_leader
+            lead, fenced = self._check_fence(lead, now)
+            self._fenced = fenced
+        active = self.mode == "active" and lead.is_leader and not fenced
         self.metrics.leadership(lead.is_leader, active)
+        self.metrics.fenced(fenced)
         if self.mode == "active" and not lead.is_leader:
             log.info("actuator: %s tick advisory: not the leader (%s)", loop, lead.detail)
         ctx = TickContext(loop=loop, active=active, mode=self.mode, leadership=lead)
@@ -144,10 +152,38 @@ class Daemon:
         self.last_report = report
         return report
 
+    def _check_fence(self, lead: Leadership, now: float) -> tuple[Leadership, bool]:
+        """(the leadership to act under, fenced).  A leader whose token is behind the one its backend holds (the
+        lease store lost or restored state) re-acquires above it; when it cannot, it is fenced: it says so every
+        tick (a log line and `infercast_actuator_fenced 1`) and does not act, rather than fail every action."""
+        if self.mode != "active" or not lead.is_leader or lead.fencing_token is None or self.fence_reader is None:
+            return lead, False
+        try:
+            seen = self.fence_reader()
+        except Exception as e:  # the backend still checks each apply; this is only the early warning
+            log.warning("actuator: could not read the backend's fencing token: %s", str(e)[:200])
+            return lead, False
+        if seen is None or seen <= lead.fencing_token:
+            return lead, False
+        advance = getattr(self.elector, "advance_past", None)
+        moved = advance(seen, now) if advance is not None else None
+        if moved is not None and moved.is_leader and (moved.fencing_token or 0) > seen:
+            log.warning(
+                "actuator: the backend holds fencing token %d, ahead of this leader's %d (the lease store lost or "
+                "restored state): %s", seen, lead.fencing_token, moved.detail,
+            )  # fmt: skip
+            return moved, False
+        log.error(
+            "actuator: fenced: the backend holds fencing token %d, ahead of this leader's %d, and the lease could "
+            "not be re-acquired above it: leading but not acting (%s 1)",
+            seen, lead.fencing_token, ACTUATOR_FENCED,
+        )  # fmt: skip
+        return lead, True
+
     def renew(self) -> None:
         with self._lead_lock:
             lead = self.elector.try_acquire_or_renew(self.clock.now())
-        self.metrics.leadership(lead.is_leader, self.mode == "active" and lead.is_leader)
+        self.metrics.leadership(lead.is_leader, self.mode == "active" and lead.is_leader and not self._fenced)
 
     def wake(self) -> None:
         """Run the alert loop now (a new alert event arrived); at most one such run waits behind a running tick."""

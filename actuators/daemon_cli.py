@@ -144,6 +144,7 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
             host=host,
             port=port,
             token=token,
+            fence_reader=getattr(parts.admin, "fence", None),
         )
     except ValueError as e:
         raise ConfigError(str(e)) from None

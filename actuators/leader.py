@@ -17,6 +17,12 @@ lease alive); `release()` hands the leadership over at shutdown.  Three electors
 
 The fencing token travels with each apply (`actuators.stamp.Stamp`); backends that can check it (HTTP, Redis, file)
 refuse a lower one than they have seen, so a replica that lost its lease while paused cannot act when it wakes.
+
+When the lease store loses or restores state (a Redis flushed or restored from a backup, a Lease recreated), its
+token counter can fall behind what the backend has seen, and every action of the rightful leader would be refused
+for ever.  `advance_past(seen, now)` (Redis and Kubernetes) moves this holder's token above `seen` -- only while the
+store still says we hold the lease, in one atomic step -- and the daemon asks for it whenever its backend reports a
+token ahead of its own (actuators/daemon.py); when it cannot, the daemon reports itself fenced.
 """
 
 from __future__ import annotations
@@ -84,6 +90,18 @@ if holder == ARGV[1] then
 end
 return {0, tonumber(t), holder, tostring(redis.call('PTTL', KEYS[1]))}
 """
+# KEYS: lease, token counter.  ARGV: identity, lease ms, the token to move past.
+_ADVANCE = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then return {0, 0} end
+local holder = string.match(cur, '^(.*)|%d+$')
+if holder ~= ARGV[1] then return {0, 0} end
+local t = redis.call('INCR', KEYS[2])
+local want = tonumber(ARGV[3]) + 1
+if t < want then redis.call('SET', KEYS[2], want); t = want end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. t, 'PX', ARGV[2])
+return {1, t}
+"""
 # KEYS: lease.  ARGV: identity.
 _RELEASE = """
 local cur = redis.call('GET', KEYS[1])
@@ -112,6 +130,7 @@ class RedisLease:
         self.lease_ms = int(lease_seconds * 1000)
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
+        self._advance = client.register_script(_ADVANCE)
 
     @classmethod
     def from_config(cls, cfg) -> RedisLease:
@@ -131,6 +150,18 @@ class RedisLease:
         if ok:
             return Leadership(True, int(token), holder, f"{note} the redis lease {self.key} (fencing token {token})")
         return Leadership(False, int(token), holder, f"{holder} holds the redis lease for another {note} ms")
+
+    def advance_past(self, seen: int, now: float) -> Leadership | None:
+        """Move this holder's fencing token above `seen` (the counter was lost or restored); None when we no longer
+        hold the lease or Redis cannot be reached."""
+        try:
+            ok, token = self._advance(keys=[self.key, self.token_key], args=[self.identity, self.lease_ms, int(seen)])
+        except self._errors:
+            return None
+        if not ok:
+            return None
+        return Leadership(True, int(token), self.identity, f"re-acquired the redis lease {self.key} above token "
+                          f"{seen} (fencing token {token})")  # fmt: skip
 
     def release(self) -> None:
         with contextlib.suppress(self._errors):  # unreachable: the lease expires by itself
@@ -224,6 +255,22 @@ class KubernetesLease:
         if status == 409:
             return Leadership(False, None, holder, f"lost a race for {where} (409 Conflict); following")
         return self._unreachable(where, status, done)
+
+    def advance_past(self, seen: int, now: float) -> Leadership | None:
+        """Set `leaseTransitions` above `seen` while we hold the Lease (a replace carrying the resourceVersion read,
+        so a concurrent writer wins); None when we do not hold it or the API refuses."""
+        status, lease = self._api(self.coord.read_namespaced_lease, self.name, self.namespace)
+        if status != 200 or lease.spec.holder_identity != self.identity:
+            return None
+        acquired = lease.spec.acquire_time.timestamp() if lease.spec.acquire_time else now
+        token = int(seen) + 1
+        body = self._body(acquired, now, token, lease.metadata.resource_version)
+        status, done = self._api(self.coord.replace_namespaced_lease, self.name, self.namespace, body)
+        if status != 200:
+            return None
+        self._seen(done, now)
+        where = f"lease {self.namespace}/{self.name}"
+        return Leadership(True, token, self.identity, f"moved {where} above token {seen} (fencing token {token})")
 
     def release(self) -> None:
         """Clear the holder (client-go's ReleaseOnCancel) so a follower takes over without waiting a lease out."""

@@ -28,6 +28,7 @@ from infercast.catalog import (
     ACTUATOR_CHANGE_BUDGET_USED_RATIO,
     ACTUATOR_DECISION_LATENCY_SECONDS,
     ACTUATOR_DECISIONS_TOTAL,
+    ACTUATOR_FENCED,
     ACTUATOR_FREEZES_TOTAL,
     ACTUATOR_FROZEN,
     ACTUATOR_LEADER,
@@ -60,6 +61,7 @@ FAMILIES = (
     ACTUATOR_LEADER,
     ACTUATOR_ACTIVE,
     ACTUATOR_FROZEN,
+    ACTUATOR_FENCED,
     ACTUATOR_CHANGE_BUDGET_USED_RATIO,
     ACTUATOR_DECISION_LATENCY_SECONDS,
 )
@@ -70,7 +72,7 @@ class ActuatorMetrics:
         self._lock = threading.Lock()
         # family -> label values (in the catalog's label order) -> value
         self._values: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in FAMILIES}
-        for name in (ACTUATOR_LEADER, ACTUATOR_ACTIVE, ACTUATOR_FROZEN):
+        for name in (ACTUATOR_LEADER, ACTUATOR_ACTIVE, ACTUATOR_FROZEN, ACTUATOR_FENCED):
             self._values[name][()] = 0.0
         self._hist: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 1))
         self._hist_sum: dict[tuple[str, ...], float] = defaultdict(float)
@@ -83,6 +85,10 @@ class ActuatorMetrics:
         with self._lock:
             self._values[ACTUATOR_LEADER][()] = 1.0 if is_leader else 0.0
             self._values[ACTUATOR_ACTIVE][()] = 1.0 if active else 0.0
+
+    def fenced(self, fenced: bool) -> None:
+        with self._lock:
+            self._values[ACTUATOR_FENCED][()] = 1.0 if fenced else 0.0
 
     def tick(self, loop: str, outcome: str) -> None:
         with self._lock:

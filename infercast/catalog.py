@@ -132,6 +132,7 @@ ACTUATOR_ACTIVE = "infercast_actuator_active"
 ACTUATOR_DECISIONS_TOTAL = "infercast_actuator_decisions_total"
 ACTUATOR_VERDICTS_TOTAL = "infercast_actuator_verdicts_total"
 ACTUATOR_FROZEN = "infercast_actuator_frozen"
+ACTUATOR_FENCED = "infercast_actuator_fenced"
 ACTUATOR_FREEZES_TOTAL = "infercast_actuator_freezes_total"
 ACTUATOR_CHANGE_BUDGET_USED_RATIO = "infercast_actuator_change_budget_used_ratio"
 ACTUATOR_DECISION_LATENCY_SECONDS = "infercast_actuator_decision_latency_seconds"
@@ -334,6 +335,13 @@ CATALOG: tuple[MetricSpec, ...] = (
         enums=(("verdict", VERDICTS),),
     ),
     _g(ACTUATOR_FROZEN, "", (), "1 while the actuator is frozen (decides nothing), else 0."),
+    _g(
+        ACTUATOR_FENCED,
+        "",
+        (),
+        "1 while this leader's fencing token is behind the one its backend holds and it could not re-acquire above "
+        "it: it leads but cannot act.",
+    ),
     _c(
         ACTUATOR_FREEZES_TOTAL,
         "",

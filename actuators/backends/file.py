@@ -144,6 +144,11 @@ class FileAdmin:
             self._write(doc)
         return Result("applied", previous=previous)
 
+    def fence(self) -> int | None:
+        """The highest fencing token the document has seen (`infercast.fencing_token`); None when none yet."""
+        t = (self._read().get("infercast") or {}).get("fencing_token")
+        return t if isinstance(t, int) and not isinstance(t, bool) and t >= 0 else None
+
     def lookup(self, key: str) -> Result | None:
         raw = ((self._read().get("infercast") or {}).get("applied") or {}).get(key)
         if raw is None:

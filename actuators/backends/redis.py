@@ -200,6 +200,15 @@ class RedisAdmin:
         note = "replayed: applied earlier under this idempotency key" if outcome == "replayed" else ""
         return Result("applied", note, previous)
 
+    def fence(self) -> int | None:
+        """The highest fencing token this fleet has seen (`P:fleet` `fencing_token`); None when none yet."""
+        raw = self._run(self.r.hget, self.k("fleet"), "fencing_token")
+        try:
+            t = int(raw) if raw is not None else -1
+        except ValueError:
+            raise BackendError(f"redis {self._where}: fleet fencing_token is not an integer: {raw!r}"[:200]) from None
+        return t if t >= 0 else None
+
     def lookup(self, key: str) -> Result | None:
         raw = self._run(self.r.hget, self.k("applied"), key)
         if raw is None:

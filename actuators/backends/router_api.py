@@ -10,6 +10,10 @@ What the server keeps, and why:
   timed out but the first one was applied) gets the first answer again, `"replayed": true`, and changes nothing;
   the same key with another action is a 422 (a client bug, never silently applied);
 - the highest fencing token seen (`X-Fencing-Token`): a lower one is a 409, so a deposed leader cannot act.
+  Once fencing is on (a token has been seen, or `require_fencing`), a mutating request without the header is a
+  428: it cannot skip the fence.  A token more than `max_fence_step` above the highest seen is a 409 "from the
+  future" (a forged 999... would otherwise lock the rightful leader out); the first token a fresh router sees is
+  trusted.  `GET /v1/fence` answers the highest seen, so a leader can find it is behind (actuators/daemon.py).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ PREFIX = "/v1"
 KEY_HEADER = "idempotency-key"
 FENCING_HEADER = "x-fencing-token"
 REMEMBER = 10_000
+#: the most a fencing token may exceed the highest seen: each new leader adds one, a recovering leader one more
+MAX_FENCE_STEP = 1000
 
 
 @dataclass(frozen=True)
@@ -41,11 +47,22 @@ class _Answer:
 class RouterAdminApi:
     """Routes serving `admin` as the router admin API; `lock` serialises every call into it (the twin's lock)."""
 
-    def __init__(self, admin: FleetAdmin, lock: threading.Lock | None = None, *, remember: int = REMEMBER) -> None:
+    def __init__(
+        self,
+        admin: FleetAdmin,
+        lock: threading.Lock | None = None,
+        *,
+        remember: int = REMEMBER,
+        require_fencing: bool = False,
+        max_fence_step: int = MAX_FENCE_STEP,
+    ) -> None:
         self.admin = admin
         self.lock = lock or threading.Lock()
         self.remember = remember
         self.fence = 0  # the highest fencing token seen
+        self.fencing = require_fencing  # on: every mutating request must carry a valid token
+        self.max_fence_step = max_fence_step
+        self._seen_fence = False
         self._answers: OrderedDict[str, _Answer] = OrderedDict()
 
     def routes(self) -> list[Route]:
@@ -53,7 +70,12 @@ class RouterAdminApi:
             Route("GET", f"{PREFIX}/fleet", self._fleet),
             Route("POST", f"{PREFIX}/actions", self._apply, mutates=True),
             Route("GET", f"{PREFIX}/actions/{{key}}", self._lookup),
+            Route("GET", f"{PREFIX}/fence", self._fence),
         ]
+
+    def _fence(self, _: Request) -> Response:
+        with self.lock:
+            return Response.json({"fencing_token": self.fence if self._seen_fence else None, "required": self.fencing})
 
     def _fleet(self, _: Request) -> Response:
         with self.lock:
@@ -88,10 +110,18 @@ class RouterAdminApi:
                 if answer.body != canonical:
                     raise HttpError(422, f"Idempotency-Key {key!r} was used for another action")
                 return Response.json({**answer.payload, "replayed": True}, answer.status)
+            if token is None and self.fencing:
+                raise HttpError(428, f"X-Fencing-Token required: fencing is on (highest token seen {self.fence})")
             if token is not None:
                 if token < self.fence:
                     raise HttpError(409, f"stale fencing token {token} (a newer leader holds {self.fence})")
+                if self._seen_fence and token > self.fence + self.max_fence_step:
+                    raise HttpError(
+                        409, f"fencing token {token} is from the future (highest seen {self.fence}; at most "
+                             f"{self.max_fence_step} more is accepted)",
+                    )  # fmt: skip
                 self.fence = token
+                self._seen_fence = self.fencing = True
             try:
                 result = self.admin.apply(action)
             except ActionRefused as e:

@@ -81,6 +81,21 @@ class HttpAdmin:
             raise BackendError(f"{self._shown}/v1/actions: HTTP {status}: {_reason(body)}")
         return self._result(body, "/v1/actions")
 
+    def fence(self) -> int | None:
+        """The highest fencing token the router has seen (`GET /v1/fence`); None when it keeps none or is a router
+        without that route (404).  BackendError when it cannot be asked."""
+        status, body = self._call("GET", "/v1/fence")
+        if status == 404:
+            return None
+        if status != 200 or not isinstance(body, dict):
+            raise BackendError(f"{self._shown}/v1/fence: HTTP {status}: {_reason(body)}")
+        t = body.get("fencing_token")
+        if t is None:
+            return None
+        if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+            raise BackendError(f"{self._shown}/v1/fence: fencing_token is not a non-negative integer: {t!r}"[:200])
+        return t
+
     def lookup(self, key: str) -> Result | None:
         """The router's answer for idempotency key `key`; None when it applied nothing under it."""
         Stamp(key=key)  # validates the key before it goes into a URL
