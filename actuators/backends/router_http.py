@@ -9,6 +9,9 @@ What the caller gets, by what the router did:
   `Idempotency-Key`, so an action whose answer was lost is applied once.
 Every wait is bounded by `timeout_seconds` in total, not per read (a server dribbling its answer is cut off too),
 redirects are not followed (the bearer token stays with the configured host), and no error text carries the token.
+One credential source per target: a URL carrying `user:pass@` and a bearer token at once is refused when the backend
+is made (requests would send the URL's Basic credentials instead of the token, and every call would be a 401 with
+no hint why).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -44,6 +48,12 @@ class HttpAdmin:
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
+        parts = urlsplit(self.url)
+        if token and (parts.username or parts.password):
+            raise ValueError(
+                f"{redact_url(self.url)}: the URL carries credentials (user:password@) and a bearer token is set too: "
+                "use one (the URL's would replace the token, and every call would be refused 401)"
+            )
         self.connect_timeout = connect_timeout_seconds
         self.timeout = timeout_seconds
         self.session = session or requests.Session()
@@ -53,10 +63,15 @@ class HttpAdmin:
     @classmethod
     def from_config(cls, cfg) -> HttpAdmin:
         """From `infercast.config.HttpBackend`; the token is read from its `token_env` now."""
+        from infercast.config import ConfigError
+
         token = os.environ.get(cfg.token_env) or None if cfg.token_env else None
-        return cls(
-            cfg.url, token, connect_timeout_seconds=cfg.connect_timeout_seconds, timeout_seconds=cfg.timeout_seconds
-        )
+        try:
+            return cls(
+                cfg.url, token, connect_timeout_seconds=cfg.connect_timeout_seconds, timeout_seconds=cfg.timeout_seconds
+            )
+        except ValueError as e:
+            raise ConfigError(f"actuator.backend.url: {e} (${cfg.token_env} is set)") from None
 
     # --- FleetAdmin ------------------------------------------------------------------------------------------
     def observe(self) -> Observation:

@@ -288,3 +288,19 @@ def test_the_ingest_beyond_loopback_with_no_token_is_refused_and_its_errors_echo
         assert r.status_code == 415
     finally:
         srv.close()
+
+
+# --- item 3: one credential source per target ----------------------------------------------------------------------
+def test_a_backend_url_with_credentials_and_a_token_is_a_clear_error_not_a_silent_401(tmp_path, monkeypatch):
+    """Before: `http://admin:pw@router` plus $INFERCAST_ROUTER_TOKEN sent Basic credentials instead of the token, and
+    every action was refused 401 with no hint why."""
+    from actuators.backends import build_backend
+
+    monkeypatch.setenv("TEST_ROUTER_TOKEN", "bearer-s3cret")
+    doc = fleet_doc(tmp_path)
+    doc["actuator"]["backend"]["url"] = "http://admin:hunter2@127.0.0.1:9"
+    with pytest.raises(ConfigError, match=r"carries credentials .* and a bearer token is set too: use one") as e:
+        build_backend(parse_config(doc))
+    assert "hunter2" not in str(e.value) and "$TEST_ROUTER_TOKEN is set" in str(e.value)
+    monkeypatch.delenv("TEST_ROUTER_TOKEN")
+    assert build_backend(parse_config(doc)).token is None  # the URL's credentials alone: one source, fine
