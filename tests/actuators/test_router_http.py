@@ -170,7 +170,7 @@ def test_a_500_then_success_is_applied_on_the_second_attempt():
 def test_nothing_listening_is_a_backend_error_and_observe_says_so():
     from infercast.servers import free_port
 
-    admin = HttpAdmin(f"http://user:pw@127.0.0.1:{free_port()}", "tok")
+    admin = HttpAdmin(f"http://user:pw@127.0.0.1:{free_port()}")  # credentials in the URL: no token too (item 3)
     with pytest.raises(BackendError, match="ConnectionError") as e:
         admin.observe()
     assert "pw" not in str(e.value) and "***@127.0.0.1" in str(e.value)
