@@ -385,6 +385,12 @@ class PredictorConfig(Strict):
     traffic_bound_factor: Annotated[float, Field(gt=1)] = Field(
         1.5, description="traffic forecasts never exceed this times the highest rate in the history"
     )
+    torch_threads: PosInt = Field(
+        1,
+        description="torch's CPU threads in `infercast predictor` (the LSTM's batched pass): 1, because the tick's "
+        "pass is small matrix work that a second thread barely speeds up on 2 cores, while torch's default (one per "
+        "core) fights the rest of the process and the machine's other jobs for them (docs/lstm.md)",
+    )
 
 
 # --- the actuator (docs/actuator.md) ---------------------------------------------------------------------------

@@ -68,3 +68,31 @@ class EventPrior:
             on = (fc.t >= e.start_s + self.onset_s) & (fc.t <= min(e.end_s, e.start_s + self.onset_s + horizon_s))
             upper[on] = np.maximum(upper[on], self.ceiling)
         return Forecast(fc.t, fc.yhat, fc.yhat_lower, upper, fc.band, fc.model)
+
+
+def prior_upper_many(
+    prior: EventPrior, t0: np.ndarray, now: float, t_future: np.ndarray, upper: np.ndarray, horizon_s: float
+) -> np.ndarray:
+    """`prior.forecast`'s upper band for many series at once: series i's history spans [t0[i], now] and its
+    forecast's upper band is `upper[i]` on `t_future`, the steps every series shares.  The result is a new array."""
+    out = upper
+    if not len(prior.events):
+        return out
+    t0 = np.asarray(t0, dtype=np.float64)
+    # seen[name]: per series, whether an occurrence of that name lies wholly inside its history
+    seen: dict[str, np.ndarray] = {}
+    for e in prior.events:
+        inside = (e.start_s >= t0) & (e.end_s <= now)
+        seen[e.name] = seen[e.name] | inside if e.name in seen else inside
+    for e in prior.events:
+        if not (e.start_s + prior.onset_s <= now + horizon_s and now < e.start_s + prior.onset_s + horizon_s):
+            continue
+        on = (t_future >= e.start_s + prior.onset_s) & (t_future <= min(e.end_s, e.start_s + prior.onset_s + horizon_s))
+        rows = ~seen[e.name]
+        if not on.any() or not rows.any():
+            continue
+        if out is upper:
+            out = upper.copy()
+        block = out[np.ix_(rows, on)]
+        out[np.ix_(rows, on)] = np.maximum(block, prior.ceiling)
+    return out

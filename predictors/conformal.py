@@ -106,3 +106,143 @@ class AdaptiveBand:
         out = Forecast(fc.t, yhat, np.minimum(lower, yhat), np.maximum(upper, yhat), fc.band, self.name)
         self._pending.append(_Issued(fc.t.copy(), out.yhat_lower.copy(), out.yhat_upper.copy()))
         return out
+
+
+class AdaptiveBandBank:
+    """`AdaptiveBand` for many series at once: the state of one series per row, in arrays, updated in numpy.
+
+    Row `key` behaves exactly as one `AdaptiveBand` wrapping a model whose forecasts are handed in (the predictor's
+    batched tick, `predictors.service`): the same learning from the outcomes at each issued forecast's horizon, in
+    the order they were issued, the same clipping and floors.  The series of one call share one time grid `t` and
+    end at its last point; each starts at its own index into it.
+    """
+
+    def __init__(
+        self,
+        gamma: float = 0.05,
+        clip: tuple[float, float] = (-math.inf, math.inf),
+        min_width: float = 1e-3,
+        band: tuple[float, float] = (0.1, 0.9),
+    ) -> None:
+        self.gamma, self.clip, self.min_width, self.band = gamma, clip, min_width, band
+        self.rows: dict[object, int] = {}
+        self.log_up = np.zeros(0)
+        self.log_lo = np.zeros(0)
+        self.updates = np.zeros(0, dtype=np.int64)
+        self.last_t = np.zeros(0)
+        # issued forecasts not yet learned from, oldest first: the horizon's time and the band there as issued
+        self.pend_t = np.full((0, 4), np.nan)
+        self.pend_lo = np.full((0, 4), np.nan)
+        self.pend_up = np.full((0, 4), np.nan)
+        self.pend_n = np.zeros(0, dtype=np.int64)
+
+    def factors(self, key: object) -> tuple[float, float]:
+        """(lower, upper) width factors of one series now."""
+        i = self.rows[key]
+        return math.exp(self.log_lo[i]), math.exp(self.log_up[i])
+
+    def _index(self, keys: list) -> np.ndarray:
+        new = [k for k in keys if k not in self.rows]
+        if new:
+            for k in new:
+                self.rows[k] = len(self.rows)
+            m = len(new)
+            self.log_up = np.concatenate([self.log_up, np.zeros(m)])
+            self.log_lo = np.concatenate([self.log_lo, np.zeros(m)])
+            self.updates = np.concatenate([self.updates, np.zeros(m, dtype=np.int64)])
+            self.last_t = np.concatenate([self.last_t, np.full(m, -math.inf)])
+            width = self.pend_t.shape[1]
+            self.pend_t = np.vstack([self.pend_t, np.full((m, width), np.nan)])
+            self.pend_lo = np.vstack([self.pend_lo, np.full((m, width), np.nan)])
+            self.pend_up = np.vstack([self.pend_up, np.full((m, width), np.nan)])
+            self.pend_n = np.concatenate([self.pend_n, np.zeros(m, dtype=np.int64)])
+        return np.fromiter((self.rows[k] for k in keys), dtype=np.int64, count=len(keys))
+
+    def _learn(self, r: np.ndarray, t: np.ndarray, y: np.ndarray, start: np.ndarray) -> None:
+        """`AdaptiveBand._learn` for rows `r`: histories `t[start[i]:]`, `y[i, start[i]:]`."""
+        t_now = float(t[-1])
+        back = t_now < self.last_t[r]
+        if back.any():  # a history that goes back in time is a new series
+            rb = r[back]
+            self.log_up[rb] = self.log_lo[rb] = 0.0
+            self.updates[rb] = 0
+            self.pend_n[rb] = 0
+            self.pend_t[rb] = self.pend_lo[rb] = self.pend_up[rb] = np.nan
+        self.last_t[r] = t_now
+        width = self.pend_t.shape[1]
+        if not width or not self.pend_n[r].any():
+            return
+        length = len(t) - start
+        step = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+        tol = np.where(length > 1, step / 2, 0.0)
+        pt, plo, pup = self.pend_t[r], self.pend_lo[r], self.pend_up[r]
+        valid = np.arange(width)[None, :] < self.pend_n[r][:, None]
+        done = valid & ~(pt > t_now + tol[:, None])
+        lo_b, hi_b = (math.log(b) for b in FACTOR_BOUNDS)
+        rows = np.arange(len(r))
+        log_up, log_lo, updates = self.log_up[r], self.log_lo[r], self.updates[r]
+        for k in range(width):
+            on = done[:, k]
+            if not on.any():
+                continue
+            te = pt[:, k]
+            i = np.clip(np.searchsorted(t, np.where(on, te, t_now)), start, len(t) - 1)
+            yv = y[rows, i]
+            seen = on & (np.abs(t[i] - te) <= tol) & np.isfinite(yv)
+            if not seen.any():
+                continue
+            miss_up = (yv > pup[:, k]).astype(float)
+            miss_lo = (yv < plo[:, k]).astype(float)
+            new_up = np.minimum(hi_b, np.maximum(lo_b, log_up + self.gamma * (miss_up - (1.0 - self.band[1]))))
+            new_lo = np.minimum(hi_b, np.maximum(lo_b, log_lo + self.gamma * (miss_lo - self.band[0])))
+            log_up = np.where(seen, new_up, log_up)
+            log_lo = np.where(seen, new_lo, log_lo)
+            updates = updates + seen
+        self.log_up[r], self.log_lo[r], self.updates[r] = log_up, log_lo, updates
+        keep = valid & ~done
+        order = np.argsort(~keep, axis=1, kind="stable")  # the kept ones first, in the order they were issued
+        self.pend_t[r] = np.where(np.take_along_axis(keep, order, 1), np.take_along_axis(pt, order, 1), np.nan)
+        self.pend_lo[r] = np.take_along_axis(plo, order, 1)
+        self.pend_up[r] = np.take_along_axis(pup, order, 1)
+        self.pend_n[r] = keep.sum(axis=1)
+
+    def forecast(
+        self,
+        keys: list,
+        t: np.ndarray,
+        y: np.ndarray,
+        start: np.ndarray,
+        t_future: np.ndarray,
+        lower: np.ndarray,
+        yhat: np.ndarray,
+        upper: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Learn from each series' history, then rescale the band of the forecasts handed in: (yhat, lower, upper),
+        each (len(keys), len(t_future)), as `AdaptiveBand.forecast` returns them one series at a time."""
+        r = self._index(keys)
+        start = np.asarray(start, dtype=np.int64)
+        self._learn(r, t, y, start)
+        s_lo = np.exp(self.log_lo[r])[:, None]
+        s_up = np.exp(self.log_up[r])[:, None]
+        up_w = np.maximum(upper - yhat, self.min_width)
+        lo_w = np.maximum(yhat - lower, self.min_width)
+        lo, hi = self.clip
+        out_y = np.clip(yhat, lo, hi)
+        out_up = np.maximum(np.clip(yhat + s_up * up_w, lo, hi), out_y)
+        out_lo = np.minimum(np.clip(yhat - s_lo * lo_w, lo, hi), out_y)
+        self._issue(r, float(t_future[-1]), out_lo[:, -1], out_up[:, -1])
+        return out_y, out_lo, out_up
+
+    def _issue(self, r: np.ndarray, t_end: float, lower: np.ndarray, upper: np.ndarray) -> None:
+        col = self.pend_n[r]
+        width = self.pend_t.shape[1]
+        if len(col) and int(col.max()) >= width:
+            grow = max(width, 4)
+            pad = np.full((self.pend_t.shape[0], grow), np.nan)
+            self.pend_t = np.hstack([self.pend_t, pad])
+            self.pend_lo = np.hstack([self.pend_lo, pad])
+            self.pend_up = np.hstack([self.pend_up, pad])
+        self.pend_t[r, col] = t_end
+        self.pend_lo[r, col] = lower
+        self.pend_up[r, col] = upper
+        self.pend_n[r] = col + 1

@@ -20,7 +20,7 @@ from predictors import registry
 from predictors.alarm import AlarmPolicy
 from predictors.base import Forecaster
 from predictors.calendar import EventPrior
-from predictors.conformal import AdaptiveBand
+from predictors.conformal import AdaptiveBand, AdaptiveBandBank
 from predictors.prophet_model import EventWindow, event_windows
 
 #: The minimum band half-width the online calibration scales, per series (a flat band must still be able to grow).
@@ -48,9 +48,7 @@ def service_forecaster(
     `model` names another inner model than the default (a baseline, or `prophet` for Prophet as it is).
     """
     name = model or inner_name(series, lstm, prophet)
-    windows: list[EventWindow] = (
-        list(events) if events and isinstance(events[0], EventWindow) else event_windows(events, epoch_s)
-    )
+    windows = service_windows(events, epoch_s)
     if name == "lstm":
         inner: Forecaster = lstm  # type: ignore[assignment]
     elif name == "prophet_anchored":
@@ -65,6 +63,27 @@ def service_forecaster(
     if series == "kv" and windows:
         out = EventPrior(out, windows, ceiling=registry.CLIP["kv"][1], onset_s=config.event_onset_seconds)
     return out
+
+
+def service_windows(events: Sequence = (), epoch_s: float = 0.0) -> list[EventWindow]:
+    """The calendar as the pipelines read it: `config.events` (or windows already) -> `EventWindow`s."""
+    return list(events) if events and isinstance(events[0], EventWindow) else event_windows(events, epoch_s)
+
+
+def kv_band_bank(config: PredictorConfig, lstm: Forecaster | None) -> AdaptiveBandBank | None:
+    """The KV pipeline's online band calibration for many series at once (the batched tick); None when it is off.
+    Row for row the `AdaptiveBand` that `service_forecaster("kv", config, lstm=lstm)` builds."""
+    if config.band_adaptation <= 0:
+        return None
+    band = getattr(lstm, "band", (0.1, 0.9))
+    return AdaptiveBandBank(config.band_adaptation, registry.CLIP["kv"], MIN_WIDTH["kv"], band)
+
+
+def kv_event_prior(config: PredictorConfig, windows: Sequence[EventWindow], inner: Forecaster) -> EventPrior | None:
+    """The KV pipeline's calendar prior (as `service_forecaster` wraps it), or None without events."""
+    if not windows:
+        return None
+    return EventPrior(inner, windows, ceiling=registry.CLIP["kv"][1], onset_s=config.event_onset_seconds)
 
 
 def service_model_name(series: str, config: PredictorConfig, lstm: Forecaster | None, prophet: bool = True) -> str:

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from infercast.catalog import (
     FORECAST_BREACH_ETA_SECONDS,
     FORECAST_KV_CACHE_USAGE_RATIO,
@@ -155,3 +157,49 @@ def write_to(store, samples: Iterable[ForecastSample], t: float) -> None:
 
 def finite_forecast(fc: Forecast) -> bool:
     return all(math.isfinite(v) for v in fc.at_horizon())
+
+
+class SampleTemplate:
+    """Many samples of one family that differ only in their value and the `free` labels (pool and version), which
+    must come first in the family's label order: the fixed labels are checked once, by `sample`, and each sample is
+    then built without the checks (the predictor's batched tick publishes tens of thousands per tick).  Free labels
+    must be ones the catalog gives no enum."""
+
+    def __init__(self, name: str, free: tuple[str, ...], **fixed: str) -> None:
+        s = spec(name)
+        if any(label == f for label, _ in s.enums for f in free):
+            raise ValueError(f"{name}: an enumerated label cannot be free")
+        if tuple(s.labels[: len(free)]) != tuple(free):
+            raise ValueError(f"{name}: the free labels {free} must come first in {s.labels}")
+        sample(name, 0.0, **{f: "" for f in free}, **fixed)  # the same checks as one sample
+        self.name = name
+        self._tail = tuple((k, str(fixed[k])) for k in s.labels[len(free) :])
+
+    def __call__(self, value: float, free: tuple[tuple[str, str], ...]) -> ForecastSample:
+        """A sample; `free` holds the free labels' (name, value) pairs, in order."""
+        return ForecastSample(self.name, free + self._tail, float(value))
+
+
+def kv_forecast_samples_many(
+    groups: list[tuple[str, str]],
+    model: str,
+    at_horizon: np.ndarray,
+    horizon_s: float,
+    aggregate: str,
+    threshold: float,
+    eta_s: np.ndarray,
+) -> list[ForecastSample]:
+    """`forecast_samples("kv", ...)` then `breach_eta_sample(...)` for each group, in that order: `at_horizon` is
+    (n, 3), yhat, yhat_lower and yhat_upper at the horizon (`Forecast.at_horizon`), `eta_s` (n,)."""
+    h = horizon_label(horizon_s)
+    free = ("pool", "version")
+    f0, f1, f2 = (
+        SampleTemplate(FORECAST_KV_CACHE_USAGE_RATIO, free, model=model, horizon=h, ml_forecast=k, aggregate=aggregate)
+        for k in ML_FORECAST
+    )
+    eta = SampleTemplate(FORECAST_BREACH_ETA_SECONDS, free, threshold=threshold_label(threshold), aggregate=aggregate)
+    out: list[ForecastSample] = []
+    for (pool, version), (v0, v1, v2), e in zip(groups, at_horizon.tolist(), eta_s.tolist(), strict=True):
+        pv = (("pool", str(pool)), ("version", str(version)))
+        out += (f0(v0, pv), f1(v1, pv), f2(v2, pv), eta(e, pv))
+    return out

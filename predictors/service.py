@@ -34,9 +34,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,15 +51,21 @@ from infercast.config import FleetConfig, PredictorConfig
 from infercast.store import Series, Store, StoreError
 from predictors import deployed, registry
 from predictors.base import Forecast, Forecaster, History
+from predictors.calendar import prior_upper_many
+from predictors.conformal import AdaptiveBandBank
 from predictors.publish import (
     ForecastSample,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
+    kv_forecast_samples_many,
     last_success_sample,
     skipped_sample,
 )
-from predictors.timescale import TimeScaled
+from predictors.timescale import RATE_FEATURES, TimeScaled
+
+if TYPE_CHECKING:
+    from predictors.lstm import LSTMForecaster
 
 log = logging.getLogger(__name__)
 
@@ -81,71 +87,124 @@ class Aligned:
     last_raw_t: float = -math.inf  # newest time the store returned anything for this group, NaN included
 
 
-def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
-    """Series -> per (pool, version) arrays on the grid `g0 + k*step`, k < n.
+@dataclass
+class AlignedMatrix:
+    """Every (pool, version) of one metric on the tick's grid, one row each, rows in sorted group order."""
+
+    groups: list[Group]
+    y: np.ndarray  # (groups, n)
+    raw_points: np.ndarray  # (groups,) samples the store returned on the grid
+    raw_nonfinite: np.ndarray  # (groups,) of which NaN/Inf
+    last_raw_t: np.ndarray  # (groups,) newest time the store returned anything, NaN included; -inf: never
+    index: dict[Group, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.index:
+            self.index = {g: i for i, g in enumerate(self.groups)}
+
+    def row(self, i: int) -> Aligned:
+        return Aligned(self.y[i], int(self.raw_points[i]), int(self.raw_nonfinite[i]), float(self.last_raw_t[i]))
+
+    def as_dict(self) -> dict[Group, Aligned]:
+        return {g: self.row(i) for i, g in enumerate(self.groups)}
+
+
+def align_matrix(series: list[Series], g0: float, step: float, n: int, how: str) -> AlignedMatrix:
+    """Series -> one row per (pool, version) on the grid `g0 + k*step`, k < n, built in numpy for the whole fleet.
 
     `how`: `mean`, `max` or `sum` of gauges over instances, or `rate` (per-second increase of counters,
     reset-aware, summed over label sets).  NaN where no instance has a value.
     """
-    acc: dict[Group, list[np.ndarray]] = {}
-    stats: dict[Group, list[float]] = {}
+    return align_many(series, g0, step, n, (how,))[how]
+
+
+def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
+    """`align_matrix` for several ways of combining the same series, placing them on the grid once."""
+    index: dict[Group, int] = {}
+    gid: list[int] = []
+    ts, vs = [], []
     for s in series:
-        pool, version = s.labels.get("pool"), s.labels.get("version", "")
+        pool = s.labels.get("pool")
         if not pool:
             continue
-        key = (pool, version)
-        arr = np.full(n, np.nan)
-        k = np.rint((s.t - g0) / step).astype(int)
-        ok = (k >= 0) & (k < n)
-        arr[k[ok]] = s.v[ok]
-        st = stats.setdefault(key, [0, 0, -math.inf])
-        st[0] += int(ok.sum())
-        st[1] += int((~np.isfinite(s.v[ok])).sum())
-        if ok.any():
-            st[2] = max(st[2], float(s.t[ok].max()))
-        arr[~np.isfinite(arr)] = np.nan
-        if how == "rate":
-            arr = counter_rate(arr, step)
-        acc.setdefault(key, []).append(arr)
+        gid.append(index.setdefault((pool, s.labels.get("version", "")), len(index)))
+        ts.append(np.asarray(s.t, dtype=np.float64))
+        vs.append(np.asarray(s.v, dtype=np.float64))
+    groups = sorted(index)
+    g = len(groups)
+    if not g:
+        empty = np.zeros(0, dtype=np.int64)
+        return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
+    rank = np.empty(g, dtype=np.int64)
+    rank[[index[k] for k in groups]] = np.arange(g)
+    sgroup = rank[np.asarray(gid)]  # each series' row
+    lens = np.fromiter((len(t) for t in ts), dtype=np.int64, count=len(ts))
+    sid = np.repeat(np.arange(len(ts)), lens)
+    tt, vv = np.concatenate(ts), np.concatenate(vs)
+    k = np.rint((tt - g0) / step).astype(np.int64)
+    ok = (k >= 0) & (k < n)
+    placed = np.full((len(ts), n), np.nan)
+    placed[sid[ok], k[ok]] = vv[ok]
+    placed[~np.isfinite(placed)] = np.nan
+    row = sgroup[sid[ok]]
+    raw_points = np.bincount(row, minlength=g)
+    raw_nonfinite = np.bincount(row, weights=~np.isfinite(vv[ok]), minlength=g).astype(np.int64)
+    last = np.full(g, -math.inf)
+    np.maximum.at(last, row, tt[ok])
+    order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
+    firsts = np.searchsorted(sgroup[order], np.arange(g))
+    single = len(ts) == g  # one series per group: nothing to combine
     out = {}
-    for key, arrs in acc.items():
-        m = np.vstack(arrs)
-        have = np.isfinite(m).any(axis=0)
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: handled by `have` below
-            if how == "mean":
-                y = np.nanmean(m, axis=0)
-            elif how == "max":
-                y = np.nanmax(m, axis=0)
+    for how in hows:
+        m = counter_rate(placed, step) if how == "rate" else placed
+        m = m[order]
+        if single:
+            y = m.copy()
+        else:
+            fin = np.isfinite(m)
+            count = np.add.reduceat(fin.astype(np.int64), firsts, axis=0)
+            if how == "max":
+                y = np.fmax.reduceat(m, firsts, axis=0)
             else:
-                y = np.nansum(m, axis=0)
-        y = np.where(have, y, np.nan)
-        n_raw, n_bad, last = stats[key]
-        out[key] = Aligned(y, int(n_raw), int(n_bad), last)
+                y = np.add.reduceat(np.where(fin, m, 0.0), firsts, axis=0)
+                if how == "mean":
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        y = y / count
+            y = np.where(count > 0, y, np.nan)
+        out[how] = AlignedMatrix(groups, y, raw_points, raw_nonfinite, last)
     return out
+
+
+def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
+    """`align_matrix` as one `Aligned` per (pool, version)."""
+    return align_matrix(series, g0, step, n, how).as_dict()
 
 
 RATE_WINDOW_STEPS = 4
 
 
 def counter_rate(v: np.ndarray, step: float, window: int = RATE_WINDOW_STEPS) -> np.ndarray:
-    """Per-second rate of a counter sampled on a grid, like PromQL's `rate(x[window*step])`.
+    """Per-second rate of a counter sampled on a grid (the last axis; rows are separate counters), like PromQL's
+    `rate(x[window*step])`.
 
     Increases between neighbouring grid points are reset-aware (a decrease means the counter restarted from 0, so
     the increase is the new value), then averaged over the last `window` intervals that have both ends, so a
     scrape that lands in the next grid interval (a 0 then a double increase) does not read as a traffic dip.
     """
-    inc = np.full(len(v), np.nan)
-    d = v[1:] - v[:-1]
-    inc[1:] = np.where(d < 0, v[1:], d)
+    v = np.asarray(v, dtype=np.float64)
+    n = v.shape[-1]
+    inc = np.full(v.shape, np.nan)
+    d = v[..., 1:] - v[..., :-1]
+    inc[..., 1:] = np.where(d < 0, v[..., 1:], d)
     ok = np.isfinite(inc)
-    csum = np.concatenate([[0.0], np.cumsum(np.where(ok, inc, 0.0))])
-    cnt = np.concatenate([[0], np.cumsum(ok)])
-    lo = np.maximum(np.arange(len(v)) + 1 - window, 0)
-    total = csum[1:] - csum[lo]
-    n = cnt[1:] - cnt[lo]
+    zeros = np.zeros((*v.shape[:-1], 1))
+    csum = np.concatenate([zeros, np.cumsum(np.where(ok, inc, 0.0), axis=-1)], axis=-1)
+    cnt = np.concatenate([zeros, np.cumsum(ok, axis=-1)], axis=-1)
+    lo = np.maximum(np.arange(n) + 1 - window, 0)
+    total = csum[..., 1:] - csum[..., lo]
+    k = cnt[..., 1:] - cnt[..., lo]
     with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(n > 0, total / (n * step), np.nan)
+        rate = np.where(k > 0, total / (k * step), np.nan)
     rate[~ok] = np.nan  # no rate where the newest interval itself is missing
     return rate
 
@@ -175,6 +234,40 @@ def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_af
     return "too_short", start
 
 
+def check_inputs(
+    t: np.ndarray, am: AlignedMatrix, now: float, min_points: int, stale_after: float
+) -> tuple[list[str | None], np.ndarray]:
+    """`check_input` for every row of `am` at once: (skip reason or None per row, start index per row)."""
+    y = am.y
+    g, n = y.shape
+    if not g:
+        return [], np.zeros(0, dtype=np.int64)
+    fin = np.isfinite(y)
+    cols = np.arange(n)
+    fresh = now - am.last_raw_t <= stale_after
+    anyfin = fin.any(axis=1)
+    last = n - 1 - np.argmax(fin[:, ::-1], axis=1)
+    gone = ~anyfin | (now - t[last] > stale_after)
+    prev = np.maximum.accumulate(np.where(fin, cols, -1), axis=1)  # the newest finite index at or before each
+    before = np.concatenate([np.full((g, 1), -1), prev[:, :-1]], axis=1)
+    hole = fin & (before >= 0) & (t[None, :] - t[np.maximum(before, 0)] > stale_after)
+    has_hole = hole.any(axis=1)
+    start = np.where(has_hole, n - 1 - np.argmax(hole[:, ::-1], axis=1), 0)
+    csum = np.cumsum(fin, axis=1)
+    total = csum[:, -1]
+    usable = total - np.where(start > 0, csum[np.arange(g), np.maximum(start - 1, 0)], 0)
+    nan_like = (am.raw_nonfinite > 0) & (am.raw_points - am.raw_nonfinite < min_points)
+    gap = has_hole & (total >= min_points)
+    ok = ~gone & (usable >= min_points)
+    reasons: list[str | None] = [None] * g
+    for i in np.nonzero(~ok)[0].tolist():  # the few that are skipped, in the order `check_input` asks
+        if gone[i]:
+            reasons[i] = "nan" if am.raw_nonfinite[i] and fresh[i] else "stale"
+        else:
+            reasons[i] = "gap" if gap[i] else "nan" if nan_like[i] else "too_short"
+    return reasons, np.where(gone, 0, start).astype(np.int64)
+
+
 def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
     """(model, None), (None, why it was refused), or (None, None) when there is simply no model file."""
     lstm, note = registry.load_lstm(pc.model_file)
@@ -201,6 +294,18 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
         return None, note
     # a fleet on a faster clock: the model reads it in its own time
     return (TimeScaled(lstm, scale) if scale != 1.0 else lstm), None
+
+
+@dataclass
+class _KVJob:
+    """One KV series kind's rows waiting for the batched pass, and where its samples go."""
+
+    series: str
+    aggregate: str
+    am: AlignedMatrix
+    reasons: list[str | None]
+    starts: np.ndarray
+    slot: list[ForecastSample]
 
 
 @dataclass
@@ -236,6 +341,9 @@ class PredictorLoop:
     _failing: set[tuple[str, str, Group]] = field(default_factory=set)
     _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=dict)
+    batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
+    _kv_bank: AdaptiveBandBank | None = None
+    _event_windows: list | None = None
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
@@ -304,19 +412,26 @@ class PredictorLoop:
                 self._failing.discard((model.name, series, group))
             return fc, failed
         except Exception as e:  # any model failure: say so (once per run of failures), then try the baseline
-            if (model.name, series, group) not in self._failing:
-                log.warning(
-                    "predictor: %s for %s %s/%s failed: %s; using %s",
-                    model.name,
-                    series,
-                    *group,
-                    e,
-                    registry.BEST_BASELINE[series],
-                )
-                self._failing.add((model.name, series, group))
-            failed.append(model.name)
+            return self._fallback(series, group, model.name, h, e)
+
+    def _fallback(
+        self, series: str, group: Group, name: str, h: History, error: object
+    ) -> tuple[Forecast | None, list[str]]:
+        """After model `name` failed on a series: say so (once per run of failures), then forecast with the best
+        baseline; (forecast or None, failed model names)."""
+        if (name, series, group) not in self._failing:
+            log.warning(
+                "predictor: %s for %s %s/%s failed: %s; using %s",
+                name,
+                series,
+                *group,
+                error,
+                registry.BEST_BASELINE[series],
+            )
+            self._failing.add((name, series, group))
+        failed = [name]
         fallback = registry.make(registry.BEST_BASELINE[series], series, self.config.band)
-        if fallback.name == model.name:
+        if fallback.name == name:
             return None, failed
         try:
             fc = fallback.forecast(h, self.config.horizon_seconds)
@@ -337,8 +452,14 @@ class PredictorLoop:
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
         raws: dict[str, list[Series] | StoreError] = {}
-        covs: dict[str, dict[Group, np.ndarray]] | None = None
+        aligned: dict[tuple[str, str], AlignedMatrix] = {}
+        covs: dict[str, AlignedMatrix] | None = None
+        batch_model = self._batch_model()
+        slots: list[list[ForecastSample]] = []  # each series' samples, in SERIES order
+        batch: list[_KVJob] = []
         for series, kind, metric, how, aggregate in SERIES:
+            slot: list[ForecastSample] = []
+            slots.append(slot)
             if metric not in raws:
                 try:
                     raws[metric] = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
@@ -353,50 +474,228 @@ class PredictorLoop:
             raw = raws[metric]
             if isinstance(raw, StoreError):
                 for group in self._known.get(series) or {("", "")}:
-                    out.append(skipped_sample(*group, series, "source_down"))
+                    slot.append(skipped_sample(*group, series, "source_down"))
                     self._note(series, group, "source_down")
                 continue
-            groups = align(raw, g0, step, n, how)
-            self._known[series] = set(groups)
+            if (metric, how) not in aligned:  # KV's mean and max share one placement on the grid
+                hows = tuple(h for _, _, m, h, _ in SERIES if m == metric)
+                aligned.update({(metric, h): a for h, a in align_many(raw, g0, step, n, hows).items()})
+            am = aligned[(metric, how)]
+            self._known[series] = set(am.groups)
             if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
                 covs = self._covariates(store, g0, step, n)
-            for group in sorted(groups):
-                reason, start = check_input(t, groups[group], now, cfg.min_history_points, cfg.stale_after_seconds)
+            reasons, starts = check_inputs(t, am, now, cfg.min_history_points, cfg.stale_after_seconds)
+            if kind == "kv" and batch_model is not None:
+                batch.append(_KVJob(series, aggregate, am, reasons, starts, slot))
+                continue
+            for i, group in enumerate(am.groups):
+                reason, start = reasons[i], int(starts[i])
                 if reason is None:
-                    feats = {k: v[group][start:] for k, v in (covs or {}).items() if group in v} if kind == "kv" else {}
-                    h = History(t[start:], groups[group].y[start:], feats, f"{series}/{group[0]}/{group[1]}")
+                    h = self._history(series, kind, group, t, am.y[i], start, covs)
                     fc, failed = self._forecast(series, kind, group, h, now)
                     for name in failed:
-                        out.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
+                        slot.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
                     if fc is None:
                         reason = "model_error"
                     else:
-                        out.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
+                        slot.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
                         if kind == "kv":
                             eta = fc.breach_eta(self.threshold, now)
-                            out.append(breach_eta_sample(*group, self.threshold, eta, aggregate))
+                            slot.append(breach_eta_sample(*group, self.threshold, eta, aggregate))
                         succeeded.add(fc.model)
                 if reason is not None:
-                    out.append(skipped_sample(*group, series, reason))
+                    slot.append(skipped_sample(*group, series, reason))
                 self._note(series, group, reason)
+        if batch and batch_model is not None:
+            succeeded |= self._kv_batch(now, t, batch, covs or {}, *batch_model)
+        for slot in slots:
+            out.extend(slot)
         for m in succeeded:
             self._last_success[m] = now
         out.extend(last_success_sample(m, ts) for m, ts in sorted(self._last_success.items()))
         return out
 
-    def _covariates(self, store: Store, g0: float, step: float, n: int) -> dict[str, dict[Group, np.ndarray]]:
+    def _history(
+        self,
+        series: str,
+        kind: str,
+        group: Group,
+        t: np.ndarray,
+        y: np.ndarray,
+        start: int,
+        covs: dict[str, AlignedMatrix] | None,
+    ) -> History:
+        """One series' history as its model reads it: from `start`, with the LSTM's covariates for KV."""
+        feats = {}
+        if kind == "kv":
+            feats = {k: m.y[m.index[group]][start:] for k, m in (covs or {}).items() if group in m.index}
+        return History(t[start:], y[start:], feats, f"{series}/{group[0]}/{group[1]}")
+
+    # ------------------------------------------------------------------ the batched KV tick
+    def _batch_model(self) -> tuple[LSTMForecaster, float] | None:
+        """(the LSTM, its time scale) when the KV series go through one batched pass (`_kv_batch`), else None: the
+        loop is not `batched`, KV is not forecast by the LSTM, or the model would not read the tick's grid as it is
+        (its step or horizon differ: the per-series path then resamples, or refuses, as it always did)."""
+        if not self.batched or self.lstm is None or self.kv_model not in (None, "lstm"):
+            return None
+        inner, scale = self.lstm, 1.0
+        if isinstance(inner, TimeScaled):
+            inner, scale = inner.inner, inner.scale
+        from predictors.lstm import LSTMForecaster
+
+        if not isinstance(inner, LSTMForecaster) or inner.net_ is None:
+            return None
+        p, cfg = inner.params, self.config
+        if abs(cfg.step_seconds * scale - p.step_s) > 0.01 * p.step_s or cfg.horizon_seconds * scale > p.horizon_s:
+            return None
+        if cfg.min_history_points < 2:  # a one-sample history has no step: the per-series path says so
+            return None
+        return inner, scale
+
+    def _kv_batch(
+        self,
+        now: float,
+        t: np.ndarray,
+        jobs: list[_KVJob],
+        covs: dict[str, AlignedMatrix],
+        lstm: LSTMForecaster,
+        scale: float,
+    ) -> set[str]:
+        """Forecast every KV series that is ready, both aggregates, through the deployed pipeline at once: one LSTM
+        pass (`forecast_windows`, chunked), the online band (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s
+        state in arrays), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts as the
+        per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
+        cfg = self.config
+        picks = [np.asarray([i for i, r in enumerate(job.reasons) if r is None], dtype=np.int64) for job in jobs]
+        keys = [(job.series, job.am.groups[i]) for job, idx in zip(jobs, picks, strict=True) for i in idx.tolist()]
+        model_name = f"{self.lstm.name}_aci" if cfg.band_adaptation > 0 else self.lstm.name  # type: ignore[union-attr]
+        results: dict[tuple[str, Group], list[ForecastSample]] = {}
+        failed: dict[tuple[str, Group], list[ForecastSample]] = {}
+        succeeded: set[str] = set()
+        if keys:
+            y = np.vstack([job.am.y[idx] for job, idx in zip(jobs, picks, strict=True)])
+            start = np.concatenate([job.starts[idx] for job, idx in zip(jobs, picks, strict=True)])
+            yhat, lower, upper, t_future = self._kv_paths(t, y, start, keys, covs, lstm, scale)
+            ok = np.isfinite(yhat[:, -1]) & np.isfinite(lower[:, -1]) & np.isfinite(upper[:, -1])
+            hit = upper >= self.threshold
+            eta = np.where(hit.any(axis=1), t_future[np.argmax(hit, axis=1)] - now, math.inf)
+            at_h = np.stack([yhat[:, -1], lower[:, -1], upper[:, -1]], axis=1)
+            row = 0
+            for job, idx in zip(jobs, picks, strict=True):
+                m = len(idx)
+                sel = np.arange(row, row + m)[ok[row : row + m]]
+                groups = [keys[r][1] for r in sel.tolist()]
+                samples = kv_forecast_samples_many(
+                    groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.threshold, eta[sel]
+                )
+                for j, g in enumerate(groups):
+                    results[(job.series, g)] = samples[4 * j : 4 * j + 4]
+                if groups:
+                    succeeded.add(model_name)
+                for r in range(row, row + m):
+                    key = keys[r]
+                    if ok[r]:
+                        if self._failing and (model_name, "kv", key[1]) in self._failing:
+                            log.info("predictor: %s for %s %s/%s works again", model_name, "kv", *key[1])
+                            self._failing.discard((model_name, "kv", key[1]))
+                        continue
+                    h = self._history(key[0], "kv", key[1], t, y[r], int(start[r]), covs)
+                    fc, names = self._fallback("kv", key[1], model_name, h, "non-finite forecast")
+                    failed[key] = [skipped_sample(*key[1], f"{key[0]}:{nm}", "model_error") for nm in names]
+                    if fc is not None:
+                        results[key] = [
+                            *forecast_samples("kv", *key[1], fc, cfg.horizon_seconds, job.aggregate),
+                            breach_eta_sample(
+                                *key[1], self.threshold, fc.breach_eta(self.threshold, now), job.aggregate
+                            ),
+                        ]
+                        succeeded.add(fc.model)
+                row += m
+        for job in jobs:
+            for i, group in enumerate(job.am.groups):
+                key = (job.series, group)
+                reason = job.reasons[i]
+                if reason is None:
+                    job.slot.extend(failed.get(key, ()))
+                    got = results.get(key)
+                    if got is None:
+                        reason = "model_error"
+                    else:
+                        job.slot.extend(got)
+                if reason is not None:
+                    job.slot.append(skipped_sample(*group, job.series, reason))
+                self._note(job.series, group, reason)
+        return succeeded
+
+    def _kv_paths(
+        self,
+        t: np.ndarray,
+        y: np.ndarray,
+        start: np.ndarray,
+        keys: list[tuple[str, Group]],
+        covs: dict[str, AlignedMatrix],
+        lstm: LSTMForecaster,
+        scale: float,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(yhat, lower, upper, t_future) of the KV pipeline for rows `y[i, start[i]:]` on grid `t`."""
+        cfg = self.config
+        rows, n = y.shape
+        lookback = lstm.params.lookback
+        w = min(lookback, n)
+        live = np.arange(n - w, n)[None, :] >= start[:, None]  # the window's samples inside each row's history
+
+        def window(m: np.ndarray) -> np.ndarray:
+            out = np.full((rows, lookback), np.nan)
+            out[:, lookback - w :] = np.where(live, m[:, n - w :], np.nan)
+            return out
+
+        raw = {"y": window(y)}
+        groups = [g for _, g in keys]
+        for name, cm in covs.items():
+            if not cm.groups:
+                continue  # the store has none of it: the model masks it, as for a series without it
+            at = np.fromiter((cm.index.get(g, -1) for g in groups), dtype=np.int64, count=rows)
+            m = np.full((rows, n), np.nan)
+            m[at >= 0] = cm.y[at[at >= 0]]
+            if scale != 1.0 and name in RATE_FEATURES:
+                m = m / scale
+            raw[name] = window(m)
+        # the future grid as `future_grid` makes it for each series, in the model's time
+        tm = t * scale if scale != 1.0 else t
+        step_m = float(np.median(np.diff(tm)))
+        tf = tm[-1] + step_m * np.arange(1, max(1, round(cfg.horizon_seconds * scale / step_m)) + 1)
+        paths = lstm.forecast_windows(raw, tf - tm[-1])
+        t_future = tf / scale if scale != 1.0 else tf
+        lower, yhat, upper = paths[:, 0], paths[:, 1], paths[:, 2]
+        if self._kv_bank is None:
+            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
+        if self._kv_bank is not None:
+            yhat, lower, upper = self._kv_bank.forecast(keys, t, y, start, t_future, lower, yhat, upper)
+        windows = self._windows()
+        if windows:
+            prior = deployed.kv_event_prior(cfg, windows, lstm)
+            if prior is not None:
+                upper = prior_upper_many(prior, t[start], float(t[-1]), t_future, upper, cfg.horizon_seconds)
+        return yhat, lower, upper, t_future
+
+    def _windows(self) -> list:
+        if self._event_windows is None:
+            self._event_windows = deployed.service_windows(self.events)
+        return self._event_windows
+
+    def _covariates(self, store: Store, g0: float, step: float, n: int) -> dict[str, AlignedMatrix]:
         """LSTM covariates per group; a covariate the store cannot give is left out (the model masks it)."""
-        out: dict[str, dict[Group, np.ndarray]] = {}
+        out: dict[str, AlignedMatrix] = {}
         t_end = g0 + step * (n - 1)
         for name, (metric, how) in COVARIATE_METRICS.items():
             try:
                 raw = store.query_range(metric, None, g0, t_end, step)
             except StoreError:
                 continue
-            out[name] = {g: a.y for g, a in align(raw, g0, step, n, how).items()}
+            out[name] = align_matrix(raw, g0, step, n, how)
         try:
             raw = store.query_range(ROUTER_REQUESTS_TOTAL, None, g0, t_end, step)
-            out["rps"] = {g: a.y for g, a in align(raw, g0, step, n, "rate").items()}
+            out["rps"] = align_matrix(raw, g0, step, n, "rate")
         except StoreError:
             pass
         return out
