@@ -48,6 +48,7 @@ class DaemonParts:
     clock: Clock
     apply_attempts: int = 3
     apply_backoff_seconds: float = 0.2
+    audit_lock: Any = None  # the open lock file of an acting `leader: single` daemon (hold_audit)
 
 
 def load_tick_factory(spec: str):
@@ -127,13 +128,14 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
     cfg = parts.config
     ac = cfg.actuator
     host, port = _listen(listen or ac.listen)
-    lease = getattr(ac.leader, "lease_seconds", None)
+    elector = build_elector(ac.leader, ac.backend)
+    lease = getattr(ac.leader, "lease_seconds", None) or getattr(getattr(elector, "lease", None), "lease_ms", 0) / 1000
     token = webhook_token(cfg) if serve else None
     hook = WebhookReceiver(parts.inbox, ac.webhook.path, ac.webhook.max_body_bytes) if serve else None
     try:
         return Daemon(
             tick,
-            build_elector(ac.leader),
+            elector,
             mode=parts.mode,
             clock=parts.clock,
             fast_interval=ac.fast_interval_seconds,
@@ -150,6 +152,29 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
         raise ConfigError(str(e)) from None
 
 
+def hold_audit(path: str) -> Any:
+    """An exclusive lock on `<audit_db>.lock` for as long as the returned file stays open: two acting daemons on one
+    audit trail (`leader: single` started twice) is a ConfigError naming the other's pid, not two silent actors."""
+    import fcntl
+    import os
+
+    f = open(f"{path}.lock", "a+")  # noqa: SIM115 -- held open for the daemon's life
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        other = f.read().strip()[:20] or "?"
+        f.close()
+        raise ConfigError(
+            f"actuator: another acting daemon (pid {other}) holds {path}: leader: single means one; stop it, or "
+            "configure leader: redis or kubernetes to run replicas"
+        ) from None
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
 def run(args: argparse.Namespace) -> int:
     from actuators.recovery import resolve_in_flight
 
@@ -158,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     mode: Mode = args.mode or cfg.actuator.mode
     factory = load_tick_factory(getattr(args, "tick", None) or DEFAULT_TICK)
+    hold = hold_audit(cfg.actuator.audit_db) if mode == "active" and cfg.actuator.leader.kind == "single" else None
     parts = build_parts(cfg, mode)
+    parts.audit_lock = hold
     for r in resolve_in_flight(parts.audit, parts.admin, parts.clock.now()):
         print(f"infercast actuator: in-flight decision {r.decision.id}: {r.outcome}: {r.detail}", file=sys.stderr)
     tick = factory(parts)

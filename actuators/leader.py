@@ -324,10 +324,45 @@ class KubernetesLease:
         return Leadership(False, None, None, f"kubernetes API unusable for {where} ({redact(what)}): none acts")
 
 
-def build_elector(cfg) -> LeaderElector:
-    """The elector `actuator.leader` (an `infercast.config` Leader) describes."""
+class SingleOnRedis:
+    """`leader: single` with a Redis backend: "single" is checked, not assumed.  The replica holds a lease in the
+    backend's own Redis (`<prefix>:actuator:single`); a second daemon started on the same fleet finds it held, stays
+    advisory and says why in every tick's log line, instead of both acting silently."""
+
+    def __init__(self, lease: RedisLease) -> None:
+        self.lease = lease
+        self.identity = lease.identity
+
+    def try_acquire_or_renew(self, now: float) -> Leadership:
+        lead = self.lease.try_acquire_or_renew(now)
+        if lead.is_leader or lead.holder is None:
+            return lead
+        return Leadership(
+            False, lead.fencing_token, lead.holder,
+            f"leader: single, but another daemon ({lead.holder}) holds {self.lease.key}: this one does not act",
+        )  # fmt: skip
+
+    def advance_past(self, seen: int, now: float) -> Leadership | None:
+        return self.lease.advance_past(seen, now)
+
+    def release(self) -> None:
+        self.lease.release()
+
+
+#: how often `leader: single` on a Redis backend renews its lease (a third of SINGLE_LEASE_SECONDS)
+SINGLE_LEASE_SECONDS = 15.0
+
+
+def build_elector(cfg, backend=None) -> LeaderElector:
+    """The elector `actuator.leader` (an `infercast.config` Leader) describes; `leader: single` with a Redis
+    `backend` checks that it is single (`SingleOnRedis`)."""
     if cfg.kind == "redis":
         return RedisLease.from_config(cfg)
     if cfg.kind == "kubernetes":
         return KubernetesLease.from_config(cfg)
+    if backend is not None and backend.kind == "redis":
+        from actuators.backends.redis import client
+
+        r = client(backend.url, backend.timeout_seconds)
+        return SingleOnRedis(RedisLease(r, f"{backend.prefix}:actuator:single", lease_seconds=SINGLE_LEASE_SECONDS))
     return SingleReplica()
