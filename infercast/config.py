@@ -21,6 +21,8 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "int8": 1}
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 PosFloat = Annotated[float, Field(gt=0.0)]
 PosInt = Annotated[int, Field(gt=0)]
+#: the most nodes one pool may have (the twin builds every node: 100,000,000 grew memory 16 MB/s before this bound)
+MAX_NODES_PER_POOL = 10_000
 
 
 class ConfigError(ValueError):
@@ -77,7 +79,7 @@ class GpuSpec(Strict):
 
 class PoolConfig(Strict):
     version: str
-    nodes: PosInt
+    nodes: Annotated[int, Field(gt=0, le=MAX_NODES_PER_POOL)]
     gpus_per_node: PosInt = 4
     gpu: GpuSpec = GpuSpec()
     weight: Annotated[float, Field(ge=0.0)] = 1.0
@@ -798,10 +800,32 @@ def load_config(path: str | Path) -> FleetConfig:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: cannot read: {e}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
     return parse_config(data, str(p))
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, except that a key repeated in one mapping is an error naming its line (YAML's own rule;
+    PyYAML silently keeps the last value, so `nodes: 4` then `nodes: 400` ran with 400)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            try:
+                key = self.construct_object(key_node, deep=True)
+                hash(key)
+            except TypeError:
+                continue  # an unhashable key: the base class reports it
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {str(key)[:60]!r} (line {line}; first on line {seen[key]})",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = line
+        return super().construct_mapping(node, deep)
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
