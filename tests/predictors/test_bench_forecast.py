@@ -53,11 +53,13 @@ def test_published_figures_are_of_the_current_twin():
 def test_the_readme_table_sets_the_lstm_against_the_baselines_and_both_references():
     tables = _bench().TABLES
     readme = tables["readme"](RESULT)
-    assert set(RESULT["kv"]) == {"azure-code", "azure-conv", "mooncake", "flash-sale"}
+    bench = _bench()
+    assert set(RESULT["kv"]) == set(bench.KV_TRACES) == set(bench.SCORED)
+    n = len(RESULT["kv"])
     rows = [line.split(" | ") for line in readme.splitlines() if line.startswith("| ") and "---" not in line][1:]
     models = [r[1] for r in rows]
-    assert models.count("lstm") == models.count("always_alarm") == models.count("never_alarm") == 4
-    assert sum(m.startswith("predict_linear") for m in models) == 4
+    assert models.count("lstm") == models.count("always_alarm") == models.count("never_alarm") == n
+    assert sum(m.startswith("predict_linear") for m in models) == n
     # Every part renders from the published JSON.
     assert all(tables[part](RESULT) for part in tables)
 
@@ -90,3 +92,22 @@ def test_the_level_bound_is_what_the_best_level_forecast_reaches():
     assert abs(out["diff_autocorrelation"] + 1 / (q + 2)) < 0.02, out  # rho = -1 / (q + 2)
     assert out["rms_ratio"]["last_value"] == 1.0
     assert abs(out["rms_ratio"]["ses"] - out["best_rms_ratio"]) < 0.01, out
+
+
+def test_the_protocol_scores_at_least_five_slices_calm_and_surging_with_both_references():
+    """Issue 27, item 2: at least five scored KV slices across Azure code and conversation, Mooncake, ServeGen and the
+    twin, calm and surging, none used for a choice; the lead table sets the deployed alert against predict_linear,
+    Holt-Winters, Kalman and both references on every one."""
+    bench = _bench()
+    kv = RESULT["kv"]
+    assert len(kv) >= 5
+    sources = " ".join(bench.SCORED[n][0] for n in kv)
+    for src in ("Azure LLM 2023 code", "Azure LLM 2023 conversation", "Mooncake", "ServeGen", "twin"):
+        assert src in sources
+    kinds = {bench.SCORED[n][1].split(" ")[0] for n in kv}
+    assert kinds == {"calm", "surging"}
+    leads = bench.TABLES["leads"](RESULT)
+    for name, res in kv.items():
+        assert f"{res['service_model']} (deployed)" in leads
+        for pager in bench.ALARM_ROWS:
+            assert "alarm" in res["models"][pager], (name, pager)
