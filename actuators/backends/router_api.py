@@ -68,7 +68,7 @@ class RouterAdminApi:
     def routes(self) -> list[Route]:
         return [
             Route("GET", f"{PREFIX}/fleet", self._fleet),
-            Route("POST", f"{PREFIX}/actions", self._apply, mutates=True),
+            Route("POST", f"{PREFIX}/actions", self._apply, mutates=True, json_body=True),
             Route("GET", f"{PREFIX}/actions/{{key}}", self._lookup),
             Route("GET", f"{PREFIX}/fence", self._fence),
         ]
