@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from actuators.inputs import StoreInputs, TruthInputs, reference_series
-from actuators.plans import Plan, PlanArm, ScheduledArm, candidate_plans, search_hindsight, staged_search
+from actuators.plans import (
+    Plan,
+    PlanArm,
+    ScheduledArm,
+    candidate_plans,
+    search_hindsight,
+    staged_search,
+    with_admission,
+)
 from infercast.arm_names import ARMS, canonical
 from infercast.config import FleetConfig
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
@@ -231,8 +239,11 @@ def run_hindsight(
     else:
         if search not in ("fast", "full"):
             raise ValueError(f"unknown search {search!r}; use fast or full")
-        plans = plans if plans is not None else candidate_plans(cfg, duration, traffic)
+        explicit = plans is not None
+        plans = plans if explicit else candidate_plans(cfg, duration, traffic)
         plan, best, tried = search_hindsight(run, plans)
+        if not explicit:
+            plan, best, tried = with_admission(cfg, run, plan, best, tried)
     if watch is not None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["plan"] = plan.to_dict()

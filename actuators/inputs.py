@@ -149,12 +149,12 @@ class TruthInputs:
         )
 
     def offered(self, p: PoolState, fleet: Observation, t: float) -> float:
-        """Requests per second the traffic offers this pool at t: the traffic of the prompt lengths it takes, shared
-        with the other pools taking the same."""
+        """Requests per second the traffic offers this pool at t: the requests of the prompt lengths it takes,
+        shared with the other pools taking the same.  Requests, not tokens: the live path's `rps_now` is the
+        router's request count, and the policy compares pools by the requests a node serves."""
         kind = self._serves(p)
         siblings = [q for q in serving(fleet) if self._serves(q) == kind]
-        share = token_rate_at(self.traffic, t, *kind) / max(token_rate_at(self.traffic, t), 1e-9)
-        return self.traffic.rate_at(t) * share / max(1, len(siblings))
+        return request_rate_at(self.traffic, t, *kind) / max(1, len(siblings))
 
     def read(self, now: float, fleet: Observation) -> Inputs:
         live = self.fleet.live()
@@ -179,15 +179,10 @@ class TruthInputs:
         return Inputs(now, out, {}, {})
 
 
-def token_rate_at(traffic, t: float, short: bool = True, long: bool = True, window: float = 60.0) -> float:
-    """Prompt tokens per second the traffic offers at t, of short (<= 8k) prompts, long ones, or both: a scenario's
-    own figure, or a replayed trace's tokens over the `window` seconds around t."""
-    if hasattr(traffic, "token_rate_at"):
-        return traffic.token_rate_at(t, short, long)
-    i0, i1 = np.searchsorted(traffic.t, [t - window / 2, t + window / 2])
-    prompt = traffic.prompt[i0:i1]
-    is_long = prompt > LONG_CONTEXT_TOKENS
-    return float(prompt[(is_long & long) | (~is_long & short)].sum()) / window
+def request_rate_at(traffic, t: float, short: bool = True, long: bool = True) -> float:
+    """Requests per second the traffic offers at t, of short (<= 8k) prompts, long ones, or both."""
+    rate, share = traffic.rate_at(t), traffic.long_share_at(t)
+    return rate * ((1.0 - share) * short + share * long)
 
 
 def reference_series(timeseries) -> dict[str, tuple[np.ndarray, np.ndarray]]:

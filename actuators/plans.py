@@ -10,8 +10,9 @@ plus what it knows ahead.
   event (by default the predictive policy's own lead, a cold start plus its margin) it raises the floors so the
   autoscaled pools can take the event's expected peak (`events[].expected_rps`, per pool in proportion to what the
   pool takes now, at the autoscaler's KV target; every spare node when the event gives no figure), shares the
-  reservoir max-min between the pools, and holds the floors until the event ends; the HPA then scales back with its
-  stabilisation window.  With an empty calendar it is `reactive`.
+  reservoir between the pools as the predictive policy does (first where a node serves the most requests), and
+  holds the floors until the event ends; the HPA then scales back with its stabilisation window.  With an empty
+  calendar it is `reactive`.
 - `hindsight` (an upper bound for the controller's levers): every candidate plan is run on the same arrivals and
   the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds (`better`).  A `full` search
   (`candidate_plans`) tries every static plan (each split of the reservoir between the pools, held from the start;
@@ -19,9 +20,10 @@ plus what it knows ahead.
   from each time of a grid: every `grid_seconds`, plus, read from the run's true future traffic, a cold start and
   a margin before each time the offered rate first reaches 1.2x, 1.5x, 2x and 4x its base level).  A `fast` search
   (`staged_search`) tries the splits of the whole reservoir held from the start, then the best of them from each
-  change point the future points to: about a tenth of the runs.  Levers not searched: pool weights and breaker
-  thresholds (the protected layout's pools are split by context length, so no sibling pool takes the same
-  prompts) and admission.
+  change point the future points to: about a tenth of the runs.  Both end with the winner again with admission
+  tightened from its change point at each level the predictive policy tightens to (`with_admission`).  Levers not
+  searched: pool weights and breaker thresholds (the protected layout's pools are split by context length, so no
+  sibling pool takes the same prompts).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from actuators.actions import SetAdmission
+from actuators.admin import apply_with_retries
 from actuators.arms import ReactiveArm
 from infercast.config import FleetConfig
-from infercast.fairshare import max_min_share
+from infercast.fairshare import share_by_value
 from infercast.twin.fleet import Fleet
 from infercast.twin.layout import protected_layout
 from infercast.twin.run import RunResult
@@ -48,6 +52,13 @@ class Plan:
     """Floors of the autoscaled pools from each change point on (sorted by time; none before the first)."""
 
     steps: tuple[tuple[float, Floors], ...] = ()
+    # admission tightened from the first change point (from the start when there is none): (setting, value), the
+    # settings of `SetAdmission`, as the predictive policy tightens them (`admission_levels`)
+    admission: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def start(self) -> float:
+        return self.steps[0][0] if self.steps else 0.0
 
     def floors_at(self, t: float) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -57,27 +68,38 @@ class Plan:
         return out
 
     def describe(self) -> str:
-        if not self.steps:
-            return "no plan (reactive)"
-        return "; ".join(
+        parts = [
             f"from {at:.0f} s: " + (", ".join(f"{p} >= {n}" for p, n in floors) if floors else "no floors")
             for at, floors in self.steps
-        )
+        ]
+        if self.admission:
+            parts.append(f"from {self.start:.0f} s admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission))
+        return "; ".join(parts) or "no plan (reactive)"
 
     def to_dict(self) -> list[dict]:
-        return [{"from_seconds": at, "floors": dict(floors)} for at, floors in self.steps]
+        out: list[dict] = [{"from_seconds": at, "floors": dict(floors)} for at, floors in self.steps]
+        if self.admission:
+            out.append({"from_seconds": self.start, "admission": dict(self.admission)})
+        return out
 
 
 class PlanArm(ReactiveArm):
-    """`reactive` whose autoscaler keeps the plan's floors."""
+    """`reactive` whose autoscaler keeps the plan's floors, and whose admission is the plan's from its start."""
 
     def __init__(self, cfg: FleetConfig, name: str, plan: Plan | None = None) -> None:
         super().__init__(cfg)
         self.name = name
         self.plan = plan or Plan()
+        self._admitted = False
 
     def floors(self) -> dict[str, int]:
         return self.plan.floors_at(self.admin.fleet.now) if self.admin is not None else {}
+
+    def tick(self, fleet: Fleet) -> None:
+        if self.plan.admission and not self._admitted and fleet.now >= self.plan.start - 1e-9:
+            apply_with_retries(self.admin, SetAdmission(**dict(self.plan.admission)))
+            self._admitted = True
+        super().tick(fleet)
 
 
 def _base_nodes(cfg: FleetConfig) -> tuple[dict[str, int], int]:
@@ -123,20 +145,27 @@ class ScheduledArm(PlanArm):
 
     def _size(self, fleet: Fleet, expected_rps: float | None) -> Floors:
         """Floors for an event: each pool's replicas scaled by expected / current traffic at its KV per node now
-        over the autoscaler's target, shared max-min from the reservoir (all of it when the event gives no peak)."""
+        over the autoscaler's target (all of the reservoir when the event gives no peak), the reservoir shared as
+        the predictive policy shares it: first to the pool where a node serves the most requests
+        (`infercast.fairshare.share_by_value`).  An operator sizing for an announced peak knows that much of the
+        fleet: the two arms differ only in when they know the peak, never in how they split the nodes."""
         live = fleet.live()
         a = self.cfg.protections.autoscaler
-        now_rps = float(np.mean([s["offered_rps"] for s in fleet.samples[-len(fleet.cfg.pools) * 12 :]] or [0.0]))
-        asks = []
+        recent = fleet.samples[-len(fleet.cfg.pools) * 12 :]  # the last minute of 5 s samples
+        now_rps = float(np.mean([s["offered_rps"] for s in recent] or [0.0]))
+        asks, value = [], []
         for pool in a.pools:
             p = live[pool]
+            pool_rps = [s["rps"] for s in recent if s["pool"] == pool]
+            served = float(np.mean(pool_rps)) if pool_rps else 0.0
+            value.append(round(served / max(p.nodes_up, 1) / max(p.kv_usage_max, 0.05), 6) if p.nodes_up else 0.0)
             if expected_rps is None or now_rps <= 0:
                 asks.append(self.spare)
                 continue
             per_node = max(p.kv_usage, 0.05) * expected_rps / now_rps  # KV per current node at the event's peak
             want = math.ceil(p.replicas * per_node / a.kv_target - 1e-9)
             asks.append(max(0, want - p.replicas))
-        grants = max_min_share(asks, self.spare)
+        grants = share_by_value(asks, self.spare, value)
         return tuple(sorted((pool, live[pool].replicas + int(g)) for pool, g in zip(a.pools, grants, strict=True)))
 
 
@@ -204,7 +233,32 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     if not later:
         return plan, res, tried
     plan2, res2, tried2 = search_hindsight(run, later)  # stage one's winner is not run again: its result is known
-    return (plan2, res2, tried + tried2) if better(res2.summary, res.summary) else (plan, res, tried + tried2)
+    if better(res2.summary, res.summary):
+        plan, res = plan2, res2
+    return with_admission(cfg, run, plan, res, tried + tried2)
+
+
+def admission_levels(cfg: FleetConfig) -> list[tuple[tuple[str, float], ...]]:
+    """The admission the predictive policy tightens to, step by step (`policy.PredictivePolicy._levels` on the
+    protected layout, whose pools are split by context, so no context step): the gateway waits of normal and low
+    work, then the memory admission threshold too."""
+    p = cfg.policy
+    waits = (
+        ("low_queue_seconds", p.tightened_low_queue_seconds),
+        ("normal_queue_seconds", p.tightened_normal_queue_seconds),
+    )
+    return [waits, (("memory_limit", p.tightened_memory_limit), *waits)]
+
+
+def with_admission(cfg: FleetConfig, run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict]):
+    """The last stage of either search: the winning plan again with admission tightened from its change point at
+    each of the policy's levels (`admission_levels`), the better kept.  The predictive policy tightens admission as
+    well as pre-warming; a bound that could not would not bound it."""
+    cands = [Plan(plan.steps, level) for level in admission_levels(cfg)]
+    plan2, res2, tried2 = search_hindsight(run, cands)
+    if better(res2.summary, res.summary):
+        return plan2, res2, tried + tried2
+    return plan, res, tried + tried2
 
 
 #: Goodput differences within this share (or one 0.01 req/s step of the summaries' rounding) are ties for
@@ -249,10 +303,12 @@ __all__ = [
     "Plan",
     "PlanArm",
     "ScheduledArm",
+    "admission_levels",
     "better",
     "candidate_plans",
     "future_change_points",
     "search_hindsight",
     "splits",
     "staged_search",
+    "with_admission",
 ]

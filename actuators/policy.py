@@ -32,7 +32,7 @@ from typing import Any
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from actuators.admin import Observation, PoolState
 from infercast.config import FleetConfig
-from infercast.fairshare import max_min_share
+from infercast.fairshare import share_by_value
 
 LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
 
@@ -81,18 +81,31 @@ class PolicyState:
     calm_since: float | None = None  # since when everything has been below the relax level
 
 
-def _share_spare(asks: dict[str, int], pools: dict[str, PoolState]) -> dict[str, int]:
-    """Pools drawing on one reservoir share its spare max-min fairly: a pool asking for less than an equal share
-    gets all it asks, the others split the rest equally.  (Not in proportion to the asks: when every ask exceeds
-    the reservoir, a pool forecast at 60x its traffic would otherwise take the nodes a pool at 3x could have used,
-    and the split would follow how large an unservable forecast is.)"""
+def requests_per_node(o: Outlook, p: PoolState) -> float:
+    """What one more node of the pool would serve, in requests per second: the requests a node serves now per unit
+    of KV usage.  A node of a short-context pool holds many short prompts; one of a long-context pool, a few long
+    ones.  0 when the pool serves nothing yet (nothing to go on)."""
+    if o.rps_now <= 0 or p.ready <= 0:
+        return 0.0
+    return o.rps_now / p.ready / max(o.kv_now, 0.05)
+
+
+def _share_spare(asks: dict[str, int], pools: dict[str, PoolState], value: dict[str, float]) -> dict[str, int]:
+    """Split each reservoir's spare nodes between the pools drawing on it.  When it covers every ask, each pool gets
+    what it asks.  When it does not, the nodes go first to the pool where a node serves the most requests
+    (`value`, from `requests_per_node`), whole asks in that order: urgent work is counted in requests served within
+    their SLO, and a node given to short prompts serves several times the requests of one given to long prompts
+    (the flash sale's hindsight bound puts every standby node on its short-context pool; max-min fair halves left
+    most of that gain unserved, docs/control.md).  Pools of equal value (or nothing to go on) share max-min
+    fairly, never in proportion to their asks: how large an unservable forecast is says nothing about where a node
+    does most good."""
     grants: dict[str, int] = {}
     groups: dict[str, list[str]] = {}
     for name in sorted(asks):
         groups.setdefault(pools[name].reservoir or name, []).append(name)
     for names in groups.values():
         spare = min(pools[n].spare for n in names)
-        give = max_min_share([asks[n] for n in names], max(0, spare))
+        give = share_by_value([asks[n] for n in names], spare, [round(value.get(n, 0.0), 6) for n in names])
         grants.update({n: int(g) for n, g in zip(names, give, strict=True)})
     return grants
 
@@ -181,8 +194,9 @@ class PredictivePolicy:
                 continue
             want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
             asks[p.name] = max(0, want - p.replicas)
-        # shared max-min fairly, then at most a bounded step each
-        grants = _share_spare(asks, {p.name: p for p in serving})
+        # shared by what a node serves, then at most a bounded step each
+        value = {p.name: requests_per_node(outlook[p.name], p) for p in serving if p.name in asks}
+        grants = _share_spare(asks, {p.name: p for p in serving}, value)
         out = []
         for p in serving:
             o = outlook.get(p.name)

@@ -22,3 +22,19 @@ def max_min_share(want: np.ndarray | list[int], n: int) -> np.ndarray:
         left -= int(add.sum())
         open_ = open_[give[open_] < want[open_]]
     return give
+
+
+def share_by_value(want: np.ndarray | list[int], n: int, value: np.ndarray | list[float]) -> np.ndarray:
+    """Split n between claimants by what a unit does for each (`value`, higher first): when n covers every want,
+    each gets what it wants; when not, the most valuable claimant's whole want first, then the next.  Claimants of
+    equal value share what reaches them max-min fairly.  (The policy's and the `scheduled` arm's split of the
+    standby nodes, by the requests a node serves in each pool: `actuators/policy.py`.)"""
+    want = np.asarray(want, dtype=np.int64)
+    value = np.asarray(value, dtype=np.float64)
+    give = np.zeros(len(want), dtype=np.int64)
+    left = max(0, int(n))
+    for v in sorted(set(value.tolist()), reverse=True):
+        tier = np.flatnonzero(value == v)
+        give[tier] = max_min_share(want[tier], left)
+        left -= int(give[tier].sum())
+    return give

@@ -141,12 +141,13 @@ def test_never_relaxes_while_a_peak_is_announced(cfg):
         assert p.decide(float(t), f, {"v4-short": announced, "v4-long": calm("v4-long")}) == []
 
 
-def test_pools_sharing_a_reservoir_split_it_max_min_fairly(cfg):
-    """Both v4 pools draw on the standby reservoir (4 nodes).  The long pool's forecast asks for far more than
-    exists, the short pool's for 2: proportional shares would give the long pool 3 or 4 and leave the short one
-    under its target; max-min gives the short pool its 2 and the long pool the rest.  When both ask for more than
-    an equal share, they split it equally, however much bigger one forecast is (a forecast of 60x is no reason to
-    starve a pool forecast at 3x: neither can be served whole)."""
+def test_a_short_reservoir_goes_first_where_a_node_serves_the_most_requests(cfg):
+    """Both v4 pools draw on the standby reservoir (4 nodes).  When it covers both asks, each pool gets its ask.
+    When it does not, the nodes go first to the pool where a node serves the most requests: a short-context node
+    here serves 165 req/s over 7 nodes at KV 0.26 (90 req/s per unit of KV), a long-context one 32 req/s over 5
+    nodes at KV 0.57 (11): the flash sale before its surge.  Splitting max-min (2 and 2), as the policy used to, gave
+    half the standby to the pool where it serves an eighth of the requests: the hindsight bound puts all 4 on the
+    short pool.  Pools a node serves equally in (or nothing to go on) still share max-min fairly."""
     p = PredictivePolicy(cfg)
 
     def shared(short, long_, spare):
@@ -157,10 +158,17 @@ def test_pools_sharing_a_reservoir_split_it_max_min_fairly(cfg):
     def scaled(out):
         return {d.action.pool: d.action.replicas for d in out if isinstance(d.action, ScalePool)}
 
-    # short: ceil(7 * 0.75 / 0.6) = 9 (asks 2); long: ceil(5 * 6.0 / 0.6) = 50 (asks 45)
-    outlook = {"v4-short": breach("v4-short", 100.0, peak=0.75), "v4-long": breach("v4-long", 100.0, peak=6.0)}
-    assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 9, "v4-long": 7}
-    # both ask for more than the reservoir holds: equal halves (proportional would give the long pool 4 of 5)
+    def surge(pool, kv, rps, peak):  # a traffic surge announced 100 s ahead
+        return Outlook(pool, kv, kv, math.inf, rps, rps * peak / kv, 100.0)
+
+    # short: ceil(7 * 0.75 / 0.6) = 9 (asks 2); long: ceil(5 * 0.9 / 0.6) = 8 (asks 3): 5 asked, 6 spare
+    outlook = {"v4-short": surge("v4-short", 0.26, 165.0, 0.75), "v4-long": surge("v4-long", 0.57, 32.0, 0.9)}
+    assert scaled(p.decide(0.0, shared(7, 5, 6), outlook)) == {"v4-short": 9, "v4-long": 8}
+    # both ask for more than the reservoir holds: all of it to the short pool, none to the long one
+    p = PredictivePolicy(cfg)
+    outlook = {"v4-short": surge("v4-short", 0.26, 165.0, 10.0), "v4-long": surge("v4-long", 0.57, 32.0, 10.0)}
+    assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 11}
+    # the same asks with no request rate to go on: equal halves (never in proportion to how large the asks are)
     p = PredictivePolicy(cfg)
     outlook = {"v4-short": breach("v4-short", 100.0, peak=1.0), "v4-long": breach("v4-long", 100.0, peak=6.0)}
     assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 9, "v4-long": 7}
