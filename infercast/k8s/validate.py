@@ -6,7 +6,9 @@
   (their source and licence beside them), with unknown fields an error too: the API server would prune them
   silently, which is worse than a refusal.
 - Its kinds with no vendored CRD (ServiceMonitor, AlertmanagerConfig) with the validators that the npm package
-  @kubernetes-models/prometheus-operator compiled from the operator's CRD schemas, run by node
+  @kubernetes-models/prometheus-operator compiled from the operator's CRD schemas, and the actuator's objects
+  (Gateway API HTTPRoute, KEDA ScaledObject) with those of @kubernetes-models/gateway-api and
+  @kubernetes-models/keda (made from the Gateway API's and KEDA's published CRDs), all run by node
   (deploy/kubernetes/crds/npm/validate.mjs, JSON in and out; the package is pinned in package.json there and
   installed by scripts/install.sh), unknown fields an error there too.  Without node or that package those objects
   are errors that say what is missing, never passed; a kind nothing has a schema for is reported, never passed.
@@ -36,6 +38,13 @@ OVERLAYS = KUBERNETES / "overlays"
 VALIDATORS = CRDS / "npm"
 OPERATOR_PACKAGE = "@kubernetes-models/prometheus-operator"
 OPERATOR_GROUP = "monitoring.coreos.com"
+#: API group -> (the npm package whose validators check its kinds, what the CRDs are called in reports); the
+#: actuator's objects: HTTPRoute (Gateway API) and ScaledObject (KEDA), from their projects' published CRDs
+NPM_GROUPS = {
+    OPERATOR_GROUP: (OPERATOR_PACKAGE, "operator"),
+    "gateway.networking.k8s.io": ("@kubernetes-models/gateway-api", "Gateway API"),
+    "keda.sh": ("@kubernetes-models/keda", "KEDA"),
+}
 #: the Kubernetes versions the manifests must be valid for (the oldest still supported upstream, and the newest)
 K8S_VERSIONS = ("1.31.0", "1.37.0")
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
@@ -134,24 +143,33 @@ def _custom(o: dict[str, Any], schema: dict[str, Any], report: Report) -> None:
         report.checked.append(f"{_name(o)}: vendored CRD schema")
 
 
-def operator_validators(directory: Path = VALIDATORS) -> tuple[str, str]:
-    """(what checks, e.g. "operator 0.90.1 CRD schemas (...)", the problem) with exactly one of them empty."""
-    pinned = json.loads((directory / "package.json").read_text())["dependencies"][OPERATOR_PACKAGE]
+def operator_validators(directory: Path = VALIDATORS, package: str = OPERATOR_PACKAGE) -> tuple[str, str]:
+    """(what checks, e.g. "operator 0.90.1 CRD schemas (...)", the problem) with exactly one of them empty, for the
+    validators of `package` (one of NPM_GROUPS')."""
+    pinned = json.loads((directory / "package.json").read_text())["dependencies"].get(package)
     fix = f"run scripts/install.sh (npm ci --prefix {_rel(directory)})"
+    if pinned is None:
+        return "", f"{package} is not pinned in {_rel(directory)}/package.json"
     if shutil.which("node") is None:
         return "", (
-            f"node is not installed (it runs {OPERATOR_PACKAGE}'s validators): run scripts/install.sh, which installs "
+            f"node is not installed (it runs {package}'s validators): run scripts/install.sh, which installs "
             "Debian's nodejs and npm, then the package"
         )
-    meta = directory / "node_modules" / OPERATOR_PACKAGE / "package.json"
+    meta = directory / "node_modules" / package / "package.json"
     if not meta.exists():
-        return "", f"{OPERATOR_PACKAGE} {pinned} is not installed in {_rel(directory)}/node_modules: {fix}"
-    package = json.loads(meta.read_text())
-    if package["version"] != pinned:
-        return "", f"{OPERATOR_PACKAGE} {package['version']} is installed, {pinned} is pinned: {fix}"
-    found = re.search(r"/download/v([^/]+)/", " ".join(package.get("crd-generate", {}).get("input", [])))
-    operator = f"operator {found.group(1)} " if found else "operator's "
-    return f"{operator}CRD schemas ({OPERATOR_PACKAGE} {pinned} validators)", ""
+        return "", f"{package} {pinned} is not installed in {_rel(directory)}/node_modules: {fix}"
+    installed = json.loads(meta.read_text())
+    if installed["version"] != pinned:
+        return "", f"{package} {installed['version']} is installed, {pinned} is pinned: {fix}"
+    inputs = " ".join(installed.get("crd-generate", {}).get("input", []))
+    found = sorted(re.findall(r"/download/v([^/]+)/", inputs), key=_version_key)
+    label = next((lab for pkg, lab in NPM_GROUPS.values() if pkg == package), package)
+    source = f"{label} {found[-1]} " if found else f"{label}'s "
+    return f"{source}CRD schemas ({package} {pinned} validators)", ""
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
 def _rel(path: Path) -> str:
@@ -159,23 +177,33 @@ def _rel(path: Path) -> str:
 
 
 def _operator(objs: list[dict[str, Any]], report: Report, directory: Path = VALIDATORS) -> None:
-    """The operator's objects that no vendored CRD covers, through the package's validators (validate.mjs)."""
+    """The custom objects that no vendored CRD covers, through their package's validators (validate.mjs)."""
     if not objs:
         return
-    what, problem = operator_validators(directory)
-    answers = problem or _run_node(directory, objs)
-    if isinstance(answers, str):
-        for o in objs:
-            report.errors.append(f"{_name(o)}: cannot be checked: {answers}")
-        return
-    for o, answer in zip(objs, answers, strict=True):
+    problems = {}
+    whats = {}
+    for package, _ in NPM_GROUPS.values():
+        whats[package], problems[package] = operator_validators(directory, package)
+    runnable = [o for o in objs if not problems[_package(o)]]
+    answers = _run_node(directory, runnable) if runnable else []
+    by_id = dict(zip((id(o) for o in runnable), answers, strict=True)) if isinstance(answers, list) else {}
+    for o in objs:
+        problem = problems[_package(o)] or (answers if isinstance(answers, str) else "")
+        if problem:
+            report.errors.append(f"{_name(o)}: cannot be checked: {problem}")
+            continue
+        answer = by_id[id(o)]
         if not answer["checked"]:
             report.unchecked.append(f"{_name(o)}: no CRD schema for {o['apiVersion']} {o['kind']}")
         elif answer["errors"]:
             for e in answer["errors"][:5]:
                 report.errors.append(f"{_name(o)}: CRD schema: {e['path']}: {e['message'][:300]}")
         else:
-            report.checked.append(f"{_name(o)}: {what}")
+            report.checked.append(f"{_name(o)}: {whats[_package(o)]}")
+
+
+def _package(o: dict[str, Any]) -> str:
+    return NPM_GROUPS[o["apiVersion"].split("/")[0]][0]
 
 
 def _run_node(directory: Path, objs: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
@@ -239,7 +267,7 @@ def validate_objects(
         key = (o["apiVersion"], o["kind"])
         if key in crds:
             _custom(o, crds[key], report)
-        elif o["apiVersion"].split("/")[0] == OPERATOR_GROUP:
+        elif o["apiVersion"].split("/")[0] in NPM_GROUPS:
             operator.append(o)
         elif "." in o["apiVersion"].split("/")[0] and not o["apiVersion"].startswith(_CORE_GROUPS):
             report.unchecked.append(f"{_name(o)}: no CRD for {o['apiVersion']} vendored in {CRDS.relative_to(REPO)}")

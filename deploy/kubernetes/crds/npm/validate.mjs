@@ -1,5 +1,6 @@
-// Checks Prometheus Operator objects with the validators that @kubernetes-models/prometheus-operator compiled from
-// the operator's own CRD schemas (the package and version: package.json beside this file; the source: ../SOURCE.md).
+// Checks custom objects with the validators that @kubernetes-models packages made from the projects' own published
+// CRD schemas (packages and versions: package.json beside this file; the sources: ../SOURCE.md): the Prometheus
+// Operator's (ServiceMonitor, AlertmanagerConfig), the Gateway API's (HTTPRoute) and KEDA's (ScaledObject).
 // Run by infercast/k8s/validate.py: a JSON array of objects on stdin, a JSON array of answers on stdout, one per
 // object and in order: {"checked": true, "errors": [{"path": "spec/endpoints/0/interval", "message": "..."}]}, or
 // {"checked": false} for a kind the package has no validator for.
@@ -12,9 +13,11 @@
 import { readFileSync } from "node:fs";
 import * as v1 from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import * as v1alpha1 from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1";
+import * as gatewayV1 from "@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1";
+import * as kedaV1alpha1 from "@kubernetes-models/keda/keda.sh/v1alpha1";
 
 const models = new Map();
-for (const mod of [v1, v1alpha1]) {
+for (const mod of [v1, v1alpha1, gatewayV1, kedaV1alpha1]) {
   for (const cls of Object.values(mod)) {
     if (typeof cls === "function" && cls.apiVersion && cls.kind) models.set(`${cls.apiVersion} ${cls.kind}`, cls);
   }
@@ -59,8 +62,10 @@ function check(obj) {
   if (!cls) return { checked: false };
   const reads = new Map();
   const errors = [];
+  // a shallow copy whose prototype is the model's: the older packages' validate() finds its schema through it
+  const copy = Object.setPrototypeOf({ ...obj }, cls.prototype);
   try {
-    cls.prototype.validate.call(watched(obj, reads, new Map()));
+    cls.prototype.validate.call(watched(copy, reads, new Map()));
   } catch (e) {
     if (!Array.isArray(e.errors)) throw e;
     for (const err of e.errors) {
@@ -69,7 +74,7 @@ function check(obj) {
       errors.push({ path: err.instancePath.slice(1), message });
     }
   }
-  unknownFields(obj, "", reads, errors);
+  unknownFields(copy, "", reads, errors);
   return { checked: true, errors };
 }
 
