@@ -8,6 +8,11 @@ fleet).  A decision goes through these states:
     mark_applied(id, result, now)                     -> "applied" | "refused" | "failed"  (the backend's answer)
     mark_verdict(id, verdict, reason, now)            -> verdict "verified" | "rolled_back" | "no_effect"
     mark_interrupted(id, reason, now)                 -> "interrupted" (a restart found it decided, never answered)
+    mark_unknown(id, result, detail, now)             -> "unknown"   (the answer was lost and reading the target's
+                                                                      state back could not tell either way)
+    mark_reconciled(id, status, detail, now, ...)     -> "applied" | "refused" | "failed"  (an unknown row, settled
+                                                                      by reading the target back on a later tick)
+    record_refusal(now, key, action, inputs, reason)  -> "refused"   (the guardrails said no; never sent)
 
 `key` is the decision's idempotency key (`actuators.stamp.decision_key`, or any unique string): a decision whose
 key is already recorded is not recorded again (`record_decision` returns the existing id), and the same key
@@ -16,13 +21,22 @@ decision `in_flight()`; on restart `actuators.recovery.resolve_in_flight` asks t
 applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` serves
 cooldowns and change budgets (by the time the backend answered).
 
+The file must stay the one the daemon opened.  SQLite keeps writing to a deleted file's inode (every later row
+would vanish with it) and a file overwritten underneath reads as garbage, so every write first checks the path
+still names the same, readable SQLite file (`check()`); once it does not, the trail is *broken* for good: every
+later write raises `AuditError`, and its row is logged whole at ERROR and counted (`unrecorded`) instead of being
+lost in silence.  The daemon checks before each tick and stops acting (advisory) while the trail is broken
+(`infercast_actuator_audit_failed 1`).
+
 Times are the `now` the caller passes (the loop's clock): this module never reads the clock.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Mapping
@@ -33,8 +47,12 @@ from typing import Any, Literal
 from actuators.actions import Action, parse_action
 from actuators.admin import Result
 
+log = logging.getLogger(__name__)
+
 SCHEMA_VERSION = 1
-Status = Literal["decided", "advisory", "applied", "refused", "failed", "interrupted"]
+Status = Literal["decided", "advisory", "applied", "refused", "failed", "interrupted", "unknown"]
+#: the first 16 bytes of every SQLite database file
+SQLITE_HEADER = b"SQLite format 3\x00"
 Verdict = Literal["verified", "rolled_back", "no_effect"]
 VERDICTS = ("verified", "rolled_back", "no_effect")
 
@@ -96,6 +114,8 @@ class Audit:
     def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 5.0) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self.broken: str | None = None  # why the trail can no longer be written (latched)
+        self.unrecorded = 0  # rows that could not be written (each logged whole instead)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(
@@ -110,8 +130,54 @@ class Audit:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            st = os.stat(self.path)
+            self._ident = (st.st_dev, st.st_ino)
         except (sqlite3.Error, OSError) as e:
             raise AuditError(f"{self.path}: cannot open the audit trail: {e}") from None
+
+    # --- health ----------------------------------------------------------------------------------------------
+    def check(self) -> str | None:
+        """None while the trail is the file the daemon opened and reads as SQLite; else why not (and the trail is
+        broken from then on: a deleted or replaced database is not written to again by this process)."""
+        if self.broken is not None:
+            return self.broken
+        problem = self._probe()
+        if problem is not None:
+            self.broken = problem
+            log.error("audit: %s", problem)
+        return problem
+
+    def _probe(self) -> str | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return f"{self.path} was deleted while the actuator ran: rows written now would be lost with it"
+        except OSError as e:
+            return f"{self.path} cannot be read: {e}"
+        if (st.st_dev, st.st_ino) != self._ident:
+            return f"{self.path} was replaced by another file while the actuator ran"
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+        except OSError as e:
+            return f"{self.path} cannot be read: {e}"
+        if head != SQLITE_HEADER:
+            return f"{self.path} is no longer a SQLite database (overwritten or truncated: starts {head[:16]!r})"
+        try:
+            with self._lock:
+                self._db.execute("SELECT count(*) FROM decisions WHERE id = (SELECT max(id) FROM decisions)").fetchone()
+        except sqlite3.Error as e:
+            return f"{self.path} cannot be read as the audit trail: {e}"
+        return None
+
+    def _writable(self, what: str, row: Mapping[str, Any]) -> None:
+        """AuditError when the trail is broken; the row that would have been written is logged whole and counted."""
+        problem = self.check()
+        if problem is None:
+            return
+        self.unrecorded += 1
+        log.error("audit: NOT RECORDED (%s): %s %s", problem, what, _dumps(dict(row)))
+        raise AuditError(f"the audit trail is unusable, {what} not recorded (logged instead): {problem}")
 
     # --- writing ---------------------------------------------------------------------------------------------
     def record_decision(
@@ -137,6 +203,8 @@ class Audit:
             "advisory" if advisory else "decided",
             fencing_token,
         )
+        self._writable("decision", {"key": key, "decided_at": now, "action": action, "inputs": inputs,
+                                     "advisory": advisory, "fencing_token": fencing_token})  # fmt: skip
         with self._lock:
             try:
                 cur = self._db.execute(
@@ -165,25 +233,47 @@ class Audit:
         """A decided action found unanswered after a restart, resolved without applying it (`reason` says how)."""
         self._answer(decision_id, "interrupted", now, reason, None, None)
 
+    def mark_unknown(self, decision_id: int, result: Result, detail: str, now: float) -> None:
+        """The answer to a decided action was lost and reading the target back could not tell whether it was
+        applied: `unknown`, for `actuators.recovery.reconcile_unknown` to settle on a later tick or start."""
+        self._answer(decision_id, "unknown", now, detail, None, result.attempts)
+
+    def mark_reconciled(
+        self, decision_id: int, status: Literal["applied", "refused", "failed"], detail: str, now: float,
+        previous: Action | None = None,
+    ) -> None:  # fmt: skip
+        """Settle an `unknown` decision by what the target says now (`detail` says how it was read)."""
+        prev = _dumps(previous.to_dict()) if previous else None
+        self._answer(decision_id, status, now, detail, prev, None, was="unknown")
+
+    def record_refusal(self, now: float, key: str, action: Action, inputs: Mapping[str, Any], reason: str) -> int:
+        """A decision the guardrails refused (never sent to the fleet): `refused`, with their reason as the detail."""
+        i = self.record_decision(now, key, action, inputs)
+        self._answer(i, "refused", now, f"guardrails: {reason}", None, 0)
+        return i
+
     def _answer(
-        self, decision_id: int, status: str, now: float, detail: str, previous: str | None, attempts: int | None
-    ) -> None:
+        self, decision_id: int, status: str, now: float, detail: str, previous: str | None, attempts: int | None,
+        *, was: str = "decided",
+    ) -> None:  # fmt: skip
+        self._writable("answer", {"id": decision_id, "status": status, "at": now, "detail": detail})
         with self._lock:
             try:
                 cur = self._db.execute(
-                    "UPDATE decisions SET status = ?, answered_at = ?, detail = ?, previous = ?, attempts = ? "
-                    "WHERE id = ? AND status = 'decided'",
-                    (status, float(now), detail, previous, attempts, decision_id),
+                    "UPDATE decisions SET status = ?, answered_at = ?, detail = ?, previous = ?, "
+                    "attempts = coalesce(?, attempts) WHERE id = ? AND status = ?",
+                    (status, float(now), detail, previous, attempts, decision_id, was),
                 )
             except sqlite3.Error as e:
                 raise AuditError(f"{self.path}: cannot record an answer: {e}") from None
             if cur.rowcount != 1:
-                raise AuditError(self._why_not(decision_id, "an answer", "decided"))
+                raise AuditError(self._why_not(decision_id, "an answer", was))
 
     def mark_verdict(self, decision_id: int, verdict: Verdict, reason: str, now: float) -> None:
         """The verdict on an applied action after its verification window (once per decision)."""
         if verdict not in VERDICTS:
             raise AuditError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+        self._writable("verdict", {"id": decision_id, "verdict": verdict, "reason": reason, "at": now})
         with self._lock:
             try:
                 cur = self._db.execute(
@@ -215,6 +305,17 @@ class Audit:
     def in_flight(self) -> list[Decision]:
         """Decided and never answered: what a restart must resolve before acting again."""
         return self._select("WHERE status = 'decided' ORDER BY id")
+
+    def unknown(self, limit: int = 100) -> list[Decision]:
+        """Decisions whose answer was lost and whose effect could not be read back yet, oldest first."""
+        return self._select("WHERE status = 'unknown' ORDER BY id LIMIT ?", (int(limit),))
+
+    def count_unknown(self) -> int:
+        with self._lock:
+            try:
+                return int(self._db.execute("SELECT count(*) FROM decisions WHERE status = 'unknown'").fetchone()[0])
+            except sqlite3.Error as e:
+                raise AuditError(f"{self.path}: cannot read the audit trail: {e}") from None
 
     def awaiting_verdict(self) -> list[Decision]:
         """Applied and not yet judged: what verification (after a restart too) still owes a verdict."""

@@ -7,8 +7,12 @@ Each tick, in order:
 2. verify what was applied a verification window ago: roll back (apply the backend's `previous`) an action that
    had no visible effect, or a shift or relaxation after which the pool got worse;
 3. ask the policy for decisions and put each through the guardrails (bounds, cooldown, change budget);
-4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them;
-5. record everything in the audit trail (when one is given) and in `self.log`, and count it for the metrics.
+4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them; an apply
+   whose answer was lost is read back from the target (`actuators.recovery.settle`): `applied`, `failed` (read back:
+   not applied) or `unknown` (the target could not tell; reconciled on later ticks), never `failed` on faith;
+5. record everything in the audit trail (when one is given: the guardrails' refusals too, with their reason, once
+   per action and reason every 5 minutes) and in `self.log`, and count it for the metrics.  An audit trail that
+   cannot be written (deleted under the daemon) is never acted past: the decision is not applied.
 
 Firing Alertmanager notifications about a pool (the webhook's inbox) count as a breach warning for that pool
 until they resolve.  `build_tick` plugs the loop into the daemon (`actuators/daemon_cli.py`): the daemon gives the
@@ -19,8 +23,10 @@ leader's fencing token (`actuators/stamp.py`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,17 +34,21 @@ from typing import Any, Literal
 
 from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
 from actuators.admin import BackendError, FleetAdmin, Observation, Result, apply_with_retries
+from actuators.audit import AuditError
 from actuators.guardrails import Guardrails, check_inputs
 from actuators.inputs import InputError, Inputs, InputSource, StoreInputs
 from actuators.policy import Decision, Outlook, PredictivePolicy
-from actuators.stamp import decision_key, stamped
+from actuators.recovery import record_settled, settle
+from actuators.stamp import Stamp, decision_key, stamped
 from actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["advisory", "active"]
-Outcome = Literal["applied", "advisory", "refused", "rolled_back", "failed"]
+Outcome = Literal["applied", "advisory", "refused", "rolled_back", "failed", "unknown"]
+#: a guardrail refusal of the same action for the same reason is audited once in this long
+REFUSAL_AUDIT_SECONDS = 300.0
 
 
 @dataclass
@@ -89,6 +99,7 @@ class ControlLoop:
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
         self.log: list[dict] = []
+        self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
         # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
         self.alerting = alert_book(cfg)
 
@@ -118,6 +129,7 @@ class ControlLoop:
         for j in self.guard.judge(now, decisions, fleet):
             if not j.allowed:
                 self._record(now, j.decision, "refused", j.reason, report)
+                self._audit_refusal(now, j.decision, j.reason)
             else:
                 self._carry_out(now, j.decision, inputs, report, ctx, active)
         return report
@@ -158,21 +170,33 @@ class ControlLoop:
         key = decision_key(now, d.action)
         token = getattr(ctx, "fencing_token", None)
         audit_id = None
+        unaudited = ""
         if self.audit is not None:
-            audit_id = self.audit.record_decision(
-                now, key, d.action, {"reason": d.reason, **d.inputs}, advisory=not active, fencing_token=token
-            )
+            try:
+                audit_id = self.audit.record_decision(
+                    now, key, d.action, {"reason": d.reason, **d.inputs}, advisory=not active, fencing_token=token
+                )
+            except AuditError as e:  # the row is logged whole by the audit trail; an unrecorded action never goes out
+                unaudited = f"not in the audit trail: {e}"
+                if active:
+                    self._record(now, d, "failed", f"not applied: {unaudited}", report)
+                    return
         if not active:
             why = "advisory mode" if (ctx.mode if ctx is not None else self.mode) != "active" else "not the leader"
-            self._record(now, d, "advisory", why, report)
+            self._record(now, d, "advisory", f"{why}; {unaudited}" if unaudited else why, report)
             return
-        admin = stamped(self.admin, ctx.stamp(key)) if ctx is not None else self.admin
+        # the key travels with every apply (with the leader's token under the daemon): a retry is applied once and
+        # a lost answer can be read back by it
+        admin = stamped(self.admin, ctx.stamp(key) if ctx is not None else Stamp(key))
         res = apply_with_retries(admin, d.action, sleep=self._sleep or (lambda s: None))
+        settled = settle(self.admin, key, d.action, res)  # a lost answer is read back, not assumed failed
+        res = settled.result
         if self.audit is not None and audit_id is not None:
-            self.audit.mark_applied(audit_id, res, now)
-        outcome: Outcome = (
-            "applied" if res.status == "applied" else ("refused" if res.status == "refused" else "failed")
-        )
+            try:
+                record_settled(self.audit, audit_id, settled, now)
+            except AuditError:
+                log.error("actuator: the answer to %s is not in the audit trail (logged above)", d.action.describe())
+        outcome: Outcome = settled.status if settled.status in ("applied", "refused", "unknown") else "failed"
         self._record(now, d, outcome, res.detail, report)
         if outcome == "applied":
             self.guard.record_applied(now, d.action)
@@ -202,7 +226,10 @@ class ControlLoop:
             verdict, why = self._verdict(p, fleet, inputs)
             report.verdicts.append((p.decision, verdict, why))
             if self.audit is not None and p.audit_id is not None:
-                self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                try:
+                    self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                except AuditError as e:
+                    log.error("actuator: verdict on %s not in the audit trail: %s", p.decision.action.describe(), e)
             if verdict == "verified" or p.result.previous is None:
                 self.log.append(self._row(now, p.decision, "verified" if verdict == "verified" else verdict, why))
                 continue
@@ -212,7 +239,7 @@ class ControlLoop:
                 self._record(now, undo, "refused" if not j.allowed else "advisory", j.reason or "not acting", report)
                 continue
             key = decision_key(now, undo.action, salt="rollback")
-            admin = stamped(self.admin, ctx.stamp(key)) if ctx is not None else self.admin
+            admin = stamped(self.admin, ctx.stamp(key) if ctx is not None else Stamp(key))
             res = apply_with_retries(admin, undo.action, sleep=self._sleep or (lambda s: None))
             outcome: Outcome = "rolled_back" if res.status == "applied" else "failed"
             self._record(now, undo, outcome, why if outcome == "rolled_back" else res.detail, report)
@@ -237,6 +264,25 @@ class ControlLoop:
         return "verified", "in effect"
 
     # --- records ----------------------------------------------------------------------------------------------
+    def _audit_refusal(self, now: float, d: Decision, reason: str) -> None:
+        """A guardrail refusal into the audit trail (so `infercast actuator log` shows it with its reason), once per
+        action and reason (its numbers aside: a cooldown's seconds left change every tick) every 5 minutes."""
+        if self.audit is None:
+            return
+        what = (json.dumps(d.action.to_dict(), sort_keys=True), re.sub(r"[0-9.]+", "#", reason))
+        if now - self._refusals.get(what, -math.inf) < REFUSAL_AUDIT_SECONDS:
+            return
+        self._refusals[what] = now
+        if len(self._refusals) > 1000:  # bounded: forget the oldest
+            for k in sorted(self._refusals, key=self._refusals.__getitem__)[:500]:
+                del self._refusals[k]
+        try:
+            self.audit.record_refusal(
+                now, decision_key(now, d.action, salt="guardrails"), d.action, {"reason": d.reason, **d.inputs}, reason
+            )
+        except AuditError as e:
+            log.error("actuator: guardrail refusal of %s not in the audit trail: %s", d.action.describe(), e)
+
     def _record(self, now: float, d: Decision, outcome: Outcome, detail: str, report: LoopReport) -> None:
         report.outcomes.append((d, outcome, detail))
         self.counts[(d.action.kind, d.action.target, outcome)] += 1

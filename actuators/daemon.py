@@ -16,6 +16,9 @@ What runs (docs/actuator.md):
   `infercast.httpserve` (loopback by default).  The webhook needs a bearer token whenever the daemon may act
   (mode `active`) or listens beyond loopback: without one the daemon refuses to be made (ValueError; the command
   line's rc 2).  Only an advisory daemon on loopback takes alerts without a token, and says so at start;
+- before each tick the audit trail is checked (`Audit.check`): while its database is deleted, replaced or corrupt
+  the tick runs advisory (`infercast_actuator_audit_failed 1`, a log line every tick) -- an action that cannot be
+  recorded is not taken -- and rows left `unknown` by a lost answer are read back and settled (`reconcile`);
 - `stop()` (SIGTERM, SIGINT) shuts the scheduler down with `wait=True`: the tick in flight finishes -- its apply,
   its audit record -- and no new one starts; then the leadership is released so a standby takes over at once.
 """
@@ -26,6 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -35,7 +39,7 @@ from actuators.leader import LeaderElector, Leadership
 from actuators.metrics import ActuatorMetrics
 from actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
 from actuators.webhook import Offer, WebhookReceiver
-from infercast.catalog import ACTUATOR_FENCED
+from infercast.catalog import ACTUATOR_AUDIT_FAILED, ACTUATOR_FENCED
 from infercast.clock import Clock, WallClock
 from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
 
@@ -82,8 +86,13 @@ class Daemon:
         port: int = 0,
         token: str | None = None,
         fence_reader: Callable[[], int | None] | None = None,
+        audit: Any = None,
+        reconcile: Callable[[float], Any] | None = None,
     ) -> None:
         self.tick = tick
+        self.audit = audit  # actuators.audit.Audit: checked before each tick (None: not checked)
+        self.reconcile = reconcile  # settles rows a lost answer left unknown (actuators.recovery.reconcile_unknown)
+        self._audit_broken = False
         self.fence_reader = fence_reader  # the highest fencing token the backend has seen (None: it keeps none)
         self._fenced = False
         self.elector = elector
@@ -135,7 +144,8 @@ class Daemon:
             lead = self.elector.try_acquire_or_renew(now)
             lead, fenced = self._check_fence(lead, now)
             self._fenced = fenced
-        active = self.mode == "active" and lead.is_leader and not fenced
+        broken = self._check_audit(now)
+        active = self.mode == "active" and lead.is_leader and not fenced and not broken
         self.metrics.leadership(lead.is_leader, active)
         self.metrics.fenced(fenced)
         if self.mode == "active" and not lead.is_leader:
@@ -147,10 +157,41 @@ class Daemon:
             log.exception("actuator: %s tick failed", loop)
             self.metrics.tick(loop, "error")
             return None
+        finally:
+            if self.audit is not None:  # rows the tick could not write count at once
+                self.metrics.audit(self._audit_broken, None, int(getattr(self.audit, "unrecorded", 0)))
         self.metrics.record(report, loop)
         self.metrics.tick(loop, "ok")
         self.last_report = report
         return report
+
+    def _check_audit(self, now: float) -> bool:
+        """Whether the audit trail is broken (the tick then runs advisory); settles `unknown` rows when it is not."""
+        if self.audit is None:
+            return False
+        try:
+            problem = self.audit.check()
+        except Exception as e:  # a check that fails is a broken trail, not a crashed tick
+            problem = f"the audit trail cannot be checked: {str(e)[:200]}"
+        unknown = None
+        if problem is None:
+            if self.reconcile is not None:
+                try:
+                    self.reconcile(now)
+                except Exception:
+                    log.exception("actuator: reconciling decisions of unknown outcome failed")
+            try:
+                unknown = self.audit.count_unknown()
+            except Exception as e:
+                problem = f"the audit trail cannot be read: {str(e)[:200]}"
+        self._audit_broken = problem is not None
+        if problem is not None and self.mode == "active":
+            log.error(
+                "actuator: not acting (advisory): the audit trail is unusable: %s; restore it and restart the daemon "
+                "(%s 1)", problem, ACTUATOR_AUDIT_FAILED,
+            )  # fmt: skip
+        self.metrics.audit(problem is not None, unknown, int(getattr(self.audit, "unrecorded", 0)))
+        return problem is not None
 
     def _check_fence(self, lead: Leadership, now: float) -> tuple[Leadership, bool]:
         """(the leadership to act under, fenced).  A leader whose token is behind the one its backend holds (the
@@ -183,7 +224,8 @@ class Daemon:
     def renew(self) -> None:
         with self._lead_lock:
             lead = self.elector.try_acquire_or_renew(self.clock.now())
-        self.metrics.leadership(lead.is_leader, self.mode == "active" and lead.is_leader and not self._fenced)
+        acting = self.mode == "active" and lead.is_leader and not self._fenced and not self._audit_broken
+        self.metrics.leadership(lead.is_leader, acting)
 
     def wake(self) -> None:
         """Run the alert loop now (a new alert event arrived); at most one such run waits behind a running tick."""

@@ -123,6 +123,7 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
     would be open where it must not be (actuators.daemon.check_webhook_auth)."""
     from actuators.daemon import Daemon
     from actuators.leader import build_elector
+    from actuators.recovery import reconcile_unknown
     from actuators.webhook import WebhookReceiver
 
     cfg = parts.config
@@ -147,6 +148,8 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
             port=port,
             token=token,
             fence_reader=getattr(parts.admin, "fence", None),
+            audit=parts.audit,
+            reconcile=lambda now: reconcile_unknown(parts.audit, parts.admin, now),
         )
     except ValueError as e:
         raise ConfigError(str(e)) from None

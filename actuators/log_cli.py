@@ -1,7 +1,10 @@
 """`infercast actuator log [--config FILE | --db PATH] [--since 1h] [--limit N] [--json]`: the audit trail as a table.
 
 One row per decision, oldest first: when it was decided (UTC), the action, its status (advisory, decided, applied,
-refused, failed, interrupted), attempts, the backend's detail, the verdict and its reason.  `--json` prints the
+refused, failed, interrupted, unknown), attempts, the backend's detail, the verdict and its reason.  A decision the
+guardrails refused is `refused` with 0 tries and the detail `guardrails: <their reason>`; one whose answer was lost
+says what reading the target back found (`read back: applied`, `read back: not applied`) or stays `unknown` until
+a later tick settles it.  `--json` prints the
 decisions whole (inputs included) as a JSON list.  The database is opened read-write (SQLite WAL lets it read while
 the daemon writes) but nothing is changed.
 """
@@ -86,7 +89,7 @@ def table(rows: list[Decision]) -> str:
             d.action.describe(),
             d.status,
             "" if d.attempts is None else str(d.attempts),
-            _cut(d.detail, 50),
+            _cut(d.detail, 80),
             d.verdict or "",
             _cut(d.verdict_reason or str(d.inputs.get("reason", "")), 60),
         )

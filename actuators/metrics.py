@@ -24,6 +24,9 @@ from actuators.webhook import Offer
 from infercast.catalog import (
     ACTUATOR_ACTIONS_TOTAL,
     ACTUATOR_ACTIVE,
+    ACTUATOR_AUDIT_FAILED,
+    ACTUATOR_AUDIT_UNKNOWN,
+    ACTUATOR_AUDIT_UNRECORDED_TOTAL,
     ACTUATOR_BREAKER_THRESHOLD,
     ACTUATOR_CHANGE_BUDGET_USED_RATIO,
     ACTUATOR_DECISION_LATENCY_SECONDS,
@@ -64,6 +67,9 @@ FAMILIES = (
     ACTUATOR_FENCED,
     ACTUATOR_CHANGE_BUDGET_USED_RATIO,
     ACTUATOR_DECISION_LATENCY_SECONDS,
+    ACTUATOR_AUDIT_FAILED,
+    ACTUATOR_AUDIT_UNKNOWN,
+    ACTUATOR_AUDIT_UNRECORDED_TOTAL,
 )
 
 
@@ -72,7 +78,10 @@ class ActuatorMetrics:
         self._lock = threading.Lock()
         # family -> label values (in the catalog's label order) -> value
         self._values: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in FAMILIES}
-        for name in (ACTUATOR_LEADER, ACTUATOR_ACTIVE, ACTUATOR_FROZEN, ACTUATOR_FENCED):
+        for name in (
+            ACTUATOR_LEADER, ACTUATOR_ACTIVE, ACTUATOR_FROZEN, ACTUATOR_FENCED, ACTUATOR_AUDIT_FAILED,
+            ACTUATOR_AUDIT_UNKNOWN, ACTUATOR_AUDIT_UNRECORDED_TOTAL,
+        ):  # fmt: skip
             self._values[name][()] = 0.0
         self._hist: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 1))
         self._hist_sum: dict[tuple[str, ...], float] = defaultdict(float)
@@ -89,6 +98,14 @@ class ActuatorMetrics:
     def fenced(self, fenced: bool) -> None:
         with self._lock:
             self._values[ACTUATOR_FENCED][()] = 1.0 if fenced else 0.0
+
+    def audit(self, failed: bool, unknown: int | None, unrecorded: int) -> None:
+        """The audit trail's health: broken (page), rows of unknown outcome (None: unchanged), rows not written."""
+        with self._lock:
+            self._values[ACTUATOR_AUDIT_FAILED][()] = 1.0 if failed else 0.0
+            if unknown is not None:
+                self._values[ACTUATOR_AUDIT_UNKNOWN][()] = float(unknown)
+            self._values[ACTUATOR_AUDIT_UNRECORDED_TOTAL][()] = float(unrecorded)
 
     def tick(self, loop: str, outcome: str) -> None:
         with self._lock:

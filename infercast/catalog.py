@@ -61,7 +61,8 @@ DEGRADATION_REASONS = (
 ROUTER_OUTCOMES = ("ok", "error", "timeout", "rejected", "shed", "retried")
 PRIORITIES = ("urgent", "normal", "low")
 ML_FORECAST = ("yhat", "yhat_lower", "yhat_upper")
-ACTION_OUTCOMES = ("applied", "advisory", "refused", "rolled_back", "failed")
+#: unknown: the backend's answer was lost and reading the target back could not tell (reconciled on later ticks)
+ACTION_OUTCOMES = ("applied", "advisory", "refused", "rolled_back", "failed", "unknown")
 #: why the actuator decided an action (a short code; the words go to the audit trail)
 ACTION_REASONS = ("forecast", "live_metrics", "alert", "relax", "rollback", "manual", "other")
 VERDICTS = ("verified", "rolled_back", "no_effect")
@@ -138,6 +139,9 @@ ACTUATOR_CHANGE_BUDGET_USED_RATIO = "infercast_actuator_change_budget_used_ratio
 ACTUATOR_DECISION_LATENCY_SECONDS = "infercast_actuator_decision_latency_seconds"
 ACTUATOR_TICKS_TOTAL = "infercast_actuator_ticks_total"
 ACTUATOR_WEBHOOK_ALERTS_TOTAL = "infercast_actuator_webhook_alerts_total"
+ACTUATOR_AUDIT_FAILED = "infercast_actuator_audit_failed"
+ACTUATOR_AUDIT_UNKNOWN = "infercast_actuator_audit_unknown"
+ACTUATOR_AUDIT_UNRECORDED_TOTAL = "infercast_actuator_audit_unrecorded_total"
 ENGINE_EXTENSION_INFO = "infercast_engine_extension_info"
 ENGINE_KV_CACHE_FRAGMENTATION_RATIO = "infercast_engine_kv_cache_fragmentation_ratio"
 ENGINE_MEMORY_EFFICIENCY_RATIO = "infercast_engine_memory_efficiency_ratio"
@@ -377,6 +381,25 @@ CATALOG: tuple[MetricSpec, ...] = (
         "Alerts received on the actuator's webhook: accepted, duplicate (same fingerprint and status) or dropped "
         "(inbox full).",
         enums=(("outcome", WEBHOOK_OUTCOMES),),
+    ),
+    _g(
+        ACTUATOR_AUDIT_FAILED,
+        "",
+        (),
+        "1 while the audit trail cannot be written (its database deleted, replaced or corrupt under the daemon): the "
+        "actuator does not act until it is restored and the daemon restarted.  Page on it.",
+    ),
+    _g(
+        ACTUATOR_AUDIT_UNKNOWN,
+        "",
+        (),
+        "Decisions whose answer was lost and whose effect the target could not confirm yet (reconciled each tick).",
+    ),
+    _c(
+        ACTUATOR_AUDIT_UNRECORDED_TOTAL,
+        "",
+        (),
+        "Audit rows that could not be written (each logged whole at ERROR instead).",
     ),
 )
 
