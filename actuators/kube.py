@@ -56,6 +56,25 @@ def api_client(access: Any, where: str = "actuator.backend") -> Any:
 
 def call(fn: Callable[..., T], *args: Any, timeout: float, secrets: tuple[str | None, ...] = (), **kw: Any) -> T:
     """`fn(*args, **kw)` with a request timeout, its failures as BackendError or ActionRefused (module doc)."""
+    return _call(fn, args, kw, timeout, secrets, none_if_missing=False)  # type: ignore[return-value]
+
+
+def call_or_none(
+    fn: Callable[..., T], *args: Any, timeout: float, secrets: tuple[str | None, ...] = (), **kw: Any
+) -> T | None:
+    """`call()`, but None when the API answers 404: the object, or a whole API (a CRD not installed), is not there."""
+    return _call(fn, args, kw, timeout, secrets, none_if_missing=True)
+
+
+def _call(
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kw: dict[str, Any],
+    timeout: float,
+    secrets: tuple[str | None, ...],
+    *,
+    none_if_missing: bool,
+) -> T | None:
     import urllib3
     from kubernetes.client.exceptions import ApiException
 
@@ -63,6 +82,8 @@ def call(fn: Callable[..., T], *args: Any, timeout: float, secrets: tuple[str | 
         return fn(*args, _request_timeout=(min(timeout, 2.0), timeout), **kw)
     except ApiException as e:
         status = e.status or 0
+        if status == 404 and none_if_missing:
+            return None
         msg = f"HTTP {status} {status_reason(e)}: {status_message(e)}"
         if status >= 500 or status in (0, 409, 429):
             raise BackendError(redact(msg, secrets)) from None

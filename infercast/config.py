@@ -477,7 +477,63 @@ class KubernetesBackend(KubernetesAccess):
     deployments: dict[str, str] = Field(min_length=1, description="pool -> Deployment name in `namespace`")
 
 
-Backend = Annotated[HttpBackend | RedisBackend | FileBackend | KubernetesBackend, Field(discriminator="kind")]
+#: a Kubernetes object name (RFC 1123 subdomain: what Deployments, HPAs, ScaledObjects and HTTPRoutes are named)
+KubeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+
+
+class HTTPRouteTarget(Strict):
+    """The Gateway API `HTTPRoute` whose `backendRefs` weights are the pools' routing weights."""
+
+    name: KubeName = Field(description="the HTTPRoute's name, in the backend's namespace")
+    backends: dict[str, KubeName] = Field(
+        min_length=1, description="pool -> the name its backendRef carries (a Service, or an InferencePool)"
+    )
+    backend_kind: Literal["Service", "InferencePool"] = Field(
+        "Service",
+        description="what the backendRefs name: Service (core) or InferencePool (group inference.networking.k8s.io, "
+        "the Gateway API Inference Extension)",
+    )
+    weight_scale: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        1000,
+        description="backendRef weight = action weight x this, rounded (HTTPRoute weights are integers 0-1,000,000; "
+        "an action weight is 0-1,000, so 1,000 keeps three decimals and never overflows)",
+    )
+
+
+class AutoscalerTarget(Strict):
+    """The autoscaler that owns a pool's replica count: the actuator moves only its floor."""
+
+    kind: Literal["HorizontalPodAutoscaler", "ScaledObject"] = Field(
+        description="an autoscaling/v2 HorizontalPodAutoscaler (minReplicas) or a KEDA ScaledObject (minReplicaCount)"
+    )
+    name: KubeName = Field(description="its name, in the backend's namespace")
+
+
+class GatewayBackend(KubernetesAccess):
+    """The objects a cluster with a gateway and an autoscaler already has: pool weights as an HTTPRoute's backendRef
+    weights, scale-ups and pre-warms as a raised autoscaler floor (never a replica count an autoscaler owns)."""
+
+    kind: Literal["gateway"]
+    httproute: HTTPRouteTarget | None = Field(None, description="where set_pool_weight goes (none: refused)")
+    autoscalers: dict[str, AutoscalerTarget] = Field(
+        default_factory=dict, description="pool -> its HPA or ScaledObject; scale_pool and prewarm_pool move its floor"
+    )
+    server_dry_run: bool = Field(
+        False,
+        description="send every write with dryRun=All: the API server validates and admits it, nothing is persisted "
+        "(a rehearsal of active mode against the real cluster)",
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> GatewayBackend:
+        if self.httproute is None and not self.autoscalers:
+            raise ValueError("give httproute, autoscalers or both: a gateway backend with neither can change nothing")
+        return self
+
+
+Backend = Annotated[
+    HttpBackend | RedisBackend | FileBackend | KubernetesBackend | GatewayBackend, Field(discriminator="kind")
+]
 
 
 class SingleLeader(Strict):
@@ -725,6 +781,12 @@ class FleetConfig(Strict):
             for pool in backend.deployments:
                 if pool not in self.pools:
                     problems.append(f"actuator.backend.deployments: unknown pool {pool!r} (have {sorted(self.pools)})")
+        if isinstance(backend, GatewayBackend):
+            mapped = [("autoscalers", p) for p in backend.autoscalers]
+            mapped += [("httproute.backends", p) for p in (backend.httproute.backends if backend.httproute else {})]
+            for where, pool in mapped:
+                if pool not in self.pools:
+                    problems.append(f"actuator.backend.{where}: unknown pool {pool!r} (have {sorted(self.pools)})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

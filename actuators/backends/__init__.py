@@ -8,7 +8,8 @@ only when chosen, so the Kubernetes client or redis are needed only where used):
 | `http` | `router_http.HttpAdmin` | a router's admin API (docs/router-admin-api.md; the twin serves it) |
 | `redis` | `redis.RedisAdmin` | router state shared in Redis (hash per pool, fleet hash, pub/sub notice) |
 | `file` | `file.FileAdmin` | a YAML/JSON file a hot-reloading router reads (atomic replace) |
-| `kubernetes` | `k8s.KubernetesAdmin` | Deployments' `scale` subresource |
+| `kubernetes` | `k8s.KubernetesAdmin` | Deployments' `scale` subresource (refused under an HPA or ScaledObject) |
+| `gateway` | `gateway.GatewayAdmin` | an `HTTPRoute`'s backendRef weights, HPA / KEDA `ScaledObject` floors |
 
 `twin.TwinAdmin` (the in-process twin) is built by the simulated driver, not from a fleet file.
 """
@@ -23,7 +24,9 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
     """The backend `cfg.actuator.backend` describes; ConfigError naming the key when there is none."""
     b = cfg.actuator.backend
     if b is None:
-        raise ConfigError("actuator.backend: required to run the actuator (kind: http, redis, file or kubernetes)")
+        raise ConfigError(
+            "actuator.backend: required to run the actuator (kind: http, redis, file, kubernetes or gateway)"
+        )
     if b.kind == "http":
         from actuators.backends.router_http import HttpAdmin
 
@@ -36,6 +39,10 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
         from actuators.backends.file import FileAdmin
 
         return FileAdmin.from_config(b, cfg)
+    if b.kind == "gateway":
+        from actuators.backends.gateway import GatewayAdmin
+
+        return GatewayAdmin.from_config(b, cfg)
     from actuators.backends.k8s import KubernetesAdmin
 
     return KubernetesAdmin.from_config(b, cfg)

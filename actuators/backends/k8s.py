@@ -5,9 +5,11 @@ thresholds or admission limits, so those actions are `ActionRefused` ("needs a r
 
 - `observe()`: `GET apps/v1 .../deployments/<name>` per mapped pool (`actuator.backend.deployments`): replicas from
   `spec.replicas`, ready from `status.readyReplicas`; weights are the fleet file's, breaker thresholds unknown.
-- `scale_pool`: `GET .../deployments/<name>/scale`, then a `PATCH` of the `scale` subresource carrying the
-  `resourceVersion` it read, so a change made in between (an HPA, a person) is a 409 Conflict, retried from a fresh
-  read, rather than silently overwritten.  The previous replica count is the undo.
+- `scale_pool`: refused when an HPA (autoscaling/v2) or a KEDA `ScaledObject` in the namespace scales the
+  Deployment (listed first, every time: an autoscaler owns that count and would fight a written one; the `gateway`
+  backend moves its floor instead); otherwise `GET .../deployments/<name>/scale`, then a `PATCH` of the `scale`
+  subresource carrying the `resourceVersion` it read, so a change made in between (a person, a rollout) is a 409
+  Conflict, retried from a fresh read, rather than silently overwritten.  The previous replica count is the undo.
 - `prewarm_pool`: scale a pool that is below its fleet-file `nodes` up to them (a cold-standby Deployment kept at 0).
 
 Setting an absolute replica count is idempotent by nature, so no idempotency key is needed; the scale API cannot
@@ -20,6 +22,7 @@ from typing import Any
 
 from actuators.actions import Action, PrewarmPool, ScalePool
 from actuators.admin import ActionRefused, Observation, PoolState, Result
+from actuators.backends.autoscaler import autoscalers_targeting
 from actuators.kube import api_client, call
 from infercast.config import FleetConfig
 
@@ -32,6 +35,7 @@ class KubernetesAdmin:
     ) -> None:
         from kubernetes import client
 
+        self.api = api
         self.apps = client.AppsV1Api(api)
         self.namespace = namespace
         self.deployments = dict(deployments)
@@ -76,6 +80,13 @@ class KubernetesAdmin:
             raise ActionRefused(
                 f"no Deployment is mapped to pool {action.pool!r} (actuator.backend.deployments has "
                 f"{sorted(self.deployments)})"
+            )
+        owners = autoscalers_targeting(self.api, self.namespace, "Deployment", name, self.timeout)
+        if owners:
+            raise ActionRefused(
+                f"deployment {self.namespace}/{name} is scaled by {', '.join(owners)}: its replicas are the "
+                "autoscaler's, and a count written here would be fought back within its sync period; use the gateway "
+                "backend (actuator.backend.kind: gateway, autoscalers:) to raise the autoscaler's floor instead"
             )
         scale = call(self.apps.read_namespaced_deployment_scale, name, self.namespace, timeout=self.timeout)
         before = int(scale.spec.replicas or 0)

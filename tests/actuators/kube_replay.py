@@ -17,6 +17,9 @@ from typing import Any
 
 K8S = Path(__file__).resolve().parents[1] / "data" / "k8s"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/infer/deployments"
+HPAS = "/apis/autoscaling/v2/namespaces/infer/horizontalpodautoscalers"
+SCALEDOBJECTS = "/apis/keda.sh/v1alpha1/namespaces/infer/scaledobjects"
+HTTPROUTES = "/apis/gateway.networking.k8s.io/v1/namespaces/infer/httproutes"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/infer/leases"
 
 
@@ -38,6 +41,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""  # the query string, e.g. dryRun=All
 
 
 @dataclass
@@ -58,11 +62,11 @@ class KubeReplay:
             def _any(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                path = self.path.split("?", 1)[0]
+                path, _, query = self.path.partition("?")
                 with lock:
                     i = len(outer.requests)
                     outer.requests.append(
-                        Request(self.command, path, {k.lower(): v for k, v in self.headers.items()}, _json(raw))
+                        Request(self.command, path, {k.lower(): v for k, v in self.headers.items()}, _json(raw), query)
                     )
                     want = outer.script[i] if i < len(outer.script) else None
                 if want is None or (want.method, want.path) != (self.command, path):

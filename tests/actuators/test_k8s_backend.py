@@ -11,9 +11,14 @@ from actuators.admin import ActionRefused, BackendError, Result, apply_with_retr
 from actuators.backends.k8s import KubernetesAdmin
 from infercast.config import KubernetesBackend, parse_config
 from tests.actuators.conftest import FLASH_SALE
-from tests.actuators.kube_replay import DEPLOYMENTS, Exchange, KubeReplay
+from tests.actuators.kube_replay import DEPLOYMENTS, HPAS, SCALEDOBJECTS, Exchange, KubeReplay
 
 MAPPING = {"v4-main": "chat-v4", "v4-standby": "chat-v4-standby"}
+#: before every scale: no HPA and no ScaledObject scales the Deployment (the backend looks each time)
+NO_AUTOSCALER = (
+    Exchange("GET", HPAS, 200, "hpa-list-none.json"),
+    Exchange("GET", SCALEDOBJECTS, 200, "scaledobject-list-none.json"),
+)
 
 
 @pytest.fixture
@@ -38,12 +43,13 @@ def admin_for(kube, fleet_cfg, monkeypatch) -> KubernetesAdmin:
 
 def test_scale_pool_reads_the_scale_then_patches_it_with_its_resource_version(kube, fleet_cfg, monkeypatch):
     kube.then(
+        *NO_AUTOSCALER,
         Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4.json"),
         Exchange("PATCH", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4-patched.json"),
     )
     res = admin_for(kube, fleet_cfg, monkeypatch).apply(ScalePool("v4-main", 16))
     assert res == Result("applied", "deployment infer/chat-v4 scaled 12 -> 16", ScalePool("v4-main", 12))
-    get, patch = kube.requests
+    get, patch = kube.requests[2:]
     assert get.headers["authorization"] == "Bearer sa-token-123"
     assert patch.body == {"metadata": {"resourceVersion": "918273"}, "spec": {"replicas": 16}}
     assert patch.headers["content-type"] == "application/strategic-merge-patch+json"
@@ -51,18 +57,19 @@ def test_scale_pool_reads_the_scale_then_patches_it_with_its_resource_version(ku
 
 def test_prewarm_scales_a_standby_deployment_to_its_nodes(kube, fleet_cfg, monkeypatch):
     kube.then(
+        *NO_AUTOSCALER,
         Exchange("GET", f"{DEPLOYMENTS}/chat-v4-standby/scale", 200, "scale-chat-v4-standby.json"),
         Exchange("PATCH", f"{DEPLOYMENTS}/chat-v4-standby/scale", 200, "scale-chat-v4-standby-patched.json"),
     )
     res = admin_for(kube, fleet_cfg, monkeypatch).apply(PrewarmPool("v4-standby"))
     assert res.previous == ScalePool("v4-standby", 0) and res.detail.endswith("scaled 0 -> 4")
-    assert kube.requests[1].body["spec"] == {"replicas": fleet_cfg.pools["v4-standby"].nodes}
+    assert kube.requests[3].body["spec"] == {"replicas": fleet_cfg.pools["v4-standby"].nodes}
 
 
 def test_scaling_to_what_it_has_sends_no_patch(kube, fleet_cfg, monkeypatch):
-    kube.then(Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4.json"))
+    kube.then(*NO_AUTOSCALER, Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4.json"))
     res = admin_for(kube, fleet_cfg, monkeypatch).apply(ScalePool("v4-main", 12))
-    assert res.status == "applied" and "already has 12" in res.detail and len(kube.requests) == 1
+    assert res.status == "applied" and "already has 12" in res.detail and len(kube.requests) == 3
 
 
 def test_observe_reads_replicas_and_ready_from_the_deployment(kube, fleet_cfg, monkeypatch):
@@ -91,7 +98,7 @@ def test_observe_reads_replicas_and_ready_from_the_deployment(kube, fleet_cfg, m
 def test_api_errors_are_refused_or_retried_by_their_status(
     kube, fleet_cfg, monkeypatch, answer, status, error, message
 ):
-    kube.then(*[Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", status, answer)] * 4)
+    kube.then(*[*NO_AUTOSCALER, Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", status, answer)] * 4)
     admin = admin_for(kube, fleet_cfg, monkeypatch)
     with pytest.raises(error, match=message) as e:
         admin.apply(ScalePool("v4-main", 16))
@@ -105,14 +112,16 @@ def test_a_409_conflict_is_retried_from_a_fresh_read(kube, fleet_cfg, monkeypatc
     """Someone (an HPA) scaled the Deployment between our read and our patch: the API answers 409, the retry reads
     the new resourceVersion and patches again."""
     kube.then(
+        *NO_AUTOSCALER,
         Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4.json"),
         Exchange("PATCH", f"{DEPLOYMENTS}/chat-v4/scale", 409, "status-409-deployment.json"),
+        *NO_AUTOSCALER,
         Exchange("GET", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4.json"),
         Exchange("PATCH", f"{DEPLOYMENTS}/chat-v4/scale", 200, "scale-chat-v4-patched.json"),
     )
     res = apply_with_retries(admin_for(kube, fleet_cfg, monkeypatch), ScalePool("v4-main", 16), sleep=lambda s: None)
     assert res.status == "applied" and res.attempts == 2
-    assert [r.method for r in kube.requests] == ["GET", "PATCH", "GET", "PATCH"]
+    assert [r.method for r in kube.requests] == ["GET", "GET", "GET", "PATCH"] * 2
 
 
 @pytest.mark.parametrize("action", [SetPoolWeight("v4-main", 0.5), SetBreakerThreshold("v4-main", 0.4)])
