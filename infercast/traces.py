@@ -5,8 +5,11 @@ with prompt and output token counts per request (and Mooncake's KV prefix-block 
 only per-client request rates per 600 s window with a fitted inter-arrival distribution; arrivals are generated from
 those (see `_servegen_arrivals`), and token counts from a `LengthDistribution`.
 
-Every problem with a file raises `TraceError` naming the file, the line and what is wrong.  Nothing here touches the
-network or the clock; the only I/O is reading the one file or directory asked for.
+Every problem with a file raises `TraceError` naming the file, the line and what is wrong, values out of range
+included: a request's token count above `MAX_TOKENS` (10,000,000), a time beyond `MAX_TRACE_SECONDS` (10 years), a
+ServeGen rate above `MAX_SERVEGEN_RATE` (1,000,000 requests/s) or a shape or cv above `MAX_SERVEGEN_SHAPE`, a
+Mooncake hash id outside int64.  (A token count of 1e23 used to wrap negative in int64 and the run went on.)
+Nothing here touches the network or the clock; the only I/O is reading the one file or directory asked for.
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ MOONCAKE_BLOCK_TOKENS = 512
 MOONCAKE_QUANTUM_S = 3.0  # Mooncake timestamps come in ~3 s steps
 LONG_PROMPT_TOKENS = 8192
 MAX_GENERATED_ARRIVALS = 20_000_000
+#: the most tokens one request's prompt or output may hold (the longest context windows are a few million)
+MAX_TOKENS = 10_000_000
+#: the latest time in a trace, seconds from its start (Mooncake's milliseconds, ServeGen's window starts)
+MAX_TRACE_SECONDS = 10 * 365 * 86400
+#: the highest ServeGen per-client rate, requests/s
+MAX_SERVEGEN_RATE = 1_000_000.0
+#: the largest ServeGen cv and fitted shape or scale
+MAX_SERVEGEN_SHAPE = 1e6
+_INT64 = 2**63
 _CHUNK_RE = re.compile(r"^chunk-(\d+)-trace\.csv(\.gz)?$")
 
 
@@ -240,6 +252,13 @@ def _check_tokens(path: Path, what: str, values: np.ndarray, line_numbers: np.nd
     if frac.any():
         i = int(np.flatnonzero(frac)[0])
         raise TraceError(f"{path}: line {line_numbers[i]}: {what} is not a whole number ({values[i]:g})")
+    big = values > MAX_TOKENS
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise TraceError(
+            f"{path}: line {line_numbers[i]}: {what} is {values[i]:g}, above the most a request may hold "
+            f"({MAX_TOKENS:,})"
+        )
     return values.astype(np.int64)
 
 
@@ -353,12 +372,22 @@ def _load_mooncake(path: Path, name: str) -> Trace:
                 raise TraceError(f"{path}: line {lineno}: {k} must be a number, got {v!r}")
             if v < 0:
                 raise TraceError(f"{path}: line {lineno}: {k} is negative ({v})")
+        if rec["timestamp"] > MAX_TRACE_SECONDS * 1000:
+            raise TraceError(
+                f"{path}: line {lineno}: timestamp {rec['timestamp']:g} ms is beyond {MAX_TRACE_SECONDS:,} s (10 years)"
+            )
         for k in ("input_length", "output_length"):
             if rec[k] != int(rec[k]):
                 raise TraceError(f"{path}: line {lineno}: {k} is not a whole number ({rec[k]})")
+            if rec[k] > MAX_TOKENS:
+                raise TraceError(
+                    f"{path}: line {lineno}: {k} is {rec[k]:g}, above the most a request may hold ({MAX_TOKENS:,})"
+                )
         h = rec.get("hash_ids", [])
         if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in h):
             raise TraceError(f"{path}: line {lineno}: hash_ids must be a list of integers")
+        if any(not -_INT64 <= x < _INT64 for x in h):
+            raise TraceError(f"{path}: line {lineno}: a hash id is outside the 64-bit integers")
         ts.append(rec["timestamp"])
         prompt.append(int(rec["input_length"]))
         output.append(int(rec["output_length"]))
@@ -450,6 +479,19 @@ def _read_servegen_chunk(path: Path) -> pd.DataFrame:
         if neg.any():
             i = int(np.flatnonzero(neg)[0])
             raise TraceError(f"{path}: line {line(i)}: {col} is negative ({out[col].iloc[i]:g})")
+    for col, most, unit in (
+        ("timestamp", MAX_TRACE_SECONDS, " s (10 years)"),
+        ("rate", MAX_SERVEGEN_RATE, " requests/s"),
+        ("cv", MAX_SERVEGEN_SHAPE, ""),
+        ("pat_arg1", MAX_SERVEGEN_SHAPE, ""),
+        ("pat_arg2", MAX_SERVEGEN_SHAPE, ""),
+    ):
+        big = np.abs(out[col].to_numpy()) > most
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            raise TraceError(
+                f"{path}: line {line(i)}: {col} {out[col].iloc[i]:g} is above the most accepted ({most:,.0f}{unit})"
+            )
     unknown = ~out["pattern"].isin(SERVEGEN_PATTERNS).to_numpy()
     if unknown.any():
         i = int(np.flatnonzero(unknown)[0])
