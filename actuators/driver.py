@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
@@ -182,15 +182,16 @@ def run_arm(
     watch: Callable[[Fleet, object], None] | None = None,
     pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
     search: str = "full",
+    plans: Sequence[Plan] | None = None,
 ) -> RunResult:
     """Run a scenario (or a trace) under an arm.  `perfect-forecast` reads the future from `reference`
     (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given;
-    `hindsight` runs every candidate plan (`search`: `full` or `fast`, `plans.candidate_plans`) and returns the best.
-    `pipeline` replaces the predictive arm's embedded pipeline (`ForecastArm`)."""
+    `hindsight` runs every candidate plan (`search`: `full` or `fast`, `plans.candidate_plans`; or exactly `plans`)
+    and returns the best.  `pipeline` replaces the predictive arm's embedded pipeline (`ForecastArm`)."""
     arm = canonical(arm)
     step = step_seconds if step_seconds is not None else (5.0 if trace is None else 15.0)
     if arm == "hindsight":
-        return run_hindsight(cfg, seed, trace, step, search=search, watch=watch)
+        return run_hindsight(cfg, seed, trace, step, search=search, watch=watch, plans=plans)
     if arm == "perfect-forecast" and reference is None:
         reference = reference_series(run_arm(cfg, "reactive", seed, trace, step).timeseries)
     return _run(make_arm(arm, cfg, reference, pipeline), cfg, seed, trace, step, watch)
@@ -231,8 +232,11 @@ def run_hindsight(
     says which plan won (`plan`) and what every candidate scored (`candidates`)."""
     traffic, duration = true_traffic(cfg, seed, trace)
 
+    # one plan given (the demo replays the plan a bench found): run it once, watched
+    once = watch if plans is not None and len(plans) == 1 else None
+
     def run(p: Plan) -> RunResult:
-        return _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step)
+        return _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step, once)
 
     if plans is None and search == "fast":
         plan, best, tried = staged_search(cfg, duration, traffic, run)
@@ -244,7 +248,7 @@ def run_hindsight(
         plan, best, tried = search_hindsight(run, plans)
         if not explicit:
             plan, best, tried = with_admission(cfg, run, plan, best, tried)
-    if watch is not None:  # the demo's progress and narration follow the winning plan's run
+    if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["plan"] = plan.to_dict()
     best.summary["plan_text"] = plan.describe()

@@ -76,6 +76,17 @@ class Plan:
             parts.append(f"from {self.start:.0f} s admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission))
         return "; ".join(parts) or "no plan (reactive)"
 
+    @classmethod
+    def from_dict(cls, items: list[dict]) -> Plan:
+        """The plan `to_dict` wrote (a bench's JSON, docs/results/control.json)."""
+        steps = tuple(
+            (float(x["from_seconds"]), tuple(sorted((str(p), int(n)) for p, n in x["floors"].items())))
+            for x in items
+            if "floors" in x
+        )
+        admission = next((x["admission"] for x in items if "admission" in x), {})
+        return cls(steps, tuple((str(k), float(v)) for k, v in admission.items()))
+
     def to_dict(self) -> list[dict]:
         out: list[dict] = [{"from_seconds": at, "floors": dict(floors)} for at, floors in self.steps]
         if self.admission:

@@ -147,6 +147,7 @@ def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, searc
         row["wall_s"] = round(time.perf_counter() - t, 1)
         if arm == "hindsight":
             row["plan"] = s.get("plan_text")
+            row["plan_steps"] = s.get("plan")  # what `infercast demo` replays (`demo.run.stored_hindsight_plan`)
             row["candidates"] = len(s.get("candidates") or ())
         out[arm] = row
     return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}

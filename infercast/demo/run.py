@@ -19,6 +19,7 @@ instead, and its summary says so (`alert_source`: "alertmanager" rather than "co
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from infercast.config import FleetConfig
 from infercast.runfiles import write_json, write_run
 
 P99_WINDOW_SECONDS = 30.0
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"  # the benches' results, in a checkout
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
 SUMMARY_KEYS = (
     "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds", "memory_efficiency",
@@ -204,9 +206,30 @@ def forecast_page(fc: pd.DataFrame, policy) -> float | None:
 
 
 # --- running ------------------------------------------------------------------------------------------------------
-def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | None, progress, pipeline=None) -> ArmRun:
+def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> tuple[object, str] | None:
+    """(the plan, where it comes from) that `bench/control.py` found for `hindsight` on this scenario and seed, as
+    `docs/results/control.json` holds it; None where the bench did not run them (a trace, a scenario of your own, an
+    installed package without the checkout's docs).  Replaying it costs one run of the twin; searching, several."""
+    from actuators.plans import Plan
+
+    path = results / "control.json"
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    for cell in cells:
+        plan = (cell.get("arms", {}).get("hindsight") or {}).get("plan_steps")
+        if cell.get("scenario") == scenario and cell.get("seed") == seed and plan is not None:
+            return Plan.from_dict(plan), f"the plan bench/control.py found ({path.name}, search {cell.get('search')})"
+    return None
+
+
+def run_one(
+    cfg: FleetConfig, name: str, seed: int, trace, reference: dict | None, progress, pipeline=None, plans=None
+) -> ArmRun:
     """One arm through the one driver, watched by a `Narrator` that reports to `progress(arm, fraction, lines)`;
-    `pipeline` replaces the predictive arm's embedded one (`run_arm`)."""
+    `pipeline` replaces the predictive arm's embedded one (`run_arm`); `plans`, hindsight's search (exactly those
+    plans: the demo replays the bench's)."""
     from actuators.driver import run_arm
 
     until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
@@ -219,7 +242,9 @@ def run_one(cfg: FleetConfig, name: str, seed: int, trace, reference: dict | Non
         narrator(fleet, arm)
 
     t0 = time.perf_counter()
-    res = run_arm(cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast")
+    res = run_arm(
+        cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast", plans=plans
+    )
     s = dict(res.summary)
     s["actions"] = sum(1 for e in res.events if e["event"] == "action")
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -244,8 +269,8 @@ class _QueueProgress:
         self.queue.put((arm, frac, lines))
 
 
-def _run_in_worker(cfg, name, seed, trace, reference, queue) -> ArmRun:
-    return run_one(cfg, name, seed, trace, reference, _QueueProgress(queue))
+def _run_in_worker(cfg, name, seed, trace, reference, queue, plans=None) -> ArmRun:
+    return run_one(cfg, name, seed, trace, reference, _QueueProgress(queue), plans=plans)
 
 
 def run_demo(
@@ -280,21 +305,26 @@ def run_demo(
     def reference() -> dict | None:  # without `reactive` among the arms, run_arm makes its own reference run
         return reference_series(runs["reactive"].timeseries) if "reactive" in runs else None
 
+    stored = stored_hindsight_plan(scenario, seed) if "hindsight" in arms and trace is None else None
+    plans = {"hindsight": [stored[0]]} if stored is not None else {}
     first = [a for a in arms if a != "perfect-forecast" and a not in runs]
     if jobs <= 1:
         for name in [*first, *(["perfect-forecast"] if "perfect-forecast" in arms else [])]:
-            runs[name] = run_one(cfg, name, seed, trace, reference() if name == "perfect-forecast" else None, progress)
+            ref = reference() if name == "perfect-forecast" else None
+            runs[name] = run_one(cfg, name, seed, trace, ref, progress, plans=plans.get(name))
             progress(name, 1.0, [])
             done(runs[name])
     else:
-        _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished=done)
+        _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished=done, plans=plans)
+    if stored is not None:
+        runs["hindsight"].summary["search"] = stored[1]
     out.arms = {a: runs[a] for a in arms}  # in the order asked
     out.surge_start_seconds = next(iter(runs.values())).summary.get("surge_start_seconds")
     _alert_leads(out, cfg, AlertSettings(thresholds=cfg.thresholds), alarm_policy(cfg.thresholds, 15.0))
     return out
 
 
-def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished) -> None:
+def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished, plans) -> None:
     import multiprocessing as mp
     import queue as queue_mod
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -304,7 +334,7 @@ def _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference
         q = manager.Queue()
         # the slow arms first, so perfect-forecast (which waits for reactive) is not left alone at the end
         order = sorted(first, key=lambda a: a not in ("reactive", "predictive"))
-        pending = {pool.submit(_run_in_worker, cfg, a, seed, trace, None, q): a for a in order}
+        pending = {pool.submit(_run_in_worker, cfg, a, seed, trace, None, q, plans.get(a)): a for a in order}
         perfect_due = "perfect-forecast" in arms
         if perfect_due and "reactive" not in first:
             pending[pool.submit(_run_in_worker, cfg, "perfect-forecast", seed, trace, None, q)] = "perfect-forecast"
