@@ -23,6 +23,22 @@ PosFloat = Annotated[float, Field(gt=0.0)]
 PosInt = Annotated[int, Field(gt=0)]
 #: the most nodes one pool may have (the twin builds every node: 100,000,000 grew memory 16 MB/s before this bound)
 MAX_NODES_PER_POOL = 10_000
+# Every count and rate has a maximum (issue 24 item 7): a value past it is a ConfigError naming the key and the bound
+# ("Input should be less than or equal to ..."), rc 2.  docs/security.md lists them.
+#: requests per second: a traffic phase, the router's and a lane's token bucket, an announced event
+MAX_RPS = 1_000_000.0
+#: tokens of one request: context limits and splits, length distributions, the client's max_tokens, prefill chunks
+MAX_TOKENS = 10_000_000
+#: requests in one engine batch
+MAX_BATCH = 100_000
+#: a scenario's length, seconds (7 days)
+MAX_SCENARIO_SECONDS = 7 * 86_400.0
+#: phases of one stream, streams of a scenario, faults of a scenario
+MAX_PHASES, MAX_STREAMS, MAX_FAULTS = 10_000, 100, 10_000
+#: changes per rolling hour the guardrails may allow (one a second)
+MAX_CHANGE_BUDGET_PER_HOUR = 3_600
+Rps = Annotated[float, Field(gt=0.0, le=MAX_RPS)]
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 
 
 class ConfigError(ValueError):
@@ -55,7 +71,9 @@ class ModelShape(Strict):
 
 class Batcher(Strict):
     kind: Literal["dynamic", "fixed"]
-    max_batch: PosInt = Field(description="dynamic: merge up to this many; fixed: exactly this many per batch")
+    max_batch: Annotated[int, Field(gt=0, le=MAX_BATCH)] = Field(
+        description="dynamic: merge up to this many; fixed: exactly this many per batch"
+    )
     timeout_seconds: PosFloat = Field(
         2.0, description="a batch older than this times out (dynamic: partial commit + retry; fixed: dropped)"
     )
@@ -83,8 +101,8 @@ class PoolConfig(Strict):
     gpus_per_node: PosInt = 4
     gpu: GpuSpec = GpuSpec()
     weight: Annotated[float, Field(ge=0.0)] = 1.0
-    min_context_tokens: Annotated[int, Field(ge=0)] = 0
-    max_context_tokens: PosInt | None = Field(
+    min_context_tokens: Annotated[int, Field(ge=0, le=MAX_TOKENS)] = 0
+    max_context_tokens: Tokens | None = Field(
         None, description="requests longer than this are routed elsewhere (context-length pools)"
     )
     failover: tuple[str, ...] = Field((), description="pools to degrade to, in order")
@@ -106,7 +124,9 @@ class TargetConfig(Strict):
     pool: str | None = None
     version: str | None = None
     node: str | None = Field(None, description="node name for GPU targets (dcgm)")
-    max_batch: PosInt | None = Field(None, description="max batch size, for engines that do not export it")
+    max_batch: Annotated[int, Field(gt=0, le=MAX_BATCH)] | None = Field(
+        None, description="max batch size, for engines that do not export it"
+    )
 
     @model_validator(mode="after")
     def _url_or_twin(self) -> TargetConfig:
@@ -183,8 +203,8 @@ class RouterConfig(Strict):
         description="share of traffic per priority class",
     )
     client_timeout_seconds: PosFloat = 30.0
-    rate_limit_rps: PosFloat | None = Field(None, description="token-bucket admission at the router (None = off)")
-    rate_limit_burst: PosFloat | None = Field(None, description="token-bucket depth (defaults to one second of rate)")
+    rate_limit_rps: Rps | None = Field(None, description="token-bucket admission at the router (None = off)")
+    rate_limit_burst: Rps | None = Field(None, description="token-bucket depth (defaults to one second of rate)")
     rate_limit_queue_seconds: Annotated[float, Field(ge=0.0)] = Field(
         0.0, description="requests over the rate wait at the gateway up to this long before a 429 (0 = reject at once)"
     )
@@ -206,8 +226,8 @@ class RouterConfig(Strict):
 class Bucket(Strict):
     """A token bucket at the gateway (seed 004's 基础限流)."""
 
-    rps: PosFloat
-    burst: PosFloat | None = Field(
+    rps: Rps
+    burst: Annotated[float, Field(gt=0.0, le=5 * MAX_RPS)] | None = Field(
         None, description="bucket depth; default 5 x rps (seed 004: 令牌累积上限 = 常规速率 × 5)"
     )
     queue_seconds: Annotated[float, Field(ge=0.0)] = Field(
@@ -223,8 +243,10 @@ class ContextPools(Strict):
     """Seed 000's version isolation (版本隔离部署): one serving pool becomes a short-context and a long-context pool."""
 
     pool: str = Field(description="the serving pool whose nodes are split")
-    split_tokens: PosInt = Field(8192, description="prompts longer than this go to the long-context pool")
-    long_nodes: PosInt = Field(description="how many of the pool's nodes serve long contexts")
+    split_tokens: Tokens = Field(8192, description="prompts longer than this go to the long-context pool")
+    long_nodes: Annotated[int, Field(gt=0, le=MAX_NODES_PER_POOL)] = Field(
+        description="how many of the pool's nodes serve long contexts"
+    )
     short_pool: str = Field(description="name of the short-context pool")
     long_pool: str = Field(description="name of the long-context pool")
 
@@ -296,7 +318,7 @@ class PolicyConfig(Strict):
     tighten_lead_seconds: PosFloat = Field(
         60.0, description="tighten admission when the forecast breach is this close (what is admitted must drain)"
     )
-    context_steps: tuple[PosInt, ...] = Field(
+    context_steps: tuple[Tokens, ...] = Field(
         (16_000, 8_192), description="accepted prompt lengths, one step per decision (seed 000: 24k -> 16k -> 8k)"
     )
     tightened_memory_limit: Ratio = Field(0.75, description="memory admission threshold while tightened")
@@ -306,7 +328,9 @@ class PolicyConfig(Strict):
         1.5, description="a traffic forecast whose upper band reaches this many times today's rate announces a peak"
     )
     target_kv: Ratio = Field(0.6, description="KV usage per node the pre-warmed replica count aims for")
-    max_replicas_step: PosInt = Field(4, description="at most this many replicas more per decision (HPA: 4 per 15 s)")
+    max_replicas_step: Annotated[int, Field(gt=0, le=MAX_NODES_PER_POOL)] = Field(
+        4, description="at most this many replicas more per decision (HPA: 4 per 15 s)"
+    )
     max_weight_shift: Ratio = Field(0.5, description="at most this share of a pool's weight moved per decision")
     hysteresis: Ratio = Field(0.05, description="relax only below the trigger minus this")
     relax_hold_seconds: Annotated[float, Field(ge=0.0)] = Field(
@@ -317,11 +341,15 @@ class PolicyConfig(Strict):
 class GuardrailConfig(Strict):
     """Bounds around every decision of the actuator (`actuators/guardrails.py`)."""
 
-    max_replicas_step: PosInt = Field(4, description="at most this many replicas more or fewer per decision")
+    max_replicas_step: Annotated[int, Field(gt=0, le=MAX_NODES_PER_POOL)] = Field(
+        4, description="at most this many replicas more or fewer per decision"
+    )
     cooldown_seconds: Annotated[float, Field(ge=0.0)] = Field(
         60.0, description="one change per action kind and target in this long (rollbacks excepted)"
     )
-    change_budget_per_hour: PosInt = Field(30, description="at most this many applied changes in any rolling hour")
+    change_budget_per_hour: Annotated[int, Field(gt=0, le=MAX_CHANGE_BUDGET_PER_HOUR)] = Field(
+        30, description="at most this many applied changes in any rolling hour"
+    )
     verify_window_seconds: PosFloat = Field(
         60.0, description="check each action's effect this long after it (after the cold start for a scale-up)"
     )
@@ -340,7 +368,7 @@ class Event(Strict):
     end: str
     lower_window_seconds: Annotated[float, Field(ge=0)] = 0.0
     upper_window_seconds: Annotated[float, Field(ge=0)] = 0.0
-    expected_rps: PosFloat | None = Field(
+    expected_rps: Rps | None = Field(
         None,
         description="the requests per second the organisers expect at the event's peak: the `scheduled` arm "
         "pre-scales for it (unset: it takes every spare node)",
@@ -624,7 +652,7 @@ class TrafficPhase(Strict):
 
     start_seconds: Annotated[float, Field(ge=0)]
     ramp_seconds: Annotated[float, Field(ge=0)] = 0.0
-    rps: Annotated[float, Field(ge=0)]
+    rps: Annotated[float, Field(ge=0, le=MAX_RPS)]
     long_share: Ratio = Field(description="share of prompts over 8k tokens")
     long_ramp_seconds: Annotated[float, Field(ge=0)] | None = Field(
         None, description="time for long_share to reach its value (defaults to ramp_seconds)"
@@ -634,15 +662,15 @@ class TrafficPhase(Strict):
 class LengthDistribution(Strict):
     """Prompt and output lengths for generated arrivals (scenarios and ServeGen)."""
 
-    short_median_tokens: PosInt = 1800
-    short_max_tokens: PosInt = 8192
-    long_median_tokens: PosInt = 14000
-    long_max_tokens: PosInt = 32768
+    short_median_tokens: Tokens = 1800
+    short_max_tokens: Tokens = 8192
+    long_median_tokens: Tokens = 14000
+    long_max_tokens: Tokens = 32768
     sigma: PosFloat = 0.55
     long_sigma: PosFloat = 0.35
-    output_median_tokens: PosInt = 150
-    output_max_tokens: PosInt = 2048
-    request_max_tokens: PosInt = Field(
+    output_median_tokens: Tokens = 150
+    output_max_tokens: Tokens = 2048
+    request_max_tokens: Tokens = Field(
         512, description="the max_tokens clients send (outputs are clipped to it; contiguous KV reserves it)"
     )
 
@@ -659,7 +687,7 @@ class Stream(Strict):
     one of a load test's user classes (seed 004's Locust plan).  Quota lanes refer to streams by name."""
 
     name: str
-    phases: tuple[TrafficPhase, ...] = Field(min_length=1)
+    phases: tuple[TrafficPhase, ...] = Field(min_length=1, max_length=MAX_PHASES)
     lengths: LengthDistribution | None = Field(None, description="prompt and output lengths (default: the scenario's)")
     priority_shares: dict[str, Ratio] | None = Field(
         None, description="share of this stream's requests per priority class (default: router.priority_shares)"
@@ -688,13 +716,15 @@ class Fault(Strict):
 
 
 class ScenarioConfig(Strict):
-    duration_seconds: PosFloat
-    phases: tuple[TrafficPhase, ...] = Field(min_length=1)
+    duration_seconds: Annotated[float, Field(gt=0.0, le=MAX_SCENARIO_SECONDS)]
+    phases: tuple[TrafficPhase, ...] = Field(min_length=1, max_length=MAX_PHASES)
     stream: str = Field("main", description="name of the stream the top-level phases describe")
-    streams: tuple[Stream, ...] = Field((), description="further streams of requests, added to the phases'")
+    streams: tuple[Stream, ...] = Field(
+        (), max_length=MAX_STREAMS, description="further streams of requests, added to the phases'"
+    )
     lengths: LengthDistribution = LengthDistribution()
     seed: int = 0
-    faults: tuple[Fault, ...] = Field((), description="faults injected during the run")
+    faults: tuple[Fault, ...] = Field((), max_length=MAX_FAULTS, description="faults injected during the run")
 
     _ordered = field_validator("phases")(_ordered_phases)
 
@@ -722,7 +752,7 @@ class TwinConfig(Strict):
     inter_token_seconds: PosFloat = Field(0.012, description="decode time per token at batch 1")
     overhead_gb_per_gpu: Annotated[float, Field(ge=0.0)] = 1.0
     activation_gb_per_1k_tokens: Annotated[float, Field(ge=0.0)] = 0.10
-    prefill_chunk_tokens: PosInt = Field(16384, description="chunked prefill: prompt tokens per engine step")
+    prefill_chunk_tokens: Tokens = Field(16384, description="chunked prefill: prompt tokens per engine step")
     kv_release_seconds: PosFloat = Field(
         60.0, description="an on-demand paged pool gives free memory back with this time constant"
     )
