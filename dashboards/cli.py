@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from .build import DASHBOARDS, GENERATED, build_all, render
+from .build import DASHBOARDS, DEFAULT_FLEET, GENERATED, DashboardSettings, build_all, render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,6 +15,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b = sub.add_parser("build", help="write dashboards/generated/*.json from dashboards/build.py")
     b.add_argument("--out", type=Path, default=GENERATED, help=f"output directory (default {GENERATED})")
     b.add_argument("--check", action="store_true", help="exit 1 if the files in --out differ from a fresh build")
+    b.add_argument(
+        "--fleet",
+        type=Path,
+        default=None,
+        help="fleet file whose thresholds and version model names the dashboards use "
+        f"(default {DEFAULT_FLEET.name} in a repository checkout, else the built-in thresholds)",
+    )
     p = sub.add_parser(
         "push", help="upload the dashboards to Grafana (GRAFANA_URL and GRAFANA_TOKEN from the environment)"
     )
@@ -26,19 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "build":
-        return _build(args.out, args.check)
+        return _build(args.out, args.check, _settings(args.fleet))
     return _push(args.dir, args.folder)
 
 
-def _build(out: Path, check: bool) -> int:
+def _settings(fleet: Path | None) -> DashboardSettings:
+    """The fleet file's settings (ConfigError, exit 2, when it is not valid), or the default ones."""
+    from infercast.config import load_config
+
+    return DashboardSettings.from_fleet(load_config(fleet)) if fleet else DashboardSettings.default()
+
+
+def _build(out: Path, check: bool, settings: DashboardSettings) -> int:
     if check:
         stale = [
-            n for n in DASHBOARDS if not (out / f"{n}.json").exists() or (out / f"{n}.json").read_text() != render(n)
+            n
+            for n in DASHBOARDS
+            if not (out / f"{n}.json").exists() or (out / f"{n}.json").read_text() != render(n, settings)
         ]
         for n in stale:
             print(f"out of date: {out / f'{n}.json'} (run infercast dashboards build)", file=sys.stderr)
         return 1 if stale else 0
-    for path in build_all(out):
+    for path in build_all(out, settings):
         print(path)
     return 0
 

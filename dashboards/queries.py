@@ -3,11 +3,25 @@
 Panels refer to these by name; the test that runs each panel's queries against a real Prometheus reads them from
 the generated JSON, so a query changed here is checked there.  Recorded series (`level:metric:operations`) are
 those of alertrules/rules.py; `tests/alerting/test_dashboards.py` checks that each one used here is recorded.
-Grafana variables: `$pool`, `$version` (multi-value regexes), `$__rate_interval`.
+Grafana variables: `$cluster`, `$namespace` (regexes, "All" is `.*`), `$pool`, `$version`, `$node`, `$model_name`
+(multi-value regexes), `$__rate_interval`, `$__interval`.
+
+Scope: a raw series is selected with `cluster=~"$cluster",namespace=~"$namespace"` (`SCOPE`): the cluster (an
+external label of a multi-cluster Prometheus, Thanos or Mimir) and the namespace it was scraped in.  A regex that
+matches the empty string also matches a series without the label, so with "All" (`.*`) every query works where
+neither label exists (a single Prometheus, docker-compose).  Recorded series are aggregated over namespaces by the
+recording rules, so they are selected by `$cluster` only (`CLUSTER`).
+
+vLLM's own families (`VLLM_*`, for the latency panels) are read as Prometheus scrapes them from the engines: labels
+`model_name` (the served model name) and `engine`; the version is the fleet file's `versions.<v>.model.name`
+mapped back by `versioned()`.  The names are those of vLLM 0.34 (tests/data/engines/vllm.prom, whose every
+`VLLM_*` name the dashboards test checks).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # recorded series: the recording rules define them, the dashboards read them (one spelling)
@@ -36,8 +50,12 @@ class Q:
     instant: bool = False
 
 
-PV = 'pool=~"$pool",version=~"$version"'
-P = 'pool=~"$pool"'
+CLUSTER = 'cluster=~"$cluster"'
+SCOPE = f'{CLUSTER},namespace=~"$namespace"'
+PV = f'{SCOPE},pool=~"$pool",version=~"$version"'
+P = f'{SCOPE},pool=~"$pool"'
+#: recorded series: per pool and version, over every namespace
+RPV = f'{CLUSTER},pool=~"$pool",version=~"$version"'
 HORIZON = f"{int(PredictorConfig().horizon_seconds)}s"
 
 
@@ -46,11 +64,11 @@ def _forecast(band: str, metric: str = metric.FORECAST_KV_CACHE_USAGE_RATIO) -> 
 
 
 # --- Fleet overview ----------------------------------------------------------------------------------------------
-REQUEST_SHARE = Q(f'{REQ_SHARE}{{version=~"$version"}}', "{{version}}")
-REQUEST_RATE = Q(f"{REQ_RATE}{{{PV}}}", "{{pool}} / {{version}}")
-FLEET_KV = Q(KV_USAGE_FLEET, "fleet", instant=True)
-KV_BY_POOL = Q(f"{KV_USAGE_AVG}{{{PV}}}", "{{pool}} / {{version}} avg")
-KV_MAX_BY_POOL = Q(f"{KV_USAGE_MAX}{{{PV}}}", "{{pool}} / {{version}} fullest")
+REQUEST_SHARE = Q(f'{REQ_SHARE}{{{CLUSTER},version=~"$version"}}', "{{version}}")
+REQUEST_RATE = Q(f"{REQ_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
+FLEET_KV = Q(f"avg({KV_USAGE_FLEET}{{{CLUSTER}}})", "fleet", instant=True)
+KV_BY_POOL = Q(f"{KV_USAGE_AVG}{{{RPV}}}", "{{pool}} / {{version}} avg")
+KV_MAX_BY_POOL = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "{{pool}} / {{version}} fullest")
 AVALANCHE_RISK = Q(f"{metric.AVALANCHE_RISK_SCORE}{{{P}}}", "{{pool}}")
 AVALANCHE_RISK_NOW = Q(f"max({metric.AVALANCHE_RISK_SCORE}{{{P}}})", "worst pool", instant=True)
 HEALTH_SCORE = Q(f"{metric.HEALTH_SCORE}{{{PV}}}", "{{pool}} / {{version}}")
@@ -59,34 +77,37 @@ HEALTH_DIMENSIONS = Q(
     f"bottomk(5, min by (dimension) ({metric.HEALTH_DIMENSION_SCORE}{{{PV}}}))", "{{dimension}}", instant=True
 )  # the five weakest dimensions now
 DEGRADATIONS_BY_REASON = Q(
-    f'sum by (reason) ({DEGRADATION_RATE}{{from_version=~"$version"}})', "{{reason}}"
+    f'sum by (reason) ({DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})', "{{reason}}"
 )  # per second, 5-minute rate
 DEGRADATIONS_BY_PATH = Q(
-    f'sum by (from_version, to_version) ({DEGRADATION_RATE}{{from_version=~"$version"}})',
+    f'sum by (from_version, to_version) ({DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})',
     "{{from_version}} -> {{to_version}}",
 )
 
 # --- KV-cache health ---------------------------------------------------------------------------------------------
-FRAGMENTATION = Q(f"{FRAG_MAX}{{{PV}}}", "{{pool}} / {{version}}")
+FRAGMENTATION = Q(f"{FRAG_MAX}{{{RPV}}}", "{{pool}} / {{version}}")
 FRAGMENTATION_BY_INSTANCE = Q(f"{metric.KV_CACHE_FRAGMENTATION_RATIO}{{{PV}}}", "{{instance}}")
-FRAGMENTATION_NOW = Q(f"max({FRAG_MAX}{{{PV}}})", "worst", instant=True)
+FRAGMENTATION_NOW = Q(f"max({FRAG_MAX}{{{RPV}}})", "worst", instant=True)
 KV_USAGE_BY_INSTANCE = Q(f"{metric.KV_CACHE_USAGE_RATIO}{{{PV}}}", "{{instance}}")
-ALLOCATION_FAILURES = Q(f"{FAILURE_RATE}{{{PV}}}", "{{pool}} / {{version}}")
+ALLOCATION_FAILURES = Q(f"{FAILURE_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
 ALLOCATION_FAILURES_BY_INSTANCE = Q(
     f"sum by (instance) (rate({metric.KV_BLOCK_ALLOCATION_FAILURES_TOTAL}{{{PV}}}[$__rate_interval]))", "{{instance}}"
 )
-BATCH_EFFICIENCY = Q(f"{BATCH_SAT_AVG}{{{PV}}}", "{{pool}} / {{version}}")  # running / max batch = actual / ideal
+#: running requests / the maximum batch size: how full the batches are (1: pinned, requests queue behind them)
+BATCH_SATURATION = Q(f"{BATCH_SAT_AVG}{{{RPV}}}", "{{pool}} / {{version}}")
 REQUESTS_RUNNING = Q(f"sum by (pool, version) ({metric.REQUESTS_RUNNING}{{{PV}}})", "running {{pool}} / {{version}}")
 REQUESTS_WAITING = Q(f"sum by (pool, version) ({metric.REQUESTS_WAITING}{{{PV}}})", "waiting {{pool}} / {{version}}")
 MEMORY_EFFICIENCY = Q(f"avg by (pool, version) ({metric.MEMORY_EFFICIENCY_RATIO}{{{PV}}})", "{{pool}} / {{version}}")
 PREFIX_HIT = Q(f"avg by (pool, version) ({metric.KV_CACHE_HIT_RATIO}{{{PV}}})", "{{pool}} / {{version}}")
 
 # --- Forecasts ---------------------------------------------------------------------------------------------------
-ACTUAL_KV = Q(f"{KV_USAGE_MAX}{{{PV}}}", "actual {{pool}} / {{version}}")
+# The forecast series keep their `model` (the forecaster) and `ml_forecast` (yhat, yhat_lower, yhat_upper) labels:
+# the predictor, the alert rules and the actuator read them (issue 23 item 6 leaves the rename for later).
+ACTUAL_KV = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "actual {{pool}} / {{version}}")
 FORECAST_KV = Q(_forecast("yhat"), "forecast +5m {{pool}} / {{version}}")
 FORECAST_KV_LOWER = Q(_forecast("yhat_lower"), "lower {{pool}} / {{version}}")
 FORECAST_KV_UPPER = Q(_forecast("yhat_upper"), "upper {{pool}} / {{version}}")
-ACTUAL_RPS = Q(f"sum by (pool, version) ({REQ_RATE}{{{PV}}})", "actual {{pool}} / {{version}}")
+ACTUAL_RPS = Q(f"sum by (pool, version) ({REQ_RATE}{{{RPV}}})", "actual {{pool}} / {{version}}")
 FORECAST_RPS = Q(_forecast("yhat", metric.FORECAST_REQUESTS_PER_SECOND), "forecast +5m {{pool}} / {{version}}")
 FORECAST_RPS_UPPER = Q(_forecast("yhat_upper", metric.FORECAST_REQUESTS_PER_SECOND), "upper {{pool}} / {{version}}")
 BREACH_ETA = Q(
@@ -94,19 +115,19 @@ BREACH_ETA = Q(
     "{{pool}} / {{version}} > {{threshold}}",
 )
 BREACH_ETA_NOW = Q(f"min({metric.FORECAST_BREACH_ETA_SECONDS}{{{PV}}})", "soonest", instant=True)
-FORECAST_AGE = Q(f"time() - max by (model) ({metric.FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS})", "{{model}}")
+FORECAST_AGE = Q(f"time() - max by (model) ({metric.FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}{{{SCOPE}}})", "{{model}}")
 FORECAST_SKIPS = Q(f"sum by (reason) ({metric.FORECAST_SKIPPED}{{{PV}}})", "{{reason}}", instant=True)
 # Live backtest: the forecast each model made one horizon ago against what happened (mean absolute error).
 BACKTEST_MAE = Q(
     f"avg by (model) (abs(({metric.FORECAST_KV_CACHE_USAGE_RATIO}"
     f'{{{PV},ml_forecast="yhat",horizon="{HORIZON}"}} offset {HORIZON}) '
-    f"- on (pool, version) group_left () {KV_USAGE_MAX}))",
+    f"- on (pool, version) group_left () {KV_USAGE_MAX}{{{CLUSTER}}}))",
     "{{model}}",
 )
 
 # --- GPU ---------------------------------------------------------------------------------------------------------
-GPU = 'node=~"$node"'
-GPU_MEMORY = Q(f"{GPU_MEM_RATIO}{{{GPU}}}", "{{node}} gpu {{gpu}}")
+GPU = f'{SCOPE},node=~"$node"'
+GPU_MEMORY = Q(f'{GPU_MEM_RATIO}{{{CLUSTER},node=~"$node"}}', "{{node}} gpu {{gpu}}")
 GPU_MEMORY_BYTES = Q(f"{metric.GPU_MEMORY_USED_BYTES}{{{GPU}}}", "{{node}} gpu {{gpu}}")
 GPU_UTILIZATION = Q(f"{metric.GPU_UTILIZATION_RATIO}{{{GPU}}}", "{{node}} gpu {{gpu}}")
 GPU_SM_OCCUPANCY = Q(f"{metric.GPU_SM_OCCUPANCY_RATIO}{{{GPU}}}", "{{node}} gpu {{gpu}}")
@@ -126,21 +147,34 @@ GPU_XID_ERRORS = Q(
 )
 
 # --- the exporter's sources --------------------------------------------------------------------------------------
-TARGETS_UP = Q(f"{metric.TARGET_UP}", "{{target}} ({{kind}})", instant=True)
-SCRAPE_DURATION = Q(f"{metric.TARGET_SCRAPE_DURATION_SECONDS}", "{{target}}")
+TARGETS_UP = Q(f"{metric.TARGET_UP}{{{SCOPE}}}", "{{target}} ({{kind}})", instant=True)
+SCRAPE_DURATION = Q(f"{metric.TARGET_SCRAPE_DURATION_SECONDS}{{{SCOPE}}}", "{{target}}")
 
 # --- Actuator ----------------------------------------------------------------------------------------------------
 # `pool` on the actuator's series is what an action changes: a pool, or `fleet` for fleet-wide settings.
-AP = 'pool=~"$pool|fleet"'
-ACTUATOR_ACTIVE = Q(f"max({metric.ACTUATOR_ACTIVE})", "active", instant=True)  # 1 active, 0 advisory
-ACTUATOR_LEADERS = Q(f"sum({metric.ACTUATOR_LEADER})", "leaders", instant=True)  # exactly 1 when healthy
-ACTUATOR_FROZEN_NOW = Q(f"max({metric.ACTUATOR_FROZEN})", "frozen", instant=True)
+AP = f'{SCOPE},pool=~"$pool|fleet"'
+ACTUATOR_ACTIVE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active", instant=True)  # 1 active, 0 advisory
+ACTUATOR_LEADERS = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "leaders", instant=True)  # exactly 1 when healthy
+ACTUATOR_FROZEN_NOW = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen", instant=True)
+ACTUATOR_FENCED_NOW = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced", instant=True)
 ACTUATOR_BUDGET_NOW = Q(f"max({metric.ACTUATOR_CHANGE_BUDGET_USED_RATIO}{{{AP}}})", "worst", instant=True)
-ACTUATOR_MODE = Q(f"max({metric.ACTUATOR_ACTIVE})", "active (1) / advisory (0)")
-ACTUATOR_LEADER = Q(f"sum({metric.ACTUATOR_LEADER})", "replicas leading")
+ACTUATOR_MODE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active (1) / advisory (0)")
+ACTUATOR_LEADER = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "replicas leading")
+ACTUATOR_FENCED = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced (leads, cannot act)")
 ACTUATOR_ACTIONS = Q(
     f"sum by (outcome) (increase({metric.ACTUATOR_ACTIONS_TOTAL}{{{AP}}}[$__rate_interval]))", "{{outcome}}"
 )  # per scrape-window: bars on a timeline
+#: what the actuator did against what it only proposed: `applied` (acting) and `advisory` (proposed, not applied)
+ACTUATOR_APPLIED_VS_ADVISORY = Q(
+    f"sum by (outcome) (increase({metric.ACTUATOR_ACTIONS_TOTAL}"
+    f'{{{AP},outcome=~"applied|advisory"}}[$__rate_interval]))',
+    "{{outcome}}",
+)
+#: actions the guardrails or the backend refused (or that failed), by action and pool, in the last hour
+ACTUATOR_REFUSALS = Q(
+    f'sum by (action, pool, outcome) (increase({metric.ACTUATOR_ACTIONS_TOTAL}{{{AP},outcome=~"refused|failed"}}[1h]))',
+    "{{outcome}}: {{action}} {{pool}}",
+)
 ACTUATOR_DECISIONS = Q(
     f"sum by (action, pool, reason) (increase({metric.ACTUATOR_DECISIONS_TOTAL}{{{AP}}}[$__rate_interval]))",
     "{{action}} {{pool}}: {{reason}}",
@@ -154,28 +188,106 @@ ACTUATOR_ROLLBACKS = Q(
     f'sum by (action, pool) (increase({metric.ACTUATOR_VERDICTS_TOTAL}{{{AP},verdict="rolled_back"}}[1h]))',
     "{{action}} {{pool}}",
 )
-ACTUATOR_FROZEN = Q(f"max({metric.ACTUATOR_FROZEN})", "frozen")
-ACTUATOR_FREEZES = Q(f"sum by (reason) (increase({metric.ACTUATOR_FREEZES_TOTAL}[1h]))", "{{reason}}")
+ACTUATOR_FROZEN = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen")
+ACTUATOR_FREEZES = Q(f"sum by (reason) (increase({metric.ACTUATOR_FREEZES_TOTAL}{{{SCOPE}}}[1h]))", "{{reason}}")
 ACTUATOR_BUDGET = Q(f"{metric.ACTUATOR_CHANGE_BUDGET_USED_RATIO}{{{AP}}}", "{{pool}}")
 ACTUATOR_LATENCY_P99 = Q(
     "histogram_quantile(0.99, sum by (le, loop) "
-    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket[$__rate_interval])))",
+    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket{{{SCOPE}}}[$__rate_interval])))",
     "p99 {{loop}}",
 )
 ACTUATOR_LATENCY_P50 = Q(
     "histogram_quantile(0.5, sum by (le, loop) "
-    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket[$__rate_interval])))",
+    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket{{{SCOPE}}}[$__rate_interval])))",
     "p50 {{loop}}",
 )
 ACTUATOR_TICKS = Q(
-    f"sum by (loop, outcome) (increase({metric.ACTUATOR_TICKS_TOTAL}[$__rate_interval]))", "{{loop}} {{outcome}}"
+    f"sum by (loop, outcome) (increase({metric.ACTUATOR_TICKS_TOTAL}{{{SCOPE}}}[$__rate_interval]))",
+    "{{loop}} {{outcome}}",
 )
 ACTUATOR_ALERTS = Q(
-    f"sum by (outcome) (increase({metric.ACTUATOR_WEBHOOK_ALERTS_TOTAL}[$__rate_interval]))", "{{outcome}}"
+    f"sum by (outcome) (increase({metric.ACTUATOR_WEBHOOK_ALERTS_TOTAL}{{{SCOPE}}}[$__rate_interval]))",
+    "{{outcome}}",
+)
+
+# --- vLLM's own families (the latency panels) --------------------------------------------------------------------
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+#: time per output token (TPOT) of each request: its decode time / (output tokens - 1)
+VLLM_TPOT = "vllm:request_time_per_output_token_seconds"
+VLLM_ITL = "vllm:inter_token_latency_seconds"
+VLLM_E2E = "vllm:e2e_request_latency_seconds"
+VLLM_QUEUE = "vllm:request_queue_time_seconds"
+VLLM_PREFILL = "vllm:request_prefill_time_seconds"
+VLLM_DECODE = "vllm:request_decode_time_seconds"
+VLLM_SUCCESS = "vllm:request_success_total"
+VLLM_RUNNING = "vllm:num_requests_running"
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
+VLLM_KV_USAGE = "vllm:kv_cache_usage_perc"
+#: every vLLM family the dashboards read (the test checks each against vLLM's exposition)
+VLLM_FAMILIES = (
+    VLLM_TTFT, VLLM_TPOT, VLLM_ITL, VLLM_E2E, VLLM_QUEUE, VLLM_PREFILL, VLLM_DECODE, VLLM_SUCCESS, VLLM_RUNNING,
+    VLLM_WAITING, VLLM_PREEMPTIONS, VLLM_KV_USAGE,
+)  # fmt: skip
+VLLM = f'{SCOPE},model_name=~"$model_name"'
+
+
+def versioned(expr: str, versions: Mapping[str, str]) -> str:
+    """`expr` with a `version` label added from its `model_name`: `versions` maps version -> served model name (the
+    fleet file's `versions.<v>.model.name`).  A model the fleet file does not name keeps no `version` label (its
+    legend shows the model name alone)."""
+    out = expr
+    for version, model in versions.items():
+        pattern = re.escape(model).replace("\\", "\\\\")  # a regex, inside a PromQL string
+        out = f'label_replace({out}, "version", "{version}", "model_name", "{pattern}")'
+    return out
+
+
+def latency_quantile(family: str, q: float, versions: Mapping[str, str], selector: str = VLLM) -> Q:
+    """The `q` quantile of a vLLM latency histogram per version, over every engine of that version."""
+    rates = versioned(f"rate({family}_bucket{{{selector}}}[$__rate_interval])", versions)
+    return Q(
+        f"histogram_quantile({q:g}, sum by (le, model_name, version) ({rates}))",
+        f"p{q * 100:g} {{{{version}}}} ({{{{model_name}}}})",
+    )
+
+
+def latency_worst(family: str, q: float, versions: Mapping[str, str]) -> Q:
+    """The worst version's `q` quantile now (a stat)."""
+    return Q(f"max({latency_quantile(family, q, versions).expr})", f"worst p{q * 100:g}", instant=True)
+
+
+def latency_mean(family: str, versions: Mapping[str, str]) -> Q:
+    """The mean of a vLLM latency histogram per version: rate of its sum / rate of its count."""
+    num = versioned(f"rate({family}_sum{{{VLLM}}}[$__rate_interval])", versions)
+    den = versioned(f"rate({family}_count{{{VLLM}}}[$__rate_interval])", versions)
+    by = "sum by (model_name, version)"
+    return Q(f"{by} ({num}) / {by} ({den})", "mean {{version}} ({{model_name}})")
+
+
+def vllm_by_version(expr_of: str, versions: Mapping[str, str], legend: str, agg: str = "sum") -> Q:
+    """A vLLM gauge or rate summed (or `agg`ed) per version."""
+    return Q(f"{agg} by (model_name, version) ({versioned(expr_of, versions)})", legend)
+
+
+# --- annotations -------------------------------------------------------------------------------------------------
+#: infercast's alerts while they fire (Prometheus' ALERTS series): one event per alert and label set
+ANNOTATION_ALERTS = f'ALERTS{{{CLUSTER},alertstate="firing",alertname=~"Infercast.*"}}'
+#: actions the actuator applied (or rolled back) per scrape window: one event per action and pool
+ANNOTATION_ACTIONS = (
+    f"sum by (action, pool, outcome) (increase({metric.ACTUATOR_ACTIONS_TOTAL}"
+    f'{{{SCOPE},outcome=~"applied|rolled_back"}}[$__interval])) > 0'
+)
+#: actions an advisory actuator proposed and did not apply
+ANNOTATION_PROPOSALS = (
+    f'sum by (action, pool) (increase({metric.ACTUATOR_ACTIONS_TOTAL}{{{SCOPE},outcome="advisory"}}[$__interval])) > 0'
 )
 
 # --- template variables ------------------------------------------------------------------------------------------
-VAR_POOL = f"label_values({metric.KV_CACHE_USAGE_RATIO}, pool)"
-VAR_VERSION = f'label_values({metric.KV_CACHE_USAGE_RATIO}{{pool=~"$pool"}}, version)'
-VAR_NODE = f"label_values({metric.GPU_TEMPERATURE_CELSIUS}, node)"
-VAR_ACTUATOR_POOL = f"label_values({metric.ACTUATOR_DECISIONS_TOTAL}, pool)"
+VAR_CLUSTER = "label_values(up, cluster)"
+VAR_NAMESPACE = f"label_values(up{{{CLUSTER}}}, namespace)"
+VAR_POOL = f"label_values({metric.KV_CACHE_USAGE_RATIO}{{{SCOPE}}}, pool)"
+VAR_VERSION = f'label_values({metric.KV_CACHE_USAGE_RATIO}{{{SCOPE},pool=~"$pool"}}, version)'
+VAR_NODE = f"label_values({metric.GPU_TEMPERATURE_CELSIUS}{{{SCOPE}}}, node)"
+VAR_ACTUATOR_POOL = f"label_values({metric.ACTUATOR_DECISIONS_TOTAL}{{{SCOPE}}}, pool)"
+VAR_MODEL_NAME = f"label_values({VLLM_RUNNING}{{{SCOPE}}}, model_name)"

@@ -93,6 +93,7 @@ def value(m: MetricSpec, labels: dict[str, str], t: float) -> float:
         "infercast_actuator_leader": 1.0,
         "infercast_actuator_active": 0.0,
         "infercast_actuator_frozen": 0.0,
+        "infercast_actuator_fenced": 0.0,
         "infercast_target_up": 1.0,
     }
     return fixed.get(m.name, round(1 + 40 * seed, 0))

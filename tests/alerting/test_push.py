@@ -87,7 +87,14 @@ def test_push_creates_the_folder_and_uploads_every_dashboard(grafana, monkeypatc
     assert methods[:2] == [("GET", "/api/folders/infercast"), ("POST", "/api/folders")]
     uploads = [body for m, p, _, body in grafana.calls if p == "/api/dashboards/db"]
     assert sorted(b["dashboard"]["uid"] for b in uploads) == sorted(
-        ["infercast-fleet", "infercast-kv-cache", "infercast-forecasts", "infercast-gpu", "infercast-actuator"]
+        [
+            "infercast-fleet",
+            "infercast-kv-cache",
+            "infercast-forecasts",
+            "infercast-latency",
+            "infercast-gpu",
+            "infercast-actuator",
+        ]
     )
     assert all(b["overwrite"] is True and b["folderUid"] == "infercast" for b in uploads)
     assert all(auth == f"Bearer {TOKEN}" for _, _, auth, _ in grafana.calls)
