@@ -100,7 +100,13 @@ def test_actuator_rbac_is_the_lease_and_the_mapped_scales_only() -> None:
     }
     scale = roles["infercast-actuator-scale"]
     assert scale["metadata"]["namespace"] == "inference"
-    assert [r["resources"] for r in scale["rules"]] == [["deployments"], ["deployments/scale"]]
+    assert [r["resources"] for r in scale["rules"]] == [
+        ["deployments"],
+        ["deployments/scale"],
+        ["horizontalpodautoscalers"],  # listed before each scale: a Deployment an autoscaler owns is refused
+        ["scaledobjects"],
+    ]
+    assert [r["verbs"] for r in scale["rules"][2:]] == [["list"], ["list"]]
     assert scale["rules"][1]["verbs"] == ["get", "patch"]
     assert scale["rules"][1]["resourceNames"] == ["vllm-v3-5-fallback", "vllm-v4-main", "vllm-v4-standby"]
     assert not any(d["kind"] == "ClusterRole" for d in docs)

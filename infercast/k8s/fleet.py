@@ -3,9 +3,9 @@
 Set (overriding the file, because the manifests depend on them): every service listens on 0.0.0.0 (Prometheus
 scrapes the pods), the predictor and actuator read `prometheus_url`, the actuator keeps its audit trail on the
 pod's volume, elects its leader through the Lease the manifests create (`leader.kind: kubernetes`, in-cluster),
-and a Kubernetes backend reaches the API with the pod's service account.  A file without an actuator backend gets
-the Kubernetes one, scaling a Deployment per pool (`K8sSettings.deployments`).  The result is validated like any
-fleet file (`infercast.config.parse_config`), so a bad one fails the build, not the pod.
+and a Kubernetes (or gateway) backend reaches the API with the pod's service account.  A file without an actuator
+backend gets the Kubernetes one, scaling a Deployment per pool (`K8sSettings.deployments`).  The result is
+validated like any fleet file (`infercast.config.parse_config`), so a bad one fails the build, not the pod.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def cluster_fleet(data: dict[str, Any], s: K8sSettings) -> dict[str, Any]:
             "namespace": s.engine_namespace,
             "deployments": dict(s.deployments) or default_deployments(list(d.get("pools", {}))),
         }
-    elif backend.get("kind") == "kubernetes":
+    elif backend.get("kind") in ("kubernetes", "gateway"):
         for k in _ACCESS_KEYS:
             backend.pop(k, None)
         backend["in_cluster"] = True

@@ -15,7 +15,7 @@ from typing import Any
 from alertrules.alertmanager import Receivers, alertmanager_config
 from alertrules.rules import JOBS, rule_files
 from alertrules.settings import AlertSettings
-from infercast.config import FleetConfig, KubernetesBackend
+from infercast.config import FleetConfig, GatewayBackend, KubernetesBackend
 
 from .fleet import LEASE_NAME
 from .settings import IMAGE_UID, PORTS, K8sSettings
@@ -270,10 +270,48 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
                     "resourceNames": names,
                     "verbs": ["get", "patch"],
                 },
+                # before each scale: is an autoscaler scaling it? (`list` cannot be limited to names)
+                {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
+                {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["list"]},
             ],
         }
         objs += [scale_role, _binding(scale_role, name, ns)]
+    if isinstance(backend, GatewayBackend):
+        objs += _gateway_roles(backend, name, ns)
     return [*objs, dep, service(name, ns, "actuator", port, "infercast-actuator")]
+
+
+def _gateway_roles(backend: GatewayBackend, sa: str, sa_ns: str) -> list[Obj]:
+    """The gateway backend's: get and patch its HTTPRoute and autoscalers by name; get the Deployments and
+    StatefulSets (the autoscalers' targets, for readiness: their names are the autoscalers', not known here)."""
+    rules: list[Obj] = []
+    if backend.httproute is not None:
+        rules.append(
+            {
+                "apiGroups": ["gateway.networking.k8s.io"],
+                "resources": ["httproutes"],
+                "resourceNames": [backend.httproute.name],
+                "verbs": ["get", "patch"],
+            }
+        )
+    for kind, group, resource in (
+        ("HorizontalPodAutoscaler", "autoscaling", "horizontalpodautoscalers"),
+        ("ScaledObject", "keda.sh", "scaledobjects"),
+    ):
+        names = sorted({t.name for t in backend.autoscalers.values() if t.kind == kind})
+        if names:
+            rules.append(
+                {"apiGroups": [group], "resources": [resource], "resourceNames": names, "verbs": ["get", "patch"]}
+            )
+    if backend.autoscalers:
+        rules.append({"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get"]})
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(f"{sa}-gateway", backend.namespace, "actuator"),
+        "rules": rules,
+    }
+    return [role, _binding(role, sa, sa_ns)]
 
 
 def _binding(role: Obj, sa: str, sa_ns: str) -> Obj:

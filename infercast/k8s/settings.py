@@ -32,6 +32,8 @@ class K8sSettings:
     engine_namespace: str = "inference"
     #: pool -> Deployment the actuator scales (when the fleet file names none); empty: `vllm-<pool>` for each pool
     deployments: dict[str, str] = field(default_factory=dict)
+    #: a generated KEDA ScaledObject's ceiling: the pool's fleet-file nodes times this (its floor: the nodes)
+    keda_max_ratio: float = 2.0
     predictor_shards: int = 2
     actuator_replicas: int = 2
     #: Grafana's sidecar picks up ConfigMaps with this label (kube-prometheus-stack's default)
@@ -42,6 +44,8 @@ class K8sSettings:
     def __post_init__(self) -> None:
         if self.predictor_shards < 1 or self.actuator_replicas < 1:
             raise ValueError("predictor_shards and actuator_replicas must be >= 1")
+        if not 1.0 <= self.keda_max_ratio <= 100.0:
+            raise ValueError(f"keda_max_ratio must be 1-100, got {self.keda_max_ratio}")
 
     def actuator_url(self) -> str:
         """The actuator's webhook as Alertmanager (in another namespace) reaches it."""
