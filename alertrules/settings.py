@@ -7,13 +7,27 @@ Pure: data only.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from infercast.config import PredictorConfig, Thresholds
+from infercast.config import FleetConfig, PredictorConfig, Thresholds
 
-#: Where the runbooks are read by people who get paged.  The files live in this repository under
-#: alertrules/runbooks/; point this at your fork or an internal mirror.
-RUNBOOK_BASE_URL = "https://github.com/infercast/infercast/blob/main/alertrules/runbooks"
+#: The runbooks: one page per alert, shipped inside the package (alertrules/runbooks/*.md, package data) and in
+#: the image (deploy/Dockerfile copies alertrules/).
+RUNBOOKS = Path(__file__).resolve().parent / "runbooks"
+#: The default base of the `runbook_url` annotations: the runbooks' path inside the infercast package (the same in
+#: a checkout, a wheel and the image), so a page names a document that exists wherever infercast is installed.
+#: Where you publish them for the people who get paged (a wiki, your fork's web view), set that URL instead:
+#: `python -m alertrules.generate --runbook-base-url URL --out DIR`, or `INFERCAST_RUNBOOK_BASE_URL` for every
+#: generator (`infercast k8s build` included).
+RUNBOOK_BASE_URL = "alertrules/runbooks"
+RUNBOOK_ENV = "INFERCAST_RUNBOOK_BASE_URL"
+
+
+def runbook_base_url() -> str:
+    """`INFERCAST_RUNBOOK_BASE_URL` when set (trailing slashes dropped), else `RUNBOOK_BASE_URL`."""
+    return os.environ.get(RUNBOOK_ENV, "").strip().rstrip("/") or RUNBOOK_BASE_URL
 
 
 @dataclass(frozen=True)
@@ -25,7 +39,7 @@ class AlertSettings:
     forecast_horizon_seconds: int = int(PredictorConfig().horizon_seconds)
     #: forecasts older than this are stale (the predictor's own staleness limit)
     forecast_stale_seconds: float = PredictorConfig().stale_after_seconds
-    runbook_base_url: str = RUNBOOK_BASE_URL
+    runbook_base_url: str = field(default_factory=runbook_base_url)
 
     # --- alert-only thresholds ------------------------------------------------------------------------------
     #: KV block allocation failures per second (5-minute rate) that count as "climbing"
@@ -61,6 +75,17 @@ class AlertSettings:
     for_actuator_flapping: int = 0
     for_actuator_frozen: int = 300
     for_mitigated: int = 0
+
+    @classmethod
+    def from_fleet(cls, cfg: FleetConfig) -> AlertSettings:
+        """The settings of a fleet file: its thresholds (every threshold the rules compare with, and the
+        predictive alert's `for:`), and its predictor's horizon and staleness limit."""
+        return cls(
+            thresholds=cfg.thresholds,
+            forecast_horizon_seconds=int(cfg.predictor.horizon_seconds),
+            forecast_stale_seconds=cfg.predictor.stale_after_seconds,
+            for_forecast_breach=int(cfg.thresholds.kv_forecast_for_seconds),
+        )
 
     def scaled(self, time_scale: float) -> AlertSettings:
         """The same settings with every `for:` duration divided by `time_scale` (for accelerated twins)."""

@@ -10,7 +10,7 @@ import yaml
 
 from alertrules.generate import generated_files
 from alertrules.rules import alert_names, alerting_rules, recording_rules
-from alertrules.settings import AlertSettings
+from alertrules.settings import RUNBOOK_BASE_URL, RUNBOOK_ENV, RUNBOOKS, AlertSettings
 from infercast.catalog import names
 from infercast.config import Thresholds
 from infercast.durations import duration, parse_duration
@@ -80,10 +80,63 @@ def test_every_alert_has_labels_annotations_and_a_runbook():
             ann = rule["annotations"]
             assert ann["summary"] and ann["description"], name
             assert "{{" in ann["description"], f"{name}: the description should carry the values that matter"
-            runbook = ann["runbook_url"].rsplit("/alertrules/", 1)[1]
-            page = ALERTRULES / runbook
+            # the default: the runbook's path in the package (tests/alerting: with INFERCAST_RUNBOOK_BASE_URL unset)
+            assert ann["runbook_url"] == f"{RUNBOOK_BASE_URL}/{name}.md", name
+            page = RUNBOOKS / f"{name}.md"
             assert page.is_file(), f"{name}: runbook {page} is missing"
             assert name in page.read_text(), f"{page} does not name {name}"
+            assert (REPO / ann["runbook_url"]).resolve() == page.resolve()
+
+
+def test_no_runbook_link_points_at_a_repository_that_does_not_exist():
+    for rel, text in generated_files().items():
+        assert "github.com/infercast" not in text, rel
+
+
+def test_the_runbook_base_url_is_configurable(tmp_path, monkeypatch, promtool):
+    from alertrules.generate import main
+
+    monkeypatch.setenv(RUNBOOK_ENV, "https://wiki.example.com/sre/infercast/")
+    assert AlertSettings().runbook_base_url == "https://wiki.example.com/sre/infercast"
+    urls = {r["annotations"]["runbook_url"] for g in alerting_rules(AlertSettings()) for r in g["rules"]}
+    assert all(u.startswith("https://wiki.example.com/sre/infercast/Infercast") for u in urls), urls
+    monkeypatch.delenv(RUNBOOK_ENV)
+    assert main(["--out", str(tmp_path), "--runbook-base-url", "https://runbooks.example.org/"]) == 0
+    doc = yaml.safe_load((tmp_path / "alerts.yml").read_text())
+    urls = [r["annotations"]["runbook_url"] for g in doc["groups"] for r in g["rules"]]
+    assert urls and all(u.startswith("https://runbooks.example.org/Infercast") and u.endswith(".md") for u in urls)
+    assert run([promtool, "check", "rules", str(tmp_path / "alerts.yml")]).returncode == 0
+    with pytest.raises(SystemExit):  # the committed files keep the defaults
+        main(["--runbook-base-url", "https://runbooks.example.org"])
+
+
+def test_the_fleet_files_thresholds_reach_the_rules(tmp_path, promtool):
+    """`--fleet`: every threshold the rules compare with is the fleet file's (none is built in)."""
+    from alertrules.generate import DEFAULT_FLEET, default_settings, main
+    from infercast.config import load_config
+
+    data = yaml.safe_load(DEFAULT_FLEET.read_text())
+    data["thresholds"].update(
+        kv_forecast_trigger=0.61, memory_breaker=0.69, fragmentation_warning=0.17, fragmentation_release=0.31
+    )
+    data["thresholds"].update(gpu_temperature_celsius=77, kv_forecast_for_seconds=45)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["--out", str(out), "--fleet", str(fleet)]) == 0
+    rules = {r["alert"]: r for g in yaml.safe_load((out / "alerts.yml").read_text())["groups"] for r in g["rules"]}
+    assert rules["InfercastKVCacheForecastBreach"]["expr"].endswith("> 0.61")
+    assert rules["InfercastKVCacheForecastBreach"]["for"] == "45s"
+    assert rules["InfercastKVCacheUsageHigh"]["expr"].endswith("> 0.69")
+    assert rules["InfercastKVCacheFragmentationHigh"]["expr"].endswith("> 0.17")
+    assert rules["InfercastKVCacheFragmentationCritical"]["expr"].endswith("> 0.31")
+    assert rules["InfercastGPUTemperatureHigh"]["expr"].endswith("> 77")
+    recording = (out / "recording.yml").read_text()
+    assert ">= 0.61" in recording and ">= bool 0.31" in recording  # the trigger and the fragmentation bands
+    assert run([promtool, "check", "rules", str(out / "alerts.yml"), str(out / "recording.yml")]).returncode == 0
+    # the committed rules are the repository's fleet file's
+    assert default_settings() == AlertSettings.from_fleet(load_config(DEFAULT_FLEET))
+    assert main(["--out", str(out), "--fleet", str(tmp_path / "missing.yaml")]) == 2
 
 
 def test_rules_use_only_catalog_names_and_recording_names():
