@@ -29,6 +29,7 @@ OTHER = {
     "xid": ("79",),
     "action": ("prewarm_pool", "set_pool_weight"),
     "kind": ("latency",),
+    "metric": ("vllm:kv_cache_usage_perc",),
 }
 
 
@@ -53,7 +54,7 @@ def label_sets(m: MetricSpec) -> Iterator[dict[str, str]]:
         labels = [x for x in labels if x not in ("target", "kind")]
     enums = dict(m.enums)
     for label in labels:
-        values = enums.get(label) or OTHER[label]
+        values = enums.get(label) or OTHER.get(label, (f"{label}-a",))  # a label added later: one value
         groups.append([{label: v} for v in values])
     for combo in itertools.product(*groups):
         merged: dict[str, str] = {}
