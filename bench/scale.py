@@ -1,33 +1,50 @@
-"""Scale on Kubernetes (issue 14): the predictor's tick at 10,000 series on one replica and on two shards, and the
-exporter's /metrics render at 512 nodes x 8 GPUs.
+"""Scale (issues 14 and 25): the predictor daemon's own tick with the deployed LSTM at 100 / 1,000 / 10,000 / 50,000
+series, one replica against two shards, and the exporter's /metrics render at 512 nodes x 8 GPUs.
 
-    nice -n 10 .venv/bin/python bench/scale.py [--series 10000] [--nodes 512] [--repeat 3] [--no-publish]
+    nice -n 10 .venv/bin/python bench/scale.py [--sizes 100,1000,10000,50000] [--json] [--no-publish]
 
-1. Forecasting: 10,000 (pool, version) KV-usage series with an hour of 15 s history, served from memory (the cost
-   measured is the forecasting, not Prometheus).  One `PredictorLoop.tick` over all of them is the baseline; then
-   each of two replicas' ticks through `ShardedStore` (`--shard i/2`), one after the other in this process.  Two
-   replicas run side by side on their own pods, so a tick costs them the slower shard's time: the figure is that
-   over the baseline (1/2 is a perfect split).  Both shards together must publish exactly the one replica's series.
-2. Exporter: the fleet exporter (one process scraping every node: the worst case; on Kubernetes each GPU node's
+1. Forecasting, measured as it ships: `PredictorLoop.from_config` on the seed's fleet file (so the LSTM is the
+   shipped model file, `predictors/models/lstm_kv`, with its online band and the calendar prior, an event two
+   minutes ahead), after `predictors.cli.prepare_process` (the daemon's torch threads, `predictor.torch_threads`, and
+   `gc.freeze()`), ticking as the daemon does.  N (pool, version) groups, one instance each, an hour of 15 s
+   history of KV usage and of the covariates the LSTM reads (running and waiting requests, fragmentation), served
+   from memory (the cost measured is the forecasting, not Prometheus; no request counter, so no traffic series:
+   Prophet's per-series traffic forecasts are not in these figures).  Each group publishes two KV forecasts (the
+   pool's mean and its fullest instance), so N groups are 2N forecast series.  The loop first ticks one horizon
+   and a step (21 ticks, 15 s apart) so every band has forecasts waiting for their outcomes, as in a running
+   daemon; then the median of `--repeat` ticks is the figure.  The per-series path (`PredictorLoop(batched=False)`:
+   each series through its own pipeline, as the tick forecast before issue 25) runs the same ticks on the first
+   `--per-series-max` groups only (it costs about 1 ms a group) and its time is scaled by N / that number: the output
+   says which.  `max_abs_diff` is the largest difference between the two paths' published values on those groups.
+   Each size runs in its own process, so its peak RSS (`peak_rss_bytes`: the fleet's data, the model and the tick)
+   is its own.
+2. At 10,000 groups, each of two replicas' ticks through `ShardedStore` (`--shard i/2`), one after the other: both
+   shards together must publish exactly the one replica's series, and two replicas on their own pods cost the
+   slower shard's time.
+3. Exporter: the fleet exporter (one process scraping every node: the worst case; on Kubernetes each GPU node's
    DaemonSet pod renders only its own GPUs) rendering 512 nodes x 8 GPUs, against prometheus_client rendering the
    same series from plain labelled Gauges, both in this run (bench/exporter.py's method at 8x the fleet).
 
-Publishes docs/results/scale.json and the `<!-- bench:scale:... -->` blocks (bench/results.py).
+`--json` prints one object per size (`series`, `model`, `tick_seconds`, `per_series_tick_seconds`,
+`peak_rss_bytes`, `max_abs_diff`, and how the per-series figure was measured).  Publishes docs/results/scale.json
+and the `<!-- bench:scale:... -->` blocks (bench/results.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
+import resource
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, KV_CACHE_USAGE_RATIO
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -35,64 +52,186 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import results  # noqa: E402
 
-from infercast.config import PredictorConfig  # noqa: E402
+from infercast.catalog import (  # noqa: E402
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    KV_CACHE_FRAGMENTATION_RATIO,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+)
+from infercast.config import FleetConfig, load_config  # noqa: E402
 from infercast.store import Series  # noqa: E402
-from predictors.service import PredictorLoop  # noqa: E402
-from predictors.shard import Shard, ShardedStore  # noqa: E402
 
 T0 = 1_800_000_000.0
+STEP = 15.0
+FLEET_FILE = REPO / "examples" / "flash-sale.yaml"
+SIZES = (100, 1_000, 10_000, 50_000)
+WARMUP_TICKS = 21  # one horizon (300 s) and a step: the first forecasts' outcomes are in by the timed ticks
+SHARD_SIZE = 10_000
 
 
 class FixedStore:
-    """Every KV series of the fleet, already in memory; no other metric (no traffic series: KV only)."""
+    """The fleet's series, already in memory, by metric; metrics it has no series of answer empty.  Like Prometheus,
+    it answers only the points in [start, end] (every series here shares one time grid, so one search cuts all)."""
 
-    def __init__(self, series: list[Series]) -> None:
+    def __init__(self, series: dict[str, list[Series]]) -> None:
         self.series = series
 
     def query_range(self, metric, matchers, start, end, step) -> list[Series]:
-        return self.series if metric == KV_CACHE_USAGE_RATIO else []
+        ss = self.series.get(metric, [])
+        if not ss:
+            return []
+        t = ss[0].t
+        a, b = np.searchsorted(t, [start - 1e-6, end + 1e-6], side="left")
+        if a == 0 and b == len(t):
+            return ss
+        out = []
+        for s in ss:
+            if s.t is not t:
+                raise ValueError("FixedStore: the fleet's series must share one time grid")
+            out.append(Series(s.labels, t[a:b], s.v[a:b]))
+        return out
 
 
-def fleet(n: int) -> list[Series]:
-    t = np.arange(T0 - 3600.0, T0 + 1.0, 15.0)
+def fleet(n: int) -> dict[str, list[Series]]:
+    """n (pool, version) groups of one instance: KV usage drifting at its own level, and the LSTM's covariates."""
+    t = np.arange(T0 - 3600.0, T0 + 1.0, STEP)
     rng = np.random.default_rng(14)
-    return [
-        Series(
-            {"pool": f"pool-{i:05d}", "version": f"v{i % 3}", "instance": "n0"},
-            t,
-            np.clip(0.3 + 0.4 * (i / n) + 1e-5 * (t - T0) + rng.normal(0, 0.01, t.size), 0, 1),
-        )
-        for i in range(n)
-    ]
+    out: dict[str, list[Series]] = {m: [] for m in (KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING)}
+    out[KV_CACHE_FRAGMENTATION_RATIO] = []
+    for i in range(n):
+        labels = {"pool": f"pool-{i:05d}", "version": f"v{i % 3}", "instance": "n0"}
+        kv = np.clip(0.3 + 0.4 * (i / n) + 1e-5 * (t - T0) + rng.normal(0, 0.01, t.size), 0, 1)
+        out[KV_CACHE_USAGE_RATIO].append(Series(labels, t, kv))
+        out[REQUESTS_RUNNING].append(Series(labels, t, 40 + 60 * kv))
+        out[REQUESTS_WAITING].append(Series(labels, t, np.maximum(0.0, 200 * (kv - 0.6))))
+        out[KV_CACHE_FRAGMENTATION_RATIO].append(Series(labels, t, 0.1 + 0.1 * kv))
+    return out
 
 
-def _tick(store) -> tuple[float, set]:
-    loop = PredictorLoop(PredictorConfig(history_seconds=3600.0), rps_model="kalman")
-    t0 = time.perf_counter()
-    out = loop.tick(T0, store)
-    took = time.perf_counter() - t0
-    keys = {(s.name, tuple(sorted(s.label_dict.items()))) for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO}
-    return took, keys
+def subset(series: dict[str, list[Series]], pools: set[str]) -> dict[str, list[Series]]:
+    return {m: [s for s in ss if s.labels["pool"] in pools] for m, ss in series.items()}
 
 
-def forecast_bench(n: int) -> dict:
-    _tick(FixedStore(fleet(20)))  # warm-up: imports and first-call costs are not the fleet's
-    store = FixedStore(fleet(n))
-    whole_s, whole = _tick(store)
-    shards = [_tick(ShardedStore(store, Shard(i, 2))) for i in range(2)]
-    parts = [k for _, k in shards]
-    if parts[0] & parts[1] or parts[0] | parts[1] != whole:
-        raise SystemExit("scale: the two shards do not publish exactly the one replica's forecasts")
-    slower = max(s for s, _ in shards)
+def bench_config() -> FleetConfig:
+    """The seed's fleet file with an hour of history and its sale moved two minutes after the timed tick."""
+    cfg = load_config(FLEET_FILE)
+    events = [e.model_copy(update={"start": f"{T0 + 120:.0f}", "end": f"{T0 + 1020:.0f}"}) for e in cfg.events]
+    pc = cfg.predictor.model_copy(update={"history_seconds": 3600.0})
+    return cfg.model_copy(update={"predictor": pc, "events": events})
+
+
+def _loop(cfg: FleetConfig, batched: bool):
+    from predictors.service import PredictorLoop
+
+    loop = PredictorLoop.from_config(cfg, batched=batched)
+    if loop.lstm is None:
+        raise SystemExit(f"scale: the deployed LSTM did not load ({loop.lstm_error or 'no model file'})")
+    return loop
+
+
+def _ticks(loop, store, repeat: int) -> tuple[list[float], list]:
+    """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples)."""
+    times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -1, -1)
+    took, out = [], []
+    for k, now in enumerate(times):
+        t0 = time.perf_counter()
+        out = loop.tick(float(now), store)
+        if k >= WARMUP_TICKS:
+            took.append(time.perf_counter() - t0)
+    return took, out
+
+
+def _values(samples, pools: set[str] | None = None) -> dict:
     return {
-        "series": n,
-        "one_replica_tick_s": whole_s,
-        "shard_tick_s": [s for s, _ in shards],
-        "two_replicas_tick_s": slower,
-        "two_replicas_ratio": slower / whole_s,
-        "per_series_ms": whole_s / n * 1e3,
-        "forecast_series_published": len(whole),
+        (s.name, s.labels): s.value
+        for s in samples
+        if s.name.startswith("infercast_forecast_")
+        and "pool" in s.label_dict
+        and (pools is None or s.label_dict["pool"] in pools)
     }
+
+
+def _max_abs_diff(a: dict, b: dict) -> float:
+    if a.keys() != b.keys():
+        raise SystemExit(f"scale: the batched and per-series ticks publish different series: {set(a) ^ set(b)}")
+    worst = 0.0
+    for k, va in a.items():
+        vb = b[k]
+        if np.isinf(va) or np.isinf(vb):
+            if va != vb:
+                return float("inf")
+        else:
+            worst = max(worst, abs(va - vb))
+    return worst
+
+
+def measure(n: int, repeat: int, per_series_max: int) -> dict:
+    """One size, in this process (main() runs each in its own)."""
+    from predictors.cli import prepare_process
+    from predictors.shard import Shard, ShardedStore
+
+    cfg = bench_config()
+    series = fleet(n)
+    store = FixedStore(series)
+    loop = _loop(cfg, batched=True)
+    prepare_process(cfg.predictor)
+    took, out = _ticks(loop, store, repeat)
+    models = sorted({s.label_dict["model"] for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO})
+    published = sum(s.name == FORECAST_KV_CACHE_USAGE_RATIO for s in out) // 3
+    # the per-series path on the first groups, same ticks
+    k = min(n, per_series_max)
+    pools = {f"pool-{i:05d}" for i in range(k)}
+    single = _loop(cfg, batched=False)
+    took1, out1 = _ticks(single, FixedStore(subset(series, pools)), repeat)
+    r = {
+        "series": n,
+        "forecast_series": published,
+        "model": loop.lstm.name,
+        "model_label": models[0] if len(models) == 1 else models,
+        "model_file": str(Path(cfg.predictor.model_file or "predictors/models/lstm_kv")),
+        "tick_seconds": statistics.median(took),
+        "ticks_timed": took,
+        "per_series_tick_seconds": statistics.median(took1) * n / k,
+        "per_series_measured_on": k,
+        "per_series_scaled": k < n,
+        "peak_rss_bytes": 0,
+        "max_abs_diff": _max_abs_diff(_values(out, pools), _values(out1)),
+    }
+    r["ratio"] = r["tick_seconds"] / r["per_series_tick_seconds"]
+    if n == SHARD_SIZE:
+        shards = []
+        for i in range(2):
+            shard_loop = _loop(cfg, batched=True)
+            s_took, s_out = _ticks(shard_loop, ShardedStore(store, Shard(i, 2)), repeat)
+            shards.append((statistics.median(s_took), set(_values(s_out))))
+        whole = set(_values(out))
+        if shards[0][1] & shards[1][1] or shards[0][1] | shards[1][1] != whole:
+            raise SystemExit("scale: the two shards do not publish exactly the one replica's forecasts")
+        r["shard_tick_seconds"] = [s for s, _ in shards]
+        r["two_replicas_ratio"] = max(r["shard_tick_seconds"]) / r["tick_seconds"]
+    r["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return r
+
+
+def forecast_bench(sizes: list[int], repeat: int, per_series_max: int, progress: bool) -> list[dict]:
+    out = []
+    for n in sizes:
+        cmd = [sys.executable, __file__, "--one", str(n), "--repeat", str(repeat)]
+        cmd += ["--per-series-max", str(per_series_max)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"scale: size {n} failed:\n{done.stderr[-4000:]}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        out.append(r)
+        if progress:
+            how = f"measured on {r['per_series_measured_on']}, scaled" if r["per_series_scaled"] else "all"
+            print(
+                f"{n:>6} series: tick {r['tick_seconds']:.3f} s, per-series {r['per_series_tick_seconds']:.2f} s "
+                f"({how}), peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB, max |diff| {r['max_abs_diff']:.1e}",
+                file=sys.stderr,
+            )
+    return out
 
 
 def exporter_bench(nodes: int, gpus: int, repeat: int) -> dict:
@@ -103,17 +242,42 @@ def exporter_bench(nodes: int, gpus: int, repeat: int) -> dict:
 
 def table_forecast(r: dict) -> str:
     f = r["forecast"]
-    return "\n".join(
-        [
-            "| predictor replicas | tick for the whole fleet (s) | x one replica | per series (ms) |",
-            "|---|---:|---:|---:|",
-            f"| 1 (baseline) | {f['one_replica_tick_s']:.1f} | 1.00 | {f['per_series_ms']:.2f} |",
-            f"| 2 (`--shard i/2`, the slower shard) | {f['two_replicas_tick_s']:.1f} | "
-            f"{f['two_replicas_ratio']:.2f} | {f['two_replicas_tick_s'] / f['series'] * 2e3:.2f} |",
-            "",
-            f"{f['series']:,} KV-usage series, an hour of 15 s history each; {r['machine']}.",
-        ]
+    rows = [
+        "| series | tick (s) | per-series path (s) | x per-series | forecasts | peak RSS (MiB) | max abs diff |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in f["sizes"]:
+        per = f"{s['per_series_tick_seconds']:.2f}"
+        if s["per_series_scaled"]:
+            per += f" (on {s['per_series_measured_on']:,}, scaled)"
+        rows.append(
+            f"| {s['series']:,} | {s['tick_seconds']:.3f} | {per} | {s['ratio']:.3f} | {s['forecast_series']:,} | "
+            f"{s['peak_rss_bytes'] / 2**20:,.0f} | {s['max_abs_diff']:.1e} |"
+        )
+    sh = (
+        next(s for s in f["sizes"] if "shard_tick_seconds" in s)
+        if any("shard_tick_seconds" in s for s in f["sizes"])
+        else None
     )
+    rows.append("")
+    if sh is not None:
+        rows.append(
+            f"Two replicas (`--shard i/2`) at {sh['series']:,} series: the slower shard's tick "
+            f"{max(sh['shard_tick_seconds']):.3f} s, {sh['two_replicas_ratio']:.2f}x one replica's."
+        )
+        rows.append("")
+    rows.append(
+        f"`infercast predictor`'s tick with the shipped LSTM (`{f['model_label']}`: the model file, its online band, "
+        "the calendar prior), median of "
+        f"{f['repeat']} ticks after {f['warmup_ticks']} warm-up ticks; series are (pool, version) groups with an hour "
+        "of 15 s history of KV usage and the covariates, each publishing its mean and max forecasts; the per-series "
+        "path (`batched=False`: each series through its own pipeline, as before issue 25) timed in the same run, on "
+        "the first "
+        f"{f['per_series_max']:,} groups and scaled where marked; max abs diff between the two paths' published "
+        f"values; traffic (Prophet) not included. {f['torch_threads']} torch thread; {r['machine']}; load average "
+        f"{f['load_before']:.1f} before, {f['load_after']:.1f} after."
+    )
+    return "\n".join(rows)
 
 
 def table_exporter(r: dict) -> str:
@@ -137,25 +301,57 @@ TABLES = {"forecast": table_forecast, "exporter": table_exporter}
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--series", type=int, default=10_000)
+    p.add_argument("--sizes", default=",".join(str(n) for n in SIZES), help="series counts, comma-separated")
     p.add_argument("--nodes", type=int, default=512)
     p.add_argument("--gpus", type=int, default=8)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=3, help="timed ticks per size (and exporter renders)")
+    p.add_argument("--per-series-max", type=int, default=500, help="groups the per-series path runs on (scaled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per size")
+    p.add_argument("--no-exporter", action="store_true", help="forecasting only (implies --no-publish)")
     p.add_argument("--no-publish", action="store_true", help="print only")
+    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # one size, in a child process
     a = p.parse_args()
-    if a.series < 2 or a.nodes < 1 or a.gpus < 1 or a.repeat < 1:
-        p.error("--series must be >= 2; --nodes, --gpus and --repeat >= 1")
     logging.basicConfig(level=logging.ERROR)
+    if a.one is not None:
+        print(json.dumps(measure(a.one, a.repeat, a.per_series_max)))
+        return 0
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    if not sizes or min(sizes) < 2 or a.nodes < 1 or a.gpus < 1 or a.repeat < 1 or a.per_series_max < 1:
+        p.error("--sizes must be >= 2; --nodes, --gpus, --repeat and --per-series-max >= 1")
+    from infercast.config import PredictorConfig
+
+    load_before = os.getloadavg()[0]
+    sized = forecast_bench(sizes, a.repeat, a.per_series_max, progress=not a.json)
+    if a.json:
+        keys = ("series", "model", "tick_seconds", "per_series_tick_seconds", "peak_rss_bytes", "max_abs_diff")
+        for r in sized:
+            print(json.dumps({**{k: r[k] for k in keys}, **{k: v for k, v in r.items() if k not in keys}}))
     r = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python {platform.python_version()}",
-        "exporter": exporter_bench(a.nodes, a.gpus, a.repeat),
-        "forecast": forecast_bench(a.series),
+        "forecast": {
+            "sizes": sized,
+            "model_label": sized[0]["model_label"],
+            "repeat": a.repeat,
+            "warmup_ticks": WARMUP_TICKS,
+            "per_series_max": a.per_series_max,
+            "torch_threads": PredictorConfig().torch_threads,
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+        },
     }
-    print(table_forecast(r))
-    print()
-    print(table_exporter(r))
+    if a.no_exporter:
+        if not a.json:
+            print(table_forecast(r))
+        return 0
+    r["exporter"] = exporter_bench(a.nodes, a.gpus, a.repeat)
+    if not a.json:
+        print(table_forecast(r))
+        print()
+        print(table_exporter(r))
     if not a.no_publish:
-        print(results.publish("scale", r, TABLES))
+        out = results.publish("scale", r, TABLES)
+        if not a.json:
+            print(out)
     return 0
 
 

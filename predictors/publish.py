@@ -28,7 +28,7 @@ from predictors.base import Forecast
 FORECAST_METRIC = {"kv": FORECAST_KV_CACHE_USAGE_RATIO, "rps": FORECAST_REQUESTS_PER_SECOND}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a large fleet's tick builds 100,000s of them
 class ForecastSample:
     """One published forecast series: labels in the family's catalog order (`sample` builds and checks them).
     Not `exporters.base.Sample`, whose labels are a dict straight from a scrape."""

@@ -138,28 +138,60 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
     rank = np.empty(g, dtype=np.int64)
     rank[[index[k] for k in groups]] = np.arange(g)
     sgroup = rank[np.asarray(gid)]  # each series' row
-    lens = np.fromiter((len(t) for t in ts), dtype=np.int64, count=len(ts))
-    sid = np.repeat(np.arange(len(ts)), lens)
-    tt, vv = np.concatenate(ts), np.concatenate(vs)
-    k = np.rint((tt - g0) / step).astype(np.int64)
-    ok = (k >= 0) & (k < n)
-    placed = np.full((len(ts), n), np.nan)
-    placed[sid[ok], k[ok]] = vv[ok]
+    n_series = len(ts)
+    placed: np.ndarray | None = None  # allocated below unless every series is on the grid already
+    points = np.zeros(n_series)
+    nonfinite = np.zeros(n_series)
+    last_s = np.full(n_series, -math.inf)
+    # Fast path: a series with a sample at every grid point (what Prometheus' query_range returns for a healthy
+    # series) is its row as it is; checked, not assumed.  The others are placed sample by sample.
+    cand = np.fromiter((len(x) == n for x in ts), dtype=bool, count=n_series)
+    rest = np.ones(n_series, dtype=bool)
+    if cand.any():
+        ci = np.nonzero(cand)[0]
+        tm = np.concatenate([ts[i] for i in ci]).reshape(len(ci), n)  # (vstack is slower on many rows)
+        exact = (np.rint((tm - g0) / step) == np.arange(n)).all(axis=1)
+        ci, tm = ci[exact], tm[exact]
+        vm = np.concatenate([vs[i] for i in ci]).reshape(len(ci), n) if len(ci) else np.zeros((0, n))
+        if len(ci) == n_series:
+            placed = vm  # ci is every series, in order
+        else:
+            placed = np.full((n_series, n), np.nan)
+            placed[ci] = vm
+        points[ci] = n
+        nonfinite[ci] = (~np.isfinite(vm)).sum(axis=1)
+        last_s[ci] = tm.max(axis=1) if len(ci) else last_s[ci]
+        rest[ci] = False
+    if placed is None:
+        placed = np.full((n_series, n), np.nan)
+    ri = np.nonzero(rest)[0]
+    if len(ri):
+        lens = np.fromiter((len(ts[i]) for i in ri), dtype=np.int64, count=len(ri))
+        sid = np.repeat(ri, lens)
+        tt = np.concatenate([ts[i] for i in ri])
+        vv = np.concatenate([vs[i] for i in ri])
+        k = np.rint((tt - g0) / step).astype(np.int64)
+        ok = (k >= 0) & (k < n)
+        placed[sid[ok], k[ok]] = vv[ok]
+        points += np.bincount(sid[ok], minlength=n_series)
+        nonfinite += np.bincount(sid[ok], weights=~np.isfinite(vv[ok]), minlength=n_series)
+        np.maximum.at(last_s, sid[ok], tt[ok])
     placed[~np.isfinite(placed)] = np.nan
-    row = sgroup[sid[ok]]
-    raw_points = np.bincount(row, minlength=g)
-    raw_nonfinite = np.bincount(row, weights=~np.isfinite(vv[ok]), minlength=g).astype(np.int64)
+    raw_points = np.bincount(sgroup, weights=points, minlength=g).astype(np.int64)
+    raw_nonfinite = np.bincount(sgroup, weights=nonfinite, minlength=g).astype(np.int64)
     last = np.full(g, -math.inf)
-    np.maximum.at(last, row, tt[ok])
+    np.maximum.at(last, sgroup, last_s)
     order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
     firsts = np.searchsorted(sgroup[order], np.arange(g))
     single = len(ts) == g  # one series per group: nothing to combine
+    in_order = bool((order == np.arange(len(order))).all())
     out = {}
     for how in hows:
         m = counter_rate(placed, step) if how == "rate" else placed
-        m = m[order]
+        m = m if in_order else m[order]
         if single:
-            y = m.copy()
+            y = m  # shared by the ways of combining (mean and max of one series are the series): read-only
+            y.flags.writeable = False
         else:
             fin = np.isfinite(m)
             count = np.add.reduceat(fin.astype(np.int64), firsts, axis=0)
@@ -235,25 +267,46 @@ def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_af
 
 
 def check_inputs(
+    t: np.ndarray, am: AlignedMatrix, now: float, min_points: int, stale_after: float, chunk: int = 4096
+) -> tuple[list[str | None], np.ndarray]:
+    """`check_input` for every row of `am` at once: (skip reason or None per row, start index per row), `chunk`
+    rows at a time (the work stays in cache, and memory bounded, on a large fleet)."""
+    reasons: list[str | None] = []
+    starts = []
+    for a in range(0, max(len(am.groups), 1), chunk):
+        part = AlignedMatrix(
+            am.groups[a : a + chunk],
+            am.y[a : a + chunk],
+            am.raw_points[a : a + chunk],
+            am.raw_nonfinite[a : a + chunk],
+            am.last_raw_t[a : a + chunk],
+            index={("", ""): 0},  # unused here; skips building the index
+        )
+        r, st = _check_rows(t, part, now, min_points, stale_after)
+        reasons += r
+        starts.append(st)
+    return reasons, np.concatenate(starts)
+
+
+def _check_rows(
     t: np.ndarray, am: AlignedMatrix, now: float, min_points: int, stale_after: float
 ) -> tuple[list[str | None], np.ndarray]:
-    """`check_input` for every row of `am` at once: (skip reason or None per row, start index per row)."""
     y = am.y
     g, n = y.shape
     if not g:
         return [], np.zeros(0, dtype=np.int64)
     fin = np.isfinite(y)
-    cols = np.arange(n)
+    cols = np.arange(n, dtype=np.int32)
     fresh = now - am.last_raw_t <= stale_after
     anyfin = fin.any(axis=1)
     last = n - 1 - np.argmax(fin[:, ::-1], axis=1)
     gone = ~anyfin | (now - t[last] > stale_after)
-    prev = np.maximum.accumulate(np.where(fin, cols, -1), axis=1)  # the newest finite index at or before each
-    before = np.concatenate([np.full((g, 1), -1), prev[:, :-1]], axis=1)
+    prev = np.maximum.accumulate(np.where(fin, cols, np.int32(-1)), axis=1)  # the newest finite index at or before
+    before = np.concatenate([np.full((g, 1), -1, dtype=np.int32), prev[:, :-1]], axis=1)
     hole = fin & (before >= 0) & (t[None, :] - t[np.maximum(before, 0)] > stale_after)
     has_hole = hole.any(axis=1)
     start = np.where(has_hole, n - 1 - np.argmax(hole[:, ::-1], axis=1), 0)
-    csum = np.cumsum(fin, axis=1)
+    csum = np.cumsum(fin, axis=1, dtype=np.int32)
     total = csum[:, -1]
     usable = total - np.where(start > 0, csum[np.arange(g), np.maximum(start - 1, 0)], 0)
     nan_like = (am.raw_nonfinite > 0) & (am.raw_points - am.raw_nonfinite < min_points)
@@ -483,7 +536,9 @@ class PredictorLoop:
             am = aligned[(metric, how)]
             self._known[series] = set(am.groups)
             if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
-                covs = self._covariates(store, g0, step, n)
+                # the batched pass reads only the model's window of them: it asks the store for no more
+                tail = None if batch_model is None else batch_model[0].params.lookback + RATE_WINDOW_STEPS
+                covs = self._covariates(store, g0, step, n, tail)
             reasons, starts = check_inputs(t, am, now, cfg.min_history_points, cfg.stale_after_seconds)
             if kind == "kv" and batch_model is not None:
                 batch.append(_KVJob(series, aggregate, am, reasons, starts, slot))
@@ -644,22 +699,23 @@ class PredictorLoop:
         w = min(lookback, n)
         live = np.arange(n - w, n)[None, :] >= start[:, None]  # the window's samples inside each row's history
 
-        def window(m: np.ndarray) -> np.ndarray:
+        def window(tail: np.ndarray) -> np.ndarray:
+            """The last `w` grid columns of each row -> its raw window (NaN before its start, front-padded)."""
             out = np.full((rows, lookback), np.nan)
-            out[:, lookback - w :] = np.where(live, m[:, n - w :], np.nan)
+            out[:, lookback - w :] = np.where(live, tail, np.nan)
             return out
 
-        raw = {"y": window(y)}
+        raw = {"y": window(y[:, n - w :])}
         groups = [g for _, g in keys]
         for name, cm in covs.items():
             if not cm.groups:
                 continue  # the store has none of it: the model masks it, as for a series without it
             at = np.fromiter((cm.index.get(g, -1) for g in groups), dtype=np.int64, count=rows)
-            m = np.full((rows, n), np.nan)
-            m[at >= 0] = cm.y[at[at >= 0]]
+            tail = np.full((rows, w), np.nan)
+            tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
             if scale != 1.0 and name in RATE_FEATURES:
-                m = m / scale
-            raw[name] = window(m)
+                tail = tail / scale
+            raw[name] = window(tail)
         # the future grid as `future_grid` makes it for each series, in the model's time
         tm = t * scale if scale != 1.0 else t
         step_m = float(np.median(np.diff(tm)))
@@ -683,9 +739,16 @@ class PredictorLoop:
             self._event_windows = deployed.service_windows(self.events)
         return self._event_windows
 
-    def _covariates(self, store: Store, g0: float, step: float, n: int) -> dict[str, AlignedMatrix]:
-        """LSTM covariates per group; a covariate the store cannot give is left out (the model masks it)."""
+    def _covariates(
+        self, store: Store, g0: float, step: float, n: int, tail: int | None = None
+    ) -> dict[str, AlignedMatrix]:
+        """LSTM covariates per group; a covariate the store cannot give is left out (the model masks it).
+
+        `tail`: only the grid's last `tail` points (the batched pass, which reads the model's window and the few
+        points before it a rate needs): the matrices are that wide and end where the tick's grid ends."""
         out: dict[str, AlignedMatrix] = {}
+        if tail is not None and tail < n:
+            g0, n = g0 + step * (n - tail), tail
         t_end = g0 + step * (n - 1)
         for name, (metric, how) in COVARIATE_METRICS.items():
             try:
