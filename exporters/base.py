@@ -13,6 +13,15 @@ we cannot trust this round, so the scrape fails with `ScrapeError` (the exporter
 `infercast_target_up 0` with the reason) instead of exporting a half-true picture.  The same goes for what the
 collectors derive: a ratio over 1, two series of a page landing on the same labels, a served model the fleet file
 does not know.  A scrape also has a budget (`Budget`): its deadline and a number of series.
+
+The exporter's own scrapes (`exporters.sources.HttpSource`) parse with `isolate=True` instead: a bad line in a
+family it reads (malformed labels, a value that is not a number, NaN, negative or out of range, a duplicate series)
+drops *that family* for the round -- the parser's `errors` say which and why, and the target stays up with the
+rest of its page -- rather than the whole target.  A body that is not Prometheus text at all (a line that does not
+even start with a metric name: an HTML error page, JSON), over its budget or not UTF-8 still fails the scrape.
+Each collector names the families it `EXPECTED` (alternatives: renamed families); one absent from a page is
+reported as `infercast_target_metric_missing{target,metric} 1` (exporters/server.py) instead of a forecast that
+silently stops.
 """
 
 from __future__ import annotations
@@ -36,10 +45,29 @@ class ScrapeError(Exception):
     """A target could not be scraped or its body could not be trusted; the message is the reason logged."""
 
 
+class OverBudget(ScrapeError):
+    """The scrape's budget (deadline, series) is spent: the whole scrape fails, even when isolating families."""
+
+
 class Sample(NamedTuple):
     name: str
     labels: dict[str, str]
     value: float
+
+
+#: internal diagnostics a source returns beside its samples (never exported as such; exporters/server.py turns them
+#: into `infercast_target_metric_missing` and `infercast_target_parse_errors_total`)
+METRIC_MISSING = "_metric_missing"  # {metric}: an expected family absent from the page
+FAMILY_DROPPED = "_family_dropped"  # {family, reason}: a family dropped this round as malformed or untrusted
+
+
+def diagnostics(expected: Iterable[tuple[str, ...]], present: Iterable[str], errors: dict[str, str]) -> list[Sample]:
+    """The diagnostics samples of one parse: each expected family (a tuple of alternative names, the current one
+    first) that is neither on the page nor dropped, and each dropped family with its reason."""
+    seen = set(present) | set(errors)
+    out = [Sample(METRIC_MISSING, {"metric": names[0]}, 1.0) for names in expected if not seen & set(names)]
+    out += [Sample(FAMILY_DROPPED, {"family": fam, "reason": why}, 1.0) for fam, why in sorted(errors.items())]
+    return out
 
 
 def served_models(fleet: FleetConfig) -> dict[str, str]:
@@ -110,6 +138,8 @@ _META_RE = re.compile(rf"#[ \t]+(HELP|TYPE)[ \t]+({_NAME})(?:[ \t]+(.*))?")
 _TYPES = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset"})
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESC_RE = re.compile(r"\\[\\\"n]")
+#: the metric name a malformed sample line starts with (isolating mode: which family to drop)
+_LEAD_RE = re.compile(rf"({_NAME})(?:[{{ \t]|$)")
 
 
 def _labels(raw: str, lineno: int) -> dict[str, str]:
@@ -173,10 +203,19 @@ class TextParser:
     partial line (at most MAX_LINE).
     """
 
-    def __init__(self, wanted: Iterable[str], maxima: dict[str, float] | None = None, budget: Budget | None = None):
+    def __init__(
+        self,
+        wanted: Iterable[str],
+        maxima: dict[str, float] | None = None,
+        budget: Budget | None = None,
+        *,
+        isolate: bool = False,
+    ):
         self.wanted = wanted if isinstance(wanted, set | frozenset) else frozenset(wanted)
         self.maxima = maxima or {}
         self.budget = budget or Budget()
+        self.isolate = isolate  # a bad line drops its family (errors), not the whole parse
+        self.errors: dict[str, str] = {}  # wanted family -> why it was dropped (the first reason)
         self.out: Raw = {}
         self._seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         self._kept = 0
@@ -218,7 +257,7 @@ class TextParser:
         self._lineno += 1
         lineno = self._lineno
         if lineno % _CHECK_EVERY == 0 and time.monotonic() > self.budget.deadline:
-            raise ScrapeError(f"timed out after {self.budget.timeout:g}s (still parsing the body)")
+            raise OverBudget(f"timed out after {self.budget.timeout:g}s (still parsing the body)")
         if len(line) > MAX_LINE:
             raise ScrapeError(f"line {lineno}: longer than {MAX_LINE} characters")
         if not line or line.isspace():
@@ -233,10 +272,31 @@ class TextParser:
             return
         m = _SAMPLE_RE.fullmatch(line.rstrip("\r"))
         if not m:
-            raise ScrapeError(f"line {lineno}: not a Prometheus sample: {line[:80]!r}")
+            lead = _LEAD_RE.match(line) if self.isolate else None
+            if lead is None:
+                raise ScrapeError(f"line {lineno}: not a Prometheus sample: {line[:80]!r}")
+            if lead.group(1) in self.wanted:  # a malformed line of a family we read: that family goes
+                self._drop(lead.group(1), f"line {lineno}: not a Prometheus sample: {line[:80]!r}")
+            return  # of a family we do not read: it costs nothing
         name = m.group(1)
-        if name not in self.wanted:
+        if name not in self.wanted or name in self.errors:
             return
+        try:
+            self._sample(name, m, line, lineno)
+        except OverBudget:
+            raise
+        except ScrapeError as e:
+            if not self.isolate:
+                raise
+            self._drop(name, str(e))
+
+    def _drop(self, name: str, reason: str) -> None:
+        """Forget family `name` for this parse (its kept series too) and remember why."""
+        self.errors.setdefault(name, reason[:300])
+        gone = self.out.pop(name, [])
+        self._kept -= len(gone)
+
+    def _sample(self, name: str, m: re.Match[str], line: str, lineno: int) -> None:
         if len(line) > MAX_SERIES_LINE:
             raise ScrapeError(f"line {lineno}: {name} series of {len(line)} characters (at most {MAX_SERIES_LINE})")
         labels = _labels(m.group(2), lineno) if m.group(2) else {}
@@ -251,7 +311,7 @@ class TextParser:
             raise ScrapeError(f"line {lineno}: duplicate series {name}{{{m.group(2) or ''}}}")
         self._kept += 1
         if self._kept > self.budget.max_series:
-            raise ScrapeError(
+            raise OverBudget(
                 f"line {lineno}: more than {self.budget.max_series} series of the families read (label cardinality; "
                 "exporter.max_series_per_target)"
             )

@@ -46,6 +46,8 @@ WANTED = frozenset((FB_USED, FB_FREE, FB_RESERVED, UTIL, SM_OCC, DRAM, PCIE_TX, 
 KEPT = ("pod", "namespace", "container")
 #: ranges: utilisation is a percentage, the profiling fields are ratios
 MAXIMA = {UTIL: 100.0, SM_OCC: 1.0, DRAM: 1.0}
+#: the families a dcgm-exporter page must have (the profiling fields are not on by default)
+EXPECTED = ((FB_USED,), (FB_FREE,), (UTIL,), (TEMP,), (POWER,))
 
 #: (dcgm field, catalog name, scale) for the plain gauges
 GAUGES = (

@@ -9,6 +9,11 @@ families once per cycle; `collect()` only hands those out.
 
 A target that fails keeps its last good samples for `config.exporter.staleness_seconds` (so one lost scrape does
 not punch holes in every graph) while `infercast_target_up` says 0 at once; the reason is logged once per change.
+
+Faults inside a page that is up are visible and local: each family the target's engine must expose gets
+`infercast_target_metric_missing{target,metric}` (1 while absent: an engine upgrade renamed it, say), and a family
+dropped as malformed (the rest of the page kept) counts in `infercast_target_parse_errors_total{target,family}`;
+each is logged once when it starts and once when it ends, not every cycle.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -24,14 +30,20 @@ from dataclasses import dataclass, field
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
-from exporters.base import SERVING_UP, Sample, ScrapeError, Target
+from exporters.base import FAMILY_DROPPED, METRIC_MISSING, SERVING_UP, Sample, ScrapeError, Target
 from exporters.derive import derive
 from exporters.router import RouterRecorder, apply_ingest, known_label_sets
 from exporters.sources import SERVING_KINDS, HttpSource, Source
 from exporters.twin import TwinSource, recorder_samples
 from exporters.windows import Windows
 from infercast import exposition
-from infercast.catalog import GPU_FAMILIES, TARGET_SCRAPE_DURATION_SECONDS, TARGET_UP
+from infercast.catalog import (
+    GPU_FAMILIES,
+    TARGET_METRIC_MISSING,
+    TARGET_PARSE_ERRORS_TOTAL,
+    TARGET_SCRAPE_DURATION_SECONDS,
+    TARGET_UP,
+)
 from infercast.config import FleetConfig
 from infercast.httpserve import (
     FROM_ENV,
@@ -62,6 +74,10 @@ class TargetState:
     reason: str | None = "not scraped yet"
     duration: float = 0.0
     future: Future | None = None
+    expected: tuple[str, ...] = ()  # the families its engine must expose (their current names)
+    missing: frozenset[str] = frozenset()  # of those, absent from the last good page
+    dropped: dict[str, str] = field(default_factory=dict)  # family -> why it was dropped from the last good page
+    parse_errors: Counter[str] = field(default_factory=Counter)  # family -> scrapes that dropped it
 
 
 def build_sources(config: FleetConfig, *, twin: TwinSource | None = None) -> list[Source]:
@@ -111,6 +127,8 @@ class Exporter:
         for src in sources:
             tc = by_name.get(src.name)
             st = TargetState(src, Windows(config.exporter.hit_ratio_window_seconds))
+            expected = getattr(getattr(src, "_module", None), "EXPECTED", ())
+            st.expected = tuple(names[0] for names in expected)
             if tc is not None:
                 st.pool = tc.pool
                 st.version = tc.version or (config.pools[tc.pool].version if tc.pool else None)
@@ -160,6 +178,7 @@ class Exporter:
                 except Exception as e:  # a source bug: reported as the target's reason, never a crash
                     self._fail(st, f"{type(e).__name__}: {e}", time.monotonic() - t0)
                     continue
+                samples = self._diagnose(st, samples)
                 resets = st.windows.resets
                 st.samples = st.windows.apply(samples, src_now)
                 if st.windows.resets > resets:
@@ -179,6 +198,34 @@ class Exporter:
                 time.monotonic() - t_process,
             )
             self.last_cycle_at = now
+
+    def _diagnose(self, st: TargetState, samples: list[Sample]) -> list[Sample]:
+        """Take the source's diagnostics out of its samples: note missing and dropped families, log each once."""
+        missing, dropped, rest = set(), {}, []
+        for s in samples:
+            if s.name == METRIC_MISSING:
+                missing.add(s.labels["metric"])
+            elif s.name == FAMILY_DROPPED:
+                dropped[s.labels["family"]] = s.labels["reason"]
+            else:
+                rest.append(s)
+        name, kind = st.source.name, st.source.kind
+        for m in sorted(missing - st.missing):
+            log.warning(
+                "target %s (%s): expected metric %s is missing from its page (renamed by an engine upgrade, or not "
+                "enabled?): the series built from it stop (%s{target=%r,metric=%r} 1)",
+                name, kind, m, TARGET_METRIC_MISSING, name, m,
+            )  # fmt: skip
+        for m in sorted(st.missing - missing):
+            log.info("target %s (%s): metric %s is back", name, kind, m)
+        for fam, why in sorted(dropped.items()):
+            st.parse_errors[fam] += 1
+            if fam not in st.dropped:
+                log.warning("target %s (%s): family %s dropped, the rest of the page kept: %s", name, kind, fam, why)
+        for fam in sorted(set(st.dropped) - set(dropped)):
+            log.info("target %s (%s): family %s parses again", name, kind, fam)
+        st.missing, st.dropped = frozenset(missing), dropped
+        return rest
 
     def _fail(self, st: TargetState, reason: str, duration: float) -> None:
         st.duration = duration
@@ -210,6 +257,14 @@ class Exporter:
                 if pool is not None and version is not None:
                     samples.append(Sample(SERVING_UP, {**labels, "pool": pool, "version": version}, own_up.value))
             samples.append(own_up)
+            name = st.source.name
+            for fam, n in sorted(st.parse_errors.items()):
+                samples.append(Sample(TARGET_PARSE_ERRORS_TOTAL, {"target": name, "family": fam}, float(n)))
+            if st.up:
+                for m in st.expected:
+                    samples.append(
+                        Sample(TARGET_METRIC_MISSING, {"target": name, "metric": m}, 1.0 if m in st.missing else 0.0)
+                    )
             if not fresh:
                 continue
             for s in st.samples:

@@ -55,6 +55,8 @@ WANTED = frozenset(
 HIT_MODES = ("device_hit", "host_hit", "storage_hit")
 #: the families that are ratios 0-1
 MAXIMA = dict.fromkeys((USAGE_NAME, HIT_RATE), 1.0)
+#: the families an SGLang page must have
+EXPECTED = ((USAGE_NAME,), (RUNNING_NAME,), (QUEUE_NAME,))
 
 Key = tuple[str | None, str | None]  # (model_name, dp_rank)
 

@@ -12,6 +12,7 @@ abandoned scrape does not go on using CPU and memory in the background.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Protocol
 import requests
 
 from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import MAX_SERIES, Budget, Sample, ScrapeError, Target, TextParser
+from exporters.base import MAX_SERIES, Budget, Sample, ScrapeError, Target, TextParser, diagnostics
 from infercast.redact import redact
 
 #: kind -> its collector module (`WANTED`, `MAXIMA`, `build`, `parse`)
@@ -133,15 +134,28 @@ class HttpSource:
         self._module = MODULES[target.kind]
 
     def collect(self) -> list[Sample]:
+        """The page's samples, then the diagnostics (`exporters.base.diagnostics`): expected families missing, and
+        families dropped as malformed (the rest of the page is kept).  ScrapeError when nothing can be used."""
         deadline = time.monotonic() + self.timeout
         mod = self._module
-        parser = TextParser(mod.WANTED, mod.MAXIMA, Budget(deadline, self.timeout, self.max_series))
+        parser = TextParser(mod.WANTED, mod.MAXIMA, Budget(deadline, self.timeout, self.max_series), isolate=True)
         try:
             chunks = stream(self.target.url or "", self.session, self.timeout, self.max_bytes, deadline)
             with contextlib.closing(chunks):
                 for chunk in chunks:
                     parser.feed_bytes(chunk)
-            return mod.build(parser.result(), self.target)
+            raw = parser.result()
+            try:
+                if "errors" in inspect.signature(mod.build).parameters:
+                    samples = mod.build(raw, self.target, errors=parser.errors)
+                else:
+                    samples = mod.build(raw, self.target)
+            except ScrapeError as e:
+                if not parser.errors:
+                    raise
+                dropped = "; ".join(f"{fam} dropped: {why}" for fam, why in sorted(parser.errors.items()))
+                raise ScrapeError(f"{e} ({dropped})"[:600]) from None
+            return samples + diagnostics(getattr(mod, "EXPECTED", ()), raw, parser.errors)
         except ScrapeError:
             raise
         except Exception as e:  # a parser bug must not take the exporter down; it is reported as the reason

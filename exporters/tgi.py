@@ -20,6 +20,8 @@ BATCH_TOKENS = "tgi_batch_current_max_tokens"
 MAX_TOKENS = "tgi_batch_max_total_tokens"
 WANTED = frozenset((QUEUE, BATCH, BATCH_TOKENS, MAX_TOKENS))
 MAXIMA: dict[str, float] = {}
+#: the families a TGI page must have
+EXPECTED = ((QUEUE,), (BATCH,), (BATCH_TOKENS,), (MAX_TOKENS,))
 
 
 def _one(raw: dict, name: str) -> float | None:

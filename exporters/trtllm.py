@@ -7,7 +7,11 @@ overwriting the other.
 Usage is `nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"}`, cross-checked against used / max
 blocks of the same page when both are there (they come from one statistics snapshot, so they agree up to the
 rounding of the text; more than FRACTION_TOLERANCE apart, the page is not trusted); without `fraction` it is used /
-max.  Running and waiting come from `nv_trt_llm_request_metrics{request_type="active"|"waiting"}`, and batch
+max.  Under the exporter (`build(..., errors=...)`) a disagreement drops only that model version's KV usage and
+reports the family (`nv_trt_llm_kv_cache_block_metrics: ... disagrees ...`): the rest of the page -- running,
+waiting, saturation -- is kept and the target stays up.  The example page of TensorRT-LLM's own Triton README
+(fraction 0.4875 beside 1 used of 6239 blocks, tests/data/engines/tensorrt-llm-readme.prom) used to down its target.
+Running and waiting come from `nv_trt_llm_request_metrics{request_type="active"|"waiting"}`, and batch
 saturation is active / `request_type="max"` (the configured batch limit, which Triton does export).
 
 Allocation failures: absent.  TRT-LLM's `paused_requests` is a gauge of requests paused *now* for lack of KV
@@ -26,6 +30,8 @@ BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
 REQUESTS = "nv_trt_llm_request_metrics"
 WANTED = frozenset((BLOCKS, REQUESTS))
 MAXIMA: dict[str, float] = {}  # one family mixes a ratio (fraction) with block counts: checked in build()
+#: the families a Triton TRT-LLM page must have
+EXPECTED = ((BLOCKS,), (REQUESTS,))
 #: how far `fraction` may be from used / max of the same page (the text rounds both; 0.383 vs 2598/6784 = 0.38296)
 FRACTION_TOLERANCE = 0.01
 
@@ -60,8 +66,9 @@ def parse(text: str, target: Target) -> list[Sample]:
     return build(parse_text(text, WANTED, MAXIMA), target)
 
 
-def build(raw: Raw, target: Target) -> list[Sample]:
-    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples."""
+def build(raw: Raw, target: Target, errors: dict[str, str] | None = None) -> list[Sample]:
+    """The samples of the families read (`parse_text(text, WANTED, MAXIMA)`) -> catalog samples.  With `errors`
+    (the exporter's isolating parse) a KV block family that cannot be trusted is dropped there, not raised."""
     blocks = _table(raw.get(BLOCKS), "kv_cache_block_type")
     reqs = _table(raw.get(REQUESTS), "request_type")
     keys = sorted(set(blocks) | set(reqs))
@@ -77,7 +84,14 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         labels = target.serving_labels(model or None, instance)
         b, r = blocks.get(key, {}), reqs.get(key, {})
         active = r.get("active")
-        out.add(KV_CACHE_USAGE_RATIO, labels, usage(key, b))
+        try:
+            kv = usage(key, b)
+        except ScrapeError as e:
+            if errors is None:
+                raise
+            errors.setdefault(BLOCKS, str(e))
+            kv = None
+        out.add(KV_CACHE_USAGE_RATIO, labels, kv)
         out.add(REQUESTS_RUNNING, labels, active)
         out.add(REQUESTS_WAITING, labels, r.get("waiting"))
         out.add(BATCH_SATURATION_RATIO, labels, _saturation(active, r.get("max") or target.max_batch))

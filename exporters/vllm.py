@@ -67,6 +67,8 @@ WANTED = frozenset(
 
 #: the families that are ratios 0-1 (a `kv_cache_usage_perc` of 57.0 is an error, not a value)
 MAXIMA = dict.fromkeys((*USAGE_NAMES, ENGINE_KV_CACHE_FRAGMENTATION_RATIO, ENGINE_MEMORY_EFFICIENCY_RATIO), 1.0)
+#: the families a vLLM page must have (alternatives: a renamed family, the current name first)
+EXPECTED = (USAGE_NAMES, (RUNNING_NAME,), (WAITING_NAME,))
 
 Key = tuple[str | None, str | None]  # (model_name, engine)
 

@@ -120,6 +120,8 @@ GPU_ECC_ERRORS_TOTAL = "infercast_gpu_ecc_errors_total"
 GPU_XID_ERRORS_TOTAL = "infercast_gpu_xid_errors_total"
 TARGET_UP = "infercast_target_up"
 TARGET_SCRAPE_DURATION_SECONDS = "infercast_target_scrape_duration_seconds"
+TARGET_METRIC_MISSING = "infercast_target_metric_missing"
+TARGET_PARSE_ERRORS_TOTAL = "infercast_target_parse_errors_total"
 FORECAST_KV_CACHE_USAGE_RATIO = "infercast_forecast_kv_cache_usage_ratio"
 FORECAST_REQUESTS_PER_SECOND = "infercast_forecast_requests_per_second"
 FORECAST_BREACH_ETA_SECONDS = "infercast_forecast_breach_eta_seconds"
@@ -270,6 +272,20 @@ CATALOG: tuple[MetricSpec, ...] = (
         "seconds",
         ("target", "kind"),
         "Duration of the last scrape of the target.",
+    ),
+    _g(
+        TARGET_METRIC_MISSING,
+        "",
+        ("target", "metric"),
+        "1 while a family the target's engine must expose (metric: its current name) is absent from its page "
+        "(renamed by an upgrade, or not enabled): the series built from it stop; 0 when present.",
+    ),
+    _c(
+        TARGET_PARSE_ERRORS_TOTAL,
+        "",
+        ("target", "family"),
+        "Scrapes in which a family of the target's page was dropped as malformed or untrusted (the rest of the "
+        "page was kept).",
     ),
     # --- forecasts ------------------------------------------------------------------------------------------
     _g(

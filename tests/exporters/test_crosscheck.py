@@ -99,7 +99,9 @@ def test_derived_ratios_over_1_are_errors():
         sglang.parse(payload("sglang.prom"), target("sglang", max_batch=128))
 
 
-def test_an_out_of_range_value_takes_the_target_down_with_the_reason(fixture_server, caplog):
+def test_an_out_of_range_value_drops_its_family_with_the_reason(fixture_server, caplog):
+    # issue 24 item 6: the family goes, not the target (the rest of the page is kept; tests/exporters/
+    # test_scrape_faults.py); the value is never exported
     fixture_server.routes["/bad"] = Route(payload("vllm.prom").replace(" 0.9312", " 57.0", 1))
     config = fleet([{"name": "bad", "kind": "vllm", "url": fixture_server.url("/bad")}])
     exp = Exporter(config, build_sources(config))
@@ -107,9 +109,10 @@ def test_an_out_of_range_value_takes_the_target_down_with_the_reason(fixture_ser
     exp.scrape()
     m = samples(render(exp))
     exp.close()
-    assert get(m, "infercast_target_up", target="bad") == 0
+    assert get(m, "infercast_target_up", target="bad") == 1
     assert not [k for k in m if k[0] == "infercast_kv_cache_usage_ratio"]
-    assert any("bad (vllm) is down" in r.getMessage() and "(expected 0-1)" in r.getMessage() for r in caplog.records)
+    assert any("vllm:kv_cache_usage_perc dropped" in r.getMessage() and "(expected 0-1)" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
 
 
 # --- served models the fleet file does not know -----------------------------------------------------------------------
