@@ -19,8 +19,6 @@ from hypothesis import strategies as st
 from infercast import httpserve
 from infercast.httpserve import HttpError, HttpService, Limits, Request, Response, Route, count, finite, parse_json
 
-SLACK = 3.0  # seconds of scheduling slack on a loaded 2-core machine
-
 
 def _echo(req: Request) -> Response:
     return Response.json({"got": req.json(), "params": dict(req.params)})
@@ -85,12 +83,11 @@ def status_and_json(reply: bytes) -> tuple[int, dict]:
     ],
 )
 def test_a_bad_content_length_is_refused_before_any_body_is_read(svc, length_header, status, reason):
-    # the client announces a body but never sends it: the answer comes at once, not after a read
-    t0 = time.monotonic()
+    # the client announces a body but never sends it: the answer is the header's refusal, not the read deadline's
+    # 408 that waiting for the body would have ended in
     reply = raw(svc.port, f"POST /items/a HTTP/1.1\r\nHost: x\r\n{length_header}\r\n".encode())
     got, body = status_and_json(reply)
     assert (got, reason in body["error"]) == (status, True), reply
-    assert time.monotonic() - t0 < 1.0 + SLACK
 
 
 def test_get_takes_no_body(svc):
@@ -100,33 +97,33 @@ def test_get_takes_no_body(svc):
 
 # --- deadlines and connections -----------------------------------------------------------------------------------
 def test_an_idle_connection_is_closed_after_the_read_timeout(svc):
-    with socket.create_connection(("127.0.0.1", svc.port), timeout=10) as c:
+    # the server's 1 s deadline answers before the client's own 60 s timeout would have (recv would raise)
+    with socket.create_connection(("127.0.0.1", svc.port), timeout=60) as c:
         c.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n")  # headers never finished
-        t0 = time.monotonic()
         reply = c.recv(65536)
-        took = time.monotonic() - t0
     assert reply.startswith(b"HTTP/1.1 408") and b"within 1s" in reply
-    assert took < 1.0 + SLACK
 
 
 def test_a_slow_loris_is_cut_off_at_the_request_deadline_not_per_byte(svc):
     # one header byte every 0.2 s never trips a per-recv timeout of 1 s; the per-request deadline does
-    reply = b""
+    # without the deadline nothing would answer before the headers end, which they never do: an answer before the
+    # last byte is the deadline's (counted in bytes sent, not seconds)
+    reply, sent = b"", 0
+    head = b"GET /ping HTTP/1.1\r\nX-Long: " + b"a" * 1000  # 200 s if nothing stopped it
     with socket.create_connection(("127.0.0.1", svc.port), timeout=10) as c:
         c.settimeout(0.2)
-        t0 = time.monotonic()
-        for byte in b"GET /ping HTTP/1.1\r\nX-Long: " + b"a" * 1000:  # 200 s if nothing stopped it
+        for byte in head:
             try:
                 c.sendall(bytes([byte]))
+                sent += 1
                 reply = c.recv(65536)
                 break  # an answer (or the close) came
             except TimeoutError:
                 continue
             except OSError:
                 break
-        took = time.monotonic() - t0
     assert reply.startswith(b"HTTP/1.1 408"), reply
-    assert took < 1.0 + SLACK
+    assert sent < len(head)
 
 
 def test_hundreds_of_idle_connections_hold_no_more_threads_than_the_cap():

@@ -370,7 +370,7 @@ def test_the_daemon_against_a_twin_served_in_its_own_process_in_both_modes(tmp_p
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                first = requests.get(f"{url}/v1/fleet", timeout=2).json()
+                first = requests.get(f"{url}/v1/fleet", timeout=30).json()
                 break
             except requests.RequestException:
                 time.sleep(0.2)
@@ -378,10 +378,10 @@ def test_the_daemon_against_a_twin_served_in_its_own_process_in_both_modes(tmp_p
         tick = ["--tick", "tests.actuators.doubles:weight_walk", "--once"]
         r = _cli("--config", str(path), *tick)
         assert r.returncode == 0 and json.loads(r.stdout)["actions"][0]["outcome"] == "advisory", r.stderr
-        assert requests.get(f"{url}/v1/fleet", timeout=2).json()["pools"][0]["weight"] == 1.0
+        assert requests.get(f"{url}/v1/fleet", timeout=30).json()["pools"][0]["weight"] == 1.0
         r = _cli("--config", str(path), "--mode", "active", *tick)
         assert r.returncode == 0 and json.loads(r.stdout)["actions"][0]["outcome"] == "applied", r.stderr
-        now = requests.get(f"{url}/v1/fleet", timeout=2).json()
+        now = requests.get(f"{url}/v1/fleet", timeout=30).json()
         assert now["pools"][0] == {**first["pools"][0], "weight": 0.5}
         assert now["at"] > first["at"]  # the twin kept running meanwhile
     finally:

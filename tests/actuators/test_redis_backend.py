@@ -125,8 +125,8 @@ def test_redis_going_away_is_a_backend_error_then_failed_and_recovers(redis_serv
     redis_server.close()  # Redis dies mid-test
     with pytest.raises(BackendError, match=r"redis redis://127.0.0.1:\d+/0: ConnectionError"):
         admin.observe()
-    t0 = time.monotonic()
     sleeps: list[float] = []
     res = apply_with_retries(stamped(admin, Stamp(key="k")), SetPoolWeight("v4-main", 0.2), sleep=sleeps.append)
+    # refused connections fail fast: each attempt ends in ConnectionError (not a timeout), only the backoff waits
     assert res.status == "failed" and res.attempts == 3 and "ConnectionError" in res.detail
-    assert sleeps == [0.2, 0.4] and time.monotonic() - t0 < 5  # refused connections fail fast
+    assert "Timeout" not in res.detail and sleeps == [0.2, 0.4]

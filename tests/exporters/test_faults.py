@@ -16,8 +16,6 @@ from tests.exporters.conftest import fleet
 from tests.exporters.fakes import FixtureServer, Route, payload
 from tests.exporters.test_server import get, render, samples
 
-SLACK = 1.5  # seconds of scheduling slack on a loaded 2-core machine
-
 
 def distinct_labels(size: int) -> str:
     line = 'vllm:num_requests_running{{engine="0",model_name="model-{:08d}-padding-padding"}} 1\n'
@@ -33,15 +31,13 @@ def test_a_page_of_distinct_labels_is_refused_at_the_series_cap():
     srv = FixtureServer({"/m": Route(distinct_labels(10_000_000))})
     try:
         tracemalloc.start()
-        t0 = time.monotonic()
+        # a timeout no busy machine reaches: the refusal must be the series cap's, not the deadline's
         with pytest.raises(ScrapeError, match="more than 2000 series of the families read"):
-            source(srv.url("/m"), timeout=5.0).collect()
-        took = time.monotonic() - t0
+            source(srv.url("/m"), timeout=120.0).collect()
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     finally:
         srv.close()
-    assert took < 5.0
     assert peak < 20 * 1024 * 1024  # the page is never held whole: chunks, one partial line, 2,000 series
 
 
@@ -55,13 +51,13 @@ def test_parsing_stops_at_the_deadline_in_the_scraping_thread():
     srv = FixtureServer({"/m": Route(text)})
     timeout = min(0.2, unbounded / 4)
     try:
-        t0 = time.monotonic()
+        # collect() raises the deadline's error itself (the parsing ran in this thread, so nothing goes on after
+        # it); how soon after the deadline is bench/faults.py's figure, not a test's (issue 25: no wall-clock
+        # assertion in a test)
         with pytest.raises(ScrapeError, match=f"timed out after {timeout:g}s"):
             source(srv.url("/m"), timeout=timeout).collect()
-        took = time.monotonic() - t0
     finally:
         srv.close()
-    assert took < timeout + SLACK  # collect() itself returned: nothing goes on after it
     # the parser alone, with a deadline already past, stops within one check interval
     p = TextParser(WANTED, budget=Budget(deadline=time.monotonic() - 1, timeout=2.0))
     with pytest.raises(ScrapeError, match="still parsing the body"):
@@ -88,15 +84,13 @@ def test_an_abandoned_scrape_ends_soon_after_the_cycle_deadline(fixture_server):
     ]
     config = fleet(targets, scrape_timeout_seconds=1.0)
     exp = Exporter(config, build_sources(config))
-    t0 = time.monotonic()
     exp.scrape()
-    assert time.monotonic() - t0 < 1.0 + SLACK  # the cycle waits for the deadline, not for the page
     m = samples(render(exp))
     assert get(m, "infercast_target_up", target="good") == 1
     assert get(m, "infercast_target_up", target="cardinality") == 0
-    assert get(m, "infercast_target_up", target="dribble") == 0
+    assert get(m, "infercast_target_up", target="dribble") == 0  # the cycle ended at its deadline, not the page's end
     assert len([k for k in m if k[0] == "infercast_requests_running"]) == 2  # good's two engines, nothing else
-    deadline = time.monotonic() + SLACK + 1.0
+    deadline = time.monotonic() + 60  # a guard against a thread that never ends, sized for a busy machine
     while time.monotonic() < deadline and not all(st.future.done() for st in exp.states):
         time.sleep(0.05)
     assert all(st.future.done() for st in exp.states), "a scrape thread outlived its deadline"
@@ -112,7 +106,8 @@ def test_the_serving_exporter_with_every_fault_at_once():
     r = run(cycles=3, timeout=2.0)
     assert r["exporter_exited"] is None
     assert r["metrics_status"] == [200, 200, 200] and r["good_target_up"]
-    assert r["worst_wall_over_timeout"] <= 1.5
+    # every /metrics answered (above) is the test; how long each took against the timeout is the bench's figure
+    # (bench/faults.py, docs/hardening.md): under load it read 2.4x once while the behaviour was right (issue 25)
     assert r["peak_growth_mib"] <= 200
     assert r["hostile_posts_answered"] == ["400", "400"]
     assert r["peak_threads"] <= 64 + (2 * 32 + 4) + 16  # listener cap + scrape pool + the process's own

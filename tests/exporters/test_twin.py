@@ -123,6 +123,7 @@ def test_the_served_twin_keeps_to_the_wall_clock():
     driver.join(5)
     elapsed = time.monotonic() - t0
     assert not driver.is_alive()
-    # never ahead of the wall clock by more than the tick it ends on (the old loop: 5 s of twin in 1.5 s); and it
-    # keeps up (the lower bound is loose: a busy CI machine may starve the driver thread for a while)
-    assert elapsed / 2 <= source.now() <= elapsed + tick, (source.now(), elapsed)
+    # never ahead of the wall clock by more than the tick it ends on (the old loop: 5 s of twin in 1.5 s), which a
+    # busy machine cannot break (it only slows the driver); and it advanced.  How well it keeps up is load-bound, so
+    # no lower bound (issue 25: no wall-clock assertion a busy machine can fail)
+    assert 0 < source.now() <= elapsed + tick, (source.now(), elapsed)

@@ -129,7 +129,7 @@ def test_service_serves_forecasts_over_http_and_stops_on_request(prom, tmp_path,
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and "infercast_forecast_kv_cache_usage_ratio{" not in body:
             with contextlib.suppress(requests.ConnectionError):
-                body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
             time.sleep(0.2)
         assert (
             'infercast_forecast_kv_cache_usage_ratio{aggregate="max",horizon="300s",ml_forecast="yhat",model="kalman_aci"'
@@ -159,7 +159,7 @@ def test_service_with_prometheus_down_serves_the_reason_and_stops_on_sigterm(tmp
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "source_down" not in body:
             with contextlib.suppress(requests.ConnectionError):
-                body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
             time.sleep(0.3)
         # Nothing known yet about any pool: one marker per series, with empty pool/version.
         assert 'infercast_forecast_skipped{pool="",reason="source_down",series="kv",version=""} 1.0' in body

@@ -163,14 +163,12 @@ def test_two_shards_split_the_fleet_and_a_dead_one_is_caught_per_pool(tmp_path, 
 
         procs[1].send_signal(signal.SIGKILL)  # shard 1 dies without a word
         procs[1].wait(timeout=10)
-        t_kill = time.monotonic()
 
         def only_shard_0():
             left = {(r["metric"]["pool"], r["metric"]["version"]) for r in _query(prom.url, FORECASTS)}
             return left == a, left
 
         _wait(only_shard_0, 30, "shard 1's forecasts to go stale")
-        gone_after = time.monotonic() - t_kill
 
         def missing_fires():
             firing = {
@@ -183,7 +181,8 @@ def test_two_shards_split_the_fleet_and_a_dead_one_is_caught_per_pool(tmp_path, 
         assert _query(prom.url, 'ALERTS{alertname="InfercastForecastsStale"}') == []
         down = _query(prom.url, 'up{job="infercast-predictor"}')
         assert {r["metric"]["instance"]: r["value"][1] for r in down} == {targets[0]: "1", targets[1]: "0"}
-        assert gone_after < 15, f"shard 1's series lingered {gone_after:.1f} s after it died"
+        # gone within the 30 s wait above, far inside Prometheus' 5 min lookback: the staleness marker removed
+        # them, not the lookback running out (how soon is Prometheus' scrape timing, not asserted)
     finally:
         for p in procs:
             if p.poll() is None:
