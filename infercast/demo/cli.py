@@ -22,8 +22,8 @@ from infercast.arm_names import ARMS, canonical
 from infercast.config import ConfigError, load_config, resolve_scenario
 from infercast.runfiles import to_json, write_json
 
-# every arm may be asked for; the default five are the demo's story, the control bench (bench/control.py) runs
-# them all
+# every arm may be asked for; the default five are the demo's story, plus `hindsight` (the bound) where the control
+# bench (bench/control.py, which runs them all) has found its plan for the scenario and seed: the demo replays it
 DEFAULT_ARMS = ("none", "basic", "reactive", "predictive", "perfect-forecast")
 
 
@@ -34,9 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--trace", help="a trace instead (Azure CSV, Mooncake JSONL, ServeGen dir) on a sized fleet")
     p.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
     p.add_argument("--seed", type=int, default=None, help="the scenario's seed (default: the file's)")
-    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
-                   help=f"comma-separated subset of {','.join(ARMS)} (default: {','.join(DEFAULT_ARMS)}; "
-                   "hindsight runs a fast search: several runs of the twin)")  # fmt: skip
+    p.add_argument("--arms", default=None,
+                   help=f"comma-separated subset of {','.join(ARMS)} (default: {','.join(DEFAULT_ARMS)}, and "
+                   "hindsight where bench/control.py found its plan for the scenario and seed: replayed, one run; "
+                   "asked for elsewhere, hindsight runs a fast search: several runs of the twin)")  # fmt: skip
     p.add_argument("--out", default="runs/demo", help="directory for report.html, summary.json and the series")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -153,10 +154,10 @@ def _interrupted(live, out: Path, written: list[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from infercast.demo.live_check import LiveError
     from infercast.demo.report import live_note, render_html, text_table
-    from infercast.demo.run import run_demo
+    from infercast.demo.run import run_demo, stored_hindsight_plan
 
     # `oracle`: the old name of perfect-forecast (actuators.driver.ALIASES)
-    arms = [canonical(a.strip()) for a in args.arms.split(",") if a.strip()]
+    arms = [canonical(a.strip()) for a in (args.arms or ",".join(DEFAULT_ARMS)).split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad or not arms:
         print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(ARMS)}",
@@ -184,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         if cfg.scenario is None:
             raise ConfigError(f"{name}: the fleet file has no scenario: section")
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
+    if args.arms is None and trace is None and stored_hindsight_plan(name, seed) is not None:
+        arms.append("hindsight")
     started = time.perf_counter()
     out = Path(args.out)
     written: list[str] = []

@@ -255,7 +255,7 @@ td:first-child,th:first-child{text-align:left}th{background:#f6f6f6}.muted{color
 def _headline(result: DemoResult) -> str:
     arms = result.arms
     parts = []
-    for name in ("none", "reactive", "predictive", "perfect-forecast"):
+    for name in ("none", "reactive", "predictive", "perfect-forecast", "hindsight"):
         if name in arms:
             s = arms[name].summary
             parts.append(
@@ -323,9 +323,19 @@ seeds' own fixes with no foresight (per-request memory admission, a quota lane f
 by context length, a cold v3.5 standby, a failover headroom check, priority tiers, an HPA on current metrics).
 <b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and Prophet forecasts, the actuator's
 control loop with guardrails). <b>perfect-forecast</b>: the same control loop fed the true future, an estimate of what
-better forecasts alone could add (not an upper bound: the policy is the same). Details: docs/demo.md.</p>
+better forecasts alone could add (not an upper bound: the policy is the same). <b>hindsight</b>, where shown: the bound,
+the best plan of standby floors and admission found knowing the run's whole future{_hindsight_plan(result)}.
+Details: docs/demo.md and docs/control.md.</p>
 </body></html>
 """
+
+
+def _hindsight_plan(result: DemoResult) -> str:
+    run = result.arms.get("hindsight")
+    if run is None:
+        return ""
+    plan, source = run.summary.get("plan_text"), run.summary.get("search")
+    return html.escape(f" (here: {plan}; {source})") if plan else ""
 
 
 def markdown_table(arms: dict[str, dict]) -> str:

@@ -1,0 +1,31 @@
+"""The demo's bound: `hindsight` replays the plan the control bench found for the same scenario and seed."""
+
+from __future__ import annotations
+
+import json
+
+from actuators.plans import Plan
+from infercast.demo.run import stored_hindsight_plan
+
+
+def test_a_plan_survives_the_bench_json_it_is_stored_in():
+    plan = Plan(((510.0, (("v4-long", 5), ("v4-short", 11))),), (("memory_limit", 0.75),))
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert Plan.from_dict([]) == Plan()
+
+
+def test_the_demo_finds_the_benchs_plan_for_its_scenario_and_seed_and_nothing_for_others(tmp_path):
+    plan = Plan(((510.0, (("v4-long", 5), ("v4-short", 11))),))
+    cells = [
+        {"scenario": "flash-sale", "seed": 0, "search": "fast", "arms": {"hindsight": {"plan_steps": plan.to_dict()}}},
+        {"scenario": "calm-day", "seed": 0, "search": "fast", "arms": {"hindsight": {"plan_steps": []}}},
+    ]
+    (tmp_path / "control.json").write_text(json.dumps({"cells": cells}))
+    found = stored_hindsight_plan("flash-sale", 0, tmp_path)
+    assert found is not None and found[0] == plan and "bench/control.py" in found[1]
+    assert stored_hindsight_plan("calm-day", 0, tmp_path)[0] == Plan()  # the bench's bound there: no plan
+    assert stored_hindsight_plan("flash-sale", 1, tmp_path) is None  # a seed the bench did not run: search instead
+    assert stored_hindsight_plan("my-fleet.yaml", 0, tmp_path) is None
+    assert stored_hindsight_plan("flash-sale", 0, tmp_path / "nowhere") is None  # an installed package: no docs
+    (tmp_path / "control.json").write_text("{not json")
+    assert stored_hindsight_plan("flash-sale", 0, tmp_path) is None
