@@ -880,6 +880,8 @@ def parse_config(data: Any, source: str = "<config>") -> FleetConfig:
         return FleetConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(f"{source}: invalid fleet configuration:\n{_format_errors(err)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid fleet configuration: nested deeper than a fleet file can be") from None
 
 
 def load_config(path: str | Path) -> FleetConfig:
@@ -895,6 +897,8 @@ def load_config(path: str | Path) -> FleetConfig:
         data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    except RecursionError:  # "{" * 5000: the reader recurses once per level (found by bench/hostile.py)
+        raise ConfigError(f"{p}: not valid YAML: nested deeper than the reader can follow") from None
     return parse_config(data, str(p))
 
 

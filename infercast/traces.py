@@ -315,6 +315,8 @@ def _load_azure(path: Path, name: str) -> Trace:
         raise TraceError(f"{path}: no rows after the header")
     # pandas drops blank lines; recover the file's line numbers for messages.
     line_numbers = _nonblank_line_numbers(raw)[1 : len(df) + 1]
+    if len(line_numbers) < len(df):  # a quoted field over several lines: name rows by their order instead
+        line_numbers = np.arange(2, len(df) + 2, dtype=np.int64)
     ts = pd.to_datetime(df["TIMESTAMP"].str.strip(), format="ISO8601", errors="coerce")
     if ts.isna().any():
         i = int(np.flatnonzero(ts.isna().to_numpy())[0])
@@ -343,7 +345,10 @@ def _load_azure(path: Path, name: str) -> Trace:
 
 
 def _nonblank_line_numbers(raw: bytes) -> np.ndarray:
-    lines = raw.split(b"\n")
+    """The numbers of the non-blank lines, counting line ends as pandas' CSV reader does (a lone CR ends a line too:
+    split on LF only, a CR in a row made pandas see one row more than this counted, and a message's line lookup
+    raised IndexError -- found by bench/hostile.py)."""
+    lines = re.split(rb"\r\n|\r|\n", raw)
     return np.array([i + 1 for i, ln in enumerate(lines) if ln.strip()], dtype=np.int64)
 
 
@@ -433,6 +438,8 @@ def _parse_servegen_slow(path: Path, raw: bytes) -> pd.DataFrame:
     except pd.errors.ParserError as e:
         raise TraceError(f"{path}: malformed CSV: {' '.join(str(e).split())}") from None
     lines = _nonblank_line_numbers(raw)[: len(df)]
+    if len(lines) < len(df):  # a quoted field over several lines: name rows by their order instead
+        lines = np.arange(1, len(df) + 1, dtype=np.int64)
     if df["timestamp"].iloc[0].strip().lower() == "timestamp":
         raise TraceError(f"{path}: line 1: ServeGen chunk files have no header; got {','.join(df.iloc[0])!r}")
     out = pd.DataFrame({"pattern": df["pat_name"].str.strip()})
@@ -472,7 +479,8 @@ def _read_servegen_chunk(path: Path) -> pd.DataFrame:
         out = _parse_servegen_slow(path, raw)
 
     def line(i: int) -> int:  # only computed for a message
-        return int(_nonblank_line_numbers(raw)[i])
+        numbers = _nonblank_line_numbers(raw)
+        return int(numbers[i]) if i < len(numbers) else i + 1
 
     for col in ("timestamp", "rate", "cv"):
         neg = out[col].to_numpy() < 0

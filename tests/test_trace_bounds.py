@@ -78,3 +78,12 @@ def test_the_twin_on_a_trace_with_1e23_tokens_exits_2_naming_the_line(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert "big.csv: line 3: ContextTokens is 1e+23, above the most a request may hold (10,000,000)" in r.stderr
+
+
+def test_a_row_holding_a_lone_carriage_return_is_a_trace_error_not_an_index_error(tmp_path):
+    """Found by bench/hostile.py: pandas ends a row at a lone CR, the line count did not, and the message's line
+    lookup raised IndexError (a traceback) instead of naming the bad row."""
+    f = tmp_path / "cr.csv"
+    f.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n" + ROW.encode() + b"\n" + ROW.encode() + b"\rbad,1,2\n")
+    with pytest.raises(TraceError, match=r"cr\.csv: line 4: TIMESTAMP 'bad' is not a time"):
+        load_trace(f)
