@@ -654,7 +654,8 @@ class PredictorLoop:
                             log.info("predictor: %s for %s %s/%s works again", model_name, "kv", *key[1])
                             self._failing.discard((model_name, "kv", key[1]))
                         continue
-                    h = self._history(key[0], "kv", key[1], t, y[r], int(start[r]), covs)
+                    # the baseline reads no covariates (and these are the window's only)
+                    h = self._history(key[0], "kv", key[1], t, y[r], int(start[r]), None)
                     fc, names = self._fallback("kv", key[1], model_name, h, "non-finite forecast")
                     failed[key] = [skipped_sample(*key[1], f"{key[0]}:{nm}", "model_error") for nm in names]
                     if fc is not None:

@@ -208,3 +208,35 @@ def _reference_align(series, g0, step, n, how):
             y = {"mean": np.nanmean, "max": np.nanmax}.get(how, np.nansum)(m, axis=0)
         out[key] = (np.where(have, y, np.nan), *stats[key])
     return out
+
+
+def test_a_series_the_batched_pass_cannot_forecast_falls_back_alone(caplog):
+    """A non-finite forecast for one series (a model gone wrong on odd input): that series says `model_error` for
+    the LSTM and is forecast by the fallback baseline, as on the per-series path; the others are not touched."""
+    cfg = PredictorConfig(history_seconds=3600.0)
+    lstm = _lstm()
+    st = _fleet(6, 15.0)
+    loop = PredictorLoop(cfg, threshold=0.75, lstm=lstm, rps_model="kalman")
+    real = lstm.forecast_windows
+
+    def poisoned(raw, dt, *a, **kw):
+        out = real(raw, dt, *a, **kw)
+        out[0] = np.nan  # the first row: kv for the first group
+        return out
+
+    lstm.forecast_windows = poisoned
+    try:
+        out = loop.tick(T0 + 15.0 * 320, st)
+    finally:
+        del lstm.forecast_windows
+    first = min(g for s in out if "pool" in s.label_dict for g in [s.label_dict["pool"]] if g)
+    skipped = {(s.label_dict["pool"], s.label_dict["series"]) for s in out if s.name == "infercast_forecast_skipped"}
+    assert (first, "kv:lstm_aci") in skipped and (first, "kv_max:lstm_aci") not in skipped
+    models = {
+        (s.label_dict["pool"], s.label_dict["aggregate"]): s.label_dict["model"]
+        for s in out
+        if s.name == "infercast_forecast_kv_cache_usage_ratio"
+    }
+    assert models[(first, "mean")] == registry.BEST_BASELINE["kv"]
+    assert {m for k, m in models.items() if k != (first, "mean")} == {"lstm_aci"}
+    assert "lstm_aci for kv" in caplog.text and "non-finite forecast" in caplog.text
