@@ -23,6 +23,10 @@ rewrites only STEM.json; the weights are not touched.  The calibration data are 
 validation nor scoring uses: `--calib-variants` surge-scenario variants (seeds `--seed` + 500...) and
 `--calib-servegen-hours` one-hour ServeGen slices (seed `--seed` + 600, drawn apart from the slices the model's
 metadata lists for training and validation).  Never the development traces.
+
+`infercast train --from-prometheus URL [--since 7d | --start T --end T] [--matchers L=V ...] [--out STEM]` learns
+the LSTM from the fleet's own history instead, scores it on a held-out tail against predict_linear and refuses
+(rc 2, with the reason) a history too short, an unreachable Prometheus or missing series: `predictors.train_prometheus`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,12 @@ DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sal
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="model path stem: writes OUT.safetensors and OUT.json")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="model path stem: writes OUT.safetensors and OUT.json (required, except with --from-prometheus: "
+        "default ./lstm_kv_local)",
+    )
     p.add_argument("--servegen", nargs="*", default=[], help="ServeGen model dirs (or a folder above them)")
     p.add_argument("--from-twin", action="store_true", help="add the fleet twin's runs to the training data")
     p.add_argument("--twin-variants", type=int, default=6, help="with --from-twin: surge-scenario variants to run")
@@ -82,6 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--calib-servegen-hours", type=int, default=2, help="calibration: one-hour ServeGen twin replays (default 2)"
     )
     p.add_argument("--calib-coverage", type=float, default=0.8, help="calibration: P10-P90 coverage to reach")
+    from predictors import train_prometheus
+
+    train_prometheus.add_arguments(p)
 
 
 def _servegen_dirs(roots: list[str]) -> list[Path]:
@@ -106,6 +118,16 @@ def run(args: argparse.Namespace) -> int:
     from predictors.lstm import LSTMParams
 
     torch.set_num_threads(max(1, args.threads))
+    if args.from_prometheus:
+        from predictors import train_prometheus
+
+        if args.calibrate_only or args.from_twin or args.servegen:
+            print("infercast train: --from-prometheus trains on that history alone", file=sys.stderr)
+            return 2
+        return train_prometheus.run(args)
+    if not args.out:
+        print("infercast train: --out is required (the model path stem)", file=sys.stderr)
+        return 2
     if args.calibrate_only:
         return calibrate_only(args)
     if len(args.twin_weight) > 1 and not args.from_twin:
