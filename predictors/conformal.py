@@ -23,6 +23,7 @@ half-width of 0 (a flat band) is floored at `min_width` so a factor can act on i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,9 @@ import numpy as np
 from predictors.base import Forecast, Forecaster, History
 
 FACTOR_BOUNDS = (0.05, 50.0)
+
+#: A matrix of histories, or a function reading its elements `(rows, cols) -> values` (`AdaptiveBandBank`).
+YSource = np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -158,8 +162,9 @@ class AdaptiveBandBank:
             self.pend_n = np.concatenate([self.pend_n, np.zeros(m, dtype=np.int64)])
         return np.fromiter((self.rows[k] for k in keys), dtype=np.int64, count=len(keys))
 
-    def _learn(self, r: np.ndarray, t: np.ndarray, y: np.ndarray, start: np.ndarray) -> None:
+    def _learn(self, r: np.ndarray, t: np.ndarray, y: YSource, start: np.ndarray) -> None:
         """`AdaptiveBand._learn` for rows `r`: histories `t[start[i]:]`, `y[i, start[i]:]`."""
+        y_at = y if callable(y) else (lambda rows, cols: y[rows, cols])
         t_now = float(t[-1])
         back = t_now < self.last_t[r]
         if back.any():  # a history that goes back in time is a new series
@@ -187,7 +192,7 @@ class AdaptiveBandBank:
                 continue
             te = pt[:, k]
             i = np.clip(np.searchsorted(t, np.where(on, te, t_now)), start, len(t) - 1)
-            yv = y[rows, i]
+            yv = y_at(rows, i)
             seen = on & (np.abs(t[i] - te) <= tol) & np.isfinite(yv)
             if not seen.any():
                 continue
@@ -210,7 +215,7 @@ class AdaptiveBandBank:
         self,
         keys: list,
         t: np.ndarray,
-        y: np.ndarray,
+        y: YSource,
         start: np.ndarray,
         t_future: np.ndarray,
         lower: np.ndarray,
@@ -218,7 +223,9 @@ class AdaptiveBandBank:
         upper: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Learn from each series' history, then rescale the band of the forecasts handed in: (yhat, lower, upper),
-        each (len(keys), len(t_future)), as `AdaptiveBand.forecast` returns them one series at a time."""
+        each (len(keys), len(t_future)), as `AdaptiveBand.forecast` returns them one series at a time.  `y` is the
+        histories' values, (len(keys), len(t)), or a function `(rows, cols) -> y[rows, cols]` that reads them where
+        they are (the batched tick's rows live in two matrices, copied nowhere)."""
         r = self._index(keys)
         start = np.asarray(start, dtype=np.int64)
         self._learn(r, t, y, start)

@@ -349,6 +349,41 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
     return (TimeScaled(lstm, scale) if scale != 1.0 else lstm), None
 
 
+class RowBlocks:
+    """Chosen rows of several matrices read as one matrix, without copying them: the batched tick's KV series of
+    both aggregates, each aggregate's rows in its own aligned matrix (which, for one-instance pools, is the same)."""
+
+    def __init__(self, blocks: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.blocks = blocks  # (matrix, the rows of it taken, in order)
+        self.ends = np.cumsum([len(idx) for _, idx in blocks])
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def _where(self, rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.ends, rows, side="right")
+
+    def row(self, r: int) -> np.ndarray:
+        b = int(self._where(np.asarray([r]))[0])
+        m, idx = self.blocks[b]
+        return m[idx[r - (self.ends[b - 1] if b else 0)]]
+
+    def tail(self, w: int) -> np.ndarray:
+        """The last `w` columns of every row, stacked (small: the model's window)."""
+        return np.concatenate([m[idx, m.shape[1] - w :] for m, idx in self.blocks])
+
+    def at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """`matrix[rows, cols]` elementwise, as if the rows were stacked."""
+        out = np.empty(len(rows))
+        which = self._where(rows)
+        for b, (m, idx) in enumerate(self.blocks):
+            on = which == b
+            if on.any():
+                local = rows[on] - (self.ends[b - 1] if b else 0)
+                out[on] = m[idx[local], cols[on]]
+        return out
+
+
 @dataclass
 class _KVJob:
     """One KV series kind's rows waiting for the batched pass, and where its samples go."""
@@ -628,7 +663,7 @@ class PredictorLoop:
         failed: dict[tuple[str, Group], list[ForecastSample]] = {}
         succeeded: set[str] = set()
         if keys:
-            y = np.vstack([job.am.y[idx] for job, idx in zip(jobs, picks, strict=True)])
+            y = RowBlocks([(job.am.y, idx) for job, idx in zip(jobs, picks, strict=True)])
             start = np.concatenate([job.starts[idx] for job, idx in zip(jobs, picks, strict=True)])
             yhat, lower, upper, t_future = self._kv_paths(t, y, start, keys, covs, lstm, scale)
             ok = np.isfinite(yhat[:, -1]) & np.isfinite(lower[:, -1]) & np.isfinite(upper[:, -1])
@@ -655,7 +690,7 @@ class PredictorLoop:
                             self._failing.discard((model_name, "kv", key[1]))
                         continue
                     # the baseline reads no covariates (and these are the window's only)
-                    h = self._history(key[0], "kv", key[1], t, y[r], int(start[r]), None)
+                    h = self._history(key[0], "kv", key[1], t, y.row(r), int(start[r]), None)
                     fc, names = self._fallback("kv", key[1], model_name, h, "non-finite forecast")
                     failed[key] = [skipped_sample(*key[1], f"{key[0]}:{nm}", "model_error") for nm in names]
                     if fc is not None:
@@ -686,7 +721,7 @@ class PredictorLoop:
     def _kv_paths(
         self,
         t: np.ndarray,
-        y: np.ndarray,
+        y: RowBlocks,
         start: np.ndarray,
         keys: list[tuple[str, Group]],
         covs: dict[str, AlignedMatrix],
@@ -695,7 +730,7 @@ class PredictorLoop:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(yhat, lower, upper, t_future) of the KV pipeline for rows `y[i, start[i]:]` on grid `t`."""
         cfg = self.config
-        rows, n = y.shape
+        rows, n = len(y), len(t)
         lookback = lstm.params.lookback
         w = min(lookback, n)
         live = np.arange(n - w, n)[None, :] >= start[:, None]  # the window's samples inside each row's history
@@ -706,7 +741,7 @@ class PredictorLoop:
             out[:, lookback - w :] = np.where(live, tail, np.nan)
             return out
 
-        raw = {"y": window(y[:, n - w :])}
+        raw = {"y": window(y.tail(w))}
         groups = [g for _, g in keys]
         for name, cm in covs.items():
             if not cm.groups:
@@ -727,7 +762,7 @@ class PredictorLoop:
         if self._kv_bank is None:
             self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
         if self._kv_bank is not None:
-            yhat, lower, upper = self._kv_bank.forecast(keys, t, y, start, t_future, lower, yhat, upper)
+            yhat, lower, upper = self._kv_bank.forecast(keys, t, y.at, start, t_future, lower, yhat, upper)
         windows = self._windows()
         if windows:
             prior = deployed.kv_event_prior(cfg, windows, lstm)
