@@ -1,4 +1,4 @@
-"""The twin reproduces seed 000's 3 AM avalanche (the calibration targets of docs/twin.md).
+"""The twin reproduces seed 000's 3 AM avalanche and seed 004's benchmark table (docs/twin.md's calibration targets).
 
 Each assertion names what the seed reports; the runs are shared by the module (about a minute on 2 cores).
 """
@@ -115,30 +115,64 @@ def test_the_seeds_fixes_do_what_the_seeds_say(runs):
     assert reactive["recovered"]
 
 
-# seed 004's table (生产环境基准测试): goodput relative to no protection, urgent P99 ms, memory efficiency
+# seed 004's table (生产环境基准测试): goodput relative to no protection, urgent P99 ms, memory efficiency.
+# The bed's load-test multiple (4.5) was fitted to the three goodput ratios (docs/twin.md): asserting them checks that
+# the fit still holds on the file as committed, not a prediction.  Memory efficiency, P99 and recovery were not fitted.
 SEED004_GOODPUT = {"basic": 238 / 142, "reactive": 315 / 142, "perfect-forecast": 400 / 142}
 SEED004_EFFICIENCY = {"none": 0.58, "basic": 0.72, "reactive": 0.89}
+SEED004_NONE_P99_MS = 15_000.0
+GOODPUT_REL = 0.20  # goodput ratios: the table's within 20%
+EFFICIENCY_ABS = 0.07  # memory efficiency: the table's within 7 points
+RECOVERY_REL = 0.30  # recovery: the table's bounds within 30%
+VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization default (issue 22, finding 7)
 
 
 @pytest.fixture(scope="module")
-def bed(repo_root):
+def bed_cfg(repo_root):
+    return load_config(repo_root / "examples" / "seed004-bench.yaml")
+
+
+@pytest.fixture(scope="module")
+def bed(bed_cfg):
     """Seed 004's test bed and load test (examples/seed004-bench.yaml), every arm on the file's seed."""
-    cfg = load_config(repo_root / "examples" / "seed004-bench.yaml")
-    s = {c: run_arm(cfg, c, seed=0) for c in ("none", "basic", "reactive")}
+    s = {c: run_arm(bed_cfg, c, seed=0) for c in ("none", "basic", "reactive")}
     s["perfect-forecast"] = run_arm(
-        cfg, "perfect-forecast", seed=0, reference=reference_series(s["reactive"].timeseries)
+        bed_cfg, "perfect-forecast", seed=0, reference=reference_series(s["reactive"].timeseries)
     )
     return {c: r.summary for c, r in s.items()}
 
 
+def test_seed004_bed_runs_at_vllms_default_memory_utilization(bed_cfg):
+    """The bed is vLLM's default, not seed 000's defect (a KV pool allowed to fill the whole card)."""
+    assert {p.memory_utilization for p in bed_cfg.pools.values()} == {VLLM_DEFAULT_UTILIZATION}
+
+
+def test_seed004_unprotected_bed_collapses_into_a_queue_not_an_oom(bed_cfg, bed):
+    """What the table's no-protection row is at 0.9: the KV pool stops at 90% of the card, so prefill activations
+    always fit and no card runs out of memory; the overload waits for KV blocks instead, up to the client's 30 s
+    timeout (its urgent P99 is that timeout, above the table's 15 s), the timeouts open the pool's breaker before the
+    kill at 300 s, and what is served late is not goodput.  The same bed at 1.0 (seed 000's defect) crashes."""
+    none = bed["none"]
+    fault = bed_cfg.scenario.faults[0].at_seconds
+    assert none["oom_events"] == 0 and none["first_oom_seconds"] is None, none
+    assert none["p99_latency_ms"] >= SEED004_NONE_P99_MS, none["p99_latency_ms"]
+    assert none["p99_latency_ms"] >= 1000.0 * bed_cfg.router.client_timeout_seconds, "served at the client's timeout"
+    assert none["failed"] > bed["reactive"]["failed"], "timed out in the engines' queues"
+    assert none["recovery_from_seconds"] < fault, "failing (its breaker open on timeouts) before the kill"
+    at_one = bed_cfg.model_copy(
+        update={"pools": {k: p.model_copy(update={"memory_utilization": 1.0}) for k, p in bed_cfg.pools.items()}}
+    )
+    assert run_arm(at_one, "none", seed=0).summary["oom_events"] > 0, "at 1.0 the unprotected bed runs out of memory"
+
+
 def test_seed004_goodput_and_memory_efficiency_as_its_table_says(bed):
-    """Reproduced (docs/twin.md): the unprotected bed collapses under the load test, and each fix serves more."""
+    """Goodput / `none` of each fix is the table's within 20% (the fitted cells), memory efficiency of the first three
+    rows within 7 points (not fitted: the allocator's release time is the twin's default)."""
     base = bed["none"]["goodput_rps"]
-    assert bed["none"]["oom_events"] > 0, "the unprotected bed runs out of memory under the load test"
     for arm, ratio in SEED004_GOODPUT.items():
-        assert bed[arm]["goodput_rps"] / base == pytest.approx(ratio, rel=0.20), arm
+        assert bed[arm]["goodput_rps"] / base == pytest.approx(ratio, rel=GOODPUT_REL), arm
     for arm, eff in SEED004_EFFICIENCY.items():
-        assert bed[arm]["memory_efficiency"] == pytest.approx(eff, abs=0.07), arm
+        assert bed[arm]["memory_efficiency"] == pytest.approx(eff, abs=EFFICIENCY_ABS), arm
 
 
 def test_seed004_urgent_p99_in_the_order_of_its_table(bed):
@@ -150,16 +184,14 @@ def test_seed004_urgent_p99_in_the_order_of_its_table(bed):
 
 def test_seed004_recovery_after_the_killed_node(bed):
     """Recovery after the killed node (seed 004's 10 s P99 under 1 s, held): the seeds' fixes recover at least as
-    fast as the table's 45 s (within 30%) -- the twin's reads 20 s since low-priority work goes to nodes with room:
-    the surviving node's urgent requests stay within the timeout and the pool's breaker no longer opens for its 30 s
-    (docs/twin.md, "not reproduced") --, the ideal row in under 30 s, and no fix runs out of memory.  The unprotected
-    bed has been crashing since the load test's first minute, and recovers from that only after the load test ends:
-    the table's > 300 s (within 30%).  Not reproduced: basic rate limiting's 120 s (docs/twin.md)."""
+    fast as the table's 45 s (within 30%), the ideal row in under 30 s, and no arm runs out of memory.  The
+    unprotected bed has been failing since its breaker first opened on timeouts in the load test, and recovers from
+    that only after the load test ends: the table's > 300 s (within 30%).  Not reproduced: basic rate limiting's
+    120 s (docs/twin.md)."""
     rec = {arm: s["recovery_seconds"] for arm, s in bed.items()}
     assert all(s["recovered"] for s in bed.values()), rec
-    assert bed["reactive"]["recovery_seconds"] <= 45.0 * 1.3, rec
+    assert bed["reactive"]["recovery_seconds"] <= 45.0 * (1 + RECOVERY_REL), rec
     assert bed["perfect-forecast"]["recovery_seconds"] < 30.0, rec
-    assert bed["none"]["recovery_seconds"] >= 0.7 * 300.0, rec
-    assert bed["none"]["recovery_from_seconds"] == bed["none"]["first_oom_seconds"], "from its first crash"
+    assert bed["none"]["recovery_seconds"] >= (1 - RECOVERY_REL) * 300.0, rec
     assert rec["none"] > rec["basic"] > rec["reactive"] >= rec["perfect-forecast"], rec
-    assert all(bed[arm]["oom_events"] == 0 for arm in ("reactive", "perfect-forecast"))
+    assert all(s["oom_events"] == 0 for s in bed.values()), {a: s["oom_events"] for a, s in bed.items()}
