@@ -155,3 +155,14 @@ def test_refuses_an_unreachable_prometheus(tmp_path, capsys):
 def test_other_train_modes_still_need_out(capsys):
     assert main(["train", "--max-epochs", "1"]) == 2
     assert "--out is required" in capsys.readouterr().err
+
+
+def test_the_token_is_sent_and_never_written(monkeypatch):
+    from predictors import train_prometheus as T
+
+    store = T.store_for("http://127.0.0.1:9", "s3cret", 5.0)
+    assert store._http.headers["Authorization"] == "Bearer s3cret"
+    argv = ["infercast", "train", "--from-prometheus", "http://u:pw@prom:9090", "--token", "s3cret", "--token=s3cret"]
+    monkeypatch.setattr("sys.argv", argv)
+    line = T.command_line() or ""
+    assert "s3cret" not in line and "pw" not in line and line.count("***") >= 2
