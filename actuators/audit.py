@@ -14,12 +14,17 @@ fleet).  A decision goes through these states:
                                                                       by reading the target back on a later tick)
     record_refusal(now, key, action, inputs, reason)  -> "refused"   (the guardrails said no; never sent)
 
+A rollback (the undo of an applied action judged `no_effect` or worse) is a decision of its own, recorded through
+the same states with `undoes` naming the decision it undoes (`record_decision(..., undoes=id)`): `applied` when
+the backend took the undo, `refused` (the guardrails' reason), `advisory`, `failed` or `unknown` like any other.
+
 `key` is the decision's idempotency key (`actuators.stamp.decision_key`, or any unique string): a decision whose
 key is already recorded is not recorded again (`record_decision` returns the existing id), and the same key
 travels to the backend with the apply.  A process killed between `record_decision` and `mark_applied` leaves the
 decision `in_flight()`; on restart `actuators.recovery.resolve_in_flight` asks the backend whether that key was
-applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` serves
-cooldowns and change budgets (by the time the backend answered).
+applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` and
+`applied_since(start, end)` serve cooldowns and change budgets: the control loop feeds its guardrails every
+`applied` row it did not apply itself (settled on a later tick after a lost answer, or before a restart).
 
 The file must stay the one the daemon opened.  SQLite keeps writing to a deleted file's inode (every later row
 would vanish with it) and a file overwritten underneath reads as garbage, so every write first checks the path
@@ -49,7 +54,7 @@ from actuators.admin import Result
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: `undoes` (a rollback names the decision it undoes); a 1 is upgraded on open
 Status = Literal["decided", "advisory", "applied", "refused", "failed", "interrupted", "unknown"]
 #: the first 16 bytes of every SQLite database file
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -73,7 +78,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     attempts INTEGER,
     verdict TEXT,
     verdict_reason TEXT NOT NULL DEFAULT '',
-    verdict_at REAL
+    verdict_at REAL,
+    undoes INTEGER
 );
 CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (decided_at);
 CREATE INDEX IF NOT EXISTS decisions_by_target ON decisions (target, status, answered_at);
@@ -100,6 +106,7 @@ class Decision:
     verdict: Verdict | None = None
     verdict_reason: str = ""
     verdict_at: float | None = None
+    undoes: int | None = None  # a rollback: the id of the decision it undoes
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -129,6 +136,9 @@ class Audit:
                 raise AuditError(f"{self.path}: SQLite refused WAL mode (got {mode}); is it on a network filesystem?")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(decisions)")}
+            if "undoes" not in columns:  # schema 1: no rollback rows yet
+                self._db.execute("ALTER TABLE decisions ADD COLUMN undoes INTEGER")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             st = os.stat(self.path)
             self._ident = (st.st_dev, st.st_ino)
@@ -189,8 +199,10 @@ class Audit:
         *,
         advisory: bool = False,
         fencing_token: int | None = None,
+        undoes: int | None = None,
     ) -> int:
-        """Record a decision before it is carried out; returns its id (the existing one when `key` is known)."""
+        """Record a decision before it is carried out; returns its id (the existing one when `key` is known).
+        `undoes`: a rollback's, the id of the decision it undoes."""
         if not isinstance(key, str) or not key:
             raise AuditError(f"a decision needs a non-empty idempotency key, got {key!r}")
         row = (
@@ -202,14 +214,16 @@ class Audit:
             _dumps(dict(inputs)),
             "advisory" if advisory else "decided",
             fencing_token,
+            undoes,
         )
         self._writable("decision", {"key": key, "decided_at": now, "action": action, "inputs": inputs,
-                                     "advisory": advisory, "fencing_token": fencing_token})  # fmt: skip
+                                     "advisory": advisory, "fencing_token": fencing_token,
+                                     "undoes": undoes})  # fmt: skip
         with self._lock:
             try:
                 cur = self._db.execute(
-                    "INSERT INTO decisions (key, decided_at, kind, target, action, inputs, status, fencing_token) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                    "INSERT INTO decisions (key, decided_at, kind, target, action, inputs, status, fencing_token, "
+                    "undoes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
                     row,
                 )
                 if cur.rowcount == 1:
@@ -246,9 +260,11 @@ class Audit:
         prev = _dumps(previous.to_dict()) if previous else None
         self._answer(decision_id, status, now, detail, prev, None, was="unknown")
 
-    def record_refusal(self, now: float, key: str, action: Action, inputs: Mapping[str, Any], reason: str) -> int:
+    def record_refusal(
+        self, now: float, key: str, action: Action, inputs: Mapping[str, Any], reason: str, *, undoes: int | None = None
+    ) -> int:
         """A decision the guardrails refused (never sent to the fleet): `refused`, with their reason as the detail."""
-        i = self.record_decision(now, key, action, inputs)
+        i = self.record_decision(now, key, action, inputs, undoes=undoes)
         self._answer(i, "refused", now, f"guardrails: {reason}", None, 0)
         return i
 
@@ -318,8 +334,17 @@ class Audit:
                 raise AuditError(f"{self.path}: cannot read the audit trail: {e}") from None
 
     def awaiting_verdict(self) -> list[Decision]:
-        """Applied and not yet judged: what verification (after a restart too) still owes a verdict."""
-        return self._select("WHERE status = 'applied' AND verdict IS NULL ORDER BY id")
+        """Applied and not yet judged: what verification (after a restart too) still owes a verdict (a rollback is
+        not judged: it restores what was there)."""
+        return self._select("WHERE status = 'applied' AND verdict IS NULL AND undoes IS NULL ORDER BY id")
+
+    def applied_since(self, start: float, end: float) -> list[Decision]:
+        """Every decision decided in [start, end] that the backend applied (rollbacks included), oldest first: what
+        a control loop's guardrails must count, whichever tick or process settled it."""
+        return self._select(
+            "WHERE decided_at >= ? AND decided_at <= ? AND status = 'applied' ORDER BY decided_at, id",
+            (float(start), float(end)),
+        )
 
     def recent(self, since: float, limit: int | None = None) -> list[Decision]:
         """Decisions made at or after `since`, oldest first (the newest `limit` of them)."""
@@ -341,7 +366,7 @@ class Audit:
             try:
                 rows = self._db.execute(
                     "SELECT id, key, decided_at, action, inputs, status, fencing_token, answered_at, detail, "
-                    f"previous, attempts, verdict, verdict_reason, verdict_at FROM decisions {where}",
+                    f"previous, attempts, verdict, verdict_reason, verdict_at, undoes FROM decisions {where}",
                     args,
                 ).fetchall()
             except sqlite3.Error as e:
@@ -375,6 +400,7 @@ def _decision(r: tuple) -> Decision:
         verdict=r[11],
         verdict_reason=r[12],
         verdict_at=r[13],
+        undoes=r[14],
     )
 
 

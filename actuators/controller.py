@@ -38,7 +38,7 @@ from actuators.audit import AuditError
 from actuators.guardrails import Guardrails, check_inputs
 from actuators.inputs import InputError, Inputs, InputSource, StoreInputs
 from actuators.policy import Decision, Outlook, PredictivePolicy
-from actuators.recovery import record_settled, settle
+from actuators.recovery import Settled, record_settled, settle
 from actuators.stamp import Stamp, decision_key, stamped
 from actuators.webhook import alert_book
 from infercast.config import FleetConfig
@@ -99,6 +99,7 @@ class ControlLoop:
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
         self.log: list[dict] = []
+        self._fed: dict[Any, float] = {}  # audit ids of applied rows the guardrails count -> when decided
         self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
         # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
         self.alerting = alert_book(cfg)
@@ -124,6 +125,7 @@ class ControlLoop:
             log.info("actuator unfrozen at %.0f (was: %s)", now, self.frozen)
             self.frozen = None
         active = self._active(ctx)
+        self._sync_guardrails(now)
         self._verify(now, fleet, inputs, report, ctx, active)
         decisions = self.policy.decide(now, fleet, self._with_alerts(inputs.outlook))
         for j in self.guard.judge(now, decisions, fleet):
@@ -168,41 +170,83 @@ class ControlLoop:
 
     def _carry_out(self, now: float, d: Decision, inputs: Inputs, report: LoopReport, ctx: Any, active: bool) -> None:
         key = decision_key(now, d.action)
-        token = getattr(ctx, "fencing_token", None)
-        audit_id = None
-        unaudited = ""
-        if self.audit is not None:
-            try:
-                audit_id = self.audit.record_decision(
-                    now, key, d.action, {"reason": d.reason, **d.inputs}, advisory=not active, fencing_token=token
-                )
-            except AuditError as e:  # the row is logged whole by the audit trail; an unrecorded action never goes out
-                unaudited = f"not in the audit trail: {e}"
-                if active:
-                    self._record(now, d, "failed", f"not applied: {unaudited}", report)
-                    return
+        audit_id, unaudited = self._audit_decision(now, key, d, active, ctx)
+        if unaudited and active:  # the row is logged whole by the audit trail; an unrecorded action never goes out
+            self._record(now, d, "failed", f"not applied: {unaudited}", report)
+            return
         if not active:
             why = "advisory mode" if (ctx.mode if ctx is not None else self.mode) != "active" else "not the leader"
             self._record(now, d, "advisory", f"{why}; {unaudited}" if unaudited else why, report)
             return
-        # the key travels with every apply (with the leader's token under the daemon): a retry is applied once and
-        # a lost answer can be read back by it
+        settled = self._apply(now, key, d, ctx, audit_id)
+        res = settled.result
+        outcome: Outcome = settled.status if settled.status in ("applied", "refused", "unknown") else "failed"
+        self._record(now, d, outcome, res.detail, report)
+        if outcome == "applied":
+            self.guard.record_applied(now, d.action)
+            self._counted(audit_id, now)
+            self.policy.note_applied(d, res.previous)
+            self._remember(d.action)
+            self.pending.append(Pending(now, now + self._window(d.action), d, res, self._kv(inputs), audit_id))
+
+    def _audit_decision(
+        self, now: float, key: str, d: Decision, active: bool, ctx: Any, undoes: int | None = None
+    ) -> tuple[Any, str]:
+        """Record `d` before it is carried out: (its audit id or None, why it is not in the trail or "")."""
+        if self.audit is None:
+            return None, ""
+        try:
+            token = getattr(ctx, "fencing_token", None)
+            row = {"reason": d.reason, **d.inputs}
+            extra = {"undoes": undoes} if undoes is not None else {}
+            return self.audit.record_decision(
+                now, key, d.action, row, advisory=not active, fencing_token=token, **extra
+            ), ""
+        except AuditError as e:
+            return None, f"not in the audit trail: {e}"
+
+    def _apply(self, now: float, key: str, d: Decision, ctx: Any, audit_id: Any) -> Settled:
+        """Send `d` with retries under its key (and the leader's token under the daemon: a retry is applied once),
+        read a lost answer back instead of assuming it failed, and write what is true to the audit trail."""
         admin = stamped(self.admin, ctx.stamp(key) if ctx is not None else Stamp(key))
         res = apply_with_retries(admin, d.action, sleep=self._sleep or (lambda s: None))
-        settled = settle(self.admin, key, d.action, res)  # a lost answer is read back, not assumed failed
-        res = settled.result
+        settled = settle(self.admin, key, d.action, res)
         if self.audit is not None and audit_id is not None:
             try:
                 record_settled(self.audit, audit_id, settled, now)
             except AuditError:
                 log.error("actuator: the answer to %s is not in the audit trail (logged above)", d.action.describe())
-        outcome: Outcome = settled.status if settled.status in ("applied", "refused", "unknown") else "failed"
-        self._record(now, d, outcome, res.detail, report)
-        if outcome == "applied":
-            self.guard.record_applied(now, d.action)
-            self.policy.note_applied(d, res.previous)
-            self._remember(d.action)
-            self.pending.append(Pending(now, now + self._window(d.action), d, res, self._kv(inputs), audit_id))
+        return settled
+
+    # --- the guardrails' memory and the audit trail ------------------------------------------------------------
+    def _counted(self, audit_id: Any, at: float) -> None:
+        """An applied row the guardrails already count (the loop applied it itself)."""
+        if audit_id is not None:
+            self._fed[audit_id] = at
+
+    def _sync_guardrails(self, now: float) -> None:
+        """Feed the guardrails every application in the audit trail they have not counted: an action whose answer
+        was lost and that a later tick (or `actuators.recovery`) settled as `applied`, and, on a loop's first
+        tick, what was applied before a restart.  Each counts from when it was decided (when it was sent), so the
+        cooldown and the hourly change budget see it as the loop would have had the answer come back."""
+        if self.audit is None:
+            return
+        horizon = max(3600.0, self.cfg.guardrails.cooldown_seconds)
+        try:
+            rows = self.audit.applied_since(now - horizon, now)
+        except AuditError:
+            return  # a broken trail: the daemon runs advisory and says so
+        for r in rows:
+            if r.id in self._fed:
+                continue
+            self._fed[r.id] = r.decided_at
+            self.guard.note_applied(r.decided_at, r.action)
+            log.info(
+                "actuator: counting %s (audit #%d, decided %.0f s ago, %s) in the cooldown and change budget",
+                r.action.describe(), r.id, now - r.decided_at, _cut(r.detail, 120) or r.status,
+            )  # fmt: skip
+        for i in [i for i, t in self._fed.items() if t < now - horizon]:
+            del self._fed[i]
 
     def _window(self, a: Action) -> float:
         w = self.cfg.guardrails.verify_window_seconds
@@ -227,25 +271,55 @@ class ControlLoop:
             report.verdicts.append((p.decision, verdict, why))
             if self.audit is not None and p.audit_id is not None:
                 try:
-                    self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                    # the trail's verdicts: a change that made its pool worse is `rolled_back` (the reason says
+                    # worse), as infercast_actuator_verdicts_total counts it
+                    if verdict in ("verified", "no_effect"):
+                        self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                    else:
+                        self.audit.mark_verdict(p.audit_id, "rolled_back", f"{verdict}: {why}", now)
                 except AuditError as e:
                     log.error("actuator: verdict on %s not in the audit trail: %s", p.decision.action.describe(), e)
             if verdict == "verified" or p.result.previous is None:
                 self.log.append(self._row(now, p.decision, "verified" if verdict == "verified" else verdict, why))
                 continue
             undo = Decision(p.result.previous, f"roll back ({verdict}): {why}", p.decision.inputs, "rollback")
-            j = self.guard.judge(now, [undo], fleet, rollback=True)[0]
-            if not j.allowed or not active:
-                self._record(now, undo, "refused" if not j.allowed else "advisory", j.reason or "not acting", report)
-                continue
-            key = decision_key(now, undo.action, salt="rollback")
-            admin = stamped(self.admin, ctx.stamp(key) if ctx is not None else Stamp(key))
-            res = apply_with_retries(admin, undo.action, sleep=self._sleep or (lambda s: None))
-            outcome: Outcome = "rolled_back" if res.status == "applied" else "failed"
-            self._record(now, undo, outcome, why if outcome == "rolled_back" else res.detail, report)
-            if outcome == "rolled_back":
-                self.guard.record_applied(now, undo.action)
-                self.policy.note_rolled_back(p.decision)
+            self._roll_back(now, undo, p, fleet, report, ctx, active, why)
+
+    def _roll_back(
+        self, now: float, undo: Decision, p: Pending, fleet: Observation, report: LoopReport, ctx: Any,
+        active: bool, why: str,
+    ) -> None:  # fmt: skip
+        """Apply `undo` (the backend's previous setting) within the guardrails, and audit it as a decision of its
+        own that names the one it undoes (`undoes`): applied, refused with the guardrails' reason, advisory, failed
+        or unknown, a lost answer read back as for any apply."""
+        key = decision_key(now, undo.action, salt="rollback")
+        undoes = p.audit_id
+        j = self.guard.judge(now, [undo], fleet, rollback=True)[0]
+        if not j.allowed:
+            self._record(now, undo, "refused", j.reason, report)
+            if self.audit is not None:
+                row = {"reason": undo.reason, **undo.inputs}
+                try:
+                    self.audit.record_refusal(now, key, undo.action, row, j.reason, undoes=undoes)
+                except AuditError as e:
+                    log.error("actuator: refused rollback %s not in the audit trail: %s", undo.action.describe(), e)
+            return
+        audit_id, unaudited = self._audit_decision(now, key, undo, active, ctx, undoes=undoes)
+        if not active:
+            self._record(now, undo, "advisory", "not acting" + f"; {unaudited}" * bool(unaudited), report)
+            return
+        if unaudited:  # never sent unrecorded, a rollback no more than any other action
+            self._record(now, undo, "failed", f"not applied: {unaudited}", report)
+            return
+        settled = self._apply(now, key, undo, ctx, audit_id)
+        outcome: Outcome = {"applied": "rolled_back", "unknown": "unknown", "refused": "refused"}.get(
+            settled.status, "failed"
+        )
+        self._record(now, undo, outcome, why if outcome == "rolled_back" else settled.result.detail, report)
+        if outcome == "rolled_back":
+            self.guard.record_applied(now, undo.action)
+            self._counted(audit_id, now)
+            self.policy.note_rolled_back(p.decision)
 
     def _verdict(self, p: Pending, fleet: Observation, inputs: Inputs) -> tuple[str, str]:
         """`verified`, `no_effect` (the fleet does not show the change) or `worse` (after a shift or relaxation
@@ -304,6 +378,10 @@ class ControlLoop:
             "reason": d.reason,
             "detail": detail,
         }
+
+
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 3] + "..."
 
 
 def _visible(a: Action, fleet: Observation) -> str | None:

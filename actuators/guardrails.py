@@ -9,11 +9,16 @@
 - **cooldown**: one change per action kind and target in `cooldown_seconds` (a rollback is never held back);
 - **change budget**: at most `change_budget_per_hour` applied changes in any rolling hour, rollbacks included.
 
+Both count what the loop applied (`record_applied`) and what it learnt was applied later (`note_applied`): an
+action whose answer was lost and that a later tick settled as `applied`, or one applied before a restart (the
+control loop reads them from the audit trail each tick).
+
 A refused decision is not lost: it is returned with its reason, audited and counted (`outcome="refused"`).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -114,3 +119,11 @@ class Guardrails:
     def record_applied(self, now: float, a: Action) -> None:
         self.last_change[(a.kind, a.target)] = now
         self.applied_at.append(now)
+
+    def note_applied(self, at: float, a: Action) -> None:
+        """An application learnt of after the fact, at `at` (when it was sent; possibly before changes already
+        counted): it holds the cooldown from then and spends the budget in that hour."""
+        key = (a.kind, a.target)
+        if at > self.last_change.get(key, -math.inf):
+            self.last_change[key] = at
+        bisect.insort(self.applied_at, at)

@@ -4,9 +4,11 @@ One row per decision, oldest first: when it was decided (UTC), the action, its s
 refused, failed, interrupted, unknown), attempts, the backend's detail, the verdict and its reason.  A decision the
 guardrails refused is `refused` with 0 tries and the detail `guardrails: <their reason>`; one whose answer was lost
 says what reading the target back found (`read back: applied`, `read back: not applied`) or stays `unknown` until
-a later tick settles it.  `--json` prints the
-decisions whole (inputs included) as a JSON list.  The database is opened read-write (SQLite WAL lets it read while
-the daemon writes) but nothing is changed.
+a later tick settles it.  A rollback is a row of its own: its action reads `undo #N: ...` (N the decision it
+undoes, whose verdict says why: `no_effect`, or `rolled_back` when the pool got worse), with its status (applied,
+refused by the guardrails, advisory, failed, unknown) and the reason (`roll back (...): ...`).  `--json` prints the
+decisions whole (inputs and `undoes` included) as a JSON list.  The database is opened read-write (SQLite WAL
+lets it read while the daemon writes); no row is changed (a schema-1 trail gains its empty `undoes` column).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def table(rows: list[Decision]) -> str:
         (
             str(d.id),
             _when(d.decided_at),
-            d.action.describe(),
+            d.action.describe() if d.undoes is None else f"undo #{d.undoes}: {d.action.describe()}",
             d.status,
             "" if d.attempts is None else str(d.attempts),
             _cut(d.detail, 80),

@@ -197,7 +197,8 @@ def test_a_lost_answer_on_a_backend_without_keys_is_read_back_from_the_fleets_se
 
     loop = ControlLoop(cfg, NeverApplies(fleet), inputs, audit=audit)
     loop.policy = One(Decision(SetPoolWeight("v4-long", 0.75), "test shift", {}, "shift"))
-    ((_, outcome, detail),) = loop.tick(fleet.now + 1).outcomes
+    # past the cooldown: the new loop counts the first loop's applied row from the trail
+    ((_, outcome, detail),) = loop.tick(fleet.now + cfg.guardrails.cooldown_seconds + 1).outcomes
     assert outcome == "failed" and "read back: not applied" in detail
     assert audit.recent(0)[-1].status == "failed"
 
