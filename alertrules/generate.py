@@ -2,6 +2,8 @@
 
 Files written, relative to the repository root:
   alertrules/rules/recording.yml, alertrules/rules/alerts.yml   Prometheus rule files
+  alertrules/rules/engines.yml                                   recording rules on the engines' own metrics
+                                                                 (alertrules/engines.py; pools from the fleet file)
   alertrules/alertmanager.yml                                    Alertmanager, loopback URLs (deploy/local-stack.sh)
   deploy/alertmanager.yml                                        Alertmanager, docker-compose service names
 
@@ -17,13 +19,17 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .alertmanager import Receivers, alertmanager_config
+from .engines import engine_rule_file
 from .rules import rule_files
 from .settings import AlertSettings
+
+if TYPE_CHECKING:
+    from infercast.config import FleetConfig
 
 REPO = Path(__file__).resolve().parent.parent
 #: the fleet file the committed rules are built from (as the dashboards: dashboards/build.py DEFAULT_FLEET)
@@ -42,15 +48,29 @@ def dump(doc: dict[str, Any]) -> str:
 
 
 def generated_files(
-    settings: AlertSettings | None = None, receivers: Receivers | None = None, compose: bool = True
+    settings: AlertSettings | None = None,
+    receivers: Receivers | None = None,
+    compose: bool = True,
+    fleet: FleetConfig | None = None,
 ) -> dict[str, str]:
-    """Repository-relative path -> text of every generated file."""
+    """Repository-relative path -> text of every generated file (the engine rules of `fleet`, else of
+    `DEFAULT_FLEET` where it exists)."""
     s = settings or default_settings()
     files = {f"alertrules/rules/{name}": dump(doc) for name, doc in rule_files(s).items()}
+    cfg = fleet or default_fleet()
+    if cfg is not None:
+        files["alertrules/rules/engines.yml"] = dump(engine_rule_file(cfg))
     files["alertrules/alertmanager.yml"] = dump(alertmanager_config(receivers or Receivers()))
     if compose:
         files["deploy/alertmanager.yml"] = dump(alertmanager_config(COMPOSE_RECEIVERS))
     return files
+
+
+def default_fleet() -> FleetConfig | None:
+    """`DEFAULT_FLEET` in a checkout; None where it is absent (an installed package: pass --fleet)."""
+    from infercast.config import load_config
+
+    return load_config(DEFAULT_FLEET) if DEFAULT_FLEET.is_file() else None
 
 
 def default_settings() -> AlertSettings:
@@ -101,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     from infercast.config import ConfigError, load_config
 
     try:
-        settings = AlertSettings.from_fleet(load_config(args.fleet)) if args.fleet else default_settings()
+        fleet = load_config(args.fleet) if args.fleet else None
+        settings = AlertSettings.from_fleet(fleet) if fleet else default_settings()
         if args.runbook_base_url:
             settings = replace(settings, runbook_base_url=args.runbook_base_url.rstrip("/"))
         settings = settings.scaled(args.time_scale)
@@ -118,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         pager=args.pager,
         chat=args.chat,
     )
-    for rel, text in generated_files(settings, receivers, compose=False).items():
+    for rel, text in generated_files(settings, receivers, compose=False, fleet=fleet).items():
         target = args.out / Path(rel).name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)

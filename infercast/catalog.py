@@ -152,6 +152,33 @@ ENGINE_KV_BLOCK_ALLOCATION_FAILURES_TOTAL = "infercast_engine_kv_block_allocatio
 ENGINE_GPU_MEMORY_USED_BYTES = "infercast_engine_gpu_memory_used_bytes"
 ENGINE_GPU_MEMORY_TOTAL_BYTES = "infercast_engine_gpu_memory_total_bytes"
 
+# --- recorded series computed from the engines' own metrics (alertrules/engines.py) --------------------------------
+# Named `level:metric:operations` (Prometheus' recording-rule convention, as kube-prometheus'
+# `instance:node_memory_utilisation:ratio`).  The engines' series keep their own labels; `pool` and `version` are
+# target labels set by the generated PodMonitors' relabelings or plain scrape configs (infercast/k8s/scrape.py).
+# `instance:` series are one per engine (a vLLM data-parallel engine, a Triton model), the same instances the
+# exporter counts; `pool_version:` aggregate them per the fleet file's pool and version.  Not metric families of
+# the catalog (no `infercast_` prefix): the rules make them, nothing exposes them.
+#: KV-cache usage of one engine, 0-1 (vLLM kv_cache_usage_perc, SGLang token_usage, TGI tokens, Triton blocks)
+REC_ENGINE_KV_USAGE = "instance:engine_kv_cache_usage:ratio"
+#: running requests / maximum batch of one engine (Triton exports its maximum; the others' from the fleet file)
+REC_ENGINE_BATCH_SATURATION = "instance:engine_batch_saturation:ratio"
+#: requests an engine finished per second (5-minute rate)
+REC_ENGINE_REQUESTS_RATE = "instance:engine_requests:rate5m"
+#: a pool's configured maximum batch (a constant series per pool, from the fleet file)
+REC_ENGINE_MAX_BATCH = "pool:engine_max_batch:config"
+REC_ENGINE_KV_USAGE_AVG = "pool_version:engine_kv_cache_usage:avg"
+#: the fullest engine of a pool and version: what breaks first
+REC_ENGINE_KV_USAGE_MAX = "pool_version:engine_kv_cache_usage:max"
+REC_ENGINE_BATCH_SATURATION_AVG = "pool_version:engine_batch_saturation:avg"
+REC_ENGINE_BATCH_SATURATION_MAX = "pool_version:engine_batch_saturation:max"
+#: requests per second (QPS) of a pool and version
+REC_ENGINE_REQUESTS_POOL_RATE = "pool_version:engine_requests:rate5m"
+#: a pool and version's share of the fleet's QPS
+REC_ENGINE_REQUESTS_POOL_SHARE = "pool_version:engine_requests:share_rate5m"
+#: a version's share of the fleet's QPS (every pool serving it)
+REC_ENGINE_REQUESTS_VERSION_SHARE = "version:engine_requests:share_rate5m"
+
 
 def _g(name: str, unit: str, labels: tuple[str, ...], help: str, **kw) -> MetricSpec:
     return MetricSpec(name, Kind.GAUGE, unit, labels, help, **kw)

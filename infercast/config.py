@@ -95,6 +95,35 @@ class GpuSpec(Strict):
     memory_gb: PosFloat = 40.0
 
 
+EngineKind = Literal["vllm", "sglang", "tgi", "trtllm"]
+
+
+class PoolEngines(Strict):
+    """Where Prometheus finds a pool's engines, for the generated PodMonitors and scrape configs
+    (infercast/k8s/scrape.py): the engine kind (its metric names, port and path), and on Kubernetes the labels
+    of its pods.  Everything has a default, so a fleet file needs none of it."""
+
+    kind: EngineKind = Field("vllm", description="the serving engine: vllm, sglang, tgi or trtllm (Triton)")
+    pod_labels: dict[str, str] | None = Field(
+        None,
+        description="Kubernetes label selector (matchLabels) of the pool's engine pods; default "
+        "{infercast.io/pool: <pool name>}.  A pod labelled infercast.io/version: <version> is that version "
+        "(a canary); otherwise the pool's.",
+    )
+    port: Annotated[int, Field(gt=0, lt=65536)] | str | None = Field(
+        None,
+        description="the engine's metrics port: a number or the container port's name; default the engine's own "
+        "(vllm 8000, sglang 30000, tgi 80, trtllm 8002)",
+    )
+    path: str = Field("/metrics", description="the metrics path")
+    max_batch: Annotated[int, Field(gt=0, le=MAX_BATCH)] | None = Field(
+        None,
+        description="the engines' maximum batch (vLLM --max-num-seqs, SGLang --max-running-requests, TGI "
+        "--max-batch-size) for the batch saturation rule; default the version's batcher.max_batch.  Triton "
+        "exports its own.",
+    )
+
+
 class PoolConfig(Strict):
     version: str
     nodes: Annotated[int, Field(gt=0, le=MAX_NODES_PER_POOL)]
@@ -108,6 +137,9 @@ class PoolConfig(Strict):
     failover: tuple[str, ...] = Field((), description="pools to degrade to, in order")
     standby: bool = Field(False, description="cold standby: not routed to until pre-warmed or failed over to")
     memory_utilization: Ratio = Field(0.95, description="share of GPU memory the engine may use")
+    engines: PoolEngines = Field(
+        PoolEngines(), description="how Prometheus finds the pool's engines (PodMonitors, scrape configs)"
+    )
 
     @property
     def node_memory_bytes(self) -> int:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from alertrules.alertmanager import Receivers, alertmanager_config
+from alertrules.engines import engine_rule_file
 from alertrules.rules import JOBS, rule_files
 from alertrules.settings import AlertSettings
 from infercast.config import FleetConfig, GatewayBackend, KubernetesBackend
@@ -386,6 +387,17 @@ def prometheus_rule(s: K8sSettings, alerts: AlertSettings | None = None) -> Obj:
         "kind": "PrometheusRule",
         "metadata": _meta("infercast", s.namespace, "monitoring", labels={"release": s.release}),
         "spec": {"groups": groups},
+    }
+
+
+def engine_rule(s: K8sSettings, cfg: FleetConfig) -> Obj:
+    """alertrules/engines.py's recording rules on the engines' own metrics, for the `engines` Component (beside
+    its PodMonitors: without them the rules find no series with a `pool` label and record nothing)."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": _meta("infercast-engines", s.namespace, "monitoring", labels={"release": s.release}),
+        "spec": engine_rule_file(cfg),
     }
 
 
