@@ -109,6 +109,10 @@ class AlignedMatrix:
         return {g: self.row(i) for i, g in enumerate(self.groups)}
 
 
+#: Series placed on the grid at a time by `align_many`'s general path (memory, not speed, sets it).
+ALIGN_CHUNK = 4096
+
+
 def align_matrix(series: list[Series], g0: float, step: float, n: int, how: str) -> AlignedMatrix:
     """Series -> one row per (pool, version) on the grid `g0 + k*step`, k < n, built in numpy for the whole fleet.
 
@@ -149,9 +153,15 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
     rest = np.ones(n_series, dtype=bool)
     if cand.any():
         ci = np.nonzero(cand)[0]
-        tm = np.concatenate([ts[i] for i in ci]).reshape(len(ci), n)  # (vstack is slower on many rows)
-        exact = (np.rint((tm - g0) / step) == np.arange(n)).all(axis=1)
-        ci, tm = ci[exact], tm[exact]
+        exact = np.zeros(len(ci), dtype=bool)
+        grid = np.arange(n)
+        for a in range(0, len(ci), ALIGN_CHUNK):
+            part = ci[a : a + ALIGN_CHUNK]
+            tm = np.concatenate([ts[i] for i in part]).reshape(len(part), n)  # (vstack is slower on many rows)
+            exact[a : a + ALIGN_CHUNK] = (np.rint((tm - g0) / step) == grid).all(axis=1)
+            last_s[part] = tm.max(axis=1)
+        last_s[ci[~exact]] = -math.inf  # placed below, sample by sample, counting only the grid's
+        ci = ci[exact]
         vm = np.concatenate([vs[i] for i in ci]).reshape(len(ci), n) if len(ci) else np.zeros((0, n))
         if len(ci) == n_series:
             placed = vm  # ci is every series, in order
@@ -160,12 +170,12 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
             placed[ci] = vm
         points[ci] = n
         nonfinite[ci] = (~np.isfinite(vm)).sum(axis=1)
-        last_s[ci] = tm.max(axis=1) if len(ci) else last_s[ci]
         rest[ci] = False
     if placed is None:
         placed = np.full((n_series, n), np.nan)
-    ri = np.nonzero(rest)[0]
-    if len(ri):
+    rest_rows = np.nonzero(rest)[0]
+    for a in range(0, len(rest_rows), ALIGN_CHUNK):  # in chunks: the temporaries stay small on a large fleet
+        ri = rest_rows[a : a + ALIGN_CHUNK]
         lens = np.fromiter((len(ts[i]) for i in ri), dtype=np.int64, count=len(ri))
         sid = np.repeat(ri, lens)
         tt = np.concatenate([ts[i] for i in ri])

@@ -160,6 +160,11 @@ def test_align_matrix_and_check_inputs_agree_with_the_per_series_functions():
         labels = {"pool": f"p{i % 17}", "version": f"v{i % 2}", "instance": f"n{i}"}
         series.append(Series(labels, ts, v))
     series.append(Series({"version": "v0"}, t, t))  # no pool: ignored
+    # as many points as the grid but not on it: one step late (the last past the end), and two in one slot
+    series.append(Series({"pool": "p0", "version": "v0", "instance": "late"}, t + step, rng.random(n)))
+    doubled = t.copy()
+    doubled[5] = doubled[4] + 1.0
+    series.append(Series({"pool": "p1", "version": "v1", "instance": "doubled"}, doubled, rng.random(n)))
     for how in ("mean", "max", "sum", "rate"):
         am = align_matrix(series, g0, step, n, how)
         assert am.groups == sorted(am.groups)
