@@ -169,5 +169,5 @@ def _union(exprs: list[str]) -> str:
 
 
 def engine_rule_file(cfg: FleetConfig, window: str = RATE_WINDOW) -> dict[str, Any]:
-    """The rules document, as Prometheus loads it (alertrules/rules/engines.yml)."""
+    """The rules document, as Prometheus loads it (alertrules/rules/engines/engines.yml)."""
     return {"groups": engine_rules(cfg, window)}

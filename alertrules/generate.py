@@ -2,8 +2,10 @@
 
 Files written, relative to the repository root:
   alertrules/rules/recording.yml, alertrules/rules/alerts.yml   Prometheus rule files
-  alertrules/rules/engines.yml                                   recording rules on the engines' own metrics
-                                                                 (alertrules/engines.py; pools from the fleet file)
+  alertrules/rules/engines/engines.yml                           recording rules on the engines' own metrics
+                                                                 (alertrules/engines.py; pools from the fleet file),
+                                                                 in a directory of its own: the compose and local
+                                                                 stacks load rules/*.yml and scrape no engines
   alertrules/alertmanager.yml                                    Alertmanager, loopback URLs (deploy/local-stack.sh)
   deploy/alertmanager.yml                                        Alertmanager, docker-compose service names
 
@@ -59,7 +61,7 @@ def generated_files(
     files = {f"alertrules/rules/{name}": dump(doc) for name, doc in rule_files(s).items()}
     cfg = fleet or default_fleet()
     if cfg is not None:
-        files["alertrules/rules/engines.yml"] = dump(engine_rule_file(cfg))
+        files["alertrules/rules/engines/engines.yml"] = dump(engine_rule_file(cfg))
     files["alertrules/alertmanager.yml"] = dump(alertmanager_config(receivers or Receivers()))
     if compose:
         files["deploy/alertmanager.yml"] = dump(alertmanager_config(COMPOSE_RECEIVERS))

@@ -84,14 +84,15 @@ def test_promtool_accepts_the_committed_and_a_custom_rule_file(tmp_path: Path) -
         pytest.skip("promtool is not installed (Debian: prometheus)")
     custom = tmp_path / "engines.yml"
     custom.write_text(yaml.safe_dump(engine_rule_file(load_config(QUICKSTART), "30s"), width=1000))
-    for path in (REPO / "alertrules" / "rules" / "engines.yml", custom):
+    for path in (REPO / "alertrules" / "rules" / "engines" / "engines.yml", custom):
         res = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_committed_rule_file_is_generated() -> None:
     files = generated_files()
-    assert (REPO / "alertrules" / "rules" / "engines.yml").read_text() == files["alertrules/rules/engines.yml"]
+    path = "alertrules/rules/engines/engines.yml"
+    assert (REPO / path).read_text() == files[path]
 
 
 def test_pod_monitors_map_pods_to_pool_and_version() -> None:
