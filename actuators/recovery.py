@@ -14,6 +14,10 @@ idempotency key on a backend that remembers keys, else by whether the fleet's se
 audit trail says what is true: `applied` (with the undo action when the backend kept it), `failed` with
 "read back: not applied", or `unknown` when the target could not be read either.  `reconcile_unknown` settles the
 `unknown` rows on the daemon's next ticks and at start (`resolve_in_flight` does both).
+
+A record the backend keeps under a key that is not what the actuator wrote (edited or forged in the store: a
+backend's `lookup` may then raise anything) is no answer either way: the read-back says `unknown` and restart
+recovery leaves the decision unresolved, each naming the record; neither raises.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ def read_back(admin: FleetAdmin, key: str | None, action: Action) -> tuple[ReadB
             found = admin.lookup(key)
         except BackendError as e:
             return "unknown", None, f"cannot ask the {admin.name} backend by its idempotency key: {str(e)[:200]}"
+        except Exception as e:  # a record the actuator did not write (edited, forged): not a verdict either way
+            return "unknown", None, _unreadable(admin, key, e)
         if found is None:
             return "not_applied", None, f"the {admin.name} backend applied nothing under its idempotency key"
         if found.status == "refused":
@@ -81,6 +87,15 @@ def read_back(admin: FleetAdmin, key: str | None, action: Action) -> tuple[ReadB
     if shown:
         return "applied", None, f"the {admin.name} backend's settings show it in effect"
     return "not_applied", None, f"the {admin.name} backend's settings do not show it"
+
+
+def _unreadable(admin: FleetAdmin, key: str, e: Exception) -> str:
+    """Why a record a backend keeps under an idempotency key could not be read (it is not what the actuator wrote:
+    edited or forged in the store); found by bench/hostile.py on the Redis backend."""
+    return (
+        f"the {admin.name} backend's record under idempotency key {key[:80]!r} cannot be read "
+        f"({type(e).__name__}: {str(e)[:160]}): not what the actuator wrote"
+    )
 
 
 def in_effect(a: Action, fleet: Observation) -> bool | None:
@@ -181,6 +196,9 @@ def resolve_in_flight(audit: Audit, admin: FleetAdmin, now: float) -> list[Resol
             found = admin.lookup(d.key)
         except BackendError as e:
             done.append(Resolution(d, "unresolved", f"cannot ask the {admin.name} backend: {e}"))
+            continue
+        except Exception as e:  # left in flight, to ask again at the next start: never guessed
+            done.append(Resolution(d, "unresolved", _unreadable(admin, d.key, e)))
             continue
         if found is None:
             why = "interrupted by a restart before it was applied; not repeated"

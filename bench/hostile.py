@@ -9,6 +9,17 @@ At least `--n` generated hostile payloads in all, shared out over these targets 
 - `ingest`: the exporter's `POST /ingest/router` (with its token): the same kinds, around a valid ingest body;
 - `router_api`: the router admin API the twin serves (`POST /v1/actions`, with its token): mutated actions,
   hostile `Idempotency-Key` and `X-Fencing-Token` headers;
+- `alert_log`: the alert log (`alertrules.webhook.WebhookRecorder`, `POST *`, with its token): mutated
+  Alertmanager notifications, the same kinds as the webhook;
+- `predictor_metrics`, `twin_pages`: the read-only listeners (the predictor's `/metrics` with forecasts in it; the
+  twin's `/pools`, `/nodes`, `/nodes/{node}/metrics`), without a token: hostile paths (traversal, encodings, 8 KB
+  names), query strings and headers, other methods with bodies, raw bytes on the socket;
+- `file_backend`, `redis_backend`: what the backends read back from their stores, rewritten by someone else: the
+  file backend's document (mutated YAML or JSON, garbage, hostile `infercast.applied` records and fencing tokens)
+  and the Redis backend's keys (hostile hash fields, keys of the wrong type, forged records under an idempotency
+  key; a real `redis-server` on a unix socket, skipped with a note when there is none), each read by `observe`,
+  `fence`, an apply, and the daemon's read-back of a lost answer (`actuators.recovery.read_back`) and restart
+  recovery (`resolve_in_flight`);
 - `textparse`: the exporter's isolating text parser and each collector (vLLM, SGLang, TGI, TRT-LLM, dcgm) on
   mutated real pages;
 - `config`: `infercast.config.load_config` on mutated fleet files (values, duplicate keys, YAML bombs, garbage);
@@ -17,11 +28,16 @@ At least `--n` generated hostile payloads in all, shared out over these targets 
 
 What counts, per target:
 - **crash**: a listener answering 5xx, dropping the connection, or failing its health check afterwards (`GET` of a
-  read route within 5 s); a parser raising anything but its documented error (ScrapeError, ConfigError,
-  TraceError, ActionError);
+  read route, or a valid `POST` for the alert log, within 5 s); a parser raising anything but its documented error
+  (ScrapeError, ConfigError, TraceError, ActionError; BackendError or ActionRefused for a backend, and nothing at
+  all from the daemon's read-back and recovery, which must turn a store they cannot read into `unknown` or
+  `unresolved`);
 - **hang**: one payload taking more than 5 s;
 - **memory growth**: this process's RSS after the target's payloads minus after a warm-up, in MiB (counted as one
   when over 64 MiB);
+- **contained** (printed, not a failure): a backend's `apply` or `lookup` raising outside its contract on a
+  store someone else wrote, which the daemon's own path caught and recorded (`failed` naming the error, or
+  `unknown`); each is a backend bug to fix in the backend, listed with the error;
 - **silent drop**: a refusal without a reason (a 4xx without an `error` text, a parser error without a message), or
   a family of the page that the isolating parser neither kept nor reported as dropped.
 
@@ -55,7 +71,10 @@ HANG_SECONDS = 5.0
 GROWTH_MIB = 64.0
 HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1", "1e23", "0", "-0.0", "99999999999999999999999"]
 HOSTILE_STRINGS = ["", " ", "\x00", "../../etc/passwd", "'; DROP TABLE decisions; --", "\u202e", "A" * 5000]
-TARGETS = ("webhook", "ingest", "router_api", "textparse", "config", "traces", "actions")
+TARGETS = (
+    "webhook", "ingest", "router_api", "alert_log", "predictor_metrics", "twin_pages",
+    "textparse", "config", "traces", "actions", "file_backend", "redis_backend",
+)  # fmt: skip
 
 
 # --- drawing: one interface over Hypothesis and random.Random -------------------------------------------------------
@@ -147,6 +166,7 @@ class Tally:
     hangs: int = 0
     growth_mib: float = 0.0
     silent_drops: int = 0
+    contained: int = 0  # a backend raising outside its contract, caught by the daemon's own path (not a failure)
     examples: list[str] = field(default_factory=list)  # the first few findings, for the reader
 
     def note(self, what: str, detail: str) -> None:
@@ -247,6 +267,7 @@ class Listener:
     health: str
     base: dict
     headers: Callable[[Draw], dict[str, str]] = lambda d: {}
+    health_body: dict | None = None  # a listener with no read route: healthy when this POST answers 200
 
 
 def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
@@ -259,6 +280,9 @@ def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
 
     def healthy() -> bool:
         try:
+            if li.health_body is not None:
+                h = {"Authorization": f"Bearer {TOKEN}"}
+                return session.post(url + li.health, json=li.health_body, headers=h, timeout=HANG_SECONDS).ok
             return session.get(url + li.health, timeout=HANG_SECONDS).status_code == 200
         except requests.RequestException:
             return False
@@ -344,6 +368,10 @@ def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
             h["X-Fencing-Token"] = d.choice(["1", "-1", "999999999999999999999", "NaN", "0x10", d.text(10)])
         return {k: v for k, v in h.items() if v.isascii() and "\n" not in v and "\r" not in v}
 
+    from alertrules.webhook import WebhookRecorder
+
+    log = WebhookRecorder(token=TOKEN).serve()
+    stack.callback(log.close)
     twin_port = int(twin.url.rsplit(":", 1)[1])
     return [
         Listener("webhook", daemon.http.port, "/api/v1/alerts", "/metrics", alert),
@@ -355,6 +383,151 @@ def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
             "/v1/fleet",
             {"kind": "set_pool_weight", "pool": "v4-main", "weight": 0.5},
             router_headers,
+        ),
+        Listener("alert_log", log.port, "/alerts", "/alerts", alert, health_body=alert),
+    ]
+
+
+# --- read-only listeners ------------------------------------------------------------------------------------------
+@dataclass
+class Reader:
+    name: str
+    port: int
+    paths: list[str]  # the read routes; `{}` is where a hostile path segment goes
+    health: str  # a route that must answer 200 throughout
+
+
+def hostile_segment(d: Draw) -> str:
+    return d.choice([
+        "..", "../../etc/passwd", "%2e%2e%2f%2e%2e%2fetc%2fpasswd", "%00", "%ff%fe", "a" * 8000, "node-0;rm -rf /",
+        "%25" * 200, "\\..\\..", "node-0/../../x", "~", "*", "%0d%0aSet-Cookie:%20x=1", d.text(30),
+    ])  # fmt: skip
+
+
+def hostile_get(d: Draw, li: Reader) -> tuple[str, str, dict[str, str], bytes | None]:
+    """(method, path, headers, body): a read route with a hostile segment, query or headers, or another method."""
+    from urllib.parse import quote
+
+    path = d.choice(li.paths)
+    seg = hostile_segment(d)
+    if "{}" in path:
+        path = path.replace("{}", seg if seg.isascii() and seg.isprintable() else quote(seg, safe=""))
+    elif d.boolean():
+        path = path + "/" + quote(seg, safe="%./")
+    if d.boolean():
+        path += "?" + d.choice(["a=" + "b" * 6000, "&&&=&", "x=%ff", "name[]=1&name[]=2", quote(d.text(50))])
+    headers = {}
+    if d.boolean():
+        headers[d.choice(["Accept", "Accept-Encoding", "Range", "X-Forwarded-For", "Authorization", "Cookie"])] = (
+            d.choice(["*/*;q=NaN", "gzip;q=1e400", "bytes=-1-9999999999", "Bearer " + "x" * 7000, "a, " * 500])
+        )  # fmt: skip
+    method = d.choice(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+    body = None
+    if method in ("POST", "PUT", "PATCH"):
+        body = json.dumps(d.json_value(), allow_nan=True).encode()
+    return method, path.replace(" ", "%20"), headers, body
+
+
+def fire_reader(li: Reader, n: int, seed: int, engine: str) -> Tally:
+    """Hostile requests at a read-only listener (no token): any answer but a 5xx, a reasonless 4xx, a dropped
+    connection or a hang is fine, and the health route keeps answering 200."""
+    import requests
+
+    t = Tally(li.name)
+    session = requests.Session()
+    session.trust_env = False
+    url = f"http://127.0.0.1:{li.port}"
+
+    def healthy() -> bool:
+        try:
+            return session.get(url + li.health, timeout=HANG_SECONDS).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def one(d: Draw) -> None:
+        t.payloads += 1
+        if d.integer(0, 4) == 0:
+            verdict, detail = fire_raw(li.port, raw_request(li.port, d))
+            if verdict != "ok":
+                t.note("crashes" if verdict == "crash" else "hangs", detail)
+        else:
+            method, path, headers, body = hostile_get(d, li)
+            what = f"{method} {path[:80]}"
+            t0 = time.monotonic()
+            try:
+                r = session.request(method, url + path, headers=headers, data=body, timeout=HANG_SECONDS)
+            except requests.Timeout:
+                t.note("hangs", what)
+                return
+            except requests.ConnectionError as e:
+                t.note("crashes", f"{what}: connection dropped: {str(e)[:100]}")
+                return
+            if time.monotonic() - t0 > HANG_SECONDS:
+                t.note("hangs", f"{time.monotonic() - t0:.1f}s for {what}")
+            if r.status_code >= 500:
+                t.note("crashes", f"HTTP {r.status_code} for {what}: {r.text[:120]}")
+            elif r.status_code >= 400 and method != "HEAD":
+                try:
+                    why = r.json().get("error")
+                except (ValueError, AttributeError):
+                    why = None
+                if not why:
+                    t.note("silent_drops", f"HTTP {r.status_code} without a reason for {what}")
+        if t.payloads % 50 == 0 and not healthy():
+            t.note("crashes", f"GET {li.health} failed after {t.payloads} payloads")
+
+    run_examples(max(5, n // 10), seed, one, "random")
+    t.payloads = t.crashes = t.hangs = t.silent_drops = 0
+    t.examples.clear()
+    gc.collect()
+    before = rss_mib()
+    run_examples(n, seed + 1, one, engine)
+    gc.collect()
+    t.growth_mib = max(0.0, rss_mib() - before)
+    if not healthy():
+        t.note("crashes", f"GET {li.health} failed at the end")
+    session.close()
+    return t
+
+
+def forecasts() -> list:
+    """A snapshot of forecasts as the predictor publishes them (every label of the KV family filled)."""
+    from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, spec
+    from predictors.publish import sample
+
+    out = []
+    for i, value in enumerate([0.42, 0.9, math.nan, math.inf]):
+        labels = {k: (allowed[0] if allowed else f"x{i}") for k, allowed in
+                  ((k, dict(spec(FORECAST_KV_CACHE_USAGE_RATIO).enums).get(k)) for k in
+                   spec(FORECAST_KV_CACHE_USAGE_RATIO).labels)}  # fmt: skip
+        out.append(sample(FORECAST_KV_CACHE_USAGE_RATIO, value, **labels))
+    return out
+
+
+def start_readers(stack: contextlib.ExitStack) -> list[Reader]:
+    """The predictor's /metrics (serving a snapshot of real forecasts) and the twin's node pages, on loopback."""
+    from infercast.config import load_config
+    from infercast.twin.fleet import build_fleet
+    from infercast.twin.surfaces import TwinServer
+    from predictors.cli import forecasts_service
+    from predictors.publish import LatestSamples
+
+    cfg = load_config(REPO / "examples" / "flash-sale.yaml")
+    latest = LatestSamples()
+    latest.set(forecasts())
+    predictor = forecasts_service(latest, "127.0.0.1:0")
+    stack.callback(predictor.close)
+    fleet = build_fleet(cfg)
+    twin = TwinServer(fleet, token=TOKEN).start()
+    stack.callback(twin.stop)
+    node = fleet.nodes[0].name
+    return [
+        Reader("predictor_metrics", predictor.port, ["/metrics", "/{}", "/metrics/{}"], "/metrics"),
+        Reader(
+            "twin_pages",
+            int(twin.url.rsplit(":", 1)[1]),
+            ["/pools", "/nodes", f"/nodes/{node}/metrics", "/nodes/{}/metrics", "/{}"],
+            f"/nodes/{node}/metrics",
         ),
     ]
 
@@ -379,7 +552,7 @@ def _timed(t: Tally, what: str, fn: Callable[[], object], allowed: tuple[type[Ba
 
 def measure(t: Tally, n: int, seed: int, engine: str, one: Callable[[Draw], None]) -> Tally:
     run_examples(max(5, n // 10), seed, one, "random")
-    t.payloads = t.crashes = t.hangs = t.silent_drops = 0
+    t.payloads = t.crashes = t.hangs = t.silent_drops = t.contained = 0
     t.examples.clear()
     gc.collect()
     before = rss_mib()
@@ -515,6 +688,186 @@ def fire_actions(n: int, seed: int, engine: str) -> Tally:
     return measure(t, n, seed, engine, one)
 
 
+# --- the backends' stored documents ---------------------------------------------------------------------------------
+KEY = "hostile-key"
+
+
+def backend_round(t: Tally, admin, action) -> None:
+    """Everything the daemon reads from a backend's store: `observe` and `fence` (BackendError or ActionRefused
+    allowed), an apply and a lookup by idempotency key, and the daemon's read-back of a lost answer and restart
+    recovery (which must never raise).  A backend's apply or lookup raising anything else is counted as
+    `contained` (the daemon's `apply_with_retries` records it `failed` with the error, the read-back `unknown`)
+    with the error named, and must then be contained: the daemon's own path raising is a crash."""
+    from actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
+    from actuators.audit import Audit
+    from actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
+    from actuators.stamp import Stamp, stamped
+
+    documented = (BackendError, ActionRefused)
+    _timed(t, f"{admin.name} observe", admin.observe, documented)
+    _timed(t, f"{admin.name} fence", admin.fence, documented)
+    for what, call in (
+        ("lookup", lambda: admin.lookup(KEY)),
+        ("apply", lambda: admin.apply(action, stamp=Stamp(key="hostile-apply"))),
+    ):
+        try:
+            call()
+        except documented:
+            pass
+        except Exception as e:
+            t.note("contained", f"{admin.name} {what} raised {type(e).__name__}: {str(e)[:160]}")
+
+    def apply() -> None:
+        res = apply_with_retries(stamped(admin, Stamp(key="hostile-apply-2")), action, sleep=lambda s: None)
+        if res.status != "applied" and not res.detail:
+            t.note("silent_drops", f"{admin.name} apply {res.status} without a detail")
+
+    def recover() -> None:
+        verdict, _found, how = read_back(admin, KEY, action)
+        if not how:
+            t.note("silent_drops", f"{admin.name} read back {verdict} without saying how")
+        with tempfile.TemporaryDirectory() as tmp, Audit(Path(tmp) / "a.db") as audit:
+            i = audit.record_decision(0.0, KEY, action, {})
+            j = audit.record_decision(0.0, KEY + "-2", action, {})
+            audit.mark_unknown(j, Result("failed", "lost", attempts=3), "lost", 0.0)
+            resolve_in_flight(audit, admin, 1.0)
+            reconcile_unknown(audit, admin, 2.0)
+            for d in (audit.get(i), audit.get(j)):
+                if d is not None and d.status not in ("decided", "unknown") and not d.detail:
+                    t.note("silent_drops", f"{admin.name}: decision {d.status} without a detail")
+
+    _timed(t, f"{admin.name} read-back and recovery", recover, ())
+    _timed(t, f"{admin.name} the daemon's apply", apply, ())
+
+
+def fire_file_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally:
+    import yaml
+
+    from actuators.actions import SetPoolWeight
+    from actuators.backends.file import FileAdmin
+    from actuators.stamp import Stamp
+    from infercast.config import load_config
+
+    cfg = load_config(REPO / "examples" / "flash-sale.yaml")
+    pool = sorted(cfg.pools)[0]
+    action = SetPoolWeight(pool, 0.5)
+    path = tmp / "router.yaml"
+    admin = FileAdmin(path, cfg)
+    admin.apply(action, stamp=Stamp(key=KEY, fencing_token=3))
+    base = yaml.safe_load(path.read_text())
+    t = Tally("file_backend")
+
+    def one(d: Draw) -> None:
+        t.payloads += 1
+        how = d.integer(0, 5)
+        if how == 0:
+            text = d.choice(["{" * 5000, "a: &a [*a]", "!!python/object:os.system x", "\x00\xff", d.text(300), ""])
+        elif how == 1:
+            doc = json.loads(json.dumps(base))
+            doc["infercast"]["applied"][KEY] = d.choice([
+                *HOSTILE_STRINGS, "{}", "[]", '{"previous": {"kind": "nope"}}', '{"previous": 5}',
+                '{"previous": {"kind": "set_pool_weight", "pool": "x", "weight": "NaN"}}', d.json_value(),
+            ])  # fmt: skip
+            text = yaml.safe_dump(doc)
+        elif how == 2:
+            doc = json.loads(json.dumps(base))
+            doc["infercast"]["fencing_token"] = d.json_value()
+            text = json.dumps(doc, allow_nan=True)
+        else:
+            doc = mutate_json(d, base)
+            text = json.dumps(doc, allow_nan=True) if d.boolean() else yaml.safe_dump(doc)
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        backend_round(t, FileAdmin(path, cfg), action)
+
+    return measure(t, n, seed, engine, one)
+
+
+def fire_redis_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally | None:
+    """None when there is no redis-server to run."""
+    import shutil
+    import subprocess
+
+    if shutil.which("redis-server") is None:
+        return None
+    import redis as redislib
+
+    from actuators.actions import SetPoolWeight
+    from actuators.backends.redis import RedisAdmin
+    from actuators.backends.twin import TwinAdmin
+    from actuators.stamp import Stamp
+    from infercast.config import load_config
+    from infercast.twin.fleet import build_fleet
+
+    sock = tmp / "redis.sock"
+    proc = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly", "no",
+         "--dir", str(tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cfg = load_config(REPO / "examples" / "flash-sale.yaml")
+        state = TwinAdmin(build_fleet(cfg)).observe()
+        pool = state.pools[0].name
+        action = SetPoolWeight(pool, 0.5)
+        r = redislib.Redis(unix_socket_path=str(sock), socket_timeout=HANG_SECONDS, decode_responses=True)
+        admin = RedisAdmin(r, "hostile")
+        t = Tally("redis_backend")
+        hashes = [
+            f"hostile:pool:{pool}",
+            "hostile:fleet",
+            "hostile:applied",
+            f"hostile:lane:{sorted(state.rate_limits)[0] if state.rate_limits else 'shared'}",
+        ]
+
+        def mutate(d: Draw) -> None:
+            how = d.integer(0, 5)
+            value = d.choice([*HOSTILE_NUMBERS, *HOSTILE_STRINGS, "true", "{}", d.text(20)])
+            if how == 0:
+                field = d.choice(["weight", "replicas", "ready", "standby", "breaker_threshold_seconds",
+                                  "reservoir", "spare", "version", d.text(8) or "x"])  # fmt: skip
+                r.hset(hashes[0], field, value)
+            elif how == 1:
+                r.hset("hostile:fleet", d.choice(["fencing_token", "memory_limit", "max_context_tokens"]), value)
+            elif how == 2:
+                r.hset(
+                    "hostile:applied",
+                    KEY,
+                    d.choice(
+                        [
+                            value,
+                            "{}",
+                            '{"action": "{}", "previous": 5}',
+                            json.dumps({"action": d.text(20), "previous": {}}),
+                        ]
+                    ),
+                )
+            elif how == 3:
+                key = d.choice([*hashes, "hostile:pools", "hostile:lanes"])
+                r.delete(key)
+                r.set(key, value) if d.boolean() else r.rpush(key, value)  # the wrong type
+            elif how == 4:
+                r.sadd(d.choice(["hostile:pools", "hostile:lanes"]), value or "x")
+            else:
+                r.hset(hashes[3], "rps", value)
+
+        def one(d: Draw) -> None:
+            t.payloads += 1
+            r.flushdb()
+            admin.seed(state)
+            admin.apply(action, stamp=Stamp(key=KEY, fencing_token=3))
+            for _ in range(d.integer(1, 3)):
+                with contextlib.suppress(redislib.ResponseError):  # an earlier one made the key another type
+                    mutate(d)
+            backend_round(t, admin, action)
+
+        return measure(t, n, seed, engine, one)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
 # --- the run ----------------------------------------------------------------------------------------------------------
 def run(n: int, seed: int, engine: str) -> list[Tally]:
     import logging
@@ -525,10 +878,18 @@ def run(n: int, seed: int, engine: str) -> list[Tally]:
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         for li in start_listeners(stack):
             out.append(fire_listener(li, per, seed, engine))
+        for reader in start_readers(stack):
+            out.append(fire_reader(reader, per, seed, engine))
         out.append(fire_textparse(per, seed, engine))
         out.append(fire_config(per, seed, engine, Path(tmp)))
         out.append(fire_traces(per, seed, engine, Path(tmp)))
         out.append(fire_actions(per, seed, engine))
+        out.append(fire_file_backend(per, seed, engine, Path(tmp)))
+        redis = fire_redis_backend(per, seed, engine, Path(tmp))
+        if redis is None:
+            print("redis_backend: skipped (no redis-server on PATH)", file=sys.stderr)
+        else:
+            out.append(redis)
     return out
 
 
@@ -552,10 +913,11 @@ def main(argv: list[str] | None = None) -> int:
     tallies = run(args.n, args.seed, engine)
     print(f"hostile input ({engine}, seed {args.seed}): {sum(x.payloads for x in tallies)} payloads in "
           f"{time.monotonic() - t0:.0f} s")  # fmt: skip
-    print(f"{'target':<12} {'payloads':>8} {'crashes':>8} {'hangs':>6} {'growth':>7} {'MiB':>6} {'silent':>7}")
+    head = ("target", "payloads", "crashes", "hangs", "growth", "MiB", "silent", "contained")
+    print("{:<17} {:>8} {:>8} {:>6} {:>7} {:>6} {:>7} {:>9}".format(*head))
     for x in tallies:
-        print(f"{x.target:<12} {x.payloads:>8} {x.crashes:>8} {x.hangs:>6} {x.growth:>7} {x.growth_mib:>6.1f} "
-              f"{x.silent_drops:>7}")  # fmt: skip
+        print(f"{x.target:<17} {x.payloads:>8} {x.crashes:>8} {x.hangs:>6} {x.growth:>7} {x.growth_mib:>6.1f} "
+              f"{x.silent_drops:>7} {x.contained:>9}")  # fmt: skip
         for e in x.examples:
             print(f"    {e}")
     bad = sum(x.crashes + x.hangs + x.growth + x.silent_drops for x in tallies)
@@ -563,6 +925,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"total: {total} payloads; crashes {sum(x.crashes for x in tallies)}, hangs {sum(x.hangs for x in tallies)},"
         f" memory growth {sum(x.growth for x in tallies)}, silent drops {sum(x.silent_drops for x in tallies)}"
+        f" (contained backend errors, not counted: {sum(x.contained for x in tallies)})"
     )
     if args.json:
         Path(args.json).write_text(json.dumps({"engine": engine, "seed": args.seed,
