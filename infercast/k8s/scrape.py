@@ -137,10 +137,10 @@ def _dns(name: str) -> str:
 
 # --- plain Prometheus ---------------------------------------------------------------------------------------------
 def scrape_configs(cfg: FleetConfig, interval: str | None = None) -> list[Obj]:
-    """The fleet file's engine and dcgm targets as `scrape_configs` jobs: one per pool (and URL scheme and path),
-    target labels `pool` and `version`; a target's `version` defaults to its pool's, its pool to the first pool
-    serving its version.  ConfigError for an engine target that names neither."""
-    jobs: dict[tuple[str, str, str, str], Obj] = {}
+    """The fleet file's engine and dcgm targets as `scrape_configs` jobs: one per pool (and version, kind, URL
+    scheme and path), target labels `pool` and `version`; a target's `version` defaults to its pool's, its pool to
+    the first pool serving its version.  ConfigError for an engine target that names neither."""
+    jobs: dict[tuple[str, str, str, str, str], Obj] = {}
     dcgm: dict[tuple[str, str], list[str]] = {}
     for i, t in enumerate(cfg.targets):
         if t.kind == "twin" or t.url is None:
@@ -154,7 +154,7 @@ def scrape_configs(cfg: FleetConfig, interval: str | None = None) -> list[Obj]:
         if pool is None:
             raise ConfigError(f"targets.{i} ({t.name}): an engine target needs a pool or a version for its labels")
         version = t.version or cfg.pools[pool].version
-        key = (pool, version, u.scheme, path)
+        key = (pool, version, t.kind, u.scheme, path)  # a job per kind too: Triton's has its model mapping
         job = jobs.get(key)
         if job is None:
             name = (
