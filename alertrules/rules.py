@@ -13,6 +13,10 @@ from typing import Any
 
 from infercast.catalog import (
     ACTUATOR_ACTIONS_TOTAL,
+    ACTUATOR_AUDIT_FAILED,
+    ACTUATOR_AUDIT_UNKNOWN,
+    ACTUATOR_AUDIT_UNRECORDED_TOTAL,
+    ACTUATOR_FENCED,
     ACTUATOR_LEADER,
     BATCH_SATURATION_RATIO,
     DEGRADATIONS_TOTAL,
@@ -28,6 +32,8 @@ from infercast.catalog import (
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
     ROUTER_REQUESTS_TOTAL,
+    TARGET_METRIC_MISSING,
+    TARGET_PARSE_ERRORS_TOTAL,
     TARGET_UP,
 )
 from infercast.durations import duration
@@ -439,6 +445,62 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             description="{{ with $labels.pool }}Pool {{ . }} has a forecast breach and the actuator decided nothing "
             "about it in "
             f"{duration(s.frozen_quiet_seconds)}{{{{ else }}}}No actuator replica holds the leadership{{{{ end }}}}.",
+        ),
+        _alert(
+            name="InfercastActuatorAuditFailed",
+            # the trail unusable (latched until a restart), or rows it could not write (logged whole instead)
+            expr=f"({ACTUATOR_AUDIT_FAILED} == 1) or (increase({ACTUATOR_AUDIT_UNRECORDED_TOTAL}[15m]) > 0)",
+            for_s=s.for_actuator_audit_failed,
+            severity="critical",
+            team="platform",
+            summary="The actuator's audit trail cannot be written: it does not act.",
+            description="The audit trail of the actuator at {{ $labels.instance }} was deleted, replaced or "
+            "corrupted, or rows could not be written (value {{ $value | humanize }}: 1 for the trail, else rows "
+            "in 15 minutes, each logged whole: audit: NOT RECORDED). It runs advisory until the file is restored "
+            "and the daemon restarted.",
+        ),
+        _alert(
+            name="InfercastActuatorFenced",
+            expr=f"{ACTUATOR_FENCED} == 1",
+            for_s=s.for_actuator_fenced,
+            severity="critical",
+            team="platform",
+            summary="The actuator leads but is fenced: its fencing token is behind its backend's.",
+            description="The leader at {{ $labels.instance }} holds a fencing token behind the one its backend "
+            "has seen (the lease store lost or restored state) and could not re-acquire above it: it leads and "
+            "acts on nothing.",
+        ),
+        _alert(
+            name="InfercastActuatorAuditUnknown",
+            expr=f"{ACTUATOR_AUDIT_UNKNOWN} > 0",
+            for_s=s.for_actuator_audit_unknown,
+            severity="warning",
+            team="platform",
+            summary="Actions of unknown outcome stay unsettled: the audit trail cannot say what the fleet runs.",
+            description="{{ $value | humanize }} decisions of the actuator at {{ $labels.instance }} lost their "
+            f"answer and have not been read back from the target for {duration(s.for_actuator_audit_unknown)} "
+            "(infercast actuator log shows them as unknown).",
+        ),
+        _alert(
+            name="InfercastTargetMetricMissing",
+            expr=f"{TARGET_METRIC_MISSING} == 1",
+            for_s=s.for_target_metric_missing,
+            severity="warning",
+            team="platform",
+            summary="A metric the exporter expects is missing from a source's page.",
+            description="{{ $labels.target }} no longer serves {{ $labels.metric }} (renamed or removed by an "
+            "engine upgrade?): the panels and forecasts that read it go blank while the source stays up.",
+        ),
+        _alert(
+            name="InfercastTargetParseErrors",
+            expr=f"increase({TARGET_PARSE_ERRORS_TOTAL}[15m]) > 0",
+            for_s=0,
+            severity="warning",
+            team="platform",
+            summary="A source's page has malformed lines: the exporter drops those families.",
+            description="The exporter dropped {{ $labels.family }} from {{ $labels.target }} "
+            "{{ $value | humanize }} times in 15 minutes for a malformed line (its log names the line); the rest "
+            "of the source is kept.",
         ),
     ]
 

@@ -74,6 +74,13 @@ class AlertSettings:
     for_forecast_missing: int = 120
     for_actuator_flapping: int = 0
     for_actuator_frozen: int = 300
+    #: InfercastActuatorAuditFailed / InfercastActuatorFenced: the actuator leads but cannot act (pages)
+    for_actuator_audit_failed: int = 60
+    for_actuator_fenced: int = 60
+    #: InfercastActuatorAuditUnknown: decisions of unknown outcome the ticks have not settled in this long
+    for_actuator_audit_unknown: int = 900
+    #: InfercastTargetMetricMissing: an expected family absent from a source's page (a ticket, not a page)
+    for_target_metric_missing: int = 600
     for_mitigated: int = 0
 
     @classmethod

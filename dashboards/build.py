@@ -889,6 +889,27 @@ def gpu(s: DashboardSettings) -> Dashboard:
                 description="How long the exporter's last scrape of each source took.",
             )
         )
+        .with_panel(
+            ts(
+                "Expected metrics missing by source",
+                q.TARGET_METRIC_MISSING,
+                unit="none",
+                lo=0,
+                hi=1,
+                description="1 while a family the exporter expects is absent from a source's page (a renamed or "
+                "removed engine metric: its panels and forecasts go blank); 0 when present.",
+            )
+        )
+        .with_panel(
+            ts(
+                "Families dropped for malformed lines (last hour)",
+                q.TARGET_PARSE_ERRORS,
+                unit="short",
+                lo=0,
+                description="Families dropped from a source's page for a malformed line in the last hour; the rest "
+                "of the source is kept (one warning in the exporter's log names the line).",
+            )
+        )
     )
 
 
@@ -951,11 +972,22 @@ def actuator(s: DashboardSettings) -> Dashboard:
         )
         .with_panel(
             stat(
+                "Audit trail",
+                q.ACTUATOR_AUDIT_FAILED_NOW,
+                "none",
+                ON_OFF,
+                width=4,
+                description="1: the audit trail (actuator.audit_db) was deleted, replaced or corrupted under the "
+                "daemon: it does not act until the file is restored and the daemon restarted (pages).",
+            )
+        )
+        .with_panel(
+            stat(
                 "Change budget used (worst)",
                 q.ACTUATOR_BUDGET_NOW,
                 "percentunit",
                 BUDGET_BANDS,
-                width=8,
+                width=4,
                 description="The highest share of a pool's (or the fleet's) hourly change budget used; at 1 the "
                 "actuator refuses further changes there.",
             )
@@ -1084,6 +1116,28 @@ def actuator(s: DashboardSettings) -> Dashboard:
                 lo=0,
                 width=8,
                 description="Share of each pool's (and the fleet's) hourly change budget used.",
+            )
+        )
+        .with_row(Row("Audit trail"))
+        .with_panel(
+            ts(
+                "Audit trail health",
+                q.ACTUATOR_AUDIT_FAILED,
+                q.ACTUATOR_AUDIT_UNRECORDED,
+                unit="short",
+                lo=0,
+                description="1 while the audit trail cannot be written (the actuator runs advisory), and the rows "
+                "it could not write in the last hour (each logged whole at ERROR: audit: NOT RECORDED).",
+            )
+        )
+        .with_panel(
+            ts(
+                "Decisions of unknown outcome",
+                q.ACTUATOR_AUDIT_UNKNOWN,
+                unit="short",
+                lo=0,
+                description="Actions whose answer was lost and whose effect the target could not confirm yet; "
+                "each tick reads them back (infercast actuator log shows them as unknown until settled).",
             )
         )
         .with_row(Row("The daemon"))

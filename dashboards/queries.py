@@ -149,6 +149,14 @@ GPU_XID_ERRORS = Q(
 # --- the exporter's sources --------------------------------------------------------------------------------------
 TARGETS_UP = Q(f"{metric.TARGET_UP}{{{SCOPE}}}", "{{target}} ({{kind}})", instant=True)
 SCRAPE_DURATION = Q(f"{metric.TARGET_SCRAPE_DURATION_SECONDS}{{{SCOPE}}}", "{{target}}")
+#: an expected family absent from a source's page (a renamed metric): 1 per target and metric
+TARGET_METRIC_MISSING = Q(
+    f"max by (target, metric) ({metric.TARGET_METRIC_MISSING}{{{SCOPE}}})", "{{target}}: {{metric}}"
+)
+#: families dropped from a page for a malformed line, in the last hour (the rest of the target is kept)
+TARGET_PARSE_ERRORS = Q(
+    f"sum by (target, family) (increase({metric.TARGET_PARSE_ERRORS_TOTAL}{{{SCOPE}}}[1h]))", "{{target}}: {{family}}"
+)
 
 # --- Actuator ----------------------------------------------------------------------------------------------------
 # `pool` on the actuator's series is what an action changes: a pool, or `fleet` for fleet-wide settings.
@@ -157,6 +165,14 @@ ACTUATOR_ACTIVE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active", insta
 ACTUATOR_LEADERS = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "leaders", instant=True)  # exactly 1 when healthy
 ACTUATOR_FROZEN_NOW = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen", instant=True)
 ACTUATOR_FENCED_NOW = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced", instant=True)
+#: the audit trail: 1 while it cannot be written (the actuator then does not act); decisions of unknown outcome
+ACTUATOR_AUDIT_FAILED_NOW = Q(f"max({metric.ACTUATOR_AUDIT_FAILED}{{{SCOPE}}})", "audit failed", instant=True)
+ACTUATOR_AUDIT_UNKNOWN_NOW = Q(f"sum({metric.ACTUATOR_AUDIT_UNKNOWN}{{{SCOPE}}})", "unknown", instant=True)
+ACTUATOR_AUDIT_FAILED = Q(f"max({metric.ACTUATOR_AUDIT_FAILED}{{{SCOPE}}})", "audit trail unusable")
+ACTUATOR_AUDIT_UNKNOWN = Q(f"sum({metric.ACTUATOR_AUDIT_UNKNOWN}{{{SCOPE}}})", "decisions of unknown outcome")
+ACTUATOR_AUDIT_UNRECORDED = Q(
+    f"sum(increase({metric.ACTUATOR_AUDIT_UNRECORDED_TOTAL}{{{SCOPE}}}[1h]))", "rows not recorded (last hour)"
+)
 ACTUATOR_BUDGET_NOW = Q(f"max({metric.ACTUATOR_CHANGE_BUDGET_USED_RATIO}{{{AP}}})", "worst", instant=True)
 ACTUATOR_MODE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active (1) / advisory (0)")
 ACTUATOR_LEADER = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "replicas leading")

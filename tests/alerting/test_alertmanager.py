@@ -41,6 +41,11 @@ EXPECTED_RECEIVERS = {
     "InfercastForecastMissing": "chat-platform",
     "InfercastActuatorFlapping": "chat-platform",
     "InfercastActuatorFrozen": "chat-platform",
+    "InfercastActuatorAuditFailed": "pager-platform",
+    "InfercastActuatorFenced": "pager-platform",
+    "InfercastActuatorAuditUnknown": "chat-platform",
+    "InfercastTargetMetricMissing": "chat-platform",
+    "InfercastTargetParseErrors": "chat-platform",
 }
 
 

@@ -366,6 +366,10 @@ NO_DATA_FROM_TWIN: dict[str, str] = {
     "Degradation paths": "the twin degrades nothing until the surge's failover, minutes into the flash sale",
     "Prefix-cache hit ratio": "the twin models no prefix cache, so the exporter leaves the series absent",
     "Live backtest: mean absolute error by model": "needs one forecast horizon (5 minutes) of forecasts",
+    "Expected metrics missing by source": "the exporter expects engine families (vLLM, SGLang, ...) only from "
+    "engines; the twin is read whole (the backfilled test and tests/exporters/test_scrape_faults.py have it)",
+    "Families dropped for malformed lines (last hour)": "the twin's pages are well-formed: nothing is dropped (the "
+    "backfilled test has the series)",
     **{
         title: "vLLM's histograms are scraped from the engines, not the exporter (the backfilled test has them)"
         for title in ("Time to first token p99 by version", "End-to-end latency p99 by version")
