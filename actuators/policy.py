@@ -5,7 +5,8 @@ upper band crosses `thresholds.kv_forecast_trigger` (0.75: seed 000's 预测值�
 ahead of the crossing, each lever as early as it needs:
 
 - **pre-warm** (a cold start + a margin ahead): start replicas of the pool from its reservoir, as many as bring the
-  forecast peak down to `policy.target_kv` per replica, at most `max_replicas_step` more per decision;
+  forecast peak down to `policy.target_kv` per replica, at most `max_replicas_step` more per decision; a reservoir
+  that cannot cover every pool's ask goes first where a node serves the most requests (`_share_spare`);
 - **tighten** (`tighten_lead_seconds` ahead, one step per decision while the breach is still forecast): shorten the
   gateway waits of normal and low work (protecting the urgent quota) and — where a pool serves short and long
   prompts together — lower the accepted context a step at a time (seed 000: 24k -> 16k -> 8k), so short prompts
