@@ -21,8 +21,15 @@ How a change is written, and why:
   over the document and the directory `fsync`ed: a router sees the old document or the new one, never half of
   one, and a crash (or power loss) leaves one of the two;
 - never over a document it cannot read: an existing file that is not YAML/JSON, or whose `pools`, `admission`,
-  `rate_limits` or `infercast` sections are not what this says, raises `BackendError` naming the problem and the
-  file is left exactly as it was (retried: a router's own writer may be mid-way through a non-atomic write).
+  `rate_limits` or `infercast` sections are not what this says (`infercast.revision` and `fencing_token`
+  non-negative integers among them), raises `BackendError` naming the file and the field, and the file is left
+  exactly as it was (retried: a router's own writer may be mid-way through a non-atomic write);
+- a record under an idempotency key (`infercast.applied.KEY`) that is not what the actuator wrote (edited or
+  forged: not JSON, no action, an undo that is no action) is a `BackendError` naming the key, from `lookup` and from
+  a replayed apply: the daemon's read-back then says `unknown`, never a guess;
+- a fencing token below the highest seen is refused ("stale"), and so is one more than `MAX_FENCE_STEP` above it
+  ("from the future", the router admin API's rule: a forged 999... would otherwise lock the rightful leader out);
+  the first token a document sees is trusted.
 A missing file is the fleet file's defaults; the first apply creates it.  `observe()` reports the settings; a file
 cannot tell what is running, so `ready` is the `replicas` setting.
 """
@@ -53,6 +60,7 @@ from actuators.actions import (
     parse_action,
 )
 from actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
+from actuators.backends.router_api import MAX_FENCE_STEP
 from actuators.stamp import Stamp
 from infercast.config import FleetConfig
 
@@ -70,11 +78,20 @@ class FileAdmin:
     name = "file"
     takes_stamp = True
 
-    def __init__(self, path: str | Path, fleet: FleetConfig, fmt: str | None = None, *, keep_keys: int = KEEP_KEYS):
+    def __init__(
+        self,
+        path: str | Path,
+        fleet: FleetConfig,
+        fmt: str | None = None,
+        *,
+        keep_keys: int = KEEP_KEYS,
+        max_fence_step: int = MAX_FENCE_STEP,
+    ) -> None:
         self.path = Path(path)
         self.fleet = fleet
         self.fmt = fmt or ("json" if self.path.suffix == ".json" else "yaml")
         self.keep_keys = keep_keys
+        self.max_fence_step = max_fence_step  # the most a fencing token may exceed the highest seen
         self.lock_path = self.path.with_name(self.path.name + ".lock")
 
     @classmethod
@@ -116,19 +133,22 @@ class FileAdmin:
             meta = doc.setdefault("infercast", {})
             applied = meta.setdefault("applied", {})
             if stamp.key is not None and stamp.key in applied:
-                done = self._entry(applied[stamp.key], stamp.key)
-                if done.get("action") != action.to_dict():
+                done, prev = self._entry(applied[stamp.key], stamp.key)
+                if done != action:
                     raise ActionRefused(f"idempotency key {stamp.key!r} was used for another action")
-                prev = done.get("previous")
-                note = "replayed: applied earlier under this idempotency key"
-                return Result("applied", note, parse_action(prev) if prev else None)
+                return Result("applied", "replayed: applied earlier under this idempotency key", prev)
             if stamp.fencing_token is not None:
                 held = meta.get("fencing_token", -1)
                 if stamp.fencing_token < held:
                     raise ActionRefused(f"stale fencing token {stamp.fencing_token} (a newer leader holds {held})")
+                if held >= 0 and stamp.fencing_token > held + self.max_fence_step:
+                    raise ActionRefused(
+                        f"fencing token {stamp.fencing_token} is from the future (highest seen {held}; at most "
+                        f"{self.max_fence_step} more is accepted)"
+                    )
                 meta["fencing_token"] = stamp.fencing_token
             previous = self._change(doc, action)
-            meta["revision"] = int(meta.get("revision", 0)) + 1
+            meta["revision"] = meta.get("revision", 0) + 1  # an integer: `_check` refused any other on read
             meta["updated_at"] = round(time.time(), 3)
             if stamp.key is not None:
                 applied[stamp.key] = json.dumps(
@@ -150,21 +170,37 @@ class FileAdmin:
         return t if isinstance(t, int) and not isinstance(t, bool) and t >= 0 else None
 
     def lookup(self, key: str) -> Result | None:
+        """The answer for idempotency key `key` (`applied`, with its undo action); None when nothing was applied
+        under it; BackendError when the document cannot be read or the record under the key is not what the
+        actuator wrote (it cannot say whether the action was applied: the daemon records `unknown`, never a guess)."""
         raw = ((self._read().get("infercast") or {}).get("applied") or {}).get(key)
         if raw is None:
             return None
-        prev = self._entry(raw, key).get("previous")
-        return Result("applied", "applied earlier under this idempotency key", parse_action(prev) if prev else None)
+        _, prev = self._entry(raw, key)
+        return Result("applied", "applied earlier under this idempotency key", prev)
 
     # --- the document --------------------------------------------------------------------------------------
-    def _entry(self, raw: str, key: str) -> dict[str, Any]:
+    def _entry(self, raw: str, key: str) -> tuple[Action, Action | None]:
+        """(the action, its undo) of the record `apply` wrote under `key`: a JSON object with the action's mapping
+        and the undo's (or null).  BackendError naming the file and the key otherwise."""
         try:
             done = json.loads(raw)
-            if isinstance(done, dict):
-                return done
         except (TypeError, ValueError):
-            pass
-        raise BackendError(f"{self.path}: infercast.applied.{key} is not what the actuator wrote; left as it is")
+            raise self._unreadable(key, "not JSON") from None
+        if not isinstance(done, dict) or not isinstance(done.get("action"), dict):
+            raise self._unreadable(key, "not a JSON object with an action")
+        try:
+            action = parse_action(done["action"])
+            prev = done.get("previous")
+            return action, (parse_action(prev) if prev else None)
+        except Exception as e:  # ActionError, TypeError...: an action or undo no action can carry
+            raise self._unreadable(key, f"{type(e).__name__}: {str(e)[:60]}") from None
+
+    def _unreadable(self, key: str, why: str) -> BackendError:
+        return BackendError(
+            f"the record under idempotency key {key[:80]!r} cannot be read: not what the actuator wrote ({why}); "
+            f"{self.path} infercast.applied, left as it is"
+        )
 
     def _defaults(self, pool: str) -> dict[str, Any]:
         pc = self.fleet.pools[pool]
@@ -323,6 +359,7 @@ def _check(doc: Any) -> str | None:
         return "infercast: expected a mapping with an `applied` mapping"
     if not all(isinstance(v, str) for v in meta.get("applied", {}).values()):
         return "infercast.applied: expected idempotency key -> a JSON string"
-    if "fencing_token" in meta and not _is_num(meta["fencing_token"], integer=True):
-        return f"infercast.fencing_token: expected an integer, got {meta['fencing_token']!r}"[:200]
+    for field in ("fencing_token", "revision"):
+        if field in meta and not _is_num(meta[field], integer=True):
+            return f"infercast.{field}: expected an integer, 0 or more, got {meta[field]!r}"[:200]
     return None

@@ -18,14 +18,19 @@ replica reads the settings from Redis and subscribes to a channel to hear of cha
 An absent field (or an empty string) is "not set".  Every apply is one Lua script, so it is atomic: the replayed-
 key check, the unknown-pool check, the fencing check, the write, the revision and the notice happen together or
 not at all.  A Redis that cannot be reached, times out, or answers an error is a `BackendError` (retried by
-`apply_with_retries`); a pool or lane Redis does not list, a stale fencing token or a reused key is
-`ActionRefused`.  On Redis Cluster, give a prefix with a hash tag (`{infercast}`) so every key lands in one slot.
+`apply_with_retries`); a pool or lane Redis does not list, a stale fencing token, a token from the future (more
+than `MAX_FENCE_STEP` above the highest seen, the router admin API's rule: a forged 999... would otherwise lock the
+rightful leader out; the first token a fresh store sees is trusted) or a reused key is `ActionRefused`.  A record
+under an idempotency key that is not what the actuator wrote (edited or forged in Redis: not JSON, no action, an
+action or undo no action can carry) is a `BackendError` naming the key, from `lookup` and from a replayed apply:
+the daemon's read-back then says `unknown` and restart recovery leaves the decision unresolved, never a guess.  On
+Redis Cluster, give a prefix with a hash tag (`{infercast}`) so every key lands in one slot.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import redis as redislib
 from redis.backoff import NoBackoff
@@ -42,6 +47,7 @@ from actuators.actions import (
     parse_action,
 )
 from actuators.admin import ActionRefused, BackendError, Observation, Result
+from actuators.backends.router_api import MAX_FENCE_STEP
 from actuators.stamp import Stamp
 from actuators.wire import WireError, observation_from_dict
 from infercast.redact import redact, redact_url
@@ -51,24 +57,30 @@ ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds"
 INT_FIELDS = {"replicas", "ready", "min_context_tokens", "max_context_tokens", "spare"}
 
 # KEYS: fleet, target hash, applied, applied order, membership set
-# ARGV: token, key, channel, member, action JSON, keep, field, value, field, value, ...
+# ARGV: token, key, channel, member, action JSON, keep, max fence step, field, value, field, value, ...
 _APPLY = """
 local token, key, channel, member, action, keep = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local step = tonumber(ARGV[7])
 if key ~= '' then
   local done = redis.call('HGET', KEYS[3], key)
   if done then
-    if cjson.decode(done)['action'] ~= action then return {'reused', ''} end
+    local ok, rec = pcall(cjson.decode, done)
+    if not ok or type(rec) ~= 'table' or type(rec['action']) ~= 'string' then return {'unreadable', done} end
+    if rec['action'] ~= action then return {'reused', ''} end
     return {'replayed', done}
   end
 end
 if member ~= '' and redis.call('SISMEMBER', KEYS[5], member) == 0 then return {'unknown', member} end
 if token ~= '' then
-  local cur = tonumber(redis.call('HGET', KEYS[1], 'fencing_token') or '-1')
+  local held = redis.call('HGET', KEYS[1], 'fencing_token')
+  local cur = tonumber(held or '-1')
+  if cur == nil then return {'badfence', held} end
   if tonumber(token) < cur then return {'stale', tostring(cur)} end
+  if cur >= 0 and tonumber(token) > cur + step then return {'future', tostring(cur)} end
   redis.call('HSET', KEYS[1], 'fencing_token', token)
 end
 local prev = {}
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local f, v = ARGV[i], ARGV[i + 1]
   prev[f] = redis.call('HGET', KEYS[2], f) or ''
   if v == '' then redis.call('HDEL', KEYS[2], f) else redis.call('HSET', KEYS[2], f, v) end
@@ -102,10 +114,18 @@ class RedisAdmin:
     name = "redis"
     takes_stamp = True
 
-    def __init__(self, client: redislib.Redis, prefix: str = "infercast", *, keep_keys: int = KEEP_KEYS) -> None:
+    def __init__(
+        self,
+        client: redislib.Redis,
+        prefix: str = "infercast",
+        *,
+        keep_keys: int = KEEP_KEYS,
+        max_fence_step: int = MAX_FENCE_STEP,
+    ) -> None:
         self.r = client
         self.prefix = prefix
         self.keep_keys = keep_keys
+        self.max_fence_step = max_fence_step  # the most a fencing token may exceed the highest seen
         self.channel = f"{prefix}:changes"
         self._apply = client.register_script(_APPLY)
         self._where = redact_url(_url_of(client))
@@ -185,6 +205,7 @@ class RedisAdmin:
             member,
             payload,
             str(self.keep_keys),
+            str(self.max_fence_step),
         ]
         for f, v in fields.items():
             argv += [f, v]
@@ -193,12 +214,20 @@ class RedisAdmin:
             raise ActionRefused(f"redis lists no {'pool' if member_set.endswith(':pools') else 'lane'} {detail!r}")
         if outcome == "stale":
             raise ActionRefused(f"stale fencing token {stamp.fencing_token} (a newer leader holds {detail})")
+        if outcome == "future":
+            raise ActionRefused(
+                f"fencing token {stamp.fencing_token} is from the future (highest seen {detail}; at most "
+                f"{self.max_fence_step} more is accepted)"
+            )
+        if outcome == "badfence":
+            raise BackendError(f"redis {self._where}: fleet fencing_token is not an integer: {detail!r}"[:200])
         if outcome == "reused":
             raise ActionRefused(f"idempotency key {stamp.key!r} was used for another action")
-        record = json.loads(detail)
-        previous = _undo(action, record.get("previous") or {})
+        if outcome == "unreadable":
+            raise self._unreadable(stamp.key or "", "not a JSON object with an action")
+        _, prev = self._record(detail, stamp.key or "")
         note = "replayed: applied earlier under this idempotency key" if outcome == "replayed" else ""
-        return Result("applied", note, previous)
+        return Result("applied", note, _undo(action, prev))
 
     def fence(self) -> int | None:
         """The highest fencing token this fleet has seen (`P:fleet` `fencing_token`); None when none yet."""
@@ -210,12 +239,42 @@ class RedisAdmin:
         return t if t >= 0 else None
 
     def lookup(self, key: str) -> Result | None:
+        """The answer for idempotency key `key` (`applied`, with its undo action); None when nothing was applied
+        under it; BackendError when Redis cannot be asked or the record under the key is not what the actuator
+        wrote (it cannot say whether the action was applied: the daemon records `unknown`, never a guess)."""
         raw = self._run(self.r.hget, self.k("applied"), key)
         if raw is None:
             return None
-        record = json.loads(raw)
-        previous = _undo(parse_action(json.loads(record["action"])), record["previous"] or {})
-        return Result("applied", "applied earlier under this idempotency key", previous)
+        action, prev = self._record(raw, key)
+        return Result("applied", "applied earlier under this idempotency key", _undo(action, prev))
+
+    def _record(self, raw: str, key: str) -> tuple[Action, dict[str, str]]:
+        """(the action, the fields it replaced) of the record `_APPLY` wrote under `key`: a JSON object whose
+        `action` is the action's JSON text and whose `previous` maps each field changed to its old value (a string;
+        an empty object or array when there were none, as Lua's cjson writes an empty table).  BackendError naming
+        the key otherwise."""
+        try:
+            record = json.loads(raw)
+        except (TypeError, ValueError):
+            raise self._unreadable(key, "not JSON") from None
+        if not isinstance(record, dict) or not isinstance(record.get("action"), str):
+            raise self._unreadable(key, "not a JSON object with an action")
+        try:
+            action = parse_action(json.loads(record["action"]))
+        except Exception as e:  # not JSON, not a mapping, not an action: ValueError, ActionError, TypeError...
+            raise self._unreadable(key, f"its action: {type(e).__name__}: {str(e)[:60]}") from None
+        prev = record.get("previous")
+        if prev in ({}, [], None):
+            return action, {}
+        if not isinstance(prev, dict) or not all(isinstance(v, str) for v in prev.values()):
+            raise self._unreadable(key, "its previous values are not a mapping of field -> string")
+        return action, cast(dict[str, str], prev)
+
+    def _unreadable(self, key: str, why: str) -> BackendError:
+        return BackendError(
+            f"redis: the record under idempotency key {key[:80]!r} cannot be read: not what the actuator wrote "
+            f"({why}); {self._where} hash {self.k('applied')!r}, left as it is"
+        )
 
     def _change(self, a: Action) -> tuple[str, str, str, dict[str, str]]:
         """(hash to change, the set that must list the member, the member, field -> new value)."""

@@ -13,12 +13,19 @@ import logging
 
 import pytest
 import requests
+import yaml
 
 from actuators.actions import SetPoolWeight
+from actuators.admin import ActionRefused
+from actuators.backends.file import FileAdmin
+from actuators.backends.redis import RedisAdmin
 from actuators.backends.redis import client as redis_client
 from actuators.backends.router_http import HttpAdmin
+from actuators.backends.twin import TwinAdmin
 from actuators.daemon import Daemon
 from actuators.leader import Leadership, RedisLease
+from actuators.stamp import Stamp
+from infercast.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.actuators.test_daemon import parts_for, scrape
 
@@ -95,3 +102,48 @@ def test_the_router_refuses_a_missing_fence_once_fencing_is_on_and_a_token_from_
     assert twin.fleet.router.weights["v4-main"] == 0.7
     assert requests.get(f"{twin.url}/v1/fence", timeout=5).json()["fencing_token"] == 3
     assert HttpAdmin(twin.url, "s3cret").fence() == 3
+
+
+# --- the Redis and file backends: the router admin API's "from the future" rule, one bound for all three ----------
+def _refuses_the_future(admin, stored) -> None:
+    """Before, what the user saw: a stamp of 999... was applied and the store then held it as its highest token, so
+    every later action of the rightful leader was refused "stale fencing token" (a lock-out one forged write away).
+    Now it is refused "from the future", nothing changes, and the next leader's token is still accepted."""
+    from actuators.backends.router_api import MAX_FENCE_STEP
+
+    assert admin.apply(SetPoolWeight("v4-main", 0.5), stamp=Stamp(fencing_token=3)).status == "applied"
+    with pytest.raises(ActionRefused, match=r"fencing token 999999999999999 is from the future \(highest seen 3; at "
+                       rf"most {MAX_FENCE_STEP} more is accepted\)"):  # fmt: skip
+        admin.apply(SetPoolWeight("v4-main", 0.1), stamp=Stamp(fencing_token=int("9" * 15)))
+    with pytest.raises(ActionRefused, match="from the future"):
+        admin.apply(SetPoolWeight("v4-main", 0.1), stamp=Stamp(fencing_token=3 + MAX_FENCE_STEP + 1))
+    assert admin.fence() == 3 and stored() == 0.5
+    assert admin.apply(SetPoolWeight("v4-main", 0.6), stamp=Stamp(fencing_token=3 + MAX_FENCE_STEP)).status == "applied"
+    assert admin.fence() == 3 + MAX_FENCE_STEP and stored() == 0.6
+    assert admin.apply(SetPoolWeight("v4-main", 0.7), stamp=Stamp(fencing_token=3 + MAX_FENCE_STEP)).status == "applied"
+    assert admin.max_fence_step == MAX_FENCE_STEP  # one source of truth with the router admin API
+
+
+def test_the_redis_backend_refuses_a_fencing_token_from_the_future(redis_server, fleet_cfg):
+    admin = RedisAdmin.from_url(f"redis://127.0.0.1:{redis_server.port}/0", prefix="t")
+    admin.seed(TwinAdmin(build_fleet(fleet_cfg)).observe())
+    _refuses_the_future(admin, lambda: float(admin.r.hget("t:pool:v4-main", "weight")))
+    admin.close()
+
+
+def test_the_file_backend_refuses_a_fencing_token_from_the_future(fleet_cfg, tmp_path):
+    path = tmp_path / "router.yaml"
+    admin = FileAdmin(path, fleet_cfg)
+    _refuses_the_future(admin, lambda: yaml.safe_load(path.read_text())["pools"]["v4-main"]["weight"])
+
+
+def test_a_fresh_redis_or_file_trusts_the_first_token_as_the_router_does(redis_server, fleet_cfg, tmp_path):
+    """The first token a store sees is taken, however high (a leader elected many times before the store was
+    made): the bound is relative to the highest seen, as `RouterAdminApi`'s."""
+    r = RedisAdmin.from_url(f"redis://127.0.0.1:{redis_server.port}/0", prefix="t")
+    r.seed(TwinAdmin(build_fleet(fleet_cfg)).observe())
+    f = FileAdmin(tmp_path / "router.yaml", fleet_cfg)
+    for admin in (r, f):
+        assert admin.apply(SetPoolWeight("v4-main", 0.5), stamp=Stamp(fencing_token=123_456)).status == "applied"
+        assert admin.fence() == 123_456
+    r.close()

@@ -57,6 +57,12 @@ def test_changes_round_trip_and_keep_what_the_router_owns(tmp_path, fleet_cfg):
         ("pools: {v4-main: {weight: heavy}}\n", "pools.v4-main.weight: expected float, got 'heavy'"),
         ("admission: {memory_limit: -1}\n", "admission.memory_limit: expected a number, got -1"),
         ("infercast: {fencing_token: x}\n", "infercast.fencing_token: expected an integer"),
+        # before: `int(meta["revision"])` in apply raised ValueError / TypeError / OverflowError out of the backend
+        ("infercast: {revision: x}\n", r"infercast.revision: expected an integer, 0 or more, got 'x'"),
+        ("infercast: {revision: [1]}\n", r"infercast.revision: expected an integer, 0 or more, got \[1\]"),
+        ("infercast: {revision: .nan}\n", "infercast.revision: expected an integer, 0 or more, got nan"),
+        ("infercast: {revision: .inf}\n", "infercast.revision: expected an integer, 0 or more, got inf"),
+        ("infercast: {revision: null}\n", "infercast.revision: expected an integer, 0 or more, got None"),
     ],
 )
 def test_a_corrupt_file_is_refused_and_left_as_it_was(tmp_path, fleet_cfg, content, message):
