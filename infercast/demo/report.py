@@ -50,8 +50,8 @@ def fmt_recovery(s: dict) -> str:
 
 def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
     """The comparison table (the terminal's, the report's and the README's) of `summary.json`'s "arms"."""
-    head = ["arm", "OOM", "urgent P99 ms (pre-surge)", "goodput req/s", "served / rejected / failed",
-            "recovery s", "memory eff.", "alert lead s", "actions"]  # fmt: skip
+    head = ["arm", "OOM", "urgent P99 ms (pre-surge)", "urgent goodput req/s", "goodput req/s",
+            "served / rejected / failed", "recovery s", "memory eff.", "alert lead s", "actions"]  # fmt: skip
     rows = []
     for name, s in arms.items():
         rows.append(
@@ -59,6 +59,7 @@ def table_rows(arms: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
                 name + (" (live)" if s.get("alert_source") == "alertmanager" else ""),
                 fmt_cell(s["oom_events"]),
                 f"{fmt_cell(s['p99_latency_ms'])} ({fmt_cell(s['p99_latency_ms_pre'])})",
+                fmt_cell(s.get("urgent_goodput_rps"), 1),
                 fmt_cell(s["goodput_rps"], 1),
                 f"{fmt_cell(s['served'])} / {fmt_cell(s['rejected'])} / {fmt_cell(s['failed'])}",
                 fmt_recovery(s),
