@@ -47,7 +47,8 @@ def table_arms(result: dict) -> str:
 def table_run(result: dict) -> str:
     t = result["timing"]
     line = (
-        f"_`infercast demo` (seed {result['summary']['seed']}, {len(result['summary']['arms'])} arms) took {t['demo_wall_s']:.0f} s on this "
+        f"_`infercast demo` (seed {result['summary']['seed']}, {len(result['summary']['arms'])} arms) "
+        f"took {t['demo_wall_s']:.0f} s on this "
         f"2-core machine, {t['demo_vs_replay']:.1f}x one unprotected replay of the same sale "
         f"({t['replay_wall_s']:.0f} s, measured in the same run)"
     )
