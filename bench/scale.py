@@ -54,7 +54,11 @@ sys.path.insert(0, str(REPO / "bench"))
 import results  # noqa: E402
 
 from infercast.catalog import (  # noqa: E402
+    FORECAST_BREACH_ETA_SECONDS,
     FORECAST_KV_CACHE_USAGE_RATIO,
+    FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    FORECAST_REQUESTS_PER_SECOND,
+    FORECAST_SKIPPED,
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
     REQUESTS_RUNNING,
@@ -67,6 +71,16 @@ T0 = 1_800_000_000.0
 STEP = 15.0
 FLEET_FILE = REPO / "examples" / "flash-sale.yaml"
 SIZES = (100, 1_000, 10_000, 50_000)
+# every series the predictor publishes (the batched and per-series ticks must publish the same ones, equal)
+FORECAST_SERIES = frozenset(
+    {
+        FORECAST_BREACH_ETA_SECONDS,
+        FORECAST_KV_CACHE_USAGE_RATIO,
+        FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+        FORECAST_REQUESTS_PER_SECOND,
+        FORECAST_SKIPPED,
+    }
+)
 WARMUP_TICKS = 21  # one horizon (300 s) and a step: the first forecasts' outcomes are in by the timed ticks
 SHARD_SIZE = 10_000
 
@@ -147,9 +161,7 @@ def _values(samples, pools: set[str] | None = None) -> dict:
     return {
         (s.name, s.labels): s.value
         for s in samples
-        if s.name.startswith("infercast_forecast_")
-        and "pool" in s.label_dict
-        and (pools is None or s.label_dict["pool"] in pools)
+        if s.name in FORECAST_SERIES and "pool" in s.label_dict and (pools is None or s.label_dict["pool"] in pools)
     }
 
 
