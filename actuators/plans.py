@@ -38,6 +38,7 @@ import numpy as np
 from actuators.actions import SetAdmission
 from actuators.admin import apply_with_retries
 from actuators.arms import ReactiveArm
+from actuators.policy import requests_per_node
 from infercast.config import FleetConfig
 from infercast.fairshare import share_by_value
 from infercast.twin.fleet import Fleet
@@ -169,7 +170,7 @@ class ScheduledArm(PlanArm):
             p = live[pool]
             pool_rps = [s["rps"] for s in recent if s["pool"] == pool]
             served = float(np.mean(pool_rps)) if pool_rps else 0.0
-            value.append(round(served / max(p.nodes_up, 1) / max(p.kv_usage_max, 0.05), 6) if p.nodes_up else 0.0)
+            value.append(round(requests_per_node(served, p.nodes_up, p.kv_usage_max), 6))
             if expected_rps is None or now_rps <= 0:
                 asks.append(self.spare)
                 continue

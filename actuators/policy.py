@@ -82,13 +82,14 @@ class PolicyState:
     calm_since: float | None = None  # since when everything has been below the relax level
 
 
-def requests_per_node(o: Outlook, p: PoolState) -> float:
-    """What one more node of the pool would serve, in requests per second: the requests a node serves now per unit
-    of KV usage.  A node of a short-context pool holds many short prompts; one of a long-context pool, a few long
-    ones.  0 when the pool serves nothing yet (nothing to go on)."""
-    if o.rps_now <= 0 or p.ready <= 0:
+def requests_per_node(rps: float, nodes: int, kv: float) -> float:
+    """What one more node of a pool would serve, in requests per second: the requests a node serves now (`rps` over
+    `nodes` serving) per unit of KV usage (`kv`, its fullest instance's).  A node of a short-context pool holds many
+    short prompts; one of a long-context pool, a few long ones.  0 when the pool serves nothing yet (nothing to go
+    on).  The policy's and the `scheduled` arm's split of a reservoir both rank pools by it."""
+    if rps <= 0 or nodes <= 0:
         return 0.0
-    return o.rps_now / p.ready / max(o.kv_now, 0.05)
+    return rps / nodes / max(kv, 0.05)
 
 
 def _share_spare(asks: dict[str, int], pools: dict[str, PoolState], value: dict[str, float]) -> dict[str, int]:
@@ -196,7 +197,11 @@ class PredictivePolicy:
             want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
             asks[p.name] = max(0, want - p.replicas)
         # shared by what a node serves, then at most a bounded step each
-        value = {p.name: requests_per_node(outlook[p.name], p) for p in serving if p.name in asks}
+        value = {
+            p.name: requests_per_node(outlook[p.name].rps_now, p.ready, outlook[p.name].kv_now)
+            for p in serving
+            if p.name in asks
+        }
         grants = _share_spare(asks, {p.name: p for p in serving}, value)
         out = []
         for p in serving:
