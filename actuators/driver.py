@@ -33,6 +33,7 @@ from actuators.plans import (
     PlanArm,
     ScheduledArm,
     candidate_plans,
+    refine_change_point,
     search_hindsight,
     staged_search,
     with_admission,
@@ -247,6 +248,7 @@ def run_hindsight(
         plans = plans if explicit else candidate_plans(cfg, duration, traffic)
         plan, best, tried = search_hindsight(run, plans)
         if not explicit:
+            plan, best, tried = refine_change_point(run, plan, best, tried)
             plan, best, tried = with_admission(cfg, run, plan, best, tried)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)

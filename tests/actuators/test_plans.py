@@ -88,6 +88,26 @@ def test_the_fast_search_tries_later_change_points_for_the_best_static_split():
     assert len(tried) == len(seen)  # every plan run once: stage one's winner is not run again
 
 
+def test_the_fast_search_moves_the_winning_change_point_when_a_little_earlier_serves_more():
+    """Capacity asked for 15 s before the future's mark (as perfect-forecast did on the flash sale, seed 1) serves
+    more: the search must find it, not stop at the mark on its 30 s grid."""
+    cfg = load_scenario("flash-sale")
+    traffic, duration = true_traffic(cfg, 0, None)
+
+    def run(p: Plan) -> RunResult:  # short nodes serve; up by 495 s serves the most, each second later or earlier less
+        if not p.steps:
+            return _result(0.0, 100.0, 0.0)
+        at = p.steps[0][0]
+        short = p.floors_at(duration).get("v4-short", 0)
+        return _result(short - abs(at - 495.0) / 100.0 - (1.0 if at == 0 else 0.0), 100.0, duration - at)
+
+    plan, _, tried = staged_search(cfg, duration, traffic, run)
+    assert plan.steps[0][0] == 495.0, plan.describe()
+    assert {"from 480 s: v4-long >= 5, v4-short >= 11", "from 525 s: v4-long >= 5, v4-short >= 11"} <= {
+        c["plan"] for c in tried
+    }
+
+
 @pytest.fixture(scope="module")
 def short_sale(repo_root):
     """The flash sale cut to 420 s, the sale from 300 s, announced (the calendar has it)."""
