@@ -110,8 +110,8 @@ def test_actuator_rbac_is_the_lease_and_the_mapped_scales_only() -> None:
     assert scale["rules"][1]["verbs"] == ["get", "patch"]
     assert scale["rules"][1]["resourceNames"] == ["vllm-v3-5-fallback", "vllm-v4-main", "vllm-v4-standby"]
     assert not any(d["kind"] == "ClusterRole" for d in docs)
-    dep = next(d for d in docs if d["kind"] == "Deployment")
-    assert dep["spec"]["replicas"] == 2
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")  # a StatefulSet: each replica's audit on its own claim
+    assert sts["spec"]["replicas"] == 2
 
 
 def test_dashboards_are_configmaps_for_grafanas_sidecar() -> None:
@@ -149,7 +149,7 @@ def test_validation_catches_bad_objects() -> None:
     rule = next(o for o in bad if o["kind"] == "PrometheusRule")
     rule["spec"]["groups"][0]["interval"] = "5 minutes"
     rule["spec"]["groups"][1]["rules"][0]["severity"] = "page"  # not a field: the API server would drop it
-    sts = next(o for o in bad if o["kind"] == "StatefulSet")
+    sts = next(o for o in bad if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "infercast-predictor")
     sts["spec"]["replicas"] = 3
     errors = "\n".join(validate_objects(bad, "demo").errors)
     assert "imagePullPolicy2" in errors

@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+from alertrules.settings import AlertSettings
+from infercast.config import FleetConfig
+
 from .fleet import load_cluster_fleet
 from .keda import component, scaled_objects
 from .manifests import (
@@ -49,10 +52,12 @@ def dump_all(objs: list[dict[str, Any]]) -> str:
     return HEADER + yaml.safe_dump_all(objs, sort_keys=False, width=1000, allow_unicode=True)
 
 
-def _dashboards() -> dict[str, str]:
-    from dashboards.build import DASHBOARDS, render
+def _dashboards(cfg: FleetConfig) -> dict[str, str]:
+    """Every dashboard, with the fleet file's thresholds (colour bands, threshold lines) and model names."""
+    from dashboards.build import DASHBOARDS, DashboardSettings, render
 
-    return {name: render(name) for name in DASHBOARDS}
+    settings = DashboardSettings.from_fleet(cfg)
+    return {name: render(name, settings) for name in DASHBOARDS}
 
 
 def base_files(s: K8sSettings | None = None) -> dict[str, str]:
@@ -66,9 +71,10 @@ def base_files(s: K8sSettings | None = None) -> dict[str, str]:
         "actuator.yaml": dump_all(actuator(s, cfg)),
         "alert-log.yaml": dump_all(alert_log(s)),
         "servicemonitor.yaml": dump_all([service_monitor(s)]),
-        "prometheusrule.yaml": dump_all([prometheus_rule(s)]),
+        # the alerts compare with the fleet file's thresholds, as the dashboards' bands do
+        "prometheusrule.yaml": dump_all([prometheus_rule(s, AlertSettings.from_fleet(cfg))]),
         "alertmanagerconfig.yaml": dump_all([alertmanager_config_object(s)]),
-        "dashboards.yaml": dump_all(dashboard_configmaps(s, _dashboards())),
+        "dashboards.yaml": dump_all(dashboard_configmaps(s, _dashboards(cfg))),
         "fleet.yaml": fleet_text,
     }
     # predictive scaling by KEDA on the forecasts: a Component an overlay opts into (infercast/k8s/keda.py)

@@ -31,7 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b = sub.add_parser("build", help="write deploy/kubernetes/base (and the production overlay's fleet file)")
     b.add_argument("--check", action="store_true", help="exit 1 if a committed file differs from a fresh build")
     b.add_argument("--out", type=Path, help="write a custom base into this directory instead")
-    b.add_argument("--fleet", type=Path, default=d.fleet, help=f"fleet file (default {d.fleet.relative_to(REPO)})")
+    b.add_argument(
+        "--fleet",
+        type=Path,
+        default=d.fleet,
+        help="fleet file: its pools, engines, thresholds and actuator go into the ConfigMap, PodMonitors, rules, "
+        f"dashboards and the actuator's RBAC (default {d.fleet.relative_to(REPO)})",
+    )
     b.add_argument("--namespace", default=d.namespace)
     b.add_argument("--engine-namespace", default=d.engine_namespace, help="where the engines' Deployments are")
     b.add_argument("--release", default=d.release, help="the kube-prometheus-stack release (its `release` label)")
@@ -39,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--prometheus-url", default=d.prometheus_url, help="Prometheus, Thanos Query or Mimir (in-cluster)")
     b.add_argument("--predictor-shards", type=int, default=d.predictor_shards)
     b.add_argument("--actuator-replicas", type=int, default=d.actuator_replicas)
+    b.add_argument(
+        "--audit-storage",
+        default=d.audit_storage,
+        help=f"size of each actuator replica's audit volume, a PersistentVolumeClaim (default {d.audit_storage})",
+    )
+    b.add_argument("--audit-storage-class", default=None, help="its StorageClass (default: the cluster's default)")
     f = sub.add_parser("fleet", help="print a fleet file adapted for the cluster (the ConfigMap's fleet.yaml)")
     f.add_argument("file", type=Path)
     f.add_argument("--namespace", default=d.namespace)
@@ -57,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace, **over: object) -> K8sSettings:
     keys = ("namespace", "engine_namespace", "release", "image", "prometheus_url", "predictor_shards")
-    kw = {k: getattr(args, k) for k in (*keys, "actuator_replicas") if hasattr(args, k)}
+    keys += ("actuator_replicas", "audit_storage", "audit_storage_class")
+    kw = {k: getattr(args, k) for k in keys if hasattr(args, k)}
     kw.update(over)
     try:
         return K8sSettings(**kw)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from alertrules.rules import JOBS, rule_files
 from alertrules.settings import AlertSettings
 from infercast.config import FleetConfig, GatewayBackend, KubernetesBackend
 
-from .fleet import LEASE_NAME
+from .fleet import AUDIT_DIR, LEASE_NAME
 from .settings import IMAGE_UID, PORTS, K8sSettings
 
 Obj = dict[str, Any]
@@ -33,6 +33,8 @@ WEBHOOK_SECRET = "infercast-actuator-token"
 #: the labels GPU nodes carry (NVIDIA GPU feature discovery / the GPU operator) and the taint they often have
 GPU_NODE_LABEL = ("nvidia.com/gpu.present", "true")
 GPU_TAINT = "nvidia.com/gpu"
+#: the actuator's audit volume: a PersistentVolumeClaim per replica, mounted at fleet.AUDIT_DIR
+AUDIT_VOLUME = "audit"
 
 
 def _meta(name: str, ns: str | None, component: str, **extra: dict[str, str]) -> Obj:
@@ -205,8 +207,9 @@ def predictor(s: K8sSettings) -> list[Obj]:
 
 
 def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
-    """Replicas electing one leader through a Lease; the follower stays advisory.  RBAC: the Lease, and the
-    `scale` of exactly the Deployments its Kubernetes backend maps pools to."""
+    """Replicas electing one leader through a Lease; the follower stays advisory; each keeps its audit trail on a
+    PersistentVolumeClaim of its own.  RBAC: the Lease, and what its backend may change (the `scale` of exactly the
+    Deployments a Kubernetes backend maps pools to; a gateway backend's HTTPRoute and autoscalers)."""
     name, ns, port = "infercast-actuator", s.namespace, PORTS["actuator"]
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -216,7 +219,7 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
         },
     ]
     c = _container(s, "actuator", ["infercast", "actuator", f"--config={FLEET_PATH}"], port, env)
-    c["volumeMounts"].append({"name": "audit", "mountPath": "/var/lib/infercast"})
+    c["volumeMounts"].append({"name": AUDIT_VOLUME, "mountPath": AUDIT_DIR})
     anti = {
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {
@@ -228,16 +231,24 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
             }
         ]
     }
-    pod = _pod(s, name, [c], [{"name": "audit", "emptyDir": {}}], affinity={"podAntiAffinity": anti})
+    pod = _pod(s, name, [c], affinity={"podAntiAffinity": anti})
     pod["terminationGracePeriodSeconds"] = 30  # SIGTERM: finish the tick, release the Lease
-    dep = {
+    # A StatefulSet, for its volumeClaimTemplates: each replica keeps its audit trail (SQLite) on a volume of its
+    # own that outlives the pod.  One claim shared by the replicas could not be: ReadWriteOnce attaches to one node,
+    # and the replicas are spread over nodes so that a node's loss does not take the leader and its follower.
+    sts = {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": "StatefulSet",
         "metadata": _meta(name, ns, "actuator"),
         "spec": {
+            "serviceName": name,
             "replicas": s.actuator_replicas,
+            "podManagementPolicy": "Parallel",  # the follower need not wait for the leader's pod to be ready
             "selector": {"matchLabels": _selector(name)},
             "template": _template(name, "actuator", pod),
+            "volumeClaimTemplates": [audit_claim(s)],
+            # a scaled-down or deleted set keeps its audit trails (the claims are deleted by hand)
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
         },
     }
     lease_role = {
@@ -279,7 +290,16 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
         objs += [scale_role, _binding(scale_role, name, ns)]
     if isinstance(backend, GatewayBackend):
         objs += _gateway_roles(backend, name, ns)
-    return [*objs, dep, service(name, ns, "actuator", port, "infercast-actuator")]
+    return [*objs, sts, service(name, ns, "actuator", port, "infercast-actuator")]
+
+
+def audit_claim(s: K8sSettings) -> Obj:
+    """The claim template of an actuator replica's audit volume: ReadWriteOnce (one replica, one node writes it),
+    `K8sSettings.audit_storage` big, on the cluster's default StorageClass unless `audit_storage_class` names one."""
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": s.audit_storage}}}
+    if s.audit_storage_class is not None:
+        spec["storageClassName"] = s.audit_storage_class
+    return {"metadata": {"name": AUDIT_VOLUME, "labels": _meta(AUDIT_VOLUME, None, "actuator")["labels"]}, "spec": spec}
 
 
 def _gateway_roles(backend: GatewayBackend, sa: str, sa_ns: str) -> list[Obj]:

@@ -7,6 +7,7 @@ else is `infercast k8s build --out DIR --namespace ... --release ...` (docs/kube
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: the listen ports of the services (the same as docker-compose.yml)
 PORTS = {"exporter": 9400, "predictor": 9401, "actuator": 9402, "alert-log": 9095}
+#: a storage size as Kubernetes writes it: a number and a binary or decimal suffix (500Mi, 1Gi, 2G)
+QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
 #: the uid the image runs as (deploy/Dockerfile: useradd --uid 10001)
 IMAGE_UID = 10001
 
@@ -36,6 +39,10 @@ class K8sSettings:
     keda_max_ratio: float = 2.0
     predictor_shards: int = 2
     actuator_replicas: int = 2
+    #: each actuator replica's audit volume (a PersistentVolumeClaim, ReadWriteOnce): a Kubernetes quantity
+    audit_storage: str = "1Gi"
+    #: its StorageClass; None: the cluster's default
+    audit_storage_class: str | None = None
     #: Grafana's sidecar picks up ConfigMaps with this label (kube-prometheus-stack's default)
     dashboard_label: tuple[str, str] = ("grafana_dashboard", "1")
     #: the kube-prometheus-stack release: its Prometheus selects ServiceMonitors and rules labelled release=<name>
@@ -44,6 +51,10 @@ class K8sSettings:
     def __post_init__(self) -> None:
         if self.predictor_shards < 1 or self.actuator_replicas < 1:
             raise ValueError("predictor_shards and actuator_replicas must be >= 1")
+        if not QUANTITY.fullmatch(self.audit_storage):
+            raise ValueError(
+                f"audit_storage must be a Kubernetes quantity such as 1Gi or 500Mi, got {self.audit_storage!r}"
+            )
         if not 1.0 <= self.keda_max_ratio <= 100.0:
             raise ValueError(f"keda_max_ratio must be 1-100, got {self.keda_max_ratio}")
 
