@@ -8,6 +8,7 @@ None with its status code rather than as an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -24,9 +25,11 @@ def get_json(
     timeout: float,
     server: str,
     error: type[Exception] = RuntimeError,
+    parse: Callable[[bytes], Any] | None = None,
 ) -> tuple[int, Any]:
     """(HTTP status, parsed JSON body or None when the body is not JSON) of `GET base+path`; `error(message)` naming
-    `server` ("Prometheus", "Alertmanager") and the redacted `base` when the server cannot be reached in time."""
+    `server` ("Prometheus", "Alertmanager") and the redacted `base` when the server cannot be reached in time.
+    `parse`: reads the body's bytes instead of `json.loads` (raising ValueError when it is not JSON)."""
     shown = redact_url(base)
     try:
         r = http.get(f"{base}{path}", params=params, timeout=timeout)
@@ -37,7 +40,7 @@ def get_json(
     except requests.RequestException as e:
         raise error(f"request to {server} at {shown} failed: {redact(str(e))}") from None
     try:
-        return r.status_code, r.json()
+        return r.status_code, (parse(r.content) if parse is not None else r.json())
     except ValueError:
         return r.status_code, None
 

@@ -62,6 +62,7 @@ from predictors.publish import (
     last_success_sample,
     skipped_sample,
 )
+from predictors.rolling import Block, RollingHistory
 from predictors.timescale import RATE_FEATURES, TimeScaled
 
 if TYPE_CHECKING:
@@ -134,14 +135,9 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
         gid.append(index.setdefault((pool, s.labels.get("version", "")), len(index)))
         ts.append(np.asarray(s.t, dtype=np.float64))
         vs.append(np.asarray(s.v, dtype=np.float64))
-    groups = sorted(index)
-    g = len(groups)
-    if not g:
+    if not index:
         empty = np.zeros(0, dtype=np.int64)
         return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
-    rank = np.empty(g, dtype=np.int64)
-    rank[[index[k] for k in groups]] = np.arange(g)
-    sgroup = rank[np.asarray(gid)]  # each series' row
     n_series = len(ts)
     placed: np.ndarray | None = None  # allocated below unless every series is on the grid already
     points = np.zeros(n_series)
@@ -187,13 +183,59 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
         nonfinite += np.bincount(sid[ok], weights=~np.isfinite(vv[ok]), minlength=n_series)
         np.maximum.at(last_s, sid[ok], tt[ok])
     placed[~np.isfinite(placed)] = np.nan
+    return _combine(index, gid, placed, points, nonfinite, last_s, step, hows)
+
+
+def align_block(block: Block, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
+    """`align_many` for a `Block` (the rolling history's matrix, already on the grid): the same matrices."""
+    t = block.t
+    n = len(t)
+    index: dict[Group, int] = {}
+    gid: list[int] = []
+    rows: list[int] = []
+    for i, lab in enumerate(block.labels):
+        pool = lab.get("pool")
+        if pool:
+            gid.append(index.setdefault((pool, lab.get("version", "")), len(index)))
+            rows.append(i)
+    if not index:
+        empty = np.zeros(0, dtype=np.int64)
+        return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
+    every = len(rows) == len(block.labels)
+    v = block.v if every else block.v[rows]
+    present = block.present if every else block.present[rows]
+    fin = np.isfinite(v)
+    placed = np.where(fin, v, np.nan)  # a copy: the block is the rolling history's, read-only here
+    points = present.sum(axis=1).astype(np.float64)
+    nonfinite = (present & ~fin).sum(axis=1).astype(np.float64)
+    anyp = present.any(axis=1)
+    last_s = np.where(anyp, t[n - 1 - np.argmax(present[:, ::-1], axis=1)], -math.inf)
+    return _combine(index, gid, placed, points, nonfinite, last_s, float(t[1] - t[0]) if n > 1 else 1.0, hows)
+
+
+def _combine(
+    index: dict[Group, int],
+    gid: list[int],
+    placed: np.ndarray,
+    points: np.ndarray,
+    nonfinite: np.ndarray,
+    last_s: np.ndarray,
+    step: float,
+    hows: tuple[str, ...],
+) -> dict[str, AlignedMatrix]:
+    """The series placed on the grid (`placed`, a row each, in group `gid`) -> one row per (pool, version)."""
+    groups = sorted(index)
+    g = len(groups)
+    rank = np.empty(g, dtype=np.int64)
+    rank[[index[k] for k in groups]] = np.arange(g)
+    sgroup = rank[np.asarray(gid)]  # each series' row
     raw_points = np.bincount(sgroup, weights=points, minlength=g).astype(np.int64)
     raw_nonfinite = np.bincount(sgroup, weights=nonfinite, minlength=g).astype(np.int64)
     last = np.full(g, -math.inf)
     np.maximum.at(last, sgroup, last_s)
     order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
     firsts = np.searchsorted(sgroup[order], np.arange(g))
-    single = len(ts) == g  # one series per group: nothing to combine
+    single = len(gid) == g  # one series per group: nothing to combine
     in_order = bool((order == np.arange(len(order))).all())
     out = {}
     for how in hows:
@@ -442,6 +484,13 @@ class PredictorLoop:
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
     _event_windows: list | None = None
+    _rolling: RollingHistory = field(default_factory=RollingHistory)  # the history kept between ticks
+    # series -> group -> the newest time it had data / a finite value (what a window shorter than the history
+    # forgets: `_gone_stale`, `_hole_before_window`)
+    _last_data: dict[str, dict[Group, float]] = field(default_factory=dict)
+    _last_finite: dict[str, dict[Group, float]] = field(default_factory=dict)
+    _hole_ends: dict[str, dict[Group, float]] = field(default_factory=dict)  # ... and where its history restarted
+    _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
@@ -549,49 +598,65 @@ class PredictorLoop:
         succeeded: set[str] = set()
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
-        raws: dict[str, list[Series] | StoreError] = {}
+        batch_model = self._batch_model()
+        spans = self.spans(n, batch_model)
+        self._g0 = float(t[0])
+        blocks: dict[str, Block | StoreError] = {}
+
+        def read(metric: str) -> Block | StoreError:
+            """The metric's window this tick (its longest span), through the rolling history: once per tick."""
+            if metric not in blocks:
+                w = spans[metric]
+                try:
+                    blocks[metric] = self._rolling.read(store, metric, float(t[n - w]), float(t[-1]), step)
+                except StoreError as e:
+                    blocks[metric] = e
+            return blocks[metric]
+
         aligned: dict[tuple[str, str], AlignedMatrix] = {}
         covs: dict[str, AlignedMatrix] | None = None
-        batch_model = self._batch_model()
         slots: list[list[ForecastSample]] = []  # each series' samples, in SERIES order
         batch: list[_KVJob] = []
         for series, kind, metric, how, aggregate in SERIES:
             slot: list[ForecastSample] = []
             slots.append(slot)
-            if metric not in raws:
-                try:
-                    raws[metric] = store.query_range(metric, None, float(t[0]), float(t[-1]), step)
-                except StoreError as e:
-                    raws[metric] = e
-                    if self._store_errors.get(metric) != str(e):  # once per outage (and per new kind of error)
-                        log.warning("predictor: cannot read %s: %s", metric, e)
-                    self._store_errors[metric] = str(e)
-                else:
-                    if self._store_errors.pop(metric, None) is not None:
-                        log.info("predictor: reading %s again", metric)
-            raw = raws[metric]
+            fresh = metric not in blocks
+            raw = read(metric)
+            if fresh:
+                if isinstance(raw, StoreError):
+                    if self._store_errors.get(metric) != str(raw):  # once per outage (and per new kind of error)
+                        log.warning("predictor: cannot read %s: %s", metric, raw)
+                    self._store_errors[metric] = str(raw)
+                elif self._store_errors.pop(metric, None) is not None:
+                    log.info("predictor: reading %s again", metric)
             if isinstance(raw, StoreError):
                 for group in self._known.get(series) or {("", "")}:
                     slot.append(skipped_sample(*group, series, "source_down"))
                     self._note(series, group, "source_down")
                 continue
+            w = self.series_span(kind, n, batch_model)
+            ts = t[n - w :]  # this series' grid: the last `w` points of the tick's
             if (metric, how) not in aligned:  # KV's mean and max share one placement on the grid
                 hows = tuple(h for _, _, m, h, _ in SERIES if m == metric)
-                aligned.update({(metric, h): a for h, a in align_many(raw, g0, step, n, hows).items()})
+                aligned.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
             am = aligned[(metric, how)]
             self._known[series] = set(am.groups)
+            if w < n:
+                self._gone_stale(series, am, float(t[0]), slot)
             if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
                 # the batched pass reads only the model's window of them: it asks the store for no more
-                tail = None if batch_model is None else batch_model[0].params.lookback + RATE_WINDOW_STEPS
-                covs = self._covariates(store, g0, step, n, tail)
-            reasons, starts = check_inputs(t, am, now, cfg.min_history_points, cfg.stale_after_seconds)
+                tail = None if batch_model is None else self.covariate_span(n, batch_model)
+                covs = self._covariates(read, w if tail is None else tail)
+            reasons, starts = check_inputs(ts, am, now, cfg.min_history_points, cfg.stale_after_seconds)
+            if w < n:
+                self._hole_before_window(series, ts, am, reasons, starts, float(t[0]))
             if kind == "kv" and batch_model is not None:
                 batch.append(_KVJob(series, aggregate, am, reasons, starts, slot))
                 continue
             for i, group in enumerate(am.groups):
                 reason, start = reasons[i], int(starts[i])
                 if reason is None:
-                    h = self._history(series, kind, group, t, am.y[i], start, covs)
+                    h = self._history(series, kind, group, ts, am.y[i], start, covs)
                     fc, failed = self._forecast(series, kind, group, h, now)
                     for name in failed:
                         slot.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
@@ -607,7 +672,8 @@ class PredictorLoop:
                     slot.append(skipped_sample(*group, series, reason))
                 self._note(series, group, reason)
         if batch and batch_model is not None:
-            succeeded |= self._kv_batch(now, t, batch, covs or {}, *batch_model)
+            kv_t = t[n - self.series_span("kv", n, batch_model) :]
+            succeeded |= self._kv_batch(now, kv_t, batch, covs or {}, *batch_model)
         for slot in slots:
             out.extend(slot)
         for m in succeeded:
@@ -777,7 +843,11 @@ class PredictorLoop:
         if windows:
             prior = deployed.kv_event_prior(cfg, windows, lstm)
             if prior is not None:
-                upper = prior_upper_many(prior, t[start], float(t[-1]), t_future, upper, cfg.horizon_seconds)
+                # the prior asks whether an earlier occurrence of the event lies inside the series' history: the
+                # tick reads only the model's window, so a history starting with it reaches back to `history_seconds`
+                # (the grid a full read would have had); one starting later (a hole in the window) starts there
+                t0 = np.where(start > 0, t[start], min(self._g0, float(t[0])))
+                upper = prior_upper_many(prior, t0, float(t[-1]), t_future, upper, cfg.horizon_seconds)
         return yhat, lower, upper, t_future
 
     def _windows(self) -> list:
@@ -785,28 +855,101 @@ class PredictorLoop:
             self._event_windows = deployed.service_windows(self.events)
         return self._event_windows
 
-    def _covariates(
-        self, store: Store, g0: float, step: float, n: int, tail: int | None = None
-    ) -> dict[str, AlignedMatrix]:
-        """LSTM covariates per group; a covariate the store cannot give is left out (the model masks it).
-
-        `tail`: only the grid's last `tail` points (the batched pass, which reads the model's window and the few
-        points before it a rate needs): the matrices are that wide and end where the tick's grid ends."""
+    def _covariates(self, read: Callable[[str], Block | StoreError], tail: int) -> dict[str, AlignedMatrix]:
+        """LSTM covariates per group on the grid's last `tail` points (the batched pass reads the model's window and
+        the few points before it a rate needs; the per-series path the KV series' whole grid); a covariate the store
+        cannot give is left out (the model masks it)."""
         out: dict[str, AlignedMatrix] = {}
-        if tail is not None and tail < n:
-            g0, n = g0 + step * (n - tail), tail
-        t_end = g0 + step * (n - 1)
-        for name, (metric, how) in COVARIATE_METRICS.items():
-            try:
-                raw = store.query_range(metric, None, g0, t_end, step)
-            except StoreError:
+        for name, (metric, how) in (*COVARIATE_METRICS.items(), ("rps", (ROUTER_REQUESTS_TOTAL, "rate"))):
+            b = read(metric)
+            if not isinstance(b, StoreError):
+                out[name] = align_block(b.tail(tail), (how,))[how]
+        return out
+
+    def _gone_stale(self, series: str, am: AlignedMatrix, g0: float, slot: list[ForecastSample]) -> None:
+        """A series read over a window shorter than `history_seconds` that left it is still reported `stale` until
+        its last data is older than `history_seconds`, as a read of the whole history would: a pool that went away
+        reads the same whatever window its model needs."""
+        seen = self._last_data.setdefault(series, {})
+        for i, group in enumerate(am.groups):
+            if am.last_raw_t[i] > -math.inf:
+                seen[group] = float(am.last_raw_t[i])
+        for group, last in list(seen.items()):
+            if last < g0:
+                del seen[group]  # older than the history: forgotten, as the whole history would have it
+            elif group not in am.index:
+                slot.append(skipped_sample(*group, series, "stale"))
+                self._note(series, group, "stale")
+
+    def _hole_before_window(
+        self,
+        series: str,
+        t: np.ndarray,
+        am: AlignedMatrix,
+        reasons: list[str | None],
+        starts: np.ndarray,
+        g0: float,
+    ) -> None:
+        """`check_inputs` on a window sees a hole only when the window holds the value before it; a series whose
+        window begins with NaN after a value older than the window (remembered from earlier ticks) has a hole there:
+        its history starts at its first value in the window, as a read of the whole history would say (`gap`
+        instead of `too_short` while that is too short); so does one whose hole, seen on an earlier tick, began
+        before the window.  In place; then remembers each series' newest value and where its history restarted."""
+        cfg = self.config
+        fin = np.isfinite(am.y)
+        anyfin = fin.any(axis=1)
+        first = np.argmax(fin, axis=1)
+        last = len(t) - 1 - np.argmax(fin[:, ::-1], axis=1)
+        prev = self._last_finite.setdefault(series, {})
+        holes = self._hole_ends.setdefault(series, {})
+        for i in np.nonzero(anyfin & (first > 0) & (starts == 0))[0].tolist():
+            group = am.groups[i]
+            s_at, p = holes.get(group), prev.get(group)
+            if s_at is not None and s_at > t[0]:
+                starts[i] = int(np.searchsorted(t, s_at - 1e-9))  # a hole seen earlier, its start now out of the window
+            elif p is not None and p < t[0] and t[first[i]] - p > cfg.stale_after_seconds:
+                starts[i] = first[i]  # a series back in the window after a hole longer than it
+            else:
                 continue
-            out[name] = align_matrix(raw, g0, step, n, how)
-        try:
-            raw = store.query_range(ROUTER_REQUESTS_TOTAL, None, g0, t_end, step)
-            out["rps"] = align_matrix(raw, g0, step, n, "rate")
-        except StoreError:
-            pass
+            if reasons[i] == "too_short":
+                reasons[i] = "gap"
+        for i in np.nonzero(anyfin)[0].tolist():
+            prev[am.groups[i]] = float(t[last[i]])
+            if starts[i] > 0:
+                holes[am.groups[i]] = float(t[starts[i]])
+        for d in (prev, holes):
+            for group in [g for g, at in d.items() if at < g0]:
+                del d[group]
+
+    # ------------------------------------------------------------------ what a tick reads
+    def kv_window(self, lstm: LSTMForecaster) -> int:
+        """Grid points of KV usage the batched pass needs: the model's window (`lookback`) and the rate's few
+        points before it, at least `min_history_points` (the skip check) and a horizon and a step (the band learns
+        from the outcome of the forecast made one horizon ago)."""
+        cfg = self.config
+        horizon_steps = math.ceil(cfg.horizon_seconds / cfg.step_seconds - 1e-9)
+        return max(lstm.params.lookback + RATE_WINDOW_STEPS, cfg.min_history_points + 1, horizon_steps + 2)
+
+    def series_span(self, kind: str, n: int, batch_model: tuple[LSTMForecaster, float] | None) -> int:
+        """Grid points a series kind is read over: KV through the batched LSTM pass, its window; the rest (traffic
+        for Prophet, which is fitted on hours; the per-series path and the baselines), the whole `history_seconds`."""
+        if kind == "kv" and batch_model is not None:
+            return min(n, self.kv_window(batch_model[0]))
+        return n
+
+    def covariate_span(self, n: int, batch_model: tuple[LSTMForecaster, float]) -> int:
+        return min(n, batch_model[0].params.lookback + RATE_WINDOW_STEPS)
+
+    def spans(self, n: int, batch_model: tuple[LSTMForecaster, float] | None) -> dict[str, int]:
+        """metric -> grid points this tick reads of it (the longest of its uses): what the rolling history holds."""
+        out: dict[str, int] = {}
+        for _, kind, metric, _, _ in SERIES:
+            out[metric] = max(out.get(metric, 0), self.series_span(kind, n, batch_model))
+        if self.lstm is not None and self.kv_model in (None, "lstm"):
+            cov = self.series_span("kv", n, batch_model) if batch_model is None else self.covariate_span(n, batch_model)
+            for metric in (*(m for m, _ in COVARIATE_METRICS.values()), ROUTER_REQUESTS_TOTAL):
+                out[metric] = max(out.get(metric, 0), cov)
+        self._rolling.forget(set(out))
         return out
 
     def _note(self, series: str, group: Group, reason: str | None) -> None:

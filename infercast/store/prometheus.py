@@ -16,6 +16,7 @@ import requests
 from infercast.httpjson import get_json
 from infercast.redact import redact, redact_url
 from infercast.store import Series, StoreError
+from infercast.store.promjson import matrix_series, parse_body
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Prometheus refuses range queries with more than 11,000 points per series; stay under it by splitting.
@@ -35,12 +36,8 @@ def selector(metric: str, matchers: dict[str, str] | None) -> str:
     return metric + ("{" + ",".join(parts) + "}" if parts else "")
 
 
-def _value(s: str) -> float:
-    # The API encodes values as strings, including "NaN", "+Inf" and "-Inf".
-    try:
-        return float(s)
-    except (TypeError, ValueError):
-        raise StoreError(f"unparseable sample value {s!r}") from None
+def _result_type(data: object) -> object:
+    return data.get("resultType") if isinstance(data, dict) else type(data).__name__
 
 
 class PrometheusStore:
@@ -55,10 +52,18 @@ class PrometheusStore:
         self._http = session or requests.Session()
 
     def api(self, path: str, params: dict[str, str] | None = None) -> dict:
-        """The `data` of a successful answer of the HTTP API at `path` (`/api/v1/...`); StoreError otherwise."""
+        """The `data` of a successful answer of the HTTP API at `path` (`/api/v1/...`); StoreError otherwise.
+        A matrix's samples come as arrays (`promjson.parse_body`); `promjson.matrix_series` reads either form."""
         where = f"{self.shown_url}{path}"
         status, body = get_json(
-            self._http, self.url, path, params, timeout=self.timeout, server="Prometheus", error=StoreError
+            self._http,
+            self.url,
+            path,
+            params,
+            timeout=self.timeout,
+            server="Prometheus",
+            error=StoreError,
+            parse=parse_body,
         )
         if body is None:
             raise StoreError(f"{where} answered HTTP {status} with a body that is not JSON")
@@ -73,7 +78,7 @@ class PrometheusStore:
         if step <= 0 or end < start or not (math.isfinite(start) and math.isfinite(end)):
             raise StoreError(f"bad range: start={start} end={end} step={step}")
         query = selector(metric, matchers)
-        merged: dict[tuple, tuple[list[float], list[float]]] = {}
+        merged: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
         chunk = step * (MAX_POINTS - 1)
         s = start
         while s <= end:
@@ -82,16 +87,29 @@ class PrometheusStore:
                 "/api/v1/query_range",
                 {"query": query, "start": repr(float(s)), "end": repr(float(e)), "step": repr(float(step))},
             )
-            if data.get("resultType") != "matrix":
-                raise StoreError(f"expected a matrix from query_range, got {data.get('resultType')!r}")
-            for item in data.get("result", []):
-                labels = {k: v for k, v in item.get("metric", {}).items() if k != "__name__"}
+            if not isinstance(data, dict) or data.get("resultType") != "matrix":
+                raise StoreError(f"expected a matrix from query_range, got {_result_type(data)!r}")
+            result = data.get("result", [])
+            if not isinstance(result, list):
+                raise StoreError(f"expected a list of series from query_range, got {type(result).__name__}")
+            for item in result:
+                if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
+                    raise StoreError(f"expected a series object in query_range's result, got {item!r:.80}")
+                labels = {k: str(v) for k, v in item.get("metric", {}).items() if k != "__name__"}
                 key = tuple(sorted(labels.items()))
-                ts, vs = merged.setdefault(key, ([], []))
-                for t, v in item.get("values", []):
-                    if ts and float(t) <= ts[-1]:
-                        continue  # the chunk boundary is evaluated twice
-                    ts.append(float(t))
-                    vs.append(_value(v))
+                ts, vs = matrix_series(item, StoreError)
+                parts = merged.setdefault(key, [])
+                last = next((p[0][-1] for p in reversed(parts) if len(p[0])), None)
+                if last is not None and len(ts):
+                    keep = ts > last  # the chunk boundary is evaluated twice
+                    ts, vs = ts[keep], vs[keep]
+                parts.append((ts, vs))
             s = e + step
-        return [Series(dict(k), np.asarray(ts), np.asarray(vs)) for k, (ts, vs) in merged.items()]
+        out = []
+        for k, parts in merged.items():
+            if len(parts) == 1:
+                ts, vs = parts[0]
+            else:
+                ts, vs = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            out.append(Series(dict(k), ts, vs))
+        return out
