@@ -563,3 +563,30 @@ def validated(obj: dict[str, Any]) -> str:
     assert report.errors == [] and report.unchecked == [], report.errors + report.unchecked
     (checked,) = report.checked
     return checked.split(": ", 1)[1]
+
+
+def test_the_audit_volume_size_and_class_are_build_options(tmp_path: Path) -> None:
+    fleet = tmp_path / "my-fleet.yaml"
+    fleet.write_text(page_block("fleet"))
+    argv = [*CLI, "k8s", "build", f"--fleet={fleet}", f"--out={tmp_path / 'base'}"]
+    res = subprocess.run(
+        [*argv, "--audit-storage=5Gi", "--audit-storage-class=fast-ssd"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    act = next(d for d in yaml.safe_load_all((tmp_path / "base" / "actuator.yaml").read_text()) if d and
+               d["kind"] == "StatefulSet")  # fmt: skip
+    (claim,) = act["spec"]["volumeClaimTemplates"]
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "5Gi"}},
+        "storageClassName": "fast-ssd",
+    }
+    res = subprocess.run(
+        [*argv, "--audit-storage=lots"], capture_output=True, text=True, timeout=300, cwd=REPO, check=False
+    )
+    assert res.returncode == 2 and "audit_storage must be a Kubernetes quantity such as 1Gi" in res.stderr
