@@ -19,6 +19,11 @@ What runs (docs/actuator.md):
 - before each tick the audit trail is checked (`Audit.check`): while its database is deleted, replaced or corrupt
   the tick runs advisory (`infercast_actuator_audit_failed 1`, a log line every tick) -- an action that cannot be
   recorded is not taken -- and rows left `unknown` by a lost answer are read back and settled (`reconcile`);
+- when this replica starts acting as the leader (a new fencing token), before its first tick, it loads the guardrail
+  state kept beside the lease (`actuators.failover.FailoverState.take_over`): what the previous leader applied
+  counts in the cooldowns and change budget, what it left in flight goes through restart recovery.  While that
+  state cannot be read (corrupt, foreign-shaped, unreachable) the tick runs advisory and each tick logs why at
+  ERROR; the load is tried again at the next tick;
 - `stop()` (SIGTERM, SIGINT) shuts the scheduler down with `wait=True`: the tick in flight finishes -- its apply,
   its audit record -- and no new one starts; then the leadership is released so a standby takes over at once.
 """
@@ -88,8 +93,12 @@ class Daemon:
         fence_reader: Callable[[], int | None] | None = None,
         audit: Any = None,
         reconcile: Callable[[float], Any] | None = None,
+        state: Any = None,
     ) -> None:
         self.tick = tick
+        self.state = state  # actuators.failover.FailoverState (None: nothing kept beside the lease)
+        self._state_for: tuple[str | None, int | None] | None = None  # the leadership the state was loaded under
+        self._state_broken = False
         self.audit = audit  # actuators.audit.Audit: checked before each tick (None: not checked)
         self.reconcile = reconcile  # settles rows a lost answer left unknown (actuators.recovery.reconcile_unknown)
         self._audit_broken = False
@@ -145,7 +154,9 @@ class Daemon:
             lead, fenced = self._check_fence(lead, now)
             self._fenced = fenced
         broken = self._check_audit(now)
-        active = self.mode == "active" and lead.is_leader and not fenced and not broken
+        acting = self.mode == "active" and lead.is_leader and not fenced and not broken
+        stateless = self._check_state(lead, now, acting)
+        active = acting and not stateless
         self.metrics.leadership(lead.is_leader, active)
         self.metrics.fenced(fenced)
         if self.mode == "active" and not lead.is_leader:
@@ -193,6 +204,41 @@ class Daemon:
         self.metrics.audit(problem is not None, unknown, int(getattr(self.audit, "unrecorded", 0)))
         return problem is not None
 
+    def _check_state(self, lead: Leadership, now: float, acting: bool) -> bool:
+        """Whether the guardrail state beside the lease is unusable (the tick then runs advisory).  Loaded once per
+        leadership (holder and fencing token), before the first tick that acts under it."""
+        if self.state is None:
+            return False
+        if not acting:
+            self._state_for = None
+            self.state.follow()
+            return False
+        under = (lead.holder, lead.fencing_token)
+        if self._state_for == under:
+            self.state.lead = lead
+            self.state.flush(now)
+            return False
+        from actuators.state_store import StateError
+
+        try:
+            summary = self.state.take_over(lead, now)
+        except StateError as e:
+            self._state_broken = True
+            self.state.follow()
+            log.error(
+                "actuator: not acting (advisory): the guardrail state beside the lease cannot be used, so the "
+                "previous leader's cooldowns, change budget and actions in flight are unknown: %s", e,
+            )  # fmt: skip
+            return True
+        except Exception:
+            self._state_broken = True
+            self.state.follow()
+            log.exception("actuator: not acting (advisory): loading the guardrail state beside the lease failed")
+            return True
+        self._state_for, self._state_broken = under, False
+        log.warning("actuator: %s", summary)
+        return False
+
     def _check_fence(self, lead: Leadership, now: float) -> tuple[Leadership, bool]:
         """(the leadership to act under, fenced).  A leader whose token is behind the one its backend holds (the
         lease store lost or restored state) re-acquires above it; when it cannot, it is fenced: it says so every
@@ -225,7 +271,7 @@ class Daemon:
         with self._lead_lock:
             lead = self.elector.try_acquire_or_renew(self.clock.now())
         acting = self.mode == "active" and lead.is_leader and not self._fenced and not self._audit_broken
-        self.metrics.leadership(lead.is_leader, acting)
+        self.metrics.leadership(lead.is_leader, acting and not self._state_broken)
 
     def wake(self) -> None:
         """Run the alert loop now (a new alert event arrived); at most one such run waits behind a running tick."""

@@ -1,7 +1,8 @@
 """`infercast actuator --config FILE [--mode advisory|active] [--tick MODULE:FACTORY] [--once]`: run the daemon.
 
 It reads the fleet file's `actuator:` section, builds the backend, the elector, the audit trail, the webhook inbox
-and (when a Prometheus URL is configured) the metric store, resolves what a previous run left in flight (without
+and (when a Prometheus URL is configured) the metric store, keeps the guardrail state beside the lease when it acts
+(`keep_state_beside_the_lease`, actuators/failover.py), resolves what a previous run left in flight (without
 applying it again), builds the control loop with the tick factory, and runs it on APScheduler until SIGTERM or
 SIGINT.  A bad section is a `ConfigError` naming the key, before anything starts.
 
@@ -118,9 +119,27 @@ def webhook_token(cfg: FleetConfig) -> str | None:
         raise ConfigError(f"actuator.webhook: {e}") from None
 
 
-def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, *, serve: bool = True):
+def keep_state_beside_the_lease(parts: DaemonParts, elector: Any) -> Any:
+    """The guardrail state kept beside `elector`'s lease (`actuators.failover.FailoverState`), with `parts.audit`
+    replaced by the trail that writes it; None (parts unchanged) where the lease has nowhere to keep it."""
+    from actuators.failover import FailoverState
+    from actuators.state_store import store_for
+
+    store = store_for(elector, parts.config.actuator.audit_db)
+    if store is None:
+        return None
+    state = FailoverState(store, parts.audit, parts.admin, parts.config.guardrails.cooldown_seconds)
+    parts.audit = state.audit  # type: ignore[assignment]
+    return state
+
+
+def build_daemon(
+    parts: DaemonParts, tick: TickHook, listen: str | None = None, *, serve: bool = True, elector: Any = None,
+    state: Any = None,
+):  # fmt: skip
     """The daemon; `serve=False` (--once) gives it no webhook, so it needs no token.  ConfigError when the webhook
-    would be open where it must not be (actuators.daemon.check_webhook_auth)."""
+    would be open where it must not be (actuators.daemon.check_webhook_auth).  `elector`: the one
+    `keep_state_beside_the_lease` was given (default: built from the config); `state`: what it returned."""
     from actuators.daemon import Daemon
     from actuators.leader import build_elector
     from actuators.recovery import reconcile_unknown
@@ -129,7 +148,7 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
     cfg = parts.config
     ac = cfg.actuator
     host, port = _listen(listen or ac.listen)
-    elector = build_elector(ac.leader, ac.backend)
+    elector = elector or build_elector(ac.leader, ac.backend)
     lease = getattr(ac.leader, "lease_seconds", None) or getattr(getattr(elector, "lease", None), "lease_ms", 0) / 1000
     token = webhook_token(cfg) if serve else None
     hook = WebhookReceiver(parts.inbox, ac.webhook.path, ac.webhook.max_body_bytes) if serve else None
@@ -150,6 +169,7 @@ def build_daemon(parts: DaemonParts, tick: TickHook, listen: str | None = None, 
             fence_reader=getattr(parts.admin, "fence", None),
             audit=parts.audit,
             reconcile=lambda now: reconcile_unknown(parts.audit, parts.admin, now),
+            state=state,
         )
     except ValueError as e:
         raise ConfigError(str(e)) from None
@@ -179,6 +199,7 @@ def hold_audit(path: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from actuators.leader import build_elector
     from actuators.recovery import resolve_in_flight
 
     if not args.config:
@@ -189,11 +210,16 @@ def run(args: argparse.Namespace) -> int:
     hold = hold_audit(cfg.actuator.audit_db) if mode == "active" and cfg.actuator.leader.kind == "single" else None
     parts = build_parts(cfg, mode)
     parts.audit_lock = hold
+    # the guardrail state beside the lease (cooldowns, change budget, actions in flight), so a failover neither
+    # repeats nor forgets an action: the trail the loop writes through keeps it (actuators/failover.py)
+    elector = build_elector(cfg.actuator.leader, cfg.actuator.backend)
+    state = keep_state_beside_the_lease(parts, elector) if mode == "active" else None
     for r in resolve_in_flight(parts.audit, parts.admin, parts.clock.now()):
         print(f"infercast actuator: in-flight decision {r.decision.id}: {r.outcome}: {r.detail}", file=sys.stderr)
     tick = factory(parts)
     # --once serves nothing: a free loopback port, so it runs beside a daemon that holds actuator.listen
-    daemon = build_daemon(parts, tick, "127.0.0.1:0" if args.once else None, serve=not args.once)
+    listen = "127.0.0.1:0" if args.once else None
+    daemon = build_daemon(parts, tick, listen, serve=not args.once, elector=elector, state=state)
     if args.once:
         report = daemon.run_once("fast")
         daemon.stop()

@@ -10,8 +10,9 @@
 - **change budget**: at most `change_budget_per_hour` applied changes in any rolling hour, rollbacks included.
 
 Both count what the loop applied (`record_applied`) and what it learnt was applied later (`note_applied`): an
-action whose answer was lost and that a later tick settled as `applied`, or one applied before a restart (the
-control loop reads them from the audit trail each tick).
+action whose answer was lost and that a later tick settled as `applied`, one applied before a restart, or one the
+previous leader applied before a failover (recorded in this replica's trail from the state kept beside the lease,
+actuators/failover.py); the control loop reads them from the audit trail each tick.
 
 A refused decision is not lost: it is returned with its reason, audited and counted (`outcome="refused"`).
 """

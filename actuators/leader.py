@@ -23,6 +23,10 @@ token counter can fall behind what the backend has seen, and every action of the
 for ever.  `advance_past(seen, now)` (Redis and Kubernetes) moves this holder's token above `seen` -- only while the
 store still says we hold the lease, in one atomic step -- and the daemon asks for it whenever its backend reports a
 token ahead of its own (actuators/daemon.py); when it cannot, the daemon reports itself fenced.
+
+The guardrail state that survives a failover is kept beside the lease (actuators/state_store.py): under the Redis
+lease's key, or in an annotation of the Lease object -- which is why every replace of the Lease here carries the
+annotations it read, and why the Lease's writers in one process share `KubernetesLease.lock`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import contextlib
 import os
 import secrets
 import socket
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -194,6 +199,9 @@ class KubernetesLease:
         self.timeout = timeout_seconds
         self._seen_version: str | None = None  # the lease's resourceVersion when we last saw it change
         self._seen_at = 0.0  # ... and our `now` then
+        # one writer of the Lease at a time in this process: the renew job, a tick's leader check and the guardrail
+        # state kept in its annotation (actuators/state_store.py) each read it and replace it with that version
+        self.lock = threading.RLock()
 
     @classmethod
     def from_config(cls, cfg) -> KubernetesLease:
@@ -206,6 +214,10 @@ class KubernetesLease:
         )  # fmt: skip
 
     def try_acquire_or_renew(self, now: float) -> Leadership:
+        with self.lock:
+            return self._acquire_or_renew(now)
+
+    def _acquire_or_renew(self, now: float) -> Leadership:
         where = f"lease {self.namespace}/{self.name}"
         status, lease = self._api(self.coord.read_namespaced_lease, self.name, self.namespace)
         if status == 404:
@@ -229,7 +241,7 @@ class KubernetesLease:
                 self.coord.replace_namespaced_lease,
                 self.name,
                 self.namespace,
-                self._body(acquired, now, transitions, version),
+                self._body(acquired, now, transitions, version, lease.metadata.annotations),
             )
             if status == 200:
                 self._seen(done, now)
@@ -244,7 +256,7 @@ class KubernetesLease:
                 self.coord.replace_namespaced_lease,
                 self.name,
                 self.namespace,
-                self._body(now, now, transitions + 1, version),
+                self._body(now, now, transitions + 1, version, lease.metadata.annotations),
             )
             if status == 200:
                 self._seen(done, now)
@@ -259,12 +271,16 @@ class KubernetesLease:
     def advance_past(self, seen: int, now: float) -> Leadership | None:
         """Set `leaseTransitions` above `seen` while we hold the Lease (a replace carrying the resourceVersion read,
         so a concurrent writer wins); None when we do not hold it or the API refuses."""
+        with self.lock:
+            return self._advance_past(seen, now)
+
+    def _advance_past(self, seen: int, now: float) -> Leadership | None:
         status, lease = self._api(self.coord.read_namespaced_lease, self.name, self.namespace)
         if status != 200 or lease.spec.holder_identity != self.identity:
             return None
         acquired = lease.spec.acquire_time.timestamp() if lease.spec.acquire_time else now
         token = int(seen) + 1
-        body = self._body(acquired, now, token, lease.metadata.resource_version)
+        body = self._body(acquired, now, token, lease.metadata.resource_version, lease.metadata.annotations)
         status, done = self._api(self.coord.replace_namespaced_lease, self.name, self.namespace, body)
         if status != 200:
             return None
@@ -273,19 +289,32 @@ class KubernetesLease:
         return Leadership(True, token, self.identity, f"moved {where} above token {seen} (fencing token {token})")
 
     def release(self) -> None:
-        """Clear the holder (client-go's ReleaseOnCancel) so a follower takes over without waiting a lease out."""
+        """Clear the holder (client-go's ReleaseOnCancel) so a follower takes over without waiting a lease out (the
+        annotations, the guardrail state among them, stay for the next holder)."""
+        with self.lock:
+            self._release()
+
+    def _release(self) -> None:
         status, lease = self._api(self.coord.read_namespaced_lease, self.name, self.namespace)
         if status != 200 or lease.spec.holder_identity != self.identity:
             return
-        body = self._body(0.0, 0.0, int(lease.spec.lease_transitions or 0), lease.metadata.resource_version)
+        transitions = int(lease.spec.lease_transitions or 0)
+        body = self._body(0.0, 0.0, transitions, lease.metadata.resource_version, lease.metadata.annotations)
         body["spec"].update(holderIdentity=None, acquireTime=None, renewTime=None, leaseDurationSeconds=1)
         self._api(self.coord.replace_namespaced_lease, self.name, self.namespace, body)
 
     # --- helpers ---------------------------------------------------------------------------------------------
-    def _body(self, acquired: float, renewed: float, transitions: int, version: str | None) -> dict[str, Any]:
+    def _body(
+        self, acquired: float, renewed: float, transitions: int, version: str | None,
+        annotations: dict[str, str] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A whole Lease (a replace sends all of it: `annotations`, the guardrail state's among them, are carried
+        over from the object read, or a renew would erase them)."""
         meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if version is not None:
             meta["resourceVersion"] = version
+        if annotations:
+            meta["annotations"] = dict(annotations)
         return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",

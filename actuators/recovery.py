@@ -182,15 +182,20 @@ def reconcile_unknown(audit: Audit, admin: FleetAdmin, now: float, limit: int = 
     return done
 
 
-def resolve_in_flight(audit: Audit, admin: FleetAdmin, now: float) -> list[Resolution]:
+def resolve_in_flight(
+    audit: Audit, admin: FleetAdmin, now: float, cause: str = "restart", by_settings: bool = False
+) -> list[Resolution]:
     """Resolve every in-flight decision of `audit` against `admin` without applying anything, then the ones a lost
-    answer left `unknown` (`reconcile_unknown`)."""
+    answer left `unknown` (`reconcile_unknown`).  `cause` words the records ("restart", "failover").
+
+    `by_settings` (a failover: the decisions were another replica's): on a backend that keeps no idempotency keys,
+    a decision whose action the fleet's settings show in effect is recorded `applied` -- it may have been this
+    decision or an earlier one that set it, and counting it in the cooldown and change budget is the side that
+    repeats nothing -- instead of `interrupted` and forgotten."""
     done: list[Resolution] = []
     for d in audit.in_flight():
         if not isinstance(admin, KeyedAdmin):
-            why = f"interrupted by a restart; the {admin.name} backend cannot tell whether it was applied; not repeated"
-            audit.mark_interrupted(d.id, why, now)
-            done.append(Resolution(d, "interrupted", why))
+            done.append(_resolve_unkeyed(audit, admin, d, now, cause, by_settings))
             continue
         try:
             found = admin.lookup(d.key)
@@ -201,7 +206,7 @@ def resolve_in_flight(audit: Audit, admin: FleetAdmin, now: float) -> list[Resol
             done.append(Resolution(d, "unresolved", _unreadable(admin, d.key, e)))
             continue
         if found is None:
-            why = "interrupted by a restart before it was applied; not repeated"
+            why = f"interrupted by a {cause} before it was applied; not repeated"
             audit.mark_interrupted(d.id, why, now)
             done.append(Resolution(d, "interrupted", why))
         elif found.status == "refused":
@@ -209,7 +214,27 @@ def resolve_in_flight(audit: Audit, admin: FleetAdmin, now: float) -> list[Resol
             done.append(Resolution(d, "refused", found.detail))
         else:
             audit.mark_applied(d.id, found, now)
-            done.append(Resolution(d, "applied", "applied before the restart (found by its idempotency key)"))
+            done.append(Resolution(d, "applied", f"applied before the {cause} (found by its idempotency key)"))
     for r in done:
         log.warning("actuator: in-flight decision %d (%s): %s", r.decision.id, r.decision.action.describe(), r.detail)
     return done + reconcile_unknown(audit, admin, now, limit=10_000)
+
+
+def _resolve_unkeyed(
+    audit: Audit, admin: FleetAdmin, d: Decision, now: float, cause: str, by_settings: bool
+) -> Resolution:
+    why = f"interrupted by a {cause}; the {admin.name} backend cannot tell whether it was applied; not repeated"
+    if by_settings:
+        try:
+            shown = in_effect(d.action, admin.observe())
+        except BackendError as e:
+            return Resolution(d, "unresolved", f"cannot read the {admin.name} backend's settings: {str(e)[:200]}")
+        if shown:
+            how = (
+                f"in flight at a {cause}; the {admin.name} backend keeps no idempotency keys, and its settings show "
+                "the action in effect: counted as applied (by this decision or an earlier one), not repeated"
+            )
+            audit.mark_applied(d.id, Result("applied", how), now)
+            return Resolution(d, "applied", how)
+    audit.mark_interrupted(d.id, why, now)
+    return Resolution(d, "interrupted", why)
