@@ -48,7 +48,8 @@ def _fleet_file(tmp_path: Path, url: str, name: str) -> Path:
     doc["guardrails"] = {"change_budget_per_hour": BUDGET, "cooldown_seconds": 900, "verify_window_seconds": 3600}
     doc["actuator"] = {
         "backend": {"kind": "redis", "url": url, "prefix": "fleet"},
-        "leader": {"kind": "redis", "url": url, "key": LEASE, "lease_seconds": 5, "identity": f"pod-{name}"},
+        # a lease long enough that a loaded machine's late renew does not hand it over before the kill
+        "leader": {"kind": "redis", "url": url, "key": LEASE, "lease_seconds": 8, "identity": f"pod-{name}"},
         "audit_db": str(tmp_path / name / "audit.db"),  # one audit file per replica, as on two nodes
         "listen": "127.0.0.1:0",
         "fast_interval_seconds": 1,
