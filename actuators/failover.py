@@ -45,6 +45,7 @@ class FailoverState:
         self.horizon = max(3600.0, float(horizon_seconds))
         self.lead: Leadership | None = None  # the leadership the store's writes are fenced by (None: not acting)
         self._pending: OrderedDict[str, Entry | None] = OrderedDict()  # key -> applied entry, or None: not applied
+        self._learnt: dict[str, Entry] = {}  # in-flight entries of the previous leader: their replica and token
         self.audit = FailoverAudit(audit, self)
 
     # --- leading ------------------------------------------------------------------------------------------------
@@ -62,6 +63,7 @@ class FailoverState:
         flying = 0
         for e in state.in_flight:
             d = self.local.by_key(e.key)
+            self._learnt[e.key] = e
             if d is None:
                 self.local.record_decision(min(e.at, now), e.key, e.action, {
                     "reason": f"in flight at {e.holder} (fencing token {e.token}) when it stopped leading; learnt "
@@ -70,6 +72,7 @@ class FailoverState:
             elif d.status not in ("decided", "unknown"):  # this trail has the answer; the store missed it
                 self._settle(e.key, self._entry(d.key, d.action, d.decided_at, d.fencing_token, d.id), d.status, now)
         resolved = resolve_in_flight(self.audit, self.admin, now, cause="failover", by_settings=True)
+        self._learnt.clear()
         outcomes = ", ".join(f"#{r.decision.id} {r.decision.action.describe()}: {r.outcome}" for r in resolved)
         return (
             f"took over with fencing token {lead.fencing_token}: the cluster state ({self.store.where}) holds "
@@ -104,7 +107,8 @@ class FailoverState:
         d = self.local.get(decision_id)
         if d is None:
             return
-        self._settle(d.key, self._entry(d.key, d.action, d.decided_at, d.fencing_token, d.id), status, now)
+        entry = self._learnt.get(d.key) or self._entry(d.key, d.action, d.decided_at, d.fencing_token, d.id)
+        self._settle(d.key, entry, status, now)
 
     def _settle(self, key: str, entry: Entry, status: str, now: float) -> None:
         applied = entry if status == "applied" else None

@@ -250,3 +250,40 @@ def test_file_round_trip_and_a_corrupt_file_is_an_error_naming_it(tmp_path):
     store.path.write_text('{"version": 1, "in_flight": {}, "applied": {"k1": {"action": 3}}}')
     with pytest.raises(StateError, match=r"entry 'k1': expected the fields .*; inspect it, then delete it .*rm "):
         store.load()
+
+
+def test_kubernetes_a_new_leader_learns_the_state_from_the_lease_and_writes_back_what_it_resolved(kube, tmp_path):
+    """actuator-b applied one change and left one in flight; actuator-a took the Lease over (token 4).  Its own
+    audit trail (another node's file) has neither; after `take_over` it has both, the in-flight one resolved
+    without applying it (the twin keeps no idempotency keys: its settings show the change in effect, so it is
+    counted), and the Lease annotation says so for the next leader."""
+    from actuators.audit import Audit
+    from actuators.backends.twin import TwinAdmin
+    from actuators.failover import FailoverState
+    from infercast.config import load_config
+    from infercast.twin.fleet import build_fleet
+    from tests.conftest import REPO
+
+    old = entry("k-old", W5, T0, token=3, holder="actuator-b")
+    flying = entry("k-fly", B3, T0 + 5, token=3, holder="actuator-b")
+    taken = recorded_with_state(tmp_path, "lease-taken-over.json", doc_of(old, in_flight=(flying,)))
+    kube.then(
+        Exchange("GET", LEASE, 200, taken),  # load
+        Exchange("GET", LEASE, 200, taken),  # the resolved in-flight decision: read ...
+        Exchange("PUT", LEASE, 200, taken),  # ... and replace
+    )
+    _, store = k8s(kube)
+    twin = TwinAdmin(build_fleet(load_config(REPO / "examples" / "flash-sale.yaml")))
+    twin.apply(B3)  # b's last action reached the fleet before b died
+    audit = Audit(tmp_path / "a.db")
+    state = FailoverState(store, audit, twin, 900.0)
+    line = state.take_over(Leadership(True, 4, "actuator-a", ""), T0 + 20)
+    assert (
+        audit.by_key("k-old").status == "applied"
+        and "applied by actuator-b (fencing token 3)" in audit.by_key("k-old").detail
+    )
+    assert audit.by_key("k-fly").status == "applied" and audit.by_key("k-fly").fencing_token == 3
+    assert [d.key for d in audit.applied_since(T0 - 1, T0 + 20)] == ["k-old", "k-fly"]  # what the guardrails count
+    written = json.loads(kube.requests[-1].body["metadata"]["annotations"][ANNOTATION])
+    assert written["in_flight"] == {} and written["applied"] == {"k-old": old.to_dict(), "k-fly": flying.to_dict()}
+    assert "took over with fencing token 4" in line and "1 in flight learnt" in line
