@@ -37,6 +37,7 @@ from actuators.plans import (
     search_hindsight,
     staged_search,
     with_admission,
+    with_release,
 )
 from infercast.arm_names import ARMS, canonical
 from infercast.config import FleetConfig
@@ -250,6 +251,7 @@ def run_hindsight(
         if not explicit:
             plan, best, tried = refine_change_point(run, plan, best, tried)
             plan, best, tried = with_admission(cfg, run, plan, best, tried)
+            plan, best, tried = with_release(run, plan, best, tried, traffic, duration)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["plan"] = plan.to_dict()

@@ -58,6 +58,8 @@ class Plan:
     # admission tightened from the first change point (from the start when there is none): (setting, value), the
     # settings of `SetAdmission`, as the predictive policy tightens them (`admission_levels`)
     admission: tuple[tuple[str, float], ...] = ()
+    # ... and put back as it was from this time on (None: held to the end)
+    admission_until: float | None = None
 
     @property
     def start(self) -> float:
@@ -76,7 +78,10 @@ class Plan:
             for at, floors in self.steps
         ]
         if self.admission:
-            parts.append(f"from {self.start:.0f} s admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission))
+            until = f" until {self.admission_until:.0f} s" if self.admission_until is not None else ""
+            parts.append(
+                f"from {self.start:.0f} s{until} admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission)
+            )
         return "; ".join(parts) or "no plan (reactive)"
 
     @classmethod
@@ -87,32 +92,48 @@ class Plan:
             for x in items
             if "floors" in x
         )
-        admission = next((x["admission"] for x in items if "admission" in x), {})
-        return cls(steps, tuple((str(k), float(v)) for k, v in admission.items()))
+        item = next((x for x in items if "admission" in x), {})
+        until = item.get("until_seconds")
+        return cls(
+            steps,
+            tuple((str(k), float(v)) for k, v in item.get("admission", {}).items()),
+            float(until) if until is not None else None,
+        )
 
     def to_dict(self) -> list[dict]:
         out: list[dict] = [{"from_seconds": at, "floors": dict(floors)} for at, floors in self.steps]
         if self.admission:
-            out.append({"from_seconds": self.start, "admission": dict(self.admission)})
+            item: dict = {"from_seconds": self.start, "admission": dict(self.admission)}
+            if self.admission_until is not None:
+                item["until_seconds"] = self.admission_until
+            out.append(item)
         return out
 
 
 class PlanArm(ReactiveArm):
-    """`reactive` whose autoscaler keeps the plan's floors, and whose admission is the plan's from its start."""
+    """`reactive` whose autoscaler keeps the plan's floors, and whose admission is the plan's from its start (until
+    `admission_until`, when the settings it changed go back to what they were)."""
 
     def __init__(self, cfg: FleetConfig, name: str, plan: Plan | None = None) -> None:
         super().__init__(cfg)
         self.name = name
         self.plan = plan or Plan()
         self._admitted = False
+        self._before: dict | None = None  # the admission settings the plan changed, as they were
 
     def floors(self) -> dict[str, int]:
         return self.plan.floors_at(self.admin.fleet.now) if self.admin is not None else {}
 
     def tick(self, fleet: Fleet) -> None:
         if self.plan.admission and not self._admitted and fleet.now >= self.plan.start - 1e-9:
+            now = fleet.router.admission()
+            self._before = {k: now[k] for k, _ in self.plan.admission if now.get(k) is not None}
             apply_with_retries(self.admin, SetAdmission(**dict(self.plan.admission)))
             self._admitted = True
+        until = self.plan.admission_until
+        if self._before and until is not None and fleet.now >= until - 1e-9:
+            apply_with_retries(self.admin, SetAdmission(**self._before))
+            self._before = None
         super().tick(fleet)
 
 
@@ -208,6 +229,21 @@ def future_change_points(traffic, duration: float, lead: float) -> list[float]:
     return sorted(out)
 
 
+def future_end_points(traffic, duration: float) -> list[float]:
+    """When the true offered rate is last at or over 1.2x its base level (`future_change_points`' base), a 30 s
+    step later: where a plan with foresight would let the surge's capacity and admission go (none when the rate is
+    up to the end, or never up)."""
+    t = np.arange(0.0, duration, 30.0)
+    rate = np.array([traffic.rate_at(float(x)) for x in t])
+    if not len(rate) or not np.isfinite(rate).any():
+        return []
+    base = max(float(np.nanpercentile(rate, 20)), 1e-9)
+    over = np.flatnonzero(rate >= 1.2 * base)
+    if not len(over) or over[-1] >= len(t) - 1:
+        return []
+    return [float(t[over[-1] + 1])]
+
+
 def candidate_plans(cfg: FleetConfig, duration: float, traffic=None, *, grid_seconds: float = 120.0) -> list[Plan]:
     """The plans `hindsight` tries in a `full` search (module docstring): every static split, and every split of the
     whole reservoir from one change point on a grid and at the times the true future traffic points to."""
@@ -251,7 +287,8 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     if better(res2.summary, res.summary):
         plan, res = plan2, res2
         plan, res, tried = refine_change_point(run, plan, res, tried)
-    return with_admission(cfg, run, plan, res, tried)
+    plan, res, tried = with_admission(cfg, run, plan, res, tried)
+    return with_release(run, plan, res, tried, traffic, duration)
 
 
 #: where a plan with a change point wins, the same floors this many seconds earlier and later are tried too: the
@@ -290,6 +327,31 @@ def with_admission(cfg: FleetConfig, run: Callable[[Plan], RunResult], plan: Pla
     each of the policy's levels (`admission_levels`), the better kept.  The predictive policy tightens admission as
     well as pre-warming; a bound that could not would not bound it."""
     cands = [Plan(plan.steps, level) for level in admission_levels(cfg)]
+    plan2, res2, tried2 = search_hindsight(run, cands)
+    if better(res2.summary, res.summary):
+        return plan2, res2, tried + tried2
+    return plan, res, tried + tried2
+
+
+#: after the surge's end mark (`future_end_points`), the floors and the tightened admission are let go this many
+#: seconds later: at once, or after a minute's margin (the last requests of the surge still in the queues)
+RELEASE_AFTER_SECONDS = (0.0, 60.0)
+
+
+def with_release(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict], traffic, duration):
+    """After admission: the winning plan with its floors and admission let go when the true surge is over, the
+    better kept.  Holding them to the end costs GPU-seconds and the low tier's queueing after the surge: the
+    `perfect-forecast` arm, which lets go when its forecast falls, had beaten plans that held (flash sale, seed 1)."""
+    if not plan.steps or traffic is None:
+        return plan, res, tried
+    ends = [e + d for e in future_end_points(traffic, duration) for d in RELEASE_AFTER_SECONDS]
+    cands = [
+        Plan((*plan.steps, (end, ())), plan.admission, end if plan.admission else None)
+        for end in ends
+        if plan.steps[-1][0] < end < duration
+    ]
+    if not cands:
+        return plan, res, tried
     plan2, res2, tried2 = search_hindsight(run, cands)
     if better(res2.summary, res.summary):
         return plan2, res2, tried + tried2
@@ -342,9 +404,11 @@ __all__ = [
     "better",
     "candidate_plans",
     "future_change_points",
+    "future_end_points",
     "refine_change_point",
     "search_hindsight",
     "splits",
     "staged_search",
     "with_admission",
+    "with_release",
 ]

@@ -13,6 +13,7 @@ from actuators.plans import (
     better,
     candidate_plans,
     future_change_points,
+    future_end_points,
     search_hindsight,
     splits,
     staged_search,
@@ -106,6 +107,26 @@ def test_the_fast_search_moves_the_winning_change_point_when_a_little_earlier_se
     assert {"from 480 s: v4-long >= 5, v4-short >= 11", "from 525 s: v4-long >= 5, v4-short >= 11"} <= {
         c["plan"] for c in tried
     }
+
+
+def test_the_search_lets_the_surge_capacity_and_admission_go_when_the_true_surge_is_over():
+    """The sale is over 1.2x the calm rate until 1500 s: a plan that releases its floors and admission at 1530 s (or
+    a minute later) keeps serving the low tier after the sale on fewer GPU-seconds, and the search must try it."""
+    cfg = load_scenario("flash-sale")
+    traffic, duration = true_traffic(cfg, 0, None)
+    assert future_end_points(traffic, duration) == [1530.0]
+
+    def run(p: Plan) -> RunResult:  # short nodes serve the sale, tightened admission serves more during it, and
+        # letting go a minute after it serves more after it
+        floors = p.floors_at(700.0)
+        gained = (1.0 if p.admission else 0.0) + (1.0 if p.steps and p.steps[-1] == (1590.0, ()) else 0.0)
+        return _result(floors.get("v4-short", 0), 100.0 + gained, duration - (p.steps[0][0] if p.steps else duration))
+
+    plan, _, tried = staged_search(cfg, duration, traffic, run)
+    assert plan.steps[-1] == (1590.0, ()) and plan.admission and plan.admission_until == 1590.0, plan.describe()
+    assert "; from 1590 s: no floors; from 525 s until 1590 s admission " in plan.describe()
+    assert Plan.from_dict(plan.to_dict()) == plan  # the demo replays the stored plan
+    assert any("; from 1530 s: no floors; from " in c["plan"] for c in tried)
 
 
 @pytest.fixture(scope="module")
