@@ -311,6 +311,71 @@ class Tiers(Strict):
     )
 
 
+class LengthGates(Strict):
+    """Seed 004's length gates at the gateway (输入长度拦截, 分级拦截): a prompt over `retry_above_tokens` gets a 429 on
+    its first attempt and the gateway keeps its metadata, so its retry is admitted (the gate spreads mid-length
+    prompts over the client's backoff); one over `drop_above_tokens` is dropped (a 400, never retried), except from
+    the streams of the VIP long-text lane (对 VIP 客户开放长文本通道), whose prompts pass both gates."""
+
+    retry_above_tokens: Tokens = Field(1024, description="a longer prompt's first attempt gets a 429 (seed: >1024)")
+    drop_above_tokens: Tokens = Field(2048, description="a longer prompt is dropped with a 400 (seed: >2048)")
+    long_text_streams: tuple[str, ...] = Field((), description="streams (tenants) on the VIP long-text allow-list")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LengthGates:
+        if self.drop_above_tokens < self.retry_above_tokens:
+            raise ValueError("length_gates: drop_above_tokens must be >= retry_above_tokens")
+        return self
+
+
+class ApiKeyTiers(Strict):
+    """Seed 004's API-key tiers (API Key 分级管理): each stream (tenant) of a tier gets a quota lane of its own at the
+    gateway, a token bucket of the tier's rate with burst = 5 x rate (令牌累积上限 = 常规速率 × 5)."""
+
+    rps: dict[str, Rps] = Field(
+        default_factory=lambda: {"platinum": 1000.0, "gold": 500.0, "standard": 100.0},
+        description="tier -> requests per second (seed: 白金级 1000, 黄金级 500, 普通级 100 QPS)",
+    )
+    streams: dict[str, str] = Field(default_factory=dict, description="stream (tenant) -> tier")
+    burst_factor: Annotated[float, Field(gt=0.0, le=100.0)] = Field(5.0, description="bucket depth = this x the rate")
+
+    @model_validator(mode="after")
+    def _known_tiers(self) -> ApiKeyTiers:
+        unknown = sorted(set(self.streams.values()) - set(self.rps))
+        if unknown:
+            raise ValueError(f"api_key_tiers: unknown tier(s) {unknown} (have {sorted(self.rps)})")
+        return self
+
+
+class KvPartitions(Strict):
+    """Seed 004's GPU partitions (GPU 资源分区策略) as a KV reservation on every node, by priority tier: real-time
+    (urgent, HIGH), elastic (normal, MEDIUM), degraded (low, LOW).  A tier admits a prompt only while its KV stays
+    within its own share plus the idle part of the shares of the tiers below it: urgent may borrow the idle elastic
+    and degraded shares, normal the idle degraded share, low nothing; no tier ever borrows urgent's share."""
+
+    urgent: Ratio = Field(0.70, description="real-time share of a node's KV blocks (seed: 实时区 70%)")
+    normal: Ratio = Field(0.25, description="elastic share (seed: 弹性区 25%)")
+    low: Ratio = Field(0.05, description="degraded share (seed: 降级区 5%)")
+
+    @model_validator(mode="after")
+    def _sum(self) -> KvPartitions:
+        if abs(self.urgent + self.normal + self.low - 1.0) > 1e-6:
+            raise ValueError("kv_partitions: the shares must add up to 1")
+        return self
+
+    @property
+    def shares(self) -> tuple[float, float, float]:
+        return (self.urgent, self.normal, self.low)
+
+
+class DrfTenant(Strict):
+    """A tenant's weighted dominant-resource-fair share at the gateway (seed 004's DRF 多租户公平调度)."""
+
+    weight: Annotated[float, Field(gt=0.0, le=1000.0)] = 1.0
+    min_quota: Ratio = Field(0.0, description="share of a pool's room it gets first when it wants it")
+    max_quota: Ratio = Field(1.0, description="share of a pool's room it never exceeds when others want room")
+
+
 class Protections(Strict):
     """How the seeds' fixes are set up on this fleet, with no foresight: `basic` uses the rate limit alone;
     `reactive` (and the arms built on it) all of them, with the limits of `thresholds` (memory breaker, fragmentation
@@ -336,6 +401,17 @@ class Protections(Strict):
         5.0,
         description="flow control at the gateway (GIE's saturation detector): a pool is saturated at this many waiting "
         "requests per node, and normal and low requests for it wait at the gateway for their tier's time",
+    )
+    # seed 004's levers (docs/control.md, "Seed 004's levers"): each off unless set, so a fleet file without them
+    # runs exactly as before
+    length_gates: LengthGates | None = Field(None, description="seed 004's >1024 429 and >2048 drop at the gateway")
+    api_key_tiers: ApiKeyTiers | None = Field(None, description="seed 004's per-tenant buckets by API-key tier")
+    kv_partitions: KvPartitions | None = Field(None, description="seed 004's 70/25/5 KV reservation by tier")
+    drf_tenants: dict[str, DrfTenant] = Field(
+        default_factory=dict, description="weighted DRF between tenants (streams) for a pool's room at the gateway"
+    )
+    max_seq_len: Tokens | None = Field(
+        None, description="engines refuse (400) a prompt whose prompt + max_tokens exceeds it (seed: 4096)"
     )
 
 

@@ -46,6 +46,10 @@ class NodeControl:
     # seed 004's tiers at the node: urgent before normal before low; low only below this memory with nothing else
     # waiting (None: one FIFO queue, as engines have by default)
     low_idle_memory: float | None = None
+    # seed 004's levers (off: None): the engine's hard max_seq_len (prompt + max_tokens, refused with a 400 as vLLM
+    # does), and the 70/25/5 KV partitions by tier (urgent, normal, low shares of the node's KV blocks)
+    max_seq_len: int | None = None
+    kv_partitions: tuple[float, float, float] | None = None
 
 
 @dataclass
@@ -355,9 +359,15 @@ class Node:
         """A prompt longer than the model's context or than the whole KV cache can never run: refuse it (vLLM
         answers 400), rather than let it block the head of the queue forever."""
         limit = min(self.vcfg.max_model_len, self.kv_capacity_tokens)
+        seq = self.control.max_seq_len
         rows = []
-        while len(self.queue) and self.queue.peek()[2] > limit:
-            rows.append(self.queue.peek())
+        while len(self.queue):
+            row = self.queue.peek()
+            # seed 004's max_seq_len: the prompt and the tokens it asks for must fit (vLLM: "This model's maximum
+            # context length is N tokens. However, you requested ...")
+            if row[2] <= limit and (seq is None or row[2] + row[4] <= seq):
+                break
+            rows.append(row)
             self.queue.pop()
         if rows:
             from infercast.twin.requests import rows_to_requests
@@ -395,6 +405,21 @@ class Node:
         lim = c.stop_admit_memory
         return lim is None or self._memory_if_admitted(row[2], row[4], prefill_tokens) <= lim * self.physical_bytes
 
+    def _partition_allows(self, row: tuple) -> bool:
+        """Seed 004's KV partitions: a tier admits a prompt only while its KV stays within its own share of the
+        node's KV plus the idle part of the shares of the tiers below it (urgent may borrow the idle elastic and
+        degraded shares, normal the idle degraded share; nothing borrows upward).  What decoding later grows is not
+        re-checked: the reservation is judged at admission, as a scheduler's would be."""
+        shares = self.control.kv_partitions
+        if shares is None:
+            return True
+        prio = int(row[5])
+        held = np.bincount(self.prio[self.active].astype(np.int64), weights=self.kv.slot_tokens()[self.active],
+                           minlength=3) / self.kv_capacity_tokens  # fmt: skip
+        room = shares[prio] + sum(max(0.0, shares[d] - held[d]) for d in range(prio + 1, 3))
+        need = self.kv.tokens_if_admitted(row[2], row[4]) / self.kv_capacity_tokens
+        return held[prio] + need <= room + 1e-12
+
     def _admission_open(self, t: float) -> bool:
         rel = self.control.release_fragmentation
         if rel is None or self.fragmentation(t) < rel:
@@ -419,6 +444,8 @@ class Node:
             if not self._may_admit(row, prefill):
                 self.memory_blocked = True
                 break  # first come, first served (within a tier): the head waits for memory
+            if not self._partition_allows(row):
+                break  # its tier's share is full: it waits (higher tiers were served first: none waits)
             slot = int(free[k])
             if not self.kv.try_admit(slot, prompt, max_tokens):
                 self.alloc_failures_total += 1
@@ -442,6 +469,8 @@ class Node:
             row = self.queue.peek()
             if not self._may_admit(row, prefill):
                 self.memory_blocked = True
+                break
+            if not self._partition_allows(row):
                 break
             prefill += row[2]
             if not self.kv.try_admit(slot, row[2], row[4]):

@@ -158,6 +158,47 @@ class Fleet:
                     log.warning(msg)
                 continue
             r.set_quota_lane(stream, b.rps, b.depth, b.queue_seconds)
+        self._seed004_levers()
+
+    def _seed004_levers(self) -> None:
+        """Seed 004's levers, each as `protections` sets it (none by default): the length gates and DRF at the
+        gateway, API-key tiers as quota lanes (after `quota_lanes`: a stream's tier overrides its lane's rate), the
+        KV partitions and max_seq_len on every engine.  A stream the traffic does not have is left out, as for
+        quota lanes."""
+        pr, r = self.cfg.protections, self.router
+        index = {name: i for i, name in enumerate(r.tenant_names)}
+
+        def known(streams, key: str) -> list[str]:
+            missing = [s for s in streams if s not in index]
+            for s in missing:
+                msg = f"protections.{key}: no stream {s!r} in the traffic; left out"
+                if msg not in _WARNED:
+                    _WARNED.add(msg)
+                    log.warning(msg)
+            return [s for s in streams if s in index]
+
+        if pr.length_gates is not None:
+            g = pr.length_gates
+            vip = frozenset(index[s] for s in known(g.long_text_streams, "length_gates"))
+            r.policy.length_gates = (g.retry_above_tokens, g.drop_above_tokens, vip)
+        if pr.api_key_tiers is not None:
+            tiers = pr.api_key_tiers
+            for stream in known(tiers.streams, "api_key_tiers"):
+                rps = tiers.rps[tiers.streams[stream]]
+                # over the tier's rate a request waits as long as its priority tier allows at the gateway (urgent:
+                # a 429 at once), as on any quota lane
+                r.set_quota_lane(stream, rps, tiers.burst_factor * rps, 0.0)
+        if pr.drf_tenants:
+            r.policy.drf = {
+                index[s]: (t.weight, t.min_quota, t.max_quota)
+                for s, t in pr.drf_tenants.items()
+                if s in known([s], "drf_tenants")
+            }
+        for n in self.nodes:
+            if pr.kv_partitions is not None:
+                n.control.kv_partitions = pr.kv_partitions.shares
+            if pr.max_seq_len is not None:
+                n.control.max_seq_len = pr.max_seq_len
 
     def limit_rate(self) -> None:
         """Everyone's token bucket at the gateway, as `protections.rate_limit` sets it (seed 004's 基础限流)."""

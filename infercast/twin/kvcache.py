@@ -118,6 +118,14 @@ class PagedKV:
     def allocated_tokens(self) -> int:
         return self.used_blocks * self.block_tokens
 
+    def slot_tokens(self) -> np.ndarray:
+        """KV tokens held per slot (whole blocks)."""
+        return self.blocks * self.block_tokens
+
+    def tokens_if_admitted(self, prompt_tokens: int, max_tokens: int) -> int:
+        """KV tokens a prompt of this length takes when admitted (its blocks)."""
+        return int(self.blocks_for(prompt_tokens)) * self.block_tokens
+
     def footprint_tokens(self) -> int:
         """KV capacity that occupies GPU memory: the pool, cached free blocks included."""
         return self.pool_blocks * self.block_tokens
@@ -196,6 +204,14 @@ class ContiguousKV:
 
     def allocated_tokens(self) -> int:
         return self.used_tokens
+
+    def slot_tokens(self) -> np.ndarray:
+        """KV tokens reserved per slot."""
+        return self.length
+
+    def tokens_if_admitted(self, prompt_tokens: int, max_tokens: int) -> int:
+        """KV tokens a request takes when admitted (its whole reservation)."""
+        return self._need(prompt_tokens, max_tokens)
 
     def footprint_tokens(self) -> int:
         """The arena is touched up to its high-water mark: holes below it occupy memory too."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from infercast.config import FleetConfig
 from infercast.fairshare import max_min_share
+from infercast.twin.drf import drf_share
 from infercast.twin.engine import Node, TickSink
 from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests, is_sorted
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
@@ -113,6 +114,13 @@ class RouterPolicy:
     # flow control at the gateway (GIE's): a pool is saturated at this many waiting requests per serving node;
     # normal and low requests for a saturated pool wait at the gateway (None: everything goes straight to nodes)
     flow_control_waiting: float | None = None
+    # seed 004's length gates (输入长度拦截): first attempts of prompts over the first bound get a 429 (their retry is
+    # admitted: the gateway kept their metadata), prompts over the second a 400, except from the long-text lane's
+    # tenants (stream indices); None: off
+    length_gates: tuple[int, int, frozenset[int]] | None = None
+    # seed 004's DRF between tenants (stream index -> weight, min quota, max quota) for a pool's room under flow
+    # control; None: max-min fair between quota lanes, as before
+    drf: dict[int, tuple[float, float, float]] | None = None
 
 
 SATURATED_WAITING_PER_NODE = 5.0  # GIE's and WVA's saturation: 5 waiting requests per server ...
@@ -225,6 +233,7 @@ class Router:
         self.flow: dict[str, dict[int, PriorityQueue]] = {p: defaultdict(PriorityQueue) for p in self.pools}
         self.draining: set[str] = set()  # nodes scaled down: no new requests, stopped once empty
         self.prompt_ewma = {p: 2048.0 for p in self.pools}  # mean prompt tokens sent to each pool, recently
+        self.tenant_prompt_ewma: dict[str, dict[int, float]] = {p: {} for p in self.pools}  # per tenant (DRF)
         # standby nodes join the rotation only after they pass a health check
         self.healthy = {n.name: not cfg.pools[n.pool].standby for n in nodes}
         self._health_fails = {n.name: 0 for n in nodes}
@@ -442,10 +451,22 @@ class Router:
             refuse |= reqs.prompt > lim
         if self.policy.validate_requests:
             refuse |= reqs.malformed
+        defer = None
+        if self.policy.length_gates is not None:
+            retry_above, drop_above, vip = self.policy.length_gates
+            lane = np.isin(reqs.tenant, list(vip)) if vip else np.zeros(len(reqs), dtype=bool)
+            refuse |= (reqs.prompt > drop_above) & ~lane
+            defer = (reqs.prompt > retry_above) & ~lane & ~refuse & (reqs.attempt == 1)
         if refuse.any():  # a 400: the client does not retry it
             bad = reqs.take(np.flatnonzero(refuse))
             self._final(bad, self._choose_pools(bad), "rejected", t0)
-            reqs = reqs.take(np.flatnonzero(~refuse))
+            keep = ~refuse
+            reqs = reqs.take(np.flatnonzero(keep))
+            defer = None if defer is None else defer[keep]
+        if defer is not None and defer.any():  # a 429 keeping the metadata: the client's retry is let in
+            later = reqs.take(np.flatnonzero(defer))
+            self._fail(later, self._choose_pools(later), "rejected", t0)
+            reqs = reqs.take(np.flatnonzero(~defer))
         if buckets:
             # every tick, arrivals or not: the buckets refill and their queues drain on the clock, not on arrivals
             reqs = self._rate_limit(reqs, t0, dt)
@@ -580,8 +601,18 @@ class Router:
         if self.policy.flow_control_waiting is None:
             self._to_nodes(pool, reqs, t)
             return
-        # flow control: dispatched by `_drain_flow` as the pool has room, fairly between quota lanes
-        lanes = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
+        # flow control: dispatched by `_drain_flow` as the pool has room, fairly between quota lanes (with DRF: between
+        # tenants, by their weighted dominant shares)
+        if self.policy.drf is not None:
+            lanes = reqs.tenant.astype(np.int64)
+            for k in np.unique(lanes):  # each tenant's recent prompt length in this pool: its KV demand per request
+                mean = float(reqs.prompt[lanes == k].mean())
+                ewma = self.tenant_prompt_ewma[pool]
+                ewma[int(k)] = 0.9 * ewma.get(int(k), mean) + 0.1 * mean
+        elif len(self.lanes) > 1:
+            lanes = self.lane_of_tenant[reqs.tenant]
+        else:
+            lanes = np.zeros(len(reqs), dtype=np.int64)
         for lane in np.unique(lanes):
             self.flow[pool][int(lane)].push(reqs.take(np.flatnonzero(lanes == lane)))
 
@@ -603,7 +634,8 @@ class Router:
             self.rc.rate_limit_queue_seconds,
         )
         for pi, pool in enumerate(self.pools):
-            queues = [q for q in self.flow[pool].values() if len(q)]
+            keys = [k for k, q in self.flow[pool].items() if len(q)]
+            queues = [self.flow[pool][k] for k in keys]
             if not queues:
                 continue
             prompt = self.prompt_ewma[pool]
@@ -620,7 +652,7 @@ class Router:
                     - given,
                 )
                 want = np.array([len(q.classes[c]) for q in queues])
-                give = max_min_share(want, room) if want.sum() > room else want
+                give = self._share(pool, keys, want, room) if want.sum() > room else want
                 for q, k in zip(queues, give, strict=True):
                     if k:
                         self._to_nodes(pool, q.classes[c].pop_many(int(k)), t)
@@ -631,7 +663,7 @@ class Router:
             spare = np.array([self._low_room(n, prompt, f) for n, f in zip(nodes, node_fits, strict=True)])
             room = int(spare.sum())
             want = np.array([len(q.classes[2]) for q in queues])
-            give = max_min_share(want, room) if want.sum() > room else want
+            give = self._share(pool, keys, want, room) if want.sum() > room else want
             low = [q.classes[2].pop_many(int(k)) for q, k in zip(queues, give, strict=True) if k]
             if low:
                 self._to_nodes(pool, Requests.concat(low), t, nodes=nodes, room=spare)
@@ -641,6 +673,27 @@ class Router:
                     gone = cq.drop_older_than(t - waits[c] + 1e-9) if waits[c] > 0 else cq.drain()
                     if len(gone):
                         self._fail(gone, np.full(len(gone), pi), "rejected", t)
+
+    def _share(self, pool: str, keys: list[int], want: np.ndarray, room: int) -> np.ndarray:
+        """A pool's room split between the flows that want more than it: max-min fair between quota lanes, or with
+        DRF weighted dominant-resource-fair between tenants, with their floors and caps (`drf.drf_share`)."""
+        drf = self.policy.drf
+        if drf is None:
+            return max_min_share(want, room)
+        ewma = self.tenant_prompt_ewma[pool]
+        mean = max(self.prompt_ewma[pool], 1.0)
+        # the room is counted in requests of the pool's mean prompt: a tenant's request costs one batch slot and its
+        # prompt's KV; its dominant resource is whichever it uses the larger share of
+        cost = np.array([max(1.0, ewma.get(k, mean) / mean) for k in keys])
+        spec = [drf.get(k, (1.0, 0.0, 1.0)) for k in keys]
+        return drf_share(
+            want,
+            room,
+            cost,
+            np.array([w for w, _, _ in spec]),
+            np.array([lo for _, lo, _ in spec]),
+            np.array([hi for _, _, hi in spec]),
+        )
 
     @staticmethod
     def _low_room(node: Node, prompt_tokens: float, fits: int) -> int:
