@@ -281,7 +281,131 @@ def table_plans(result: dict) -> str:
     return "\n".join(lines)
 
 
-TABLES = {"arms": table_arms, "scenarios": table_scenarios, "plans": table_plans}
+# --- seed 004's levers, one at a time (--ablation) ----------------------------------------------------------------
+#: the arms the ablation runs each lever under, and the scenario: the announced flash sale
+ABLATION_ARMS = ("reactive", "predictive")
+ABLATION_SCENARIO = "flash-sale"
+
+
+def seed004_levers() -> dict[str, dict]:
+    """Each lever's `protections` settings, every figure taken from seed 004 (docs/control.md, "Seed 004's levers"
+    says how each maps); `all` is every lever together.  None was fitted to a cell of any table."""
+    from infercast.config import ApiKeyTiers, DrfTenant, KvPartitions, LengthGates
+
+    # who is who: the seed names a VIP tier (long-text lane, DRF's `vip`) but not which customer; the twin's
+    # `regular` stream is the fleet's contracted customers, whose service the protections exist to keep, and the
+    # flash-sale customer already holds the platinum API-key tier's 1,000 QPS in the fleet file (quota_lanes)
+    levers = {
+        "length-gates": {"length_gates": LengthGates(retry_above_tokens=1024, drop_above_tokens=2048,
+                                                     long_text_streams=("regular",))},
+        "api-key-tiers": {"api_key_tiers": ApiKeyTiers(streams={"flash-sale": "platinum", "regular": "gold"})},
+        "kv-partitions": {"kv_partitions": KvPartitions(urgent=0.70, normal=0.25, low=0.05)},
+        "drf-tenants": {"drf_tenants": {"regular": DrfTenant(weight=3.0, min_quota=0.2),
+                                        "flash-sale": DrfTenant(weight=1.0, max_quota=0.8)}},
+        "max-seq-len": {"max_seq_len": 4096},
+    }  # fmt: skip
+    everything: dict = {}
+    for lever in levers.values():
+        everything.update(lever)
+    return {"none": {}, **levers, "all": everything}
+
+
+ABLATION_KEYS = ("urgent_goodput_rps", "goodput_rps", "p99_latency_ms", "oom_events", "gpu_seconds", "rejected",
+                 "offered", "served", "failed")  # fmt: skip
+
+
+def run_ablation_cell(lever: str, arm: str, seed: int) -> dict:
+    """One arm on the flash sale with one lever (or none, or all) switched on."""
+    from actuators.driver import run_arm
+    from infercast.twin.variants import load_scenario
+
+    cfg = load_scenario(ABLATION_SCENARIO)
+    settings = seed004_levers()[lever]
+    if settings:
+        cfg = cfg.model_copy(update={"protections": cfg.protections.model_copy(update=settings)})
+    t = time.perf_counter()
+    s = run_arm(cfg, arm, seed, None, None).summary
+    row = {k: s.get(k) for k in ABLATION_KEYS}
+    return {"lever": lever, "arm": arm, "seed": seed, "row": row, "wall_s": round(time.perf_counter() - t, 1)}
+
+
+def table_ablation(result: dict) -> str:
+    lines = [
+        "| lever | arm | seeds | urgent goodput req/s | goodput req/s | urgent P99 ms | OOM | GPU-hours | rejected |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for lever in result["levers"]:
+        for arm in result["arms"]:
+            rows = [c["row"] for c in result["cells"] if c["lever"] == lever and c["arm"] == arm]
+            if not rows:
+                continue
+            st = {k: _stats(rows, k) for k in ABLATION_KEYS}
+            lines.append(
+                f"| {lever} | `{arm}` | {len(rows)} | {_ms(st['urgent_goodput_rps'])} | {_ms(st['goodput_rps'])} | "
+                f"{_f(st['p99_latency_ms'][0], 0)} | {_f(st['oom_events'][0], 1)} | "
+                f"{_f(st['gpu_seconds'][0] / 3600, 1)} | {_f(st['rejected'][0], 0)} |"
+            )
+    lines.append("")
+    lines.append(
+        f"`{result['scenario']}` (announced); mean over the seeds run ± half the spread (max - min); `none` is the "
+        f"fleet file's protections alone, `all` every lever together. {result['machine']}; "
+        "`bench/control.py --ablation`."
+    )
+    return "\n".join(lines)
+
+
+def ablation(args) -> int:
+    """Every lever x arm x seed; cells are kept in `--cells` (JSON lines) and reused, so an interrupted run resumes.
+    Runs the reactive rows of every seed before the (slower) predictive ones."""
+    import platform
+
+    from infercast import __version__
+
+    levers = list(seed004_levers())
+    seeds = tuple(int(x) for x in args.seeds.split(","))
+    cells_path = args.cells or ROOT / "runs" / "control_ablation_cells.jsonl"
+    cells_path.parent.mkdir(parents=True, exist_ok=True)
+    done: dict[tuple[str, str, int], dict] = {}
+    if cells_path.exists():
+        for line in cells_path.read_text().splitlines():
+            c = json.loads(line)
+            done[(c["lever"], c["arm"], c["seed"])] = c
+    jobs = [(lv, arm, seed) for arm in ABLATION_ARMS for seed in seeds for lv in levers]
+    todo = [] if args.cached_only else [j for j in jobs if j not in done]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for cell in pool.map(run_ablation_cell, *zip(*todo, strict=True)) if todo else ():
+            print(f"{cell['lever']} {cell['arm']} seed {cell['seed']}: {cell['wall_s']:.0f} s", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            done[(cell["lever"], cell["arm"], cell["seed"])] = cell
+            with cells_path.open("a") as f:
+                f.write(json.dumps(cell) + "\n")
+    result = {
+        "scenario": ABLATION_SCENARIO,
+        "levers": levers,
+        "arms": list(ABLATION_ARMS),
+        "seeds": list(seeds),
+        "settings": {k: {p: _jsonable(v) for p, v in s.items()} for k, s in seed004_levers().items()},
+        "cells": [done[j] for j in jobs if j in done],
+        "wall_s": round(time.perf_counter() - started, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"infercast {__version__}",
+    }
+    print(table_ablation(result))
+    if not args.no_publish:
+        from results import publish
+
+        print("published", publish("control_ablation", result, TABLES), file=sys.stderr)
+    return 0
+
+
+def _jsonable(v):
+    return v.model_dump(mode="json") if hasattr(v, "model_dump") else (
+        {k: _jsonable(x) for k, x in v.items()} if isinstance(v, dict) else v)  # fmt: skip
+
+
+# `rows` is the ablation's table (published under `control_ablation`; tests/test_results_tables.py finds it here)
+TABLES = {"arms": table_arms, "scenarios": table_scenarios, "plans": table_plans, "rows": table_ablation}
 
 
 def main() -> int:
@@ -297,7 +421,20 @@ def main() -> int:
         "--cells", type=Path, help="keep each finished scenario x seed here (JSON lines) and reuse those already there"
     )
     ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument(
+        "--ablation",
+        action="store_true",
+        help="seed 004's levers one at a time on the flash sale (reactive and predictive); publishes "
+        "docs/results/control_ablation.json",
+    )
+    ap.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="with --ablation: table and publish the cells already kept in --cells, running none",
+    )
     args = ap.parse_args()
+    if args.ablation:
+        return ablation(args)
     chosen = [s for s in SCENARIOS if s.name in args.scenarios.split(",")]
     unknown = set(args.scenarios.split(",")) - {s.name for s in SCENARIOS}
     if unknown:
