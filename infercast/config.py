@@ -667,8 +667,81 @@ class GatewayBackend(KubernetesAccess):
         return self
 
 
+#: a Gateway API sectionName (an HTTPRoute rule's `name`)
+SectionName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+
+
+class BreakerPolicyTarget(Strict):
+    """Where one pool's breaker goes on Envoy Gateway: a BackendTrafficPolicy attached to its HTTPRoute (rule)."""
+
+    route: KubeName = Field(description="the HTTPRoute the pool is served through, in the backend's namespace")
+    rule: SectionName | None = Field(
+        None, description="the route rule's `name` that holds the pool's backendRef (none: the whole route)"
+    )
+    policy: KubeName | None = Field(None, description="the policy's name (default: infercast-breaker-<pool>)")
+
+
+class EnvoyGatewayBreakers(Strict):
+    """set_breaker_threshold as Envoy Gateway BackendTrafficPolicies (docs/actuator.md has the mapping): the
+    threshold is the per-try timeout, and a host that times out (or fails) this many times in a row is ejected."""
+
+    pools: dict[str, BreakerPolicyTarget] = Field(min_length=1, description="pool -> where its policy attaches")
+    consecutive_gateway_errors: Annotated[int, Field(ge=1, le=1000)] = Field(
+        5, description="passive health check: consecutive 502/503/504s (timeouts included) that eject a host"
+    )
+    interval_seconds: PosFloat = Field(10.0, description="how often ejection is judged (the twin's breaker window)")
+    ejection_seconds: PosFloat = Field(30.0, description="base ejection time (the twin's breaker open time)")
+    max_ejection_percent: Annotated[int, Field(ge=1, le=100)] = Field(
+        10, description="at most this share of a pool's hosts ejected at once (Envoy Gateway's default)"
+    )
+
+
+class EnvoyGatewayBackend(GatewayBackend):
+    """The gateway backend on a cluster whose gateway is Envoy Gateway: HTTPRoute weights and autoscaler floors as
+    `gateway` has them, and breaker thresholds as BackendTrafficPolicies (`breakers`)."""
+
+    kind: Literal["envoy-gateway"]  # type: ignore[assignment]
+    breakers: EnvoyGatewayBreakers | None = Field(None, description="where set_breaker_threshold goes (none: refused)")
+
+    @model_validator(mode="after")
+    def _something(self) -> EnvoyGatewayBackend:
+        if self.httproute is None and not self.autoscalers and self.breakers is None:
+            raise ValueError("give httproute, autoscalers or breakers: a backend with none can change nothing")
+        return self
+
+
+class LiteLLMBackend(Strict):
+    """A LiteLLM proxy's admin API: pool weights as deployments' `weight`, breaker thresholds as their
+    `stream_timeout` (with `allowed_fails` / `cooldown_time` in its router_settings); docs/actuator.md."""
+
+    kind: Literal["litellm"]
+    url: str = Field(description="the proxy's base URL, e.g. http://litellm:4000")
+    token_env: EnvName | None = Field(
+        "LITELLM_MASTER_KEY", description="environment variable holding the proxy's master (admin) key"
+    )
+    deployments: dict[str, str] = Field(
+        min_length=1, description="pool -> its deployment's model_info.id (GET /model/info lists them)"
+    )
+    allowed_fails: PosInt | None = Field(
+        None, description="router_settings.allowed_fails kept with every breaker change (none: left as it is)"
+    )
+    cooldown_seconds: PosFloat | None = Field(
+        None, description="router_settings.cooldown_time kept with every breaker change (none: left as it is)"
+    )
+    timeout_seconds: PosFloat = 5.0
+
+    _url = field_validator("url")(lambda v: _check_url(v, ("http://", "https://")))
+
+
 Backend = Annotated[
-    HttpBackend | RedisBackend | FileBackend | KubernetesBackend | GatewayBackend, Field(discriminator="kind")
+    HttpBackend
+    | RedisBackend
+    | FileBackend
+    | KubernetesBackend
+    | GatewayBackend
+    | EnvoyGatewayBackend
+    | LiteLLMBackend,
+    Field(discriminator="kind"),
 ]
 
 
@@ -915,13 +988,15 @@ class FleetConfig(Strict):
                 problems.append(f"targets.{i}.version: unknown version {t.version!r}")
         problems += self._protection_problems()
         backend = self.actuator.backend
-        if isinstance(backend, KubernetesBackend):
+        if isinstance(backend, KubernetesBackend | LiteLLMBackend):
             for pool in backend.deployments:
                 if pool not in self.pools:
                     problems.append(f"actuator.backend.deployments: unknown pool {pool!r} (have {sorted(self.pools)})")
         if isinstance(backend, GatewayBackend):
             mapped = [("autoscalers", p) for p in backend.autoscalers]
             mapped += [("httproute.backends", p) for p in (backend.httproute.backends if backend.httproute else {})]
+            if isinstance(backend, EnvoyGatewayBackend) and backend.breakers is not None:
+                mapped += [("breakers.pools", p) for p in backend.breakers.pools]
             for where, pool in mapped:
                 if pool not in self.pools:
                     problems.append(f"actuator.backend.{where}: unknown pool {pool!r} (have {sorted(self.pools)})")
