@@ -1,5 +1,5 @@
-"""Choose the predictive alert's persistence (`for:`), hysteresis and the calendar prior's onset on twin runs the
-scores never see.
+"""Choose the predictive alert's persistence (`for:`), hysteresis, the calendar prior's onset and what the alert
+reads (the forecast's band alone or with `predict_linear`) on twin runs the scores never see.
 
     nice -n 10 .venv/bin/python bench/tune_alarm.py [--json OUT]
 
@@ -10,11 +10,20 @@ with the flash-sale customer's stream and the calendar event removed: 30 minutes
 series is what the predictive alert pages on, the fullest v4 instance (`kv_usage_max`), at the 15 s step; the model
 is the one the service runs (`predictors.deployed.service_forecaster`: the shipped LSTM, online band, calendar prior).
 
+What the alert reads (`ALARMS`): `band`, the published upper band at the horizon (the alert today); the ensembles an
+SRE would write, adding Prometheus' own `predict_linear(usage[15m], 300)` of the same series (its point value, what
+the one-line rule compares): `band or linear`, each through the `for:` and hysteresis on its own and a page when
+either fires (two alert expressions); `max(band, linear)`, the higher of the two through one `for:` and hysteresis
+(one expression, either over the trigger counting toward the same `for:`); and `band or linear or kalman`, the
+Kalman baseline's upper band as a third expression.
+
 Rule: among the settings with no page on the calm runs, at most `MAX_FALSE_PER_HOUR` false-alarm episodes per
 hour over all runs (calm and surge together) and the first crossing of every sale paged ahead (the collapse that
 follows crosses again and again; those rebounds count in the event recall), the one with the longest median lead;
-ties go to the shorter persistence, then the smaller hysteresis.  Prints every candidate; writes
-docs/results/alarm-tuning.json, and the docs render it (bench/results.py, part `choice`).
+ties go to the simpler alarm (fewer expressions, `ALARMS` order), then the shorter persistence, then the smaller
+hysteresis.  Each row also carries the lead share (`predictors.scoring`), for the reader: it chooses nothing.
+Prints every candidate; writes docs/results/alarm-tuning.json, and the docs render it (bench/results.py, part
+`choice`).
 """
 
 from __future__ import annotations
@@ -33,6 +42,10 @@ FOR_SECONDS = (0, 15, 30, 45, 60, 90)
 HYSTERESIS = (0.0, 0.03, 0.05, 0.08)
 ONSET_SECONDS = (0, 30, 60, 90, 120)
 MAX_FALSE_PER_HOUR = 1.0
+#: What the alert reads, simplest first (see the module docstring).
+ALARMS = ("band", "max(band, linear)", "band or linear", "band or linear or kalman")
+#: Prometheus' `predict_linear` range in the ensembles (the one-line rule a Prometheus user writes)
+LINEAR_RANGE_S = 900.0
 
 
 def _series(seed: int, calm: bool, cache: Path | None = None):
@@ -79,6 +92,48 @@ def _forecasts(h, events, onset: float):
     return run
 
 
+def _baseline_signals(h, origins):
+    """What the ensembles add, per origin: `predict_linear(usage[15m], 300)` (the point value, from the samples at
+    or before the origin) and the Kalman baseline's upper band at 300 s (its own backtest, same origins)."""
+    import numpy as np
+
+    from predictors import registry
+    from predictors.backtest import run_backtest
+    from predictors.linear import predict_linear
+
+    linear = np.array(
+        [predict_linear(h.t, h.y, float(o), np.array([300.0]), LINEAR_RANGE_S)[0] for o in origins], float
+    )
+    kal = run_backtest(h, [registry.make("kalman", "kv")], 300.0, warmup_s=300.0, refit_every_s=1e12)["kalman"]
+    by_origin = {o: f.yhat_upper[-1] for o, f in zip(kal.origins, kal.forecasts, strict=True)}
+    kalman = np.array([by_origin.get(float(o), np.nan) for o in origins], float)
+    return {"linear": linear, "kalman": kalman}
+
+
+def _highest_under(signal, h, origins) -> float | None:
+    """The highest value of `signal` at the origins where the series is under the trigger (0.75)."""
+    import numpy as np
+
+    o = np.asarray(origins, float)
+    under = np.interp(o, h.t, h.y) < 0.75
+    vals = np.asarray(signal, float)[under]
+    vals = vals[np.isfinite(vals)]
+    return round(float(vals.max()), 3) if len(vals) else None
+
+
+def _fires(policy, alarm: str, band, extra, contiguous):
+    """Firing flags of the alert reading `alarm` (one of `ALARMS`) through `policy`."""
+    import numpy as np
+
+    if alarm == "band":
+        return policy.run(band, contiguous)
+    if alarm == "max(band, linear)":
+        return policy.run(np.fmax(band, extra["linear"]), contiguous)
+    parts = ["band", "linear", "kalman"] if alarm.endswith("kalman") else ["band", "linear"]
+    signals = {"band": band, **extra}
+    return np.logical_or.reduce([policy.run(signals[p], contiguous) for p in parts])
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -96,10 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     for seed in CALM_SEEDS:
         runs.append(("calm", seed, *_series(seed, calm=True, cache=args.cache)))
     print(f"# twin runs: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    extras = {}
     rows = []
     for onset in ONSET_SECONDS:
         fcs = {(kind, seed): _forecasts(h, ev, onset) for kind, seed, h, ev, _ in runs}
-        for for_s, hyst in itertools.product(FOR_SECONDS, HYSTERESIS):
+        for kind, seed, h, _, _ in runs:
+            if (kind, seed) not in extras:
+                extras[(kind, seed)] = _baseline_signals(h, np.asarray(fcs[(kind, seed)].origins))
+        for alarm, for_s, hyst in itertools.product(ALARMS, FOR_SECONDS, HYSTERESIS):
             policy = AlarmPolicy(0.75, 1 + round(for_s / 15.0), hyst)
             tot = {
                 "false_episodes": 0,
@@ -108,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 "breaches": 0,
                 "detected": 0,
                 "leads": [],
+                "shares": [],
                 "first_paged": 0,
                 "surges": 0,
             }
@@ -115,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
                 run = fcs[(kind, seed)]
                 o = np.asarray(run.origins)
                 at_h = np.array([f.yhat_upper[-1] for f in run.forecasts])
-                b = breach_scores(h.t, h.y, o, at_h, 300.0, 0.75, policy)
+                contiguous = np.concatenate([[True], np.diff(o) <= 15.0 * 1.5])
+                fired = _fires(policy, alarm, at_h, extras[(kind, seed)], contiguous)
+                # the firing flags as a band that is over the trigger exactly when the alert fires: breach_scores
+                # without a policy then scores the alert as it fires
+                b = breach_scores(h.t, h.y, o, np.where(fired, 1.0, 0.0), 300.0, 0.75)
                 tot["false_episodes"] += b["false_alarm_episodes"]
                 if kind == "calm":
                     tot["calm_false_episodes"] += b["false_alarm_episodes"]
@@ -124,13 +188,16 @@ def main(argv: list[str] | None = None) -> int:
                 tot["detected"] += b["detected"]
                 if b["median_lead_seconds"] is not None:
                     tot["leads"].append(b["median_lead_seconds"])
+                if b["lead_share"] is not None:
+                    tot["shares"].append((b["lead_share"], b["breaches"]))
                 if kind == "surge":  # the first crossing of the sale: is it paged ahead (not the collapse's rebounds)?
                     tot["surges"] += 1
                     y0 = np.interp(o, h.t, h.y)
-                    fired = policy.run(at_h) & (y0 < 0.75)
                     c = breach_starts(h.t, h.y, 0.75)[0]
-                    tot["first_paged"] += bool(fired[(o >= c - 300.0) & (o < c)].any())
+                    tot["first_paged"] += bool((fired & (y0 < 0.75))[(o >= c - 300.0) & (o < c)].any())
+            n_share = sum(n for _, n in tot["shares"])
             row = {
+                "alarm": alarm,
                 "for_seconds": for_s,
                 "hysteresis": hyst,
                 "onset_seconds": onset,
@@ -139,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 "event_recall": tot["detected"] / tot["breaches"] if tot["breaches"] else None,
                 "first_crossings_paged": f"{tot['first_paged']}/{tot['surges']}",
                 "median_lead_seconds": float(np.median(tot["leads"])) if tot["leads"] else None,
+                "lead_share": round(sum(x * n for x, n in tot["shares"]) / n_share, 3) if n_share else None,
                 "breaches": tot["breaches"],
             }
             rows.append(row)
@@ -153,20 +221,41 @@ def main(argv: list[str] | None = None) -> int:
     pool = ok or rows
     best = max(
         pool,
-        key=lambda r: (r["median_lead_seconds"] or 0, -r["for_seconds"], -r["hysteresis"], -r["onset_seconds"]),
+        key=lambda r: (
+            r["median_lead_seconds"] or 0,
+            -ALARMS.index(r["alarm"]),
+            -r["for_seconds"],
+            -r["hysteresis"],
+            -r["onset_seconds"],
+        ),
     )
+    # the best setting of each alarm (the rule within that alarm), so the docs can say what each one cost
+    best_of = {}
+    for alarm in ALARMS:
+        mine = [r for r in ok if r["alarm"] == alarm]
+        best_of[alarm] = {
+            "met_by": len(mine),
+            "best": max(mine, key=lambda r: (r["median_lead_seconds"] or 0, -r["for_seconds"], -r["hysteresis"]))
+            if mine
+            else None,
+        }
     result = {
         "data": {
             "surge_seeds": list(SURGE_SEEDS),
             "calm_seeds": list(CALM_SEEDS),
             "peaks": {f"{k}-{s}": round(pk, 3) for k, s, _, _, pk in runs},
             "series": "v4-main fullest instance (kv_usage_max), flash-sale fleet, --control none, 15 s step",
+            # how close the ensembles' predict_linear came: its highest value at an origin under the trigger
+            "linear_highest_under_trigger": {
+                f"{k}-{s}": _highest_under(extras[(k, s)]["linear"], h, fcs[(k, s)].origins) for k, s, h, _, _ in runs
+            },
         },
         "rule": (
             f"no page on the calm runs, false alarms <= {MAX_FALSE_PER_HOUR}/h over all runs and every sale's first "
-            "crossing paged ahead, then the longest median lead"
+            "crossing paged ahead, then the longest median lead, then the simpler alarm"
         ),
         "met_by": len(ok),
+        "by_alarm": best_of,
         "candidates": rows,
         "choice": best,
         "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -189,6 +278,7 @@ def render_choice(result: dict) -> str:
     rows = [
         "| setting | chosen | tried |",
         "|---|---:|---|",
+        f"| what the alert reads | {c.get('alarm', 'band')} | {', '.join(ALARMS)} |",
         f"| `thresholds.kv_forecast_for_seconds` | {c['for_seconds']} | {', '.join(map(str, FOR_SECONDS))} |",
         f"| `thresholds.kv_forecast_hysteresis` | {c['hysteresis']} | {', '.join(map(str, HYSTERESIS))} |",
         f"| `predictor.event_onset_seconds` | {c['onset_seconds']} | {', '.join(map(str, ONSET_SECONDS))} |",
@@ -200,6 +290,24 @@ def render_choice(result: dict) -> str:
         f"{'-' if lead is None else f'{lead:.0f} s'}; {result['met_by']} of {len(result['candidates'])} settings "
         f"met the rule ({result['rule']}).",
     ]
+    if result.get("by_alarm"):
+        rows += [
+            "",
+            "| what the alert reads | settings meeting the rule | its best: `for:`, hysteresis, onset | false alarms/h "
+            "| first crossings paged | event recall | median lead | lead share |",
+            "|---|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for alarm, got in result["by_alarm"].items():
+            b = got["best"]
+            if b is None:
+                rows.append(f"| {alarm} | 0 | - | - | - | - | - | - |")
+                continue
+            ml = b["median_lead_seconds"]
+            rows.append(
+                f"| {alarm} | {got['met_by']} | {b['for_seconds']} s, {b['hysteresis']}, {b['onset_seconds']} s "
+                f"| {b['false_alarms_per_hour']:.2f} | {b['first_crossings_paged']} | {b['event_recall']:.2f} "
+                f"| {'-' if ml is None else f'{ml:.0f} s'} | {'-' if b['lead_share'] is None else b['lead_share']} |"
+            )
     return "\n".join(rows)
 
 
