@@ -87,7 +87,7 @@ def predictor() -> Iterator[str]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            requests.get(url + "/metrics", timeout=1)
+            requests.get(url + "/metrics", timeout=10)  # up: it answers; 10 s for a busy CI machine
             break
         except requests.ConnectionError:
             time.sleep(0.05)

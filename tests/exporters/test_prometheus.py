@@ -69,7 +69,10 @@ def test_prometheus_reads_the_catalog_back(fixture_server):
         # PCIe counters integrated from dcgm-exporter's rates keep growing between scrapes
         pcie = 'infercast_gpu_pcie_bytes_total{node="gpu-node-17", gpu="0", direction="tx"}'
         first = value(wait_for(prom.url, pcie))
-        time.sleep(2.5)
+        # polled until a later scrape lands (not a fixed wait: a busy machine may scrape late; issue 25)
+        deadline = time.monotonic() + 30
+        while value(query(prom.url, pcie)) <= first and time.monotonic() < deadline:
+            time.sleep(0.25)
         assert value(query(prom.url, pcie)) > first
         ups = query(prom.url, "infercast_target_up")
         assert value(ups, target=twin_node.name, kind="twin") == 1
