@@ -728,6 +728,9 @@ class LiteLLMBackend(Strict):
     cooldown_seconds: PosFloat | None = Field(
         None, description="router_settings.cooldown_time kept with every breaker change (none: left as it is)"
     )
+    weight_scale: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        1000, description="deployment weight = action weight x this, rounded (LiteLLM's `weight` is an integer)"
+    )
     timeout_seconds: PosFloat = 5.0
 
     _url = field_validator("url")(lambda v: _check_url(v, ("http://", "https://")))

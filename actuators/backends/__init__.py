@@ -10,6 +10,8 @@ only when chosen, so the Kubernetes client or redis are needed only where used):
 | `file` | `file.FileAdmin` | a YAML/JSON file a hot-reloading router reads (atomic replace) |
 | `kubernetes` | `k8s.KubernetesAdmin` | Deployments' `scale` subresource (refused under an HPA or ScaledObject) |
 | `gateway` | `gateway.GatewayAdmin` | an `HTTPRoute`'s backendRef weights, HPA / KEDA `ScaledObject` floors |
+| `envoy-gateway` | `envoy_gateway.EnvoyGatewayAdmin` | `gateway`'s, and breakers as `BackendTrafficPolicy` objects |
+| `litellm` | `litellm.LiteLLMAdmin` | a LiteLLM proxy's admin API: deployments' `weight`, breakers, router_settings |
 
 `twin.TwinAdmin` (the in-process twin) is built by the simulated driver, not from a fleet file.
 """
@@ -25,7 +27,8 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
     b = cfg.actuator.backend
     if b is None:
         raise ConfigError(
-            "actuator.backend: required to run the actuator (kind: http, redis, file, kubernetes or gateway)"
+            "actuator.backend: required to run the actuator (kind: http, redis, file, kubernetes, gateway, "
+            "envoy-gateway or litellm)"
         )
     if b.kind == "http":
         from actuators.backends.router_http import HttpAdmin
@@ -43,6 +46,14 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
         from actuators.backends.gateway import GatewayAdmin
 
         return GatewayAdmin.from_config(b, cfg)
+    if b.kind == "envoy-gateway":
+        from actuators.backends.envoy_gateway import EnvoyGatewayAdmin
+
+        return EnvoyGatewayAdmin.from_config(b, cfg)
+    if b.kind == "litellm":
+        from actuators.backends.litellm import LiteLLMAdmin
+
+        return LiteLLMAdmin.from_config(b, cfg)
     from actuators.backends.k8s import KubernetesAdmin
 
     return KubernetesAdmin.from_config(b, cfg)
