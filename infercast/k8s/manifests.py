@@ -326,6 +326,14 @@ def _gateway_roles(backend: GatewayBackend, sa: str, sa_ns: str) -> list[Obj]:
             )
     if backend.autoscalers:
         rules.append({"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get"]})
+    breakers = getattr(backend, "breakers", None)  # the envoy-gateway backend's BackendTrafficPolicies
+    if breakers is not None:
+        from actuators.backends.envoy_gateway import POLICIES, policy_name
+
+        names = sorted(t.policy or policy_name(p) for p, t in breakers.pools.items())
+        group, _, resource = POLICIES
+        rules.append({"apiGroups": [group], "resources": [resource], "resourceNames": names, "verbs": ["get", "patch"]})
+        rules.append({"apiGroups": [group], "resources": [resource], "verbs": ["create"]})  # (create takes no names)
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
 from actuators.actions import SetBreakerThreshold, SetPoolWeight
 from actuators.admin import ActionRefused, Result, apply_with_retries
@@ -203,8 +204,6 @@ def test_unmapped_pools_and_unconfigured_parts_are_refused_before_any_request(ku
 
 # --- the fleet file ---------------------------------------------------------------------------------------------
 def _fleet(backend: dict[str, Any]):
-    import yaml
-
     doc = yaml.safe_load(FLASH_SALE.read_text())
     doc["actuator"] = {"backend": backend}
     return parse_config(doc)
@@ -250,3 +249,33 @@ def test_durations_in_units_infercast_does_not_write_read_back_too():
 def test_default_policy_names_are_kubernetes_names():
     assert policy_name("v3.5-fallback") == "infercast-breaker-v3.5-fallback"
     assert policy_name("Long_Context") == "infercast-breaker-long-context"
+
+
+def test_the_actuators_role_may_read_patch_and_create_its_policies_and_nothing_else_of_them():
+    from infercast.k8s.fleet import cluster_fleet
+    from infercast.k8s.manifests import actuator
+    from infercast.k8s.settings import K8sSettings
+    from infercast.k8s.validate import validate_objects
+
+    doc = yaml.safe_load(FLASH_SALE.read_text())
+    doc["actuator"] = {
+        "backend": {"kind": "envoy-gateway", "namespace": "inference", "in_cluster": True, "breakers": BREAKERS}
+    }
+    objs = [
+        o
+        for o in actuator(K8sSettings(), parse_config(cluster_fleet(doc, K8sSettings())))
+        if o["kind"] in ("Role", "RoleBinding")
+    ]
+    (role,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "infercast-actuator-gateway"]
+    assert role["metadata"]["namespace"] == "inference"
+    assert role["rules"] == [
+        {
+            "apiGroups": ["gateway.envoyproxy.io"],
+            "resources": ["backendtrafficpolicies"],
+            "resourceNames": ["infercast-breaker-v4-main"],
+            "verbs": ["get", "patch"],
+        },
+        {"apiGroups": ["gateway.envoyproxy.io"], "resources": ["backendtrafficpolicies"], "verbs": ["create"]},
+    ]
+    report = validate_objects(objs, "rbac", crds={})
+    assert report.errors == [] and len(report.checked) == len(objs)
