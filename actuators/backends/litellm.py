@@ -13,11 +13,11 @@ deployments written only in config.yaml are not editable through the API).  No c
   twin's breaker counts a request that waits longer than the threshold as its pool's failure and takes a pool
   that fails too often out for a while; LiteLLM's cooldown does that to a deployment that fails more than
   `allowed_fails` times in a minute, for `cooldown_time` seconds, and a request that exceeds its timeout is such a
-  failure.  `stream_timeout` is the timeout of streamed calls, applied by the HTTP client to each read, so it
-  bounds the wait for the first chunk (time to first token) and each gap after it, never a whole long
-  generation.  With `allowed_fails` / `cooldown_seconds` in the fleet file, the proxy's `router_settings` are
-  kept at those values by `POST /config/update` (`GET /router/settings` reads them first; they are global, not per
-  deployment); without them they are left as they are.
+  failure.  `stream_timeout` is the timeout of streamed calls only; as an HTTP read timeout it bounds the wait
+  for the first chunk (time to first token) and each gap after it, never a whole long generation.  With
+  `allowed_fails` / `cooldown_seconds` in the fleet file, the proxy's `router_settings` are kept at those values
+  by `POST /config/update` (`GET /router/settings` reads them first; they are global, not per deployment);
+  without them they are left as they are.
 - `observe()`: `GET /model/info`: each mapped deployment's weight (`/ weight_scale`; the fleet file's when the
   deployment has none) and its `stream_timeout` as the breaker threshold.  Replicas are the fleet file's: a proxy
   knows endpoints, not replicas.
