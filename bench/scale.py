@@ -21,7 +21,15 @@ series, one replica against two shards, and the exporter's /metrics render at 51
 2. At 10,000 groups, each of two replicas' ticks through `ShardedStore` (`--shard i/2`), one after the other: both
    shards together must publish exactly the one replica's series, and two replicas on their own pods cost the
    slower shard's time.
-3. Exporter: the fleet exporter (one process scraping every node: the worst case; on Kubernetes each GPU node's
+3. Fetch and parse (issue 25 item 2), at 1,000 and 10,000 of the sizes asked for: what a tick asks Prometheus for
+   and reads back, from the answer's bytes (compact query_range JSON, as Prometheus writes it, built here for the
+   fleet above plus a request counter per group) to the series the tick aligns, in this process, no network.  The
+   old path: each metric over the whole history (KV and the request counter) or the LSTM's covariate tail, read by
+   `json` and a float() per sample, as `PrometheusStore` did before; the new: the daemon's rolling history
+   (`predictors/rolling.py`) in its steady state, one query per metric for the newest points only (each window
+   read whole once, untimed), through the store's fast JSON path.  `fetch` in the JSON: both times, their ratio,
+   the answers' bytes, and the first tick's (whole windows, fast path) time.
+4. Exporter: the fleet exporter (one process scraping every node: the worst case; on Kubernetes each GPU node's
    DaemonSet pod renders only its own GPUs) rendering 512 nodes x 8 GPUs, against prometheus_client rendering the
    same series from plain labelled Gauges, both in this run (bench/exporter.py's method at 8x the fleet).
 
@@ -63,6 +71,7 @@ from infercast.catalog import (  # noqa: E402
     KV_CACHE_USAGE_RATIO,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+    ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import FleetConfig, load_config  # noqa: E402
 from infercast.store import Series  # noqa: E402
@@ -83,6 +92,7 @@ FORECAST_SERIES = frozenset(
 )
 WARMUP_TICKS = 21  # one horizon (300 s) and a step: the first forecasts' outcomes are in by the timed ticks
 SHARD_SIZE = 10_000
+FETCH_SIZES = (1_000, 10_000)  # the sizes whose Prometheus fetch and parse is measured (item 4 below)
 
 
 class FixedStore:
@@ -250,6 +260,118 @@ def forecast_bench(sizes: list[int], repeat: int, per_series_max: int, progress:
     return out
 
 
+class _Canned:
+    """An HTTP session answering GETs with prepared bodies (the fetch bench: Prometheus' answers, no network)."""
+
+    class _Response:
+        status_code = 200
+
+        def __init__(self, body: bytes) -> None:
+            self.content = body
+
+        def json(self):
+            return json.loads(self.content)
+
+    def __init__(self) -> None:
+        self.body = b""
+
+    def get(self, url, params=None, timeout=None):
+        return self._Response(self.body)
+
+
+def _answer(labels: list[dict[str, str]], t: np.ndarray, v: np.ndarray) -> bytes:
+    """A query_range answer for series `labels` on grid `t` (values `v`, one row each), compact as Prometheus."""
+    ts = [f"{x:.0f}" for x in t]
+    parts = []
+    for lab, row in zip(labels, v.tolist(), strict=True):
+        metric = json.dumps(lab, separators=(",", ":"))
+        pts = ",".join(f'[{a},"{b!r}"]' for a, b in zip(ts, row, strict=True))
+        parts.append(f'{{"metric":{metric},"values":[{pts}]}}')
+    return ('{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}").encode()
+
+
+def _old_read(body: bytes) -> list[Series]:
+    """`PrometheusStore.query_range`'s reading before issue 25 item 2: json, then a float() per time and value."""
+    data = json.loads(body)["data"]
+    merged: dict[tuple, tuple[list[float], list[float]]] = {}
+    for item in data.get("result", []):
+        labels = {k: v for k, v in item.get("metric", {}).items() if k != "__name__"}
+        ts, vs = merged.setdefault(tuple(sorted(labels.items())), ([], []))
+        for t, v in item.get("values", []):
+            if ts and float(t) <= ts[-1]:
+                continue
+            ts.append(float(t))
+            vs.append(float(v))
+    return [Series(dict(k), np.asarray(ts), np.asarray(vs)) for k, (ts, vs) in merged.items()]
+
+
+def fetch_bench(n: int, repeat: int) -> dict:
+    """Fetch and parse of one tick at n groups, old path against the rolling history (see the module docstring)."""
+    from infercast.store.prometheus import PrometheusStore
+    from predictors.rolling import RollingWindow
+    from predictors.service import COVARIATE_METRICS, RATE_WINDOW_STEPS
+
+    cfg = bench_config()
+    loop = _loop(cfg, batched=True)
+    series = fleet(n)
+    t_fleet = series[KV_CACHE_USAGE_RATIO][0].t
+    t_all = np.concatenate([[t_fleet[0] - STEP], t_fleet])  # a step more: the tick before the timed one reads it
+    labels = [s.labels for s in series[KV_CACHE_USAGE_RATIO]]
+    values = {m: np.stack([s.v for s in ss]) for m, ss in series.items()}
+    values = {m: np.concatenate([v[:, :1], v], axis=1) for m, v in values.items()}
+    values[ROUTER_REQUESTS_TOTAL] = np.cumsum(np.full((n, len(t_all)), 30.0 * STEP), axis=1)
+    req_labels = [{**lab, "priority": "normal", "outcome": "ok"} for lab in labels]
+    n_grid = round(cfg.predictor.history_seconds / STEP) + 1
+    tail = loop.lstm.params.lookback + RATE_WINDOW_STEPS
+    covs = [m for m, _ in COVARIATE_METRICS.values()]
+    # the old tick: KV and the counter over the history, the covariates and the counter again over the LSTM's tail
+    old_plan = [(KV_CACHE_USAGE_RATIO, n_grid), (ROUTER_REQUESTS_TOTAL, n_grid)]
+    old_plan += [(m, tail) for m in covs] + [(ROUTER_REQUESTS_TOTAL, tail)]
+    new_plan = loop.spans(n_grid, loop._batch_model())  # metric -> points the rolling history holds
+
+    def body(metric: str, points: int, end: int = len(t_all)) -> bytes:
+        lab = req_labels if metric == ROUTER_REQUESTS_TOTAL else labels
+        return _answer(lab, t_all[end - points : end], values[metric][:, end - points : end])
+
+    old_bodies = [body(m, k) for m, k in old_plan]
+    session = _Canned()
+    store = PrometheusStore("http://127.0.0.1:9", session=session)
+    new_full = {m: body(m, k, len(t_all) - 1) for m, k in new_plan.items()}  # the window, one tick earlier
+    new_inc = {m: body(m, 3) for m in new_plan}  # the newest point held less a step, to the tick
+    old_s, new_s, first_s = [], [], []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        for b in old_bodies:
+            _old_read(b)
+        old_s.append(time.perf_counter() - t0)
+        windows = {m: RollingWindow(m) for m in new_plan}
+        t0 = time.perf_counter()
+        for m, k in new_plan.items():  # the first tick: each window whole, fast path
+            session.body = new_full[m]
+            windows[m].read(store, float(t_all[-1 - k]), float(t_all[-2]), STEP)
+        first_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for m, k in new_plan.items():
+            session.body = new_inc[m]
+            windows[m].read(store, float(t_all[-k]), float(t_all[-1]), STEP)
+        new_s.append(time.perf_counter() - t0)
+        if any(w.incremental_fetches != 1 or w.full_fetches != 1 for w in windows.values()):
+            raise SystemExit("scale: the fetch bench's rolling history did not read incrementally")
+    r = {
+        "series": n,
+        "old_queries": [[m, k] for m, k in old_plan],
+        "new_windows": new_plan,
+        "old_seconds": statistics.median(old_s),
+        "new_seconds": statistics.median(new_s),
+        "first_tick_seconds": statistics.median(first_s),
+        "old_bytes": sum(len(b) for b in old_bodies),
+        "new_bytes": sum(len(b) for b in new_inc.values()),
+    }
+    r["ratio"] = r["new_seconds"] / r["old_seconds"]
+    return r
+
+
 def exporter_bench(nodes: int, gpus: int, repeat: int) -> dict:
     from exporter import render_bench
 
@@ -280,6 +402,14 @@ def table_forecast(r: dict) -> str:
         rows.append(
             f"Two replicas (`--shard i/2`) at {sh['series']:,} series: the slower shard's tick "
             f"{max(sh['shard_tick_seconds']):.3f} s, {sh['two_replicas_ratio']:.2f}x one replica's."
+        )
+        rows.append("")
+    for x in f.get("fetch", []):
+        rows.append(
+            f"Fetch and parse at {x['series']:,} series: {x['new_seconds']:.3f} s a tick from the rolling history "
+            f"({x['new_bytes'] / 1e6:.1f} MB of answers) against {x['old_seconds']:.3f} s for the whole windows as "
+            f"read before ({x['old_bytes'] / 1e6:.1f} MB), {x['ratio']:.3f}x; the first tick (whole windows, fast "
+            f"JSON path) {x['first_tick_seconds']:.3f} s."
         )
         rows.append("")
     rows.append(
@@ -327,6 +457,9 @@ def main() -> int:
         "--no-exporter", action="store_true", help="forecasting only; the exporter's published figures are kept"
     )
     p.add_argument("--no-publish", action="store_true", help="print only")
+    p.add_argument(
+        "--fetch-only", action="store_true", help="only the fetch and parse figures (printed; nothing published)"
+    )
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # one size, in a child process
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -338,8 +471,29 @@ def main() -> int:
         p.error("--sizes must be >= 2; --nodes, --gpus, --repeat and --per-series-max >= 1")
     from infercast.config import PredictorConfig
 
+    if a.fetch_only:
+        for n in sizes:
+            x = fetch_bench(n, a.repeat)
+            print(
+                json.dumps(x)
+                if a.json
+                else f"{n:>6} series: fetch+parse {x['new_seconds']:.4f} s a tick "
+                f"(rolling, {x['new_bytes'] / 1e6:.2f} MB), was {x['old_seconds']:.3f} s ({x['old_bytes'] / 1e6:.1f} "
+                f"MB), {x['ratio']:.4f}x; first tick {x['first_tick_seconds']:.3f} s"
+            )
+        return 0
     load_before = os.getloadavg()[0]
     sized = forecast_bench(sizes, a.repeat, a.per_series_max, progress=not a.json)
+    fetched = []
+    for n in (x for x in sizes if x in FETCH_SIZES):
+        fetched.append(fetch_bench(n, a.repeat))
+        x = fetched[-1]
+        line = (
+            f"{n:>6} series: fetch+parse {x['new_seconds']:.3f} s a tick (rolling, {x['new_bytes'] / 1e6:.1f} MB), "
+            f"was {x['old_seconds']:.3f} s ({x['old_bytes'] / 1e6:.1f} MB), {x['ratio']:.3f}x; first tick "
+            f"{x['first_tick_seconds']:.3f} s"
+        )
+        print(line if not a.json else json.dumps({"fetch": x}), file=sys.stderr if not a.json else sys.stdout)
     if a.json:
         keys = ("series", "model", "tick_seconds", "per_series_tick_seconds", "peak_rss_bytes", "max_abs_diff")
         for r in sized:
@@ -355,6 +509,7 @@ def main() -> int:
             "torch_threads": PredictorConfig().torch_threads,
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
+            "fetch": fetched,
         },
     }
     if a.no_exporter:  # the exporter's figures stay those of the last run that measured them

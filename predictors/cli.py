@@ -30,6 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default=None, help="host:port for /metrics (overrides predictor.listen)")
     p.add_argument("--once", action="store_true", help="run one tick, print the samples, exit")
     p.add_argument(
+        "--kv-source",
+        choices=("auto", "rules", "raw"),
+        default="auto",
+        help="read KV usage from the recording rules (pool_version:...:max/avg), the raw metric combined here, or "
+        "the rules when they cover the window the model reads (default: auto; docs/predictors.md)",
+    )
+    p.add_argument(
         "--shard",
         default=None,
         metavar="I/N",
@@ -125,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if shard.count > 1:
         log.info("predictor: shard %s: forecasting the (pool, version) series hashmod assigns to it", shard)
         store = ShardedStore(store, shard)
-    loop = PredictorLoop.from_config(cfg)
+    loop = PredictorLoop.from_config(cfg, kv_source=getattr(args, "kv_source", "auto"))
     prepare_process(pc)
     clock = WallClock()
     if args.once:

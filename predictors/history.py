@@ -6,7 +6,8 @@ What is read, and how, comes from the predictor itself, so training and serving 
   fullest instance (`max`, what the predictive alert and the actuator act on) and its mean.  With `source="rules"`
   from the recording rules `alertrules.rules.KV_USAGE_MAX` / `KV_USAGE_AVG` (names built from the catalog); with
   `source="raw"` from the raw `infercast_kv_cache_usage_ratio`, combined over instances by the predictor's own
-  `align_many`; `source="auto"` takes the rules when they hold enough history and the raw metric otherwise
+  `align_many`; `source="auto"` takes the rules when they hold enough history and the raw metric otherwise (the
+  predictor's tick makes the same choice for the window it reads: `PredictorLoop.kv_source`)
   (recording rules are not evaluated retroactively: a rule loaded yesterday has one day, however long the raw
   metric's retention; `promtool tsdb create-blocks-from rules` backfills them).
 - The LSTM's covariates (`predictors.service.COVARIATE_METRICS`: running, waiting, fragmentation) and the traffic
@@ -26,19 +27,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
 from infercast.catalog import KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
 from infercast.store import Series, Store, StoreError
 from predictors.base import History
-from predictors.service import COVARIATE_METRICS, SERIES, AlignedMatrix, align_many, align_matrix
+from predictors.service import (
+    COVARIATE_METRICS,
+    KV_RULES,  # the predictor's KV aggregates -> the recording rule that records the same figure (one table)
+    KV_SOURCES,
+    SERIES,
+    AlignedMatrix,
+    align_many,
+    align_matrix,
+)
 
-#: the predictor's KV aggregates -> the recording rule that records the same figure
-KV_RULES: dict[str, str] = {"max": KV_USAGE_MAX, "mean": KV_USAGE_AVG}
 #: the KV aggregates in the order they are reported: the fullest instance first (what pages)
 KV_AGGREGATES: tuple[str, ...] = tuple(
     sorted((how for _, kind, _, how, _ in SERIES if kind == "kv"), key=lambda a: a != "max")
 )
-SOURCES = ("auto", "rules", "raw")
+SOURCES = KV_SOURCES
 
 
 class HistoryError(Exception):

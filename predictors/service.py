@@ -1,8 +1,12 @@
 """The predictor service's loop: `PredictorLoop.tick(now, store) -> samples`, pure apart from the store it is handed.
 
 Each tick reads the recent history of the forecast targets from the store (Prometheus or the in-memory store; the
-same `query_range` interface), per (pool, version); the whole `history_seconds` every tick, so a restarted service
-forecasts on its first tick when the store has the history:
+same `query_range` interface), per (pool, version), through a rolling history (`predictors.rolling`): each metric's
+window is read whole on the first tick (so a restarted service forecasts on its first tick when the store has the
+history), then only its newest points.  The window is what the model needs (`spans`): the batched LSTM's KV
+window and covariates (about 15 min), the whole `history_seconds` for traffic (Prophet is fitted on hours) and for
+the per-series path and baselines.  KV usage comes from the recording rules `KV_RULES` when they cover the window
+(`kv_source`), else from the raw metric combined here:
 - `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances, and `kv_max`: its fullest instance (what
   breaks first; published as `aggregate="max"`, the series the predictive alert and the actuator act on);
 - `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
 from infercast.catalog import (
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
@@ -76,6 +81,10 @@ COVARIATE_METRICS = {
     "fragmentation": (KV_CACHE_FRAGMENTATION_RATIO, "mean"),
 }
 Group = tuple[str, str]  # (pool, version)
+#: the KV aggregates -> the recording rule that records the same figure per (pool, version) (alertrules/rules.py)
+KV_RULES: dict[str, str] = {"max": KV_USAGE_MAX, "mean": KV_USAGE_AVG}
+#: where KV usage is read from: the recording rules, the raw metric, or the rules when they cover what is read
+KV_SOURCES = ("auto", "rules", "raw")
 
 
 @dataclass
@@ -481,6 +490,7 @@ class PredictorLoop:
     _failing: set[tuple[str, str, Group]] = field(default_factory=set)
     _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=dict)
+    kv_source: str = "auto"  # KV_SOURCES: see `_kv_from_rules`
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
     _event_windows: list | None = None
@@ -490,6 +500,8 @@ class PredictorLoop:
     _last_data: dict[str, dict[Group, float]] = field(default_factory=dict)
     _last_finite: dict[str, dict[Group, float]] = field(default_factory=dict)
     _hole_ends: dict[str, dict[Group, float]] = field(default_factory=dict)  # ... and where its history restarted
+    _rules_checked: float | None = None  # when `auto` last looked whether the rules cover the window
+    _rules_on: bool = False
     _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
 
     @classmethod
@@ -599,7 +611,8 @@ class PredictorLoop:
         if self.lstm_error:
             out.append(skipped_sample("", "", "kv:lstm", "model_error"))
         batch_model = self._batch_model()
-        spans = self.spans(n, batch_model)
+        rules = self._kv_from_rules(store, now, t, self.series_span("kv", n, batch_model))
+        spans = self.spans(n, batch_model, rules)
         self._g0 = float(t[0])
         blocks: dict[str, Block | StoreError] = {}
 
@@ -620,6 +633,8 @@ class PredictorLoop:
         for series, kind, metric, how, aggregate in SERIES:
             slot: list[ForecastSample] = []
             slots.append(slot)
+            if kind == "kv" and rules:  # the recorded figure per (pool, version): a series per group
+                metric, how = KV_RULES[how], "max"
             fresh = metric not in blocks
             raw = read(metric)
             if fresh:
@@ -637,7 +652,7 @@ class PredictorLoop:
             w = self.series_span(kind, n, batch_model)
             ts = t[n - w :]  # this series' grid: the last `w` points of the tick's
             if (metric, how) not in aligned:  # KV's mean and max share one placement on the grid
-                hows = tuple(h for _, _, m, h, _ in SERIES if m == metric)
+                hows = tuple(h for _, _, m, h, _ in SERIES if m == metric) or (how,)
                 aligned.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
             am = aligned[(metric, how)]
             self._known[series] = set(am.groups)
@@ -922,6 +937,28 @@ class PredictorLoop:
                 del d[group]
 
     # ------------------------------------------------------------------ what a tick reads
+    def _kv_from_rules(self, store: Store, now: float, t: np.ndarray, w: int) -> bool:
+        """Whether KV usage is read from the recording rules this tick (`kv_source`): `rules` always, `raw` never,
+        `auto` when the fullest-instance rule has series that reach back to the window's start (rules are not
+        evaluated retroactively: a rule loaded ten minutes ago cannot fill a fifteen-minute window), looked at on
+        the first tick and again every `refit_interval_seconds` (one query), else the raw metric combined here."""
+        if self.kv_source in ("rules", "raw"):
+            return self.kv_source == "rules"
+        if self._rules_checked is not None and now - self._rules_checked < self.config.refit_interval_seconds:
+            return self._rules_on
+        start, end, step = float(t[len(t) - w]), float(t[-1]), self.config.step_seconds
+        try:
+            probe = store.query_range(KV_RULES["max"], None, start, end, step)
+        except StoreError:
+            return self._rules_on  # asked again next tick
+        self._rules_checked = now
+        on = any(len(s.t) and s.labels.get("pool") and s.t[0] <= start + step / 2 for s in probe)
+        if on != self._rules_on:
+            src = " and ".join(KV_RULES.values()) if on else KV_CACHE_USAGE_RATIO
+            log.info("predictor: reading KV usage from %s", src)
+        self._rules_on = on
+        return on
+
     def kv_window(self, lstm: LSTMForecaster) -> int:
         """Grid points of KV usage the batched pass needs: the model's window (`lookback`) and the rate's few
         points before it, at least `min_history_points` (the skip check) and a horizon and a step (the band learns
@@ -940,10 +977,13 @@ class PredictorLoop:
     def covariate_span(self, n: int, batch_model: tuple[LSTMForecaster, float]) -> int:
         return min(n, batch_model[0].params.lookback + RATE_WINDOW_STEPS)
 
-    def spans(self, n: int, batch_model: tuple[LSTMForecaster, float] | None) -> dict[str, int]:
-        """metric -> grid points this tick reads of it (the longest of its uses): what the rolling history holds."""
+    def spans(self, n: int, batch_model: tuple[LSTMForecaster, float] | None, rules: bool = False) -> dict[str, int]:
+        """metric -> grid points this tick reads of it (the longest of its uses): what the rolling history holds.
+        `rules`: KV usage from its recording rules (`KV_RULES`) instead of the raw metric."""
         out: dict[str, int] = {}
-        for _, kind, metric, _, _ in SERIES:
+        for _, kind, metric, how, _ in SERIES:
+            if kind == "kv" and rules:
+                metric = KV_RULES[how]
             out[metric] = max(out.get(metric, 0), self.series_span(kind, n, batch_model))
         if self.lstm is not None and self.kv_model in (None, "lstm"):
             cov = self.series_span("kv", n, batch_model) if batch_model is None else self.covariate_span(n, batch_model)

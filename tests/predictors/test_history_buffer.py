@@ -12,13 +12,13 @@ import itertools
 import numpy as np
 import pytest
 
-from infercast.catalog import KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
+from infercast.catalog import FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
 from infercast.config import PredictorConfig
 from infercast.store import StoreError
 from infercast.store.memory import MemoryStore
 from predictors import registry
 from predictors.rolling import RollingWindow
-from predictors.service import PredictorLoop, align_block, align_many
+from predictors.service import KV_RULES, PredictorLoop, align_block, align_many
 
 T0 = 1_800_000_000.0
 STEP = 15.0
@@ -154,12 +154,10 @@ def test_a_prometheus_that_lost_its_data_is_read_again_whole():
     assert w.full_fetches == 2 and b.labels == [], "what the store says now, not a patch over what it lost"
 
 
-def test_the_predictor_tick_reads_the_model_window_then_only_the_newest_points():
-    lstm, note = registry.load_lstm()
-    assert lstm is not None, note
+def test_the_predictor_tick_reads_the_model_window_then_only_the_newest_points(lstm):
     cfg = PredictorConfig(history_seconds=3600.0, min_history_points=20)
     st = Recording(_fleet())
-    loop = PredictorLoop(cfg, lstm=lstm, rps_model="kalman")
+    loop = PredictorLoop(cfg, lstm=lstm, rps_model="last_value", kv_source="raw")
     window = loop.kv_window(lstm)
     assert window < 3600 / STEP, "the batched LSTM reads less than the history"
     now = T0 + STEP * 300
@@ -171,3 +169,55 @@ def test_the_predictor_tick_reads_the_model_window_then_only_the_newest_points()
     loop.tick(now + STEP, st)
     assert {a[1:] for a in st.asked} == {(now - STEP, now + STEP)}, "each metric: only the newest points"
     assert len(st.asked) == len(first), "one query per metric per tick"
+
+
+def _with_rules(st: MemoryStore, since: int = 0, steps: int = 400) -> MemoryStore:
+    """`st` plus the recording rules' series from step `since` on, recorded at every step from the raw metric."""
+    t = T0 + STEP * np.arange(steps)
+    raw = st.query_range(KV_CACHE_USAGE_RATIO, None, float(t[0]), float(t[-1]), STEP)
+    hows = ("max", "mean")
+    aligned = align_many(raw, float(t[0]), STEP, steps, hows)
+    for how in hows:
+        am = aligned[how]
+        for i, (pool, version) in enumerate(am.groups):
+            ok = np.isfinite(am.y[i]) & (np.arange(steps) >= since)
+            st.write_many(KV_RULES[how], {"pool": pool, "version": version}, t[ok], am.y[i][ok])
+    return st
+
+
+@pytest.fixture(scope="module")
+def lstm():
+    model, note = registry.load_lstm()
+    assert model is not None, note
+    return model
+
+
+def _kv_values(samples) -> dict:
+    return {(s.name, s.labels): s.value for s in samples if s.name != FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}
+
+
+def test_with_the_recording_rules_recorded_the_tick_reads_them_instead_of_the_raw_metric(lstm):
+    cfg = PredictorConfig(history_seconds=3600.0, min_history_points=20)
+    st = Recording(_with_rules(_fleet()))
+    auto = PredictorLoop(cfg, lstm=lstm, rps_model="last_value")  # kv_source="auto"
+    raw = PredictorLoop(cfg, lstm=lstm, rps_model="last_value", kv_source="raw")
+    for k in range(290, 293):
+        now = T0 + STEP * k
+        st.asked.clear()
+        a = auto.tick(now, st)
+        read = {m for m, _, _ in st.asked}
+        assert set(KV_RULES.values()) <= read and KV_CACHE_USAGE_RATIO not in read, read
+        b = raw.tick(now, st.inner)
+        va, vb = _kv_values(a), _kv_values(b)
+        assert va.keys() == vb.keys()
+        worst = max(abs(va[key] - vb[key]) for key in va if np.isfinite(va[key]) and np.isfinite(vb[key]))
+        assert worst < 1e-6, f"the rules record what the tick computes from the raw metric: {worst}"
+
+
+def test_rules_loaded_too_recently_to_cover_the_window_leave_the_tick_on_the_raw_metric(lstm):
+    cfg = PredictorConfig(history_seconds=3600.0, min_history_points=20)
+    st = Recording(_with_rules(_fleet(), since=300))  # the rules were loaded at step 300
+    loop = PredictorLoop(cfg, lstm=lstm, rps_model="last_value")
+    loop.tick(T0 + STEP * 330, st)  # the window reaches back before step 300
+    read = {m for m, _, _ in st.asked}
+    assert KV_CACHE_USAGE_RATIO in read and KV_RULES["mean"] not in read, read
