@@ -49,7 +49,7 @@ def cluster_fleet(data: dict[str, Any], s: K8sSettings) -> dict[str, Any]:
             "namespace": s.engine_namespace,
             "deployments": dict(s.deployments) or default_deployments(list(d.get("pools", {}))),
         }
-    elif backend.get("kind") in ("kubernetes", "gateway"):
+    elif backend.get("kind") in ("kubernetes", "gateway", "envoy-gateway"):
         for k in _ACCESS_KEYS:
             backend.pop(k, None)
         backend["in_cluster"] = True

@@ -258,14 +258,10 @@ def test_the_actuators_role_may_read_patch_and_create_its_policies_and_nothing_e
     from infercast.k8s.validate import validate_objects
 
     doc = yaml.safe_load(FLASH_SALE.read_text())
-    doc["actuator"] = {
-        "backend": {"kind": "envoy-gateway", "namespace": "inference", "in_cluster": True, "breakers": BREAKERS}
-    }
-    objs = [
-        o
-        for o in actuator(K8sSettings(), parse_config(cluster_fleet(doc, K8sSettings())))
-        if o["kind"] in ("Role", "RoleBinding")
-    ]
+    doc["actuator"] = {"backend": {"kind": "envoy-gateway", "namespace": "inference", "breakers": BREAKERS}}
+    cfg = parse_config(cluster_fleet(doc, K8sSettings()))
+    assert cfg.actuator.backend.in_cluster is True  # in the cluster, through the pod's service account
+    objs = [o for o in actuator(K8sSettings(), cfg) if o["kind"] in ("Role", "RoleBinding")]
     (role,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "infercast-actuator-gateway"]
     assert role["metadata"]["namespace"] == "inference"
     assert role["rules"] == [
