@@ -298,9 +298,9 @@ REFINE_SECONDS = (-30.0, -15.0, 15.0)
 
 def refine_change_point(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict]):
     """The winner of one change point, moved by each of `REFINE_SECONDS` (never before the start); the better kept."""
-    (at, floors), *rest = plan.steps
-    if rest or at <= 0:
+    if len(plan.steps) != 1 or plan.steps[0][0] <= 0:  # no plan, a static one, or more than one change point
         return plan, res, tried
+    ((at, floors),) = plan.steps
     near = [Plan(((max(0.0, at + d), floors),), plan.admission) for d in REFINE_SECONDS if at + d > 0]
     if not near:
         return plan, res, tried
