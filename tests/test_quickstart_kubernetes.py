@@ -52,7 +52,7 @@ from infercast.config import GatewayBackend, load_config, parse_config
 from infercast.k8s.scrape import meta_label
 from infercast.k8s.validate import render, validate_objects
 from infercast.servers import free_port, start_prometheus
-from tests.actuators.kube_replay import recorded
+from tests.actuators.kube_replay import merged, recorded
 from tests.alerting.fake_engines import FakeEngine
 from tests.conftest import REPO
 
@@ -276,19 +276,6 @@ class FakeKube:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 JSON merge patch (what the API server does with the backends' merge patches)."""
-    out = copy.deepcopy(base)
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        elif isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merged(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
 
 
 def users_cluster(backend: dict[str, Any]) -> dict[str, dict[str, Any]]:

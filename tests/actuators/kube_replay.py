@@ -8,6 +8,7 @@ client sent.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from dataclasses import dataclass, field
@@ -102,3 +103,16 @@ def _json(raw: bytes) -> Any:
         return json.loads(raw) if raw else None
     except ValueError:
         return raw.decode("utf-8", "replace")
+
+
+def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch, as the API server applies the backends' merge patches to a custom object."""
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merged(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out

@@ -7,7 +7,6 @@ published CRD's schema (an excerpt vendored in tests/data/crds/, every object cl
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonschema
@@ -21,7 +20,7 @@ from actuators.backends.envoy_gateway import EnvoyGatewayAdmin, duration, policy
 from infercast.config import ConfigError, EnvoyGatewayBackend, parse_config
 from infercast.k8s.validate import crd_schemas
 from tests.actuators.conftest import FLASH_SALE
-from tests.actuators.kube_replay import HTTPROUTES, Exchange, KubeReplay, recorded
+from tests.actuators.kube_replay import HTTPROUTES, Exchange, KubeReplay, merged, recorded
 from tests.conftest import REPO
 
 POLICIES = "/apis/gateway.envoyproxy.io/v1alpha1/namespaces/infer/backendtrafficpolicies"
@@ -50,19 +49,6 @@ def envoy(kube, fleet_cfg, monkeypatch, **over: Any) -> EnvoyGatewayAdmin:
         **over,
     }
     return EnvoyGatewayAdmin.from_config(EnvoyGatewayBackend.model_validate(cfg), fleet_cfg)
-
-
-def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 JSON merge patch, as the API server applies one to a custom object."""
-    out = copy.deepcopy(base)
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        elif isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merged(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:

@@ -7,7 +7,6 @@ HorizontalPodAutoscaler against Kubernetes' own (1.31 and 1.37)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from tests.actuators.kube_replay import (
     SCALEDOBJECTS,
     Exchange,
     KubeReplay,
+    merged,
     recorded,
 )
 
@@ -57,19 +57,6 @@ def gateway(kube, fleet_cfg, monkeypatch, **over: Any) -> GatewayAdmin:
         **over,
     }
     return GatewayAdmin.from_config(GatewayBackend.model_validate(cfg), fleet_cfg)
-
-
-def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 JSON merge patch, as the API server applies a merge (or, for these fields, strategic merge) patch."""
-    out = copy.deepcopy(base)
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        elif isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merged(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
 
 
 def valid(obj: dict[str, Any]) -> str:
