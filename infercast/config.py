@@ -1037,11 +1037,17 @@ class FleetConfig(Strict):
             if res is None or not res.standby:
                 problems.append(f"protections.autoscaler.reservoir: {a.reservoir!r} must be a standby pool")
         if self.scenario is not None:
-            for name in pr.quota_lanes:
-                if name not in self.scenario.stream_names:
-                    problems.append(
-                        f"protections.quota_lanes: unknown stream {name!r} (have {list(self.scenario.stream_names)})"
-                    )
+            named = {"quota_lanes": list(pr.quota_lanes), "drf_tenants": list(pr.drf_tenants)}
+            if pr.length_gates is not None:
+                named["length_gates.long_text_streams"] = list(pr.length_gates.long_text_streams)
+            if pr.api_key_tiers is not None:
+                named["api_key_tiers.streams"] = list(pr.api_key_tiers.streams)
+            for where, names in named.items():
+                for name in names:
+                    if name not in self.scenario.stream_names:
+                        problems.append(
+                            f"protections.{where}: unknown stream {name!r} (have {list(self.scenario.stream_names)})"
+                        )
         return problems
 
     def pool_version(self, pool: str) -> VersionConfig:

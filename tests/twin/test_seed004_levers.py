@@ -197,3 +197,19 @@ def test_bad_lever_settings_get_clear_errors(cfg):
         data["protections"][lever] = value
         with pytest.raises(ConfigError, match=message):
             parse_config(data)
+
+
+def test_a_lever_naming_a_stream_the_scenario_lacks_is_a_config_error_saying_where(cfg):
+    """A typo in a tenant's name would leave the lever silently off for it: the fleet file is refused instead, each
+    place named with the streams the scenario has."""
+    data = cfg.model_dump(mode="json")
+    data["protections"]["length_gates"] = {"long_text_streams": ["regular", "vip-typo"]}
+    data["protections"]["api_key_tiers"] = {"streams": {"flash-sale": "platinum", "golden": "gold"}}
+    data["protections"]["drf_tenants"] = {"nobody": {"weight": 2.0}}
+    with pytest.raises(ValueError) as e:
+        parse_config(data)
+    msg = str(e.value)
+    assert "protections.length_gates.long_text_streams: unknown stream 'vip-typo'" in msg
+    assert "protections.api_key_tiers.streams: unknown stream 'golden'" in msg
+    assert "protections.drf_tenants: unknown stream 'nobody'" in msg
+    assert "'regular'" in msg and "unknown stream 'regular'" not in msg  # the streams it has are listed, not refused
