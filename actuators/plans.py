@@ -212,15 +212,24 @@ def splits(pools: Sequence[str], spare: int, whole: bool) -> Iterable[dict[str, 
             yield dict(zip(pools, counts, strict=True))
 
 
+def _true_rate(traffic, duration: float) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(times in 30 s steps, the true offered rate at each, its base level: the 20th percentile); None when the
+    traffic gives no finite rate."""
+    t = np.arange(0.0, duration, 30.0)
+    rate = np.array([traffic.rate_at(float(x)) for x in t])
+    if not len(rate) or not np.isfinite(rate).any():
+        return None
+    return t, rate, max(float(np.nanpercentile(rate, 20)), 1e-9)
+
+
 def future_change_points(traffic, duration: float, lead: float) -> list[float]:
     """Times a cold start and a margin (`lead`) before the true offered rate first reaches 1.2x, 1.5x, 2x and 4x its
     base level (the 20th percentile of the run's rate, in 30 s steps: the median would sit inside a surge that lasts
     half the run): where a plan with foresight would bring capacity up."""
-    t = np.arange(0.0, duration, 30.0)
-    rate = np.array([traffic.rate_at(float(x)) for x in t])
-    if not len(rate) or not np.isfinite(rate).any():
+    sampled = _true_rate(traffic, duration)
+    if sampled is None:
         return []
-    base = max(float(np.nanpercentile(rate, 20)), 1e-9)
+    t, rate, base = sampled
     out = set()
     for factor in (1.2, 1.5, 2.0, 4.0):
         over = np.flatnonzero(rate >= factor * base)
@@ -233,11 +242,10 @@ def future_end_points(traffic, duration: float) -> list[float]:
     """When the true offered rate is last at or over 1.2x its base level (`future_change_points`' base), a 30 s
     step later: where a plan with foresight would let the surge's capacity and admission go (none when the rate is
     up to the end, or never up)."""
-    t = np.arange(0.0, duration, 30.0)
-    rate = np.array([traffic.rate_at(float(x)) for x in t])
-    if not len(rate) or not np.isfinite(rate).any():
+    sampled = _true_rate(traffic, duration)
+    if sampled is None:
         return []
-    base = max(float(np.nanpercentile(rate, 20)), 1e-9)
+    t, rate, base = sampled
     over = np.flatnonzero(rate >= 1.2 * base)
     if not len(over) or over[-1] >= len(t) - 1:
         return []
@@ -296,6 +304,15 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
 REFINE_SECONDS = (-30.0, -15.0, 15.0)
 
 
+def _challenge(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict], cands: list[Plan]):
+    """Run the candidates and keep the best of them if it beats the incumbent (`plan`, its run `res`, already
+    run: not run again); every candidate's figures appended to `tried`."""
+    plan2, res2, tried2 = search_hindsight(run, cands)
+    if better(res2.summary, res.summary):
+        return plan2, res2, tried + tried2
+    return plan, res, tried + tried2
+
+
 def refine_change_point(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict]):
     """The winner of one change point, moved by each of `REFINE_SECONDS` (never before the start); the better kept."""
     if len(plan.steps) != 1 or plan.steps[0][0] <= 0:  # no plan, a static one, or more than one change point
@@ -304,10 +321,7 @@ def refine_change_point(run: Callable[[Plan], RunResult], plan: Plan, res: RunRe
     near = [Plan(((max(0.0, at + d), floors),), plan.admission) for d in REFINE_SECONDS if at + d > 0]
     if not near:
         return plan, res, tried
-    plan2, res2, tried2 = search_hindsight(run, near)
-    if better(res2.summary, res.summary):
-        return plan2, res2, tried + tried2
-    return plan, res, tried + tried2
+    return _challenge(run, plan, res, tried, near)
 
 
 def admission_levels(cfg: FleetConfig) -> list[tuple[tuple[str, float], ...]]:
@@ -327,10 +341,7 @@ def with_admission(cfg: FleetConfig, run: Callable[[Plan], RunResult], plan: Pla
     each of the policy's levels (`admission_levels`), the better kept.  The predictive policy tightens admission as
     well as pre-warming; a bound that could not would not bound it."""
     cands = [Plan(plan.steps, level) for level in admission_levels(cfg)]
-    plan2, res2, tried2 = search_hindsight(run, cands)
-    if better(res2.summary, res.summary):
-        return plan2, res2, tried + tried2
-    return plan, res, tried + tried2
+    return _challenge(run, plan, res, tried, cands)
 
 
 #: after the surge's end mark (`future_end_points`), the floors and the tightened admission are let go this many
@@ -352,10 +363,7 @@ def with_release(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, t
     ]
     if not cands:
         return plan, res, tried
-    plan2, res2, tried2 = search_hindsight(run, cands)
-    if better(res2.summary, res.summary):
-        return plan2, res2, tried + tried2
-    return plan, res, tried + tried2
+    return _challenge(run, plan, res, tried, cands)
 
 
 #: Goodput differences within this share (or one 0.01 req/s step of the summaries' rounding) are ties for
