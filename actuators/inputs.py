@@ -97,6 +97,7 @@ class StoreInputs:
                 now,
             )
             rps_now = self._rate(p.name, now)
+            served_now = self._rate(p.name, now, outcome="ok")
             rps_upper, _ = _latest(
                 self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
             )
@@ -110,6 +111,7 @@ class StoreInputs:
                 rps_now,
                 rps_upper if math.isfinite(rps_upper) else rps_now,
                 surge_eta,
+                served_now,
             )
             figures[f"{p.name}.kv_now"] = kv_now
             if math.isfinite(t_u):  # a forecast was published (a missing one shows as the forecast's age)
@@ -117,10 +119,12 @@ class StoreInputs:
         ages = {"live": now - live_t, "forecast": now - fc_t} if outlook else {}
         return Inputs(now, outlook, figures, ages)
 
-    def _rate(self, pool: str, now: float) -> float:
-        """Requests per second the pool handled over the last minute (counter increase, reset-aware)."""
+    def _rate(self, pool: str, now: float, outcome: str | None = None) -> float:
+        """Requests per second the router sent the pool over the last minute (counter increase, reset-aware), or
+        those that ended with `outcome` (ok: the pool answered them)."""
         total = 0.0
-        for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, now - 60.0, now):
+        matchers = {"pool": pool} | ({"outcome": outcome} if outcome else {})
+        for s in self._q(ROUTER_REQUESTS_TOTAL, matchers, now - 60.0, now):
             if len(s.v) < 2:
                 continue
             d = np.diff(s.v)

@@ -191,7 +191,7 @@ class ScheduledArm(PlanArm):
         asks, value = [], []
         for pool in a.pools:
             p = live[pool]
-            pool_rps = [s["rps"] for s in recent if s["pool"] == pool]
+            pool_rps = [s["served_rps"] for s in recent if s["pool"] == pool]  # answered, not sent
             served = float(np.mean(pool_rps)) if pool_rps else 0.0
             value.append(round(requests_per_node(served, p.nodes_up, p.kv_usage_max), 6))
             if expected_rps is None or now_rps <= 0:

@@ -49,6 +49,13 @@ class Outlook:
     rps_now: float = 0.0  # requests per second the pool takes now
     rps_upper_peak: float = 0.0  # the highest upper band of its traffic forecast over the horizon
     rps_surge_eta_seconds: float = math.inf  # when that upper band first reaches `traffic_surge_factor` x now
+    # requests per second the pool answers now (the router's outcome ok; nan: not known, `rps_now` stands in).  What a
+    # node is worth: a pool that refuses what it is sent (a prompt over its max_model_len) takes requests, serves none
+    served_rps_now: float = math.nan
+
+    @property
+    def served_rps(self) -> float:
+        return self.rps_now if math.isnan(self.served_rps_now) else self.served_rps_now
 
     @property
     def breach_eta_seconds(self) -> float:
@@ -83,10 +90,11 @@ class PolicyState:
 
 
 def requests_per_node(rps: float, nodes: int, kv: float) -> float:
-    """What one more node of a pool would serve, in requests per second: the requests a node serves now (`rps` over
-    `nodes` serving) per unit of KV usage (`kv`, its fullest instance's).  A node of a short-context pool holds many
-    short prompts; one of a long-context pool, a few long ones.  0 when the pool serves nothing yet (nothing to go
-    on).  The policy's and the `scheduled` arm's split of a reservoir both rank pools by it."""
+    """What one more node of a pool would serve, in requests per second: the requests a node serves now (`rps`
+    answered, not routed, over `nodes` serving) per unit of KV usage (`kv`, its fullest instance's).  A node of a
+    short-context pool holds many short prompts; one of a long-context pool, a few long ones.  0 when the pool serves
+    nothing yet (nothing to go on).  The policy's and the `scheduled` arm's split of a reservoir both rank pools by
+    it."""
     if rps <= 0 or nodes <= 0:
         return 0.0
     return rps / nodes / max(kv, 0.05)
@@ -198,7 +206,7 @@ class PredictivePolicy:
             asks[p.name] = max(0, want - p.replicas)
         # shared by what a node serves, then at most a bounded step each
         value = {
-            p.name: requests_per_node(outlook[p.name].rps_now, p.ready, outlook[p.name].kv_now)
+            p.name: requests_per_node(outlook[p.name].served_rps, p.ready, outlook[p.name].kv_now)
             for p in serving
             if p.name in asks
         }

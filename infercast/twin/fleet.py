@@ -100,6 +100,7 @@ class Fleet:
         self.node_samples: list[dict] = []
         self._routed_mark: dict[str, int] = defaultdict(int)
         self._routed_long_mark: dict[str, int] = defaultdict(int)
+        self._served_mark: dict[str, int] = defaultdict(int)
         self._offered_mark = 0
 
     # --- what a controller reads and sets (the control loop's I/O edge) ----------------------------------
@@ -253,6 +254,8 @@ class Fleet:
             routed_long = r.routed_long[pool] - self._routed_long_mark[pool]
             self._routed_mark[pool] = r.routed[pool]
             self._routed_long_mark[pool] = r.routed_long[pool]
+            served = r.served[pool] - self._served_mark[pool]
+            self._served_mark[pool] = r.served[pool]
             frag = [n.fragmentation(t) for n in up]
             self.samples.append(
                 {
@@ -263,7 +266,8 @@ class Fleet:
                     "kv_usage_max": float(np.max([n.kv_usage() for n in up])) if up else np.nan,
                     "memory_usage": float(np.mean([n.memory_usage() for n in up])) if up else np.nan,
                     "fragmentation": float(np.mean(frag)) if up else np.nan,
-                    "rps": routed / step,
+                    "rps": routed / step,  # sent to the pool, retries and requests it refuses included
+                    "served_rps": served / step,  # answered by the pool (the router's outcome ok)
                     "long_share": routed_long / routed if routed else np.nan,
                     "running": sum(n.running for n in up),
                     "waiting": sum(n.waiting for n in up),

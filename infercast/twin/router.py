@@ -255,6 +255,7 @@ class Router:
         self.degraded_total = 0
         self.degradation_log: list[tuple[float, str, str, str, int]] = []  # (t, from pool, to pool, reason, n)
         self.routed: dict[str, int] = defaultdict(int)  # requests enqueued on a pool's nodes (retries included)
+        self.served: dict[str, int] = defaultdict(int)  # requests a pool answered (outcome ok), as the router counts
         self.routed_long: dict[str, int] = defaultdict(int)
         self._ctx_lo = np.array([cfg.pools[p].min_context_tokens for p in self.pools])
         self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
@@ -788,6 +789,8 @@ class Router:
         counts = np.bincount(key, minlength=3 * len(self.pools))
         for k in np.flatnonzero(counts):
             pool = self.pools[int(k) // 3]
+            if outcome == "ok":
+                self.served[pool] += int(counts[k])
             self.recorder.record_request(
                 pool, self.version_of[pool], PRIORITY_NAMES[int(k) % 3], outcome, int(counts[k])
             )

@@ -168,6 +168,13 @@ def test_a_short_reservoir_goes_first_where_a_node_serves_the_most_requests(cfg)
     p = PredictivePolicy(cfg)
     outlook = {"v4-short": surge("v4-short", 0.26, 165.0, 10.0), "v4-long": surge("v4-long", 0.57, 32.0, 10.0)}
     assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 11}
+    # a pool is worth what it answers, not what it is sent: with seed 004's max_model_len on the long pool (its
+    # engines refuse the prompts it is sent), 300 req/s routed to it and 3 answered rank it last.  Ranked by routed
+    # requests, the whole reservoir went to the pool that refuses its work (the max-seq-len ablation)
+    p = PredictivePolicy(cfg)
+    refusing = Outlook("v4-long", 0.57, 0.57, math.inf, 300.0, 3000.0, 100.0, served_rps_now=3.0)
+    outlook = {"v4-short": surge("v4-short", 0.26, 165.0, 10.0), "v4-long": refusing}
+    assert scaled(p.decide(0.0, shared(7, 5, 4), outlook)) == {"v4-short": 11}
     # the same asks with no request rate to go on: equal halves (never in proportion to how large the asks are)
     p = PredictivePolicy(cfg)
     outlook = {"v4-short": breach("v4-short", 100.0, peak=1.0), "v4-long": breach("v4-long", 100.0, peak=6.0)}
