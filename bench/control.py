@@ -155,7 +155,9 @@ def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, searc
 
 def false_actions(events: list[dict], reactive_ts, cfg) -> int:
     """Protective actions (scale-ups, tightenings, weight shifts) after which the `reactive` run of the same seed shows
-    no pool's fullest instance at or over the trigger within the horizon."""
+    no pool's fullest instance at or over the trigger within the horizon.  Steps back are not protective: a scale-down,
+    an admission limit raised again (memory 0.75 -> 0.8, a context limit lifted), a weight moved back toward the
+    pool's configured one."""
     import numpy as np
 
     trigger = cfg.thresholds.kv_forecast_trigger
@@ -163,18 +165,30 @@ def false_actions(events: list[dict], reactive_ts, cfg) -> int:
     ts = reactive_ts.groupby("t")["kv_usage_max"].max()
     t, kv = ts.index.to_numpy(dtype=float), np.nan_to_num(ts.to_numpy(dtype=float))
     replicas: dict[str, int] = {}
+    limits = {"memory_limit": math.inf, "max_context_tokens": math.inf}  # the admission limits as last set
+    from infercast.twin.layout import protected_layout
+
+    base = {name: float(pool.weight) for name, pool in protected_layout(cfg).pools.items()}  # the pools the arms run
+    weights = dict(base)
     n = 0
     for e in events:
         if e.get("event") != "action":
             continue
         kind, pool = e.get("action"), e.get("pool")
-        protective = kind in ("set_admission", "set_pool_weight", "prewarm_pool")
+        protective = kind == "prewarm_pool"
         if kind == "scale_pool":
             up = e.get("replicas", 0) > replicas.get(pool, -1) if pool in replicas else True
             replicas[pool] = e.get("replicas", 0)
             protective = up
-        if kind == "set_admission" and e.get("memory_limit") is None and e.get("max_context_tokens") is None:
-            protective = False  # gateway waits only: the mildest step, or a step back
+        if kind == "set_admission":  # gateway waits alone: the mildest step, or a step back; not counted
+            for key, was in limits.items():
+                if e.get(key) is not None:
+                    protective |= float(e[key]) < was
+                    limits[key] = float(e[key])
+        if kind == "set_pool_weight" and pool in weights:
+            was, now = weights[pool], float(e.get("weight", weights[pool]))
+            protective = abs(now - base[pool]) > abs(was - base[pool])
+            weights[pool] = now
         if not protective:
             continue
         ahead = (t >= e["t"]) & (t <= e["t"] + horizon)
