@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,10 +33,45 @@ class ServerFailed(RuntimeError):
     """The server started but exited (e.g. on a bad config) or did not answer; the message carries its log."""
 
 
-def free_port() -> int:
+CLAIM_SECONDS = 900.0  # a claimed port is not handed out again for this long (then the claim is stale)
+
+
+def _claims() -> Path:
+    d = Path(tempfile.gettempdir()) / f"infercast-ports-{os.getuid()}"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def _kernel_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, claimed for this user's infercast processes for 15 minutes.
+
+    The kernel's bind(0) only says the port is free now: between closing the probe and the server binding it,
+    another infercast process on the machine (a second test run, another pytest-xdist worker) may be handed the same
+    port, and its readiness probe would then talk to our server.  A claim file per port (created O_EXCL under the
+    temporary directory) keeps them apart; a claim older than `CLAIM_SECONDS` is stale and taken over."""
+    claims = _claims()
+    for _ in range(200):
+        port = _kernel_port()
+        claim = claims / str(port)
+        try:
+            if time.time() - claim.stat().st_mtime > CLAIM_SECONDS:
+                claim.unlink(missing_ok=True)
+        except OSError:
+            pass  # no claim yet
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            continue  # another process holds this one
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return port
+    raise ServerFailed(f"no free loopback port: 200 ports offered by the kernel are all claimed under {claims}")
 
 
 def which(*names: str) -> str:
@@ -83,6 +119,24 @@ class Server:
         self.close()
 
 
+class PortInUse(ServerFailed):
+    """The server exited because its port was taken between `free_port` and its bind (by a process that is not
+    infercast's: an outgoing connection's ephemeral port, say).  The `start_*` helpers then try a fresh port."""
+
+
+def _retry_port(start: Callable[[int], Server], port: int | None, attempts: int = 3) -> Server:
+    """`start(port)` on the port asked for, or on a fresh `free_port()` (tried again if it was taken meanwhile)."""
+    if port is not None:
+        return start(port)
+    for i in range(attempts):
+        try:
+            return start(free_port())
+        except PortInUse:
+            if i == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _start(
     name: str, argv: list[str], port: int, workdir: Path, ready_url: str | None, owned, timeout: float
 ) -> Server:
@@ -93,12 +147,16 @@ def _start(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            log = srv.log()
             srv.close()
-            raise ServerFailed(f"{name} exited with {proc.returncode}:\n{srv.log()}")
+            error = PortInUse if "address already in use" in log.lower() else ServerFailed
+            raise error(f"{name} exited with {proc.returncode}:\n{log}")
         try:
-            if ready_url is None:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return srv
+            if ready_url is None:  # Redis: it must answer PING (anything listening there is not enough)
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as c:
+                    c.sendall(b"PING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        return srv
             elif requests.get(ready_url, timeout=0.5).status_code == 200:
                 return srv
         except (OSError, requests.RequestException):
@@ -150,58 +208,66 @@ def start_prometheus(
 ) -> Server:
     """Start Prometheus with `config_yaml`; `rule_files` are written beside it (name -> text)."""
     binary = which("prometheus")
-    port = port or free_port()
-    wd, owned = _workdir(workdir)
-    (wd / "prometheus.yml").write_text(config_yaml)
-    for fname, text in (rule_files or {}).items():
-        (wd / fname).write_text(text)
-    (wd / "data").mkdir(exist_ok=True)
-    argv = [
-        binary,
-        f"--config.file={wd / 'prometheus.yml'}",
-        f"--storage.tsdb.path={wd / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--web.enable-lifecycle",
-        "--web.enable-admin-api",
-        *extra_args,
-    ]
-    return _start("prometheus", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+    def start(port: int) -> Server:
+        wd, owned = _workdir(workdir)
+        (wd / "prometheus.yml").write_text(config_yaml)
+        for fname, text in (rule_files or {}).items():
+            (wd / fname).write_text(text)
+        (wd / "data").mkdir(exist_ok=True)
+        argv = [
+            binary,
+            f"--config.file={wd / 'prometheus.yml'}",
+            f"--storage.tsdb.path={wd / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.enable-lifecycle",
+            "--web.enable-admin-api",
+            *extra_args,
+        ]
+        return _start("prometheus", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+    return _retry_port(start, port)
 
 
 def start_alertmanager(
     config_yaml: str, *, port: int | None = None, workdir: str | Path | None = None, timeout: float = 30.0
 ) -> Server:
     binary = which("prometheus-alertmanager", "alertmanager")
-    port = port or free_port()
-    cluster_port = free_port()
-    wd, owned = _workdir(workdir)
-    (wd / "alertmanager.yml").write_text(config_yaml)
-    (wd / "am-data").mkdir(exist_ok=True)
-    argv = [
-        binary,
-        f"--config.file={wd / 'alertmanager.yml'}",
-        f"--storage.path={wd / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--cluster.listen-address=127.0.0.1:{cluster_port}",
-    ]
-    return _start("alertmanager", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+    def start(port: int) -> Server:
+        wd, owned = _workdir(workdir)
+        (wd / "alertmanager.yml").write_text(config_yaml)
+        (wd / "am-data").mkdir(exist_ok=True)
+        argv = [
+            binary,
+            f"--config.file={wd / 'alertmanager.yml'}",
+            f"--storage.path={wd / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--cluster.listen-address=127.0.0.1:{free_port()}",
+        ]
+        return _start("alertmanager", argv, port, wd, f"http://127.0.0.1:{port}/-/ready", owned, timeout)
+
+    return _retry_port(start, port)
 
 
 def start_redis(*, port: int | None = None, workdir: str | Path | None = None, timeout: float = 15.0) -> Server:
     binary = which("redis-server")
-    port = port or free_port()
-    wd, owned = _workdir(workdir)
-    argv = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(wd),
-    ]
-    return _start("redis", argv, port, wd, None, owned, timeout)
+
+    def start(port: int) -> Server:
+        wd, owned = _workdir(workdir)
+        argv = [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(wd),
+        ]
+        return _start("redis", argv, port, wd, None, owned, timeout)
+
+    return _retry_port(start, port)
