@@ -90,7 +90,7 @@ class StoreInputs:
             kv_now = max(fresh) if fresh else math.nan
             live_t = max([live_t] + [t for _, t in latest])
             upper, t_u = _latest(
-                self._q(FORECAST_KV_CACHE_USAGE_RATIO, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
+                self._q(FORECAST_KV_CACHE_USAGE_RATIO, {"pool": p.name, "band": "upper"}, start, now), now
             )
             eta, _ = _latest(
                 self._q(FORECAST_BREACH_ETA_SECONDS, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now),
@@ -99,7 +99,7 @@ class StoreInputs:
             rps_now = self._rate(p.name, now)
             served_now = self._rate(p.name, now, outcome="ok")
             rps_upper, _ = _latest(
-                self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "ml_forecast": "yhat_upper"}, start, now), now
+                self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "band": "upper"}, start, now), now
             )
             fc_t = max(fc_t, t_u)
             surge_eta = self.horizon if rps_now > 0 and rps_upper >= self.surge * rps_now else math.inf

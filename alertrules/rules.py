@@ -104,10 +104,9 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                 {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
                 {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SATURATION_RATIO})"},
                 {
-                    # the most pessimistic model's upper band, per pool, version and horizon
+                    # the most pessimistic forecaster's upper band, per pool, version and horizon
                     "record": FORECAST_UPPER,
-                    "expr": "max by (pool, version, horizon) "
-                    f'({FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper"}})',
+                    "expr": f'max by (pool, version, horizon) ({FORECAST_KV_CACHE_USAGE_RATIO}{{band="upper"}})',
                 },
                 {
                     "record": GPU_MEM_RATIO,
@@ -392,7 +391,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastForecastsStale",
-            expr=f"(time() - max by (model) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
+            expr=f"(time() - max by (forecaster) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
             f"> {s.forecast_stale_seconds:g}) or "
             # never published: only when the predictor is up and not still collecting its first history
             f'(absent({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
@@ -401,14 +400,14 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             severity="warning",
             team="platform",
             summary="Forecasts are stale: the predictive alert and the actuator are blind.",
-            description="{{ with $labels.model }}The last successful forecast of model {{ . }} is {{ $value | "
-            "humanizeDuration }} "
-            f"old (stale after {duration(s.forecast_stale_seconds)}){{{{ else }}}}The predictor is up but no model has "
-            "published a successful forecast{{ end }}.",
+            description="{{ with $labels.forecaster }}The last successful forecast of forecaster {{ . }} is "
+            "{{ $value | humanizeDuration }} "
+            f"old (stale after {duration(s.forecast_stale_seconds)}){{{{ else }}}}The predictor is up but no "
+            "forecaster has published a successful forecast{{ end }}.",
         ),
         _alert(
             name="InfercastForecastMissing",
-            # Per (pool, version), so it sees what a per-model staleness cannot: with sharded predictors
+            # Per (pool, version), so it sees what a per-forecaster staleness cannot: with sharded predictors
             # (predictors/shard.py) one dead replica leaves the others' timestamps fresh, and its pools' forecasts
             # simply vanish.  A pool counts as owned while some replica publishes a forecast or a skip reason for it.
             expr=f"({KV_USAGE_AVG} unless on (pool, version) {FORECAST_KV_CACHE_USAGE_RATIO}) "

@@ -208,7 +208,7 @@ def measure(n: int, repeat: int, per_series_max: int) -> dict:
     del single, out1
     gc.collect()
     took, out = _ticks(loop, store, repeat)
-    models = sorted({s.label_dict["model"] for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO})
+    models = sorted({s.label_dict["forecaster"] for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO})
     published = sum(s.name == FORECAST_KV_CACHE_USAGE_RATIO for s in out) // 3
     r = {
         "series": n,

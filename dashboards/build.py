@@ -579,7 +579,7 @@ def forecasts(s: DashboardSettings) -> Dashboard:
         .with_row(Row("Forecast quality"))
         .with_panel(
             ts(
-                "Forecast age by model",
+                "Forecast age by forecaster",
                 q.FORECAST_AGE,
                 unit="s",
                 lo=0,
@@ -600,11 +600,11 @@ def forecasts(s: DashboardSettings) -> Dashboard:
         )
         .with_panel(
             ts(
-                "Live backtest: mean absolute error by model",
+                "Live backtest: mean absolute error by forecaster",
                 q.BACKTEST_MAE,
                 unit="percentunit",
                 lo=0,
-                description="Each model's forecast from one horizon ago against the KV usage that followed.",
+                description="Each forecaster's point forecast from one horizon ago against the KV usage that followed.",
             )
         )
     )

@@ -60,7 +60,7 @@ HORIZON = f"{int(PredictorConfig().horizon_seconds)}s"
 
 
 def _forecast(band: str, metric: str = metric.FORECAST_KV_CACHE_USAGE_RATIO) -> str:
-    return f'max by (pool, version) ({metric}{{{PV},ml_forecast="{band}",horizon="{HORIZON}"}})'
+    return f'max by (pool, version) ({metric}{{{PV},band="{band}",horizon="{HORIZON}"}})'
 
 
 # --- Fleet overview ----------------------------------------------------------------------------------------------
@@ -101,28 +101,30 @@ MEMORY_EFFICIENCY = Q(f"avg by (pool, version) ({metric.MEMORY_EFFICIENCY_RATIO}
 PREFIX_HIT = Q(f"avg by (pool, version) ({metric.KV_CACHE_HIT_RATIO}{{{PV}}})", "{{pool}} / {{version}}")
 
 # --- Forecasts ---------------------------------------------------------------------------------------------------
-# The forecast series keep their `model` (the forecaster) and `ml_forecast` (yhat, yhat_lower, yhat_upper) labels:
-# the predictor, the alert rules and the actuator read them (issue 23 item 6 leaves the rename for later).
+# Forecast series: `forecaster` names the pipeline that made them and `band` is point, lower or upper (their former
+# names `model` and `ml_forecast` are deprecated: the dashboards read only the new ones).
 ACTUAL_KV = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "actual {{pool}} / {{version}}")
-FORECAST_KV = Q(_forecast("yhat"), "forecast +5m {{pool}} / {{version}}")
-FORECAST_KV_LOWER = Q(_forecast("yhat_lower"), "lower {{pool}} / {{version}}")
-FORECAST_KV_UPPER = Q(_forecast("yhat_upper"), "upper {{pool}} / {{version}}")
+FORECAST_KV = Q(_forecast("point"), "forecast +5m {{pool}} / {{version}}")
+FORECAST_KV_LOWER = Q(_forecast("lower"), "lower {{pool}} / {{version}}")
+FORECAST_KV_UPPER = Q(_forecast("upper"), "upper {{pool}} / {{version}}")
 ACTUAL_RPS = Q(f"sum by (pool, version) ({REQ_RATE}{{{RPV}}})", "actual {{pool}} / {{version}}")
-FORECAST_RPS = Q(_forecast("yhat", metric.FORECAST_REQUESTS_PER_SECOND), "forecast +5m {{pool}} / {{version}}")
-FORECAST_RPS_UPPER = Q(_forecast("yhat_upper", metric.FORECAST_REQUESTS_PER_SECOND), "upper {{pool}} / {{version}}")
+FORECAST_RPS = Q(_forecast("point", metric.FORECAST_REQUESTS_PER_SECOND), "forecast +5m {{pool}} / {{version}}")
+FORECAST_RPS_UPPER = Q(_forecast("upper", metric.FORECAST_REQUESTS_PER_SECOND), "upper {{pool}} / {{version}}")
 BREACH_ETA = Q(
     f"min by (pool, version, threshold) ({metric.FORECAST_BREACH_ETA_SECONDS}{{{PV}}})",
     "{{pool}} / {{version}} > {{threshold}}",
 )
 BREACH_ETA_NOW = Q(f"min({metric.FORECAST_BREACH_ETA_SECONDS}{{{PV}}})", "soonest", instant=True)
-FORECAST_AGE = Q(f"time() - max by (model) ({metric.FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}{{{SCOPE}}})", "{{model}}")
+FORECAST_AGE = Q(
+    f"time() - max by (forecaster) ({metric.FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}{{{SCOPE}}})", "{{forecaster}}"
+)
 FORECAST_SKIPS = Q(f"sum by (reason) ({metric.FORECAST_SKIPPED}{{{PV}}})", "{{reason}}", instant=True)
-# Live backtest: the forecast each model made one horizon ago against what happened (mean absolute error).
+# Live backtest: the forecast each forecaster made one horizon ago against what happened (mean absolute error).
 BACKTEST_MAE = Q(
-    f"avg by (model) (abs(({metric.FORECAST_KV_CACHE_USAGE_RATIO}"
-    f'{{{PV},ml_forecast="yhat",horizon="{HORIZON}"}} offset {HORIZON}) '
+    f"avg by (forecaster) (abs(({metric.FORECAST_KV_CACHE_USAGE_RATIO}"
+    f'{{{PV},band="point",horizon="{HORIZON}"}} offset {HORIZON}) '
     f"- on (pool, version) group_left () {KV_USAGE_MAX}{{{CLUSTER}}}))",
-    "{{model}}",
+    "{{forecaster}}",
 )
 
 # --- GPU ---------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Forecast headroom for the avalanche risk: the predictor's published upper band of KV usage, per pool.
 
-The predictor publishes `infercast_forecast_kv_cache_usage_ratio{pool,...,ml_forecast="yhat_upper"}` to
-Prometheus; this asks Prometheus for the highest upper band per pool (over versions, models and horizons: the
+The predictor publishes `infercast_forecast_kv_cache_usage_ratio{pool,...,band="upper"}` to
+Prometheus; this asks Prometheus for the highest upper band per pool (over versions, forecasters and horizons: the
 pessimistic view a failover decision needs) at most every `refresh_seconds`, with a short timeout so a slow
 Prometheus never stalls a scrape.  When it cannot answer, the risk falls back to current usage (logged once).
 """
@@ -18,7 +18,7 @@ from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.redact import redact, redact_url
 
 log = logging.getLogger(__name__)
-QUERY = f'max by (pool) ({FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper"}})'
+QUERY = f'max by (pool) ({FORECAST_KV_CACHE_USAGE_RATIO}{{band="upper"}})'
 
 
 class PrometheusForecasts:

@@ -44,7 +44,9 @@ class MetricSpec:
 # Label sets kept small and fixed: every label multiplies the series a family exposes.
 SERVING = ("pool", "version", "instance")
 GPU = ("node", "gpu", "uuid")
-FORECAST = ("pool", "version", "model", "horizon", "ml_forecast")
+#: A forecast series names its `forecaster` (the pipeline that made it: `lstm_aci`, `kalman`, ...; not the served LLM)
+#: and its `band` (`FORECAST_BANDS`: the central value and the band's edges).
+FORECAST = ("pool", "version", "forecaster", "horizon", "band")
 #: KV forecasts are made of two series per pool and version: the mean over its instances and the fullest instance
 #: (`aggregate="max"`: what breaks first; the predictive alert and the actuator read it).
 KV_FORECAST = (*FORECAST, "aggregate")
@@ -60,7 +62,16 @@ DEGRADATION_REASONS = (
 )
 ROUTER_OUTCOMES = ("ok", "error", "timeout", "rejected", "shed", "retried")
 PRIORITIES = ("urgent", "normal", "low")
-ML_FORECAST = ("yhat", "yhat_lower", "yhat_upper")
+FORECAST_BANDS = ("point", "lower", "upper")
+#: Deprecated in 0.1, removed in the next release: the forecast labels' former names, (new label, old label), and the
+#: band's former values (Prophet's column names).  While `predictor.legacy_forecast_labels` is on, the predictor adds
+#: them to the same series (no series doubled) so queries and alerts written against them keep matching.
+LEGACY_FORECAST_LABELS = (("forecaster", "model"), ("band", "ml_forecast"))
+LEGACY_BAND_VALUES = (("point", "yhat"), ("lower", "yhat_lower"), ("upper", "yhat_upper"))
+_LEGACY_NOTE = (
+    "Deprecated: until the next release the same series also carries model (= forecaster) and ml_forecast "
+    "(= band: yhat, yhat_lower, yhat_upper) unless predictor.legacy_forecast_labels is false."
+)
 #: unknown: the backend's answer was lost and reading the target back could not tell (reconciled on later ticks)
 ACTION_OUTCOMES = ("applied", "advisory", "refused", "rolled_back", "failed", "unknown")
 #: why the actuator decided an action (a short code; the words go to the audit trail)
@@ -319,15 +330,16 @@ CATALOG: tuple[MetricSpec, ...] = (
         FORECAST_KV_CACHE_USAGE_RATIO,
         "ratio",
         KV_FORECAST,
-        "Forecast of KV-cache usage at the horizon: of the pool's mean (aggregate=mean) or its fullest instance (max).",
-        enums=(("ml_forecast", ML_FORECAST), ("aggregate", KV_AGGREGATES)),
+        "Forecast of KV-cache usage at the horizon: of the pool's mean (aggregate=mean) or its fullest instance (max); "
+        "band=point, lower or upper. " + _LEGACY_NOTE,
+        enums=(("band", FORECAST_BANDS), ("aggregate", KV_AGGREGATES)),
     ),
     _g(
         FORECAST_REQUESTS_PER_SECOND,
         "",
         FORECAST,
-        "Forecast of request rate at the horizon.",
-        enums=(("ml_forecast", ML_FORECAST),),
+        "Forecast of request rate at the horizon; band=point, lower or upper. " + _LEGACY_NOTE,
+        enums=(("band", FORECAST_BANDS),),
     ),
     _g(
         FORECAST_BREACH_ETA_SECONDS,
@@ -339,8 +351,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _g(
         FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         "seconds",
-        ("model",),
-        "Unix time of the last successful forecast round of the model.",
+        ("forecaster",),
+        "Unix time of the last successful forecast round of the forecaster. Deprecated: until the next release the "
+        "same series also carries model (= forecaster) unless predictor.legacy_forecast_labels is false.",
     ),
     _g(
         FORECAST_SKIPPED,

@@ -529,6 +529,13 @@ class PredictorConfig(Strict):
         "pass is small matrix work that a second thread barely speeds up on 2 cores, while torch's default (one per "
         "core) fights the rest of the process and the machine's other jobs for them (docs/lstm.md)",
     )
+    legacy_forecast_labels: bool = Field(
+        True,
+        description="deprecated, removed in the next release with the labels it keeps: also label every forecast "
+        "series with its former names, model (= forecaster) and ml_forecast (= band, as yhat, yhat_lower, "
+        "yhat_upper), on the same series, so queries and alerts written against them keep matching; false: the new "
+        "labels only (everything infercast ships reads only those; docs/predictors.md, Deprecated labels)",
+    )
 
 
 # --- the actuator (docs/actuator.md) ---------------------------------------------------------------------------

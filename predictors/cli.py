@@ -66,13 +66,16 @@ def forecasts_service(latest, listen: str):
     return HttpService([metrics], host, port, name="predictor").start()
 
 
-def serve(loop, store, clock, listen: str, interval_s: float, stop: threading.Event) -> None:
-    """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen`."""
+def serve(
+    loop, store, clock, listen: str, interval_s: float, stop: threading.Event, legacy_labels: bool = False
+) -> None:
+    """Run the loop on APScheduler until `stop` is set; serve the latest samples on `listen` (with the deprecated
+    forecast labels too when `legacy_labels`: `predictor.legacy_forecast_labels`)."""
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from predictors.publish import LatestSamples
 
-    latest = LatestSamples()
+    latest = LatestSamples(legacy_labels)
     http = forecasts_service(latest, listen)
     host, port = http.host, http.port
 
@@ -136,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
     prepare_process(pc)
     clock = WallClock()
     if args.once:
-        sys.stdout.write(exposition(loop.tick(clock.now(), store)))
+        sys.stdout.write(exposition(loop.tick(clock.now(), store), pc.legacy_forecast_labels))
         return 0
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    serve(loop, store, clock, args.listen or pc.listen, pc.forecast_interval_seconds, stop)
+    serve(loop, store, clock, args.listen or pc.listen, pc.forecast_interval_seconds, stop, pc.legacy_forecast_labels)
     return 0

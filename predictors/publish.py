@@ -3,6 +3,11 @@
 Names and label sets come from `infercast.catalog`; a sample whose labels don't match its family's spec is refused
 at build time.  The collector holds one immutable snapshot, replaced whole after each tick, so a scrape never sees
 half a round, and a series the loop stopped publishing disappears from the next scrape (absent, never a stale 0).
+
+Samples carry the catalog's labels only (`forecaster`, `band`).  The deprecated names (`model`, `ml_forecast` with
+Prophet's yhat/yhat_lower/yhat_upper: `catalog.LEGACY_FORECAST_LABELS`) are added where a scrape is answered, by
+`LatestSamples(legacy_labels=True)` (the predictor's `predictor.legacy_forecast_labels`): onto the same series, so
+the series count does not change and nothing inside infercast ever reads them.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.catalog import (
+    FORECAST_BANDS,
     FORECAST_BREACH_ETA_SECONDS,
     FORECAST_KV_CACHE_USAGE_RATIO,
     FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS,
     FORECAST_REQUESTS_PER_SECOND,
     FORECAST_SKIPPED,
-    ML_FORECAST,
+    LEGACY_BAND_VALUES,
+    LEGACY_FORECAST_LABELS,
     spec,
 )
 from predictors.base import Forecast
@@ -62,12 +69,12 @@ def horizon_label(horizon_s: float) -> str:
 def forecast_samples(
     series: str, pool: str, version: str, fc: Forecast, horizon_s: float, aggregate: str = "mean"
 ) -> list[ForecastSample]:
-    """yhat, yhat_lower and yhat_upper at the horizon (the last point of the path).
+    """The point forecast and the band's lower and upper edges at the horizon (the last point of the path).
 
     KV forecasts carry `aggregate` (`mean` of the pool's instances, or `max`: its fullest instance); traffic is the
     pool's sum and has no such label.
     """
-    values = dict(zip(ML_FORECAST, fc.at_horizon(), strict=True))
+    values = dict(zip(FORECAST_BANDS, fc.at_horizon(), strict=True))
     h = horizon_label(horizon_s)
     extra = {"aggregate": aggregate} if series == "kv" else {}
     return [
@@ -76,12 +83,12 @@ def forecast_samples(
             values[k],
             pool=pool,
             version=version,
-            model=fc.model,
+            forecaster=fc.model,
             horizon=h,
-            ml_forecast=k,
+            band=k,
             **extra,
         )
-        for k in ML_FORECAST
+        for k in FORECAST_BANDS
     ]
 
 
@@ -106,16 +113,34 @@ def skipped_sample(pool: str, version: str, series: str, reason: str) -> Forecas
     return sample(FORECAST_SKIPPED, 1.0, pool=pool, version=version, series=series, reason=reason)
 
 
-def last_success_sample(model: str, ts: float) -> ForecastSample:
-    return sample(FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, ts, model=model)
+def last_success_sample(forecaster: str, ts: float) -> ForecastSample:
+    return sample(FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, ts, forecaster=forecaster)
+
+
+_LEGACY_VALUES = {"band": dict(LEGACY_BAND_VALUES)}
+
+
+def with_legacy_labels(labels: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The (name, value) `labels` plus the deprecated name of each renamed label among them (`forecaster` -> `model`,
+    `band` -> `ml_forecast` with the band's former value): the same series, labelled both ways.  Removed in the next
+    release with `predictor.legacy_forecast_labels`."""
+    out = dict(labels)
+    for new, old in LEGACY_FORECAST_LABELS:
+        if new in out:
+            out[old] = _LEGACY_VALUES.get(new, {}).get(out[new], out[new])
+    return out
 
 
 class LatestSamples:
-    """A prometheus_client collector serving the last snapshot given to `set` (fresh families per scrape)."""
+    """A prometheus_client collector serving the last snapshot given to `set` (fresh families per scrape).
 
-    def __init__(self) -> None:
+    `legacy_labels`: also label each series with the deprecated names (`with_legacy_labels`); the predictor passes
+    `predictor.legacy_forecast_labels`."""
+
+    def __init__(self, legacy_labels: bool = False) -> None:
         self._samples: tuple[ForecastSample, ...] = ()
         self._lock = threading.Lock()
+        self.legacy_labels = legacy_labels
 
     def set(self, samples: Iterable[ForecastSample]) -> None:
         snap = tuple(samples)
@@ -129,18 +154,19 @@ class LatestSamples:
     def collect(self):
         from infercast.exposition import families
 
-        return families((s.name, dict(s.labels), s.value) for s in sorted(self.snapshot(), key=lambda s: s.name))
+        labels = with_legacy_labels if self.legacy_labels else dict
+        return families((s.name, labels(s.labels), s.value) for s in sorted(self.snapshot(), key=lambda s: s.name))
 
     def describe(self):
         return []
 
 
-def exposition(samples: Iterable[ForecastSample]) -> str:
+def exposition(samples: Iterable[ForecastSample], legacy_labels: bool = False) -> str:
     """The samples in Prometheus text format (what a scrape of the service returns)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     reg = CollectorRegistry()
-    c = LatestSamples()
+    c = LatestSamples(legacy_labels)
     c.set(samples)
     reg.register(c)
     return generate_latest(reg).decode()
@@ -182,7 +208,7 @@ class SampleTemplate:
 
 def kv_forecast_samples_many(
     groups: list[tuple[str, str]],
-    model: str,
+    forecaster: str,
     at_horizon: np.ndarray,
     horizon_s: float,
     aggregate: str,
@@ -190,12 +216,14 @@ def kv_forecast_samples_many(
     eta_s: np.ndarray,
 ) -> list[ForecastSample]:
     """`forecast_samples("kv", ...)` then `breach_eta_sample(...)` for each group, in that order: `at_horizon` is
-    (n, 3), yhat, yhat_lower and yhat_upper at the horizon (`Forecast.at_horizon`), `eta_s` (n,)."""
+    (n, 3), the point, lower and upper band at the horizon (`Forecast.at_horizon`), `eta_s` (n,)."""
     h = horizon_label(horizon_s)
     free = ("pool", "version")
     f0, f1, f2 = (
-        SampleTemplate(FORECAST_KV_CACHE_USAGE_RATIO, free, model=model, horizon=h, ml_forecast=k, aggregate=aggregate)
-        for k in ML_FORECAST
+        SampleTemplate(
+            FORECAST_KV_CACHE_USAGE_RATIO, free, forecaster=forecaster, horizon=h, band=k, aggregate=aggregate
+        )
+        for k in FORECAST_BANDS
     )
     eta = SampleTemplate(FORECAST_BREACH_ETA_SECONDS, free, threshold=threshold_label(threshold), aggregate=aggregate)
     out: list[ForecastSample] = []

@@ -71,11 +71,11 @@ def test_the_trigger_follows_the_forecast_and_holds_without_one(tmp_path: Path) 
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
     m = FORECAST_KV_CACHE_USAGE_RATIO
     series = [
-        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="mean",ml_forecast="yhat_upper"}}', "values": "0.9x4"},
-        {"series": f'{m}{{pool="v4-main",version="v4b",aggregate="mean",ml_forecast="yhat_upper"}}', "values": "0.5x4"},
-        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="max",ml_forecast="yhat_upper"}}', "values": "0.99x4"},
-        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="mean",ml_forecast="yhat"}}', "values": "0.7x4"},
-        {"series": f'{m}{{pool="v4-long",version="v4",aggregate="mean",ml_forecast="yhat_upper"}}', "values": "0.2x4"},
+        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="mean",band="upper"}}', "values": "0.9x4"},
+        {"series": f'{m}{{pool="v4-main",version="v4b",aggregate="mean",band="upper"}}', "values": "0.5x4"},
+        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="max",band="upper"}}', "values": "0.99x4"},
+        {"series": f'{m}{{pool="v4-main",version="v4",aggregate="mean",band="point"}}', "values": "0.7x4"},
+        {"series": f'{m}{{pool="v4-long",version="v4",aggregate="mean",band="upper"}}', "values": "0.2x4"},
     ]
     test = {
         "rule_files": ["rules.yaml"],

@@ -456,7 +456,7 @@ def test_the_quickstart_end_to_end_prometheus_forecasts_and_an_advisory_actuator
                 tmp_path / "predictor.log",
             )
         )
-        upper = f'{FORECAST_KV_CACHE_USAGE_RATIO}{{ml_forecast="yhat_upper",aggregate="max"}}'
+        upper = f'{FORECAST_KV_CACHE_USAGE_RATIO}{{band="upper",aggregate="max"}}'
         fc = wait_for(
             "the predictor's KV forecasts in Prometheus for both pools",
             lambda: (g := keyed(query(prom.url, upper))) and len(g) == 2 and g,

@@ -151,6 +151,10 @@ def urgent_p99(fleet, until: float, window: float = P99_WINDOW_SECONDS) -> pd.Da
     return pd.DataFrame({"t": ends, "p99_ms": p99})
 
 
+#: the frame's column of each published `band` (the report and runs/demo/*/forecasts.csv keep these names)
+BAND_COLUMNS = {"point": "yhat", "lower": "yhat_lower", "upper": "yhat_upper"}
+
+
 def published_kv_forecasts(arm) -> pd.DataFrame:
     """The KV forecasts the predictive pipeline published (at the horizon), one row per time, pool and aggregate."""
     rows: dict[tuple, dict] = {}
@@ -158,8 +162,8 @@ def published_kv_forecasts(arm) -> pd.DataFrame:
         if s.name != FORECAST_KV_CACHE_USAGE_RATIO:
             continue
         lab = s.label_dict
-        key = (t, lab["pool"], lab["version"], lab.get("aggregate", "mean"), lab.get("model", ""))
-        rows.setdefault(key, {})[lab["ml_forecast"]] = s.value
+        key = (t, lab["pool"], lab["version"], lab.get("aggregate", "mean"), lab.get("forecaster", ""))
+        rows.setdefault(key, {})[BAND_COLUMNS[lab["band"]]] = s.value
     out = [
         {"t": t, "pool": p, "version": v, "aggregate": a, "model": m, **vals}
         for (t, p, v, a, m), vals in sorted(rows.items())

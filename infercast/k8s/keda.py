@@ -5,7 +5,7 @@ For users who let KEDA own scaling.  `infercast k8s build` writes them as a Kust
 deploy/kubernetes/base/keda/ (not in the base itself: a cluster without KEDA has no ScaledObject API); an overlay
 takes it with `components: [../../base/keda]`.  Each pool's trigger:
 
-    max(infercast_forecast_kv_cache_usage_ratio{pool="P", aggregate="mean", ml_forecast="yhat_upper"})
+    max(infercast_forecast_kv_cache_usage_ratio{pool="P", aggregate="mean", band="upper"})
       or vector(TARGET)
 
 with `metricType: Value` and `threshold: TARGET` (`thresholds.kv_forecast_trigger`), so the HPA KEDA makes computes
@@ -33,12 +33,12 @@ from .settings import K8sSettings
 Obj = dict[str, Any]
 #: the forecast series the trigger reads: the pool's mean KV usage, upper band, at the horizon
 AGGREGATE = "mean"
-BAND = "yhat_upper"
+BAND = "upper"
 
 
 def forecast_query(pool: str, target: float) -> str:
     """The PromQL of a pool's trigger: its forecast's upper band, or `target` (hold) when there is none."""
-    sel = f'pool="{_promql_string(pool)}", aggregate="{AGGREGATE}", ml_forecast="{BAND}"'
+    sel = f'pool="{_promql_string(pool)}", aggregate="{AGGREGATE}", band="{BAND}"'
     return f"max({FORECAST_KV_CACHE_USAGE_RATIO}{{{sel}}}) or vector({target:g})"
 
 

@@ -57,8 +57,8 @@ class Exposition:
 SERIES = """\
 infercast_kv_cache_usage_ratio{pool="v4-main",version="v4",instance="v4-main-0"} 0.66
 infercast_kv_cache_usage_ratio{pool="v4-main",version="v4",instance="v4-main-1"} 0.41
-infercast_forecast_kv_cache_usage_ratio{pool="v4-main",version="v4",model="lstm",horizon="300s",\
-ml_forecast="yhat_upper"} 0.93
+infercast_forecast_kv_cache_usage_ratio{pool="v4-main",version="v4",forecaster="lstm",horizon="300s",\
+band="upper"} 0.93
 infercast_forecast_breach_eta_seconds{pool="v4-main",version="v4",threshold="0.75"} 40
 """
 

@@ -22,7 +22,7 @@ TARGETS = (("twin", "twin"), ("dcgm-node-1", "dcgm"))
 OTHER = {
     "from_version": ("v4",),
     "to_version": ("v3.5",),
-    "model": ("lstm", "prophet"),
+    "forecaster": ("lstm", "prophet"),
     "horizon": ("300s",),
     "threshold": ("0.75",),
     "series": ("kv",),
@@ -76,9 +76,9 @@ def value(m: MetricSpec, labels: dict[str, str], t: float) -> float:
         return math.floor(t / 15) * 15
     if m.name == "infercast_forecast_breach_eta_seconds":
         return 240.0 if labels["pool"] == "v4-main" else math.inf
-    if m.name.startswith("infercast_forecast_") and "ml_forecast" in labels:
+    if m.name.startswith("infercast_forecast_") and "band" in labels:
         base = 0.6 if "kv_cache" in m.name else 2000.0
-        factor = {"yhat": 1.0, "yhat_lower": 0.85, "yhat_upper": 1.25}[labels["ml_forecast"]]
+        factor = {"point": 1.0, "lower": 0.85, "upper": 1.25}[labels["band"]]
         return round(base * factor * (1 + wobble), 4)
     if m.name == "infercast_gpu_memory_total_bytes":
         return 42_949_672_960.0

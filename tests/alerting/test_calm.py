@@ -69,9 +69,14 @@ def test_thirty_calm_minutes_page_nobody(tmp_path):
             fired = sorted({(m["alertname"], m.get("kind", "plain")) for m, _, _ in firing})
             assert fired == [], f"alerts fired on a calm fleet: {fired}"
             models = stack.query_range(
-                'count by (model) (infercast_forecast_kv_cache_usage_ratio{aggregate="max"})', stack.started, end, 5.0
+                'count by (forecaster) (infercast_forecast_kv_cache_usage_ratio{aggregate="max"})',
+                stack.started,
+                end,
+                5.0,
             )
-            assert {m["model"] for m, _, _ in models} == {"lstm_aci"}, "the calm fleet was not forecast by the LSTM"
+            assert {m["forecaster"] for m, _, _ in models} == {"lstm_aci"}, (
+                "the calm fleet was not forecast by the LSTM"
+            )
             time.sleep(2)  # a notification already on its way
             received = [(n.path, n.alertnames) for n in stack.hook.received()]
             assert received == [], f"a calm fleet notified: {received}"

@@ -368,7 +368,7 @@ NO_DATA_FROM_TWIN: dict[str, str] = {
     "Degradations by reason": "the twin degrades nothing until the surge's failover, minutes into the flash sale",
     "Degradation paths": "the twin degrades nothing until the surge's failover, minutes into the flash sale",
     "Prefix-cache hit ratio": "the twin models no prefix cache, so the exporter leaves the series absent",
-    "Live backtest: mean absolute error by model": "needs one forecast horizon (5 minutes) of forecasts",
+    "Live backtest: mean absolute error by forecaster": "needs one forecast horizon (5 minutes) of forecasts",
     "Expected metrics missing by source": "the exporter expects engine families (vLLM, SGLang, ...) only from "
     "engines; the twin is read whole (the backfilled test and tests/exporters/test_scrape_faults.py have it)",
     "Families dropped for malformed lines (last hour)": "the twin's pages are well-formed: nothing is dropped (the "
@@ -432,8 +432,8 @@ def test_panels_against_the_real_exporter_and_predictor(tmp_path):
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if _query(prom.url, 'infercast_forecast_requests_per_second{ml_forecast="yhat_upper"}', True) and _query(
-                prom.url, 'infercast_forecast_kv_cache_usage_ratio{ml_forecast="yhat_upper"}', True
+            if _query(prom.url, 'infercast_forecast_requests_per_second{band="upper"}', True) and _query(
+                prom.url, 'infercast_forecast_kv_cache_usage_ratio{band="upper"}', True
             ):
                 break
             time.sleep(1)

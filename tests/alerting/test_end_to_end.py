@@ -63,7 +63,7 @@ def test_predictive_page_arrives_two_minutes_before_the_first_instance_crosses_t
             assert first is not None, f"no v4 instance crossed {TRIGGER}: {stack.logs()}"
             assert note is not None, f"the predictive alert never reached the webhook: {stack.logs()}"
             reactive = stack.hook.first("InfercastKVCacheUsageHigh", "infercast-actuator", {"pool": POOL})
-            upper = f'max(infercast_forecast_kv_cache_usage_ratio{{pool="{POOL}",ml_forecast="yhat_upper"}})'
+            upper = f'max(infercast_forecast_kv_cache_usage_ratio{{pool="{POOL}",band="upper"}})'
             forecast_crossed = stack.first_crossing(upper, TRIGGER)
             lead_first = (first - note.received_at) * SPEED
             report = {

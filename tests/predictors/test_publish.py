@@ -32,13 +32,15 @@ def test_exposition_of_a_kv_forecast_and_its_eta():
         "# TYPE infercast_forecast_breach_eta_seconds gauge",
         'infercast_forecast_breach_eta_seconds{aggregate="mean",pool="v4-main",threshold="0.75",version="v4"} 15.0',
         "# HELP infercast_forecast_kv_cache_usage_ratio Forecast of KV-cache usage at the horizon: of the pool's mean "
-        "(aggregate=mean) or its fullest instance (max).",
+        "(aggregate=mean) or its fullest instance (max); band=point, lower or upper. Deprecated: until the next "
+        "release the same series also carries model (= forecaster) and ml_forecast (= band: yhat, yhat_lower, "
+        "yhat_upper) unless predictor.legacy_forecast_labels is false.",
         "# TYPE infercast_forecast_kv_cache_usage_ratio gauge",
-        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat",model="lstm",'
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",band="point",forecaster="lstm",horizon="300s",'
         'pool="v4-main",version="v4"} 0.7',
-        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat_lower",model="lstm",'
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",band="lower",forecaster="lstm",horizon="300s",'
         'pool="v4-main",version="v4"} 0.6',
-        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",horizon="300s",ml_forecast="yhat_upper",model="lstm",'
+        'infercast_forecast_kv_cache_usage_ratio{aggregate="mean",band="upper",forecaster="lstm",horizon="300s",'
         'pool="v4-main",version="v4"} 0.8',
     ]
     assert fc.breach_eta(0.75, 1000.0) == 255.0  # the upper band first reaches 0.75 at its 17th point
@@ -62,7 +64,7 @@ def test_collector_serves_the_latest_snapshot_only():
     latest.set(forecast_samples("kv", "p", "v4", _fc(), 300))
     body = generate_latest(reg)
     assert b"infercast_forecast_skipped" not in body  # recovered: the skip marker is gone, not left at a stale 1
-    assert b'ml_forecast="yhat"' in body
+    assert b'band="point"' in body
 
 
 def test_forecasts_written_back_to_the_memory_store_read_like_any_series():
@@ -71,13 +73,13 @@ def test_forecasts_written_back_to_the_memory_store_read_like_any_series():
 
     st = MemoryStore()
     write_to(st, forecast_samples("kv", "v4-main", "v4", _fc(), 300), 1000.0)
-    (s,) = st.query_range("infercast_forecast_kv_cache_usage_ratio", {"ml_forecast": "yhat_upper"}, 1000, 1000, 15)
+    (s,) = st.query_range("infercast_forecast_kv_cache_usage_ratio", {"band": "upper"}, 1000, 1000, 15)
     assert s.labels == {
         "pool": "v4-main",
         "version": "v4",
-        "model": "lstm",
+        "forecaster": "lstm",
         "horizon": "300s",
-        "ml_forecast": "yhat_upper",
+        "band": "upper",
         "aggregate": "mean",
     }
     assert s.v.tolist() == [0.8]

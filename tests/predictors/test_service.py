@@ -61,10 +61,10 @@ def _skips(samples):
     }
 
 
-def _kv_yhat(samples, pool="v4-main"):
+def _kv_point(samples, pool="v4-main"):
     for s in samples:
         d = s.label_dict
-        if s.name == "infercast_forecast_kv_cache_usage_ratio" and d["pool"] == pool and d["ml_forecast"] == "yhat":
+        if s.name == "infercast_forecast_kv_cache_usage_ratio" and d["pool"] == pool and d["band"] == "point":
             return s.value
     return None
 
@@ -78,9 +78,9 @@ def test_healthy_series_publish_forecasts_eta_and_success_time():
     for aggregate in ("mean", "max"):
         key = (
             ("aggregate", aggregate),
+            ("band", "point"),
+            ("forecaster", "kalman_aci"),
             ("horizon", "300s"),
-            ("ml_forecast", "yhat"),
-            ("model", "kalman_aci"),
             ("pool", "v4-main"),
             ("version", "v4"),
         )
@@ -91,11 +91,13 @@ def test_healthy_series_publish_forecasts_eta_and_success_time():
     for value in eta.values():
         assert value == float("inf") or 0 < value <= 300
     rps = _by_name(out, "infercast_forecast_requests_per_second")
-    rps_key = (("horizon", "300s"), ("ml_forecast", "yhat"), ("model", "kalman_aci"), *key[4:])
+    rps_key = (("band", "point"), ("forecaster", "kalman_aci"), ("horizon", "300s"), *key[4:])
     assert rps[rps_key] == pytest.approx(50.0)
-    assert _by_name(out, "infercast_forecast_last_success_timestamp_seconds") == {(("model", "kalman_aci"),): T0 + 3585}
+    assert _by_name(out, "infercast_forecast_last_success_timestamp_seconds") == {
+        (("forecaster", "kalman_aci"),): T0 + 3585
+    }
     assert not _skips(out)
-    assert 'infercast_forecast_kv_cache_usage_ratio{aggregate="max",horizon="300s",ml_forecast="yhat_upper"' in (
+    assert 'infercast_forecast_kv_cache_usage_ratio{aggregate="max",band="upper",forecaster="kalman_aci"' in (
         exposition(out)
     )
 
@@ -116,9 +118,9 @@ def test_counter_reset_reads_as_a_restart_not_a_negative_rate():
         st.write(REQ, {**POOL, "instance": "n1", "priority": "normal", "outcome": "ok"}, t, v)
         st.write(KV, {**POOL, "instance": "n1"}, t, 0.4)
     out = _loop().tick(T0 + 3585, st)
-    rps = {k[1][1]: v for k, v in _by_name(out, "infercast_forecast_requests_per_second").items()}
-    assert rps["yhat"] == pytest.approx(30.0, rel=0.02)
-    assert rps["yhat_lower"] > 0
+    rps = {dict(k)["band"]: v for k, v in _by_name(out, "infercast_forecast_requests_per_second").items()}
+    assert rps["point"] == pytest.approx(30.0, rel=0.02)
+    assert rps["lower"] > 0
 
 
 def test_gap_then_recovery(caplog):
@@ -130,11 +132,11 @@ def test_gap_then_recovery(caplog):
     with caplog.at_level(logging.WARNING, logger="predictors.service"):
         out = loop.tick(T0 + 3135, st)
     assert ("v4-main", "kv", "gap") in _skips(out)
-    assert _kv_yhat(out) is None  # no guess
+    assert _kv_point(out) is None  # no guess
     assert "no forecast for kv v4-main/v4: gap" in caplog.text
     _fill(st, T0 + 3150, T0 + 3400)
     out = loop.tick(T0 + 3390, st)
-    assert not _skips(out) and _kv_yhat(out) == pytest.approx(0.4)
+    assert not _skips(out) and _kv_point(out) == pytest.approx(0.4)
 
 
 def test_nan_values_are_reported_as_nan_and_scattered_nan_is_tolerated():
@@ -146,15 +148,15 @@ def test_nan_values_are_reported_as_nan_and_scattered_nan_is_tolerated():
     loop = _loop()
     out = loop.tick(T0 + 3585, st)
     assert ("v4-main", "kv", "nan") in _skips(out)
-    assert _kv_yhat(out) is None
+    assert _kv_point(out) is None
     # Values come back: first too few since the hole ("gap"), then a forecast again, with nothing reset by hand.
     _fill(st, T0 + 3600, T0 + 3690)
     assert ("v4-main", "kv", "gap") in _skips(loop.tick(T0 + 3675, st))
     _fill(st, T0 + 3690, T0 + 3900)
-    assert _kv_yhat(loop.tick(T0 + 3885, st)) == pytest.approx(0.4)
+    assert _kv_point(loop.tick(T0 + 3885, st)) == pytest.approx(0.4)
     st2 = MemoryStore()
     _fill(st2, T0, T0 + 3600, kv=lambda t: float("nan") if int(t) % 45 == 0 else 0.4)
-    assert _kv_yhat(_loop().tick(T0 + 3585, st2)) == pytest.approx(0.4)
+    assert _kv_point(_loop().tick(T0 + 3585, st2)) == pytest.approx(0.4)
 
 
 def test_a_new_series_waits_for_enough_history_then_forecasts():
@@ -165,11 +167,11 @@ def test_a_new_series_waits_for_enough_history_then_forecasts():
     _fill(st, T0 + 3450, T0 + 3600, kv=lambda t: 0.2, pool=new)  # 10 samples so far
     out = loop.tick(T0 + 3585, st)
     assert ("v4-long", "kv", "too_short") in _skips(out)
-    assert _kv_yhat(out, "v4-long") is None and _kv_yhat(out) == pytest.approx(0.4)
+    assert _kv_point(out, "v4-long") is None and _kv_point(out) == pytest.approx(0.4)
     _fill(st, T0 + 3600, T0 + 3800, kv=lambda t: 0.2, pool=new)
     _fill(st, T0 + 3600, T0 + 3800)
     out = loop.tick(T0 + 3795, st)
-    assert _kv_yhat(out, "v4-long") == pytest.approx(0.2)
+    assert _kv_point(out, "v4-long") == pytest.approx(0.2)
 
 
 def test_a_series_that_disappears_is_stale_and_its_forecast_goes_away():
@@ -181,12 +183,12 @@ def test_a_series_that_disappears_is_stale_and_its_forecast_goes_away():
     out = loop.tick(T0 + 3585, st)
     assert ("v3.5-fallback", "kv", "stale") in _skips(out)
     assert ("v3.5-fallback", "rps", "stale") in _skips(out)
-    assert _kv_yhat(out, "v3.5-fallback") is None
-    assert _kv_yhat(out) == pytest.approx(0.4)
+    assert _kv_point(out, "v3.5-fallback") is None
+    assert _kv_point(out) == pytest.approx(0.4)
     # It comes back (a restarted pool): forecast again once it has 20 fresh samples.
     _fill(st, T0 + 3600, T0 + 3900)
     _fill(st, T0 + 3600, T0 + 3900, kv=lambda t: 0.6, pool=gone)
-    assert _kv_yhat(loop.tick(T0 + 3885, st), "v3.5-fallback") == pytest.approx(0.6)
+    assert _kv_point(loop.tick(T0 + 3885, st), "v3.5-fallback") == pytest.approx(0.6)
 
 
 class _Down:
@@ -201,14 +203,14 @@ def test_store_down_publishes_no_forecast_then_recovers():
     first = loop.tick(T0 + 3585, st)
     down = loop.tick(T0 + 3600, _Down())
     assert {("v4-main", "kv", "source_down"), ("v4-main", "rps", "source_down")} <= _skips(down)
-    assert _kv_yhat(down) is None
+    assert _kv_point(down) is None
     # The last success time stays where it was: staleness is visible.
     assert _by_name(down, "infercast_forecast_last_success_timestamp_seconds") == _by_name(
         first, "infercast_forecast_last_success_timestamp_seconds"
     )
     _fill(st, T0 + 3600, T0 + 3700)
     back = loop.tick(T0 + 3690, st)
-    assert not _skips(back) and _kv_yhat(back) == pytest.approx(0.4)
+    assert not _skips(back) and _kv_point(back) == pytest.approx(0.4)
 
 
 def test_corrupt_model_file_falls_back_to_the_best_baseline_and_says_so(tmp_path, repo_root, caplog):
@@ -224,7 +226,7 @@ def test_corrupt_model_file_falls_back_to_the_best_baseline_and_says_so(tmp_path
     _fill(st, T0, T0 + 3600)
     out = loop.tick(T0 + 3585, st)
     assert ("", "kv:lstm", "model_error") in _skips(out)
-    models = {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
+    models = {s.label_dict["forecaster"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
     assert models == {"kalman_aci"}
 
 
@@ -244,8 +246,10 @@ def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
     out = loop.tick(T0 + 3585, st)
     assert ("v4-main", "kv:lstm_aci", "model_error") in _skips(out)
     assert ("v4-main", "kv_max:lstm_aci", "model_error") in _skips(out)
-    assert _kv_yhat(out) == pytest.approx(0.4)  # from the baseline
-    assert {s.label_dict["model"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"} == {"kalman"}
+    assert _kv_point(out) == pytest.approx(0.4)  # from the baseline
+    assert {s.label_dict["forecaster"] for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"} == {
+        "kalman"
+    }
 
 
 def test_prophet_is_the_traffic_model_and_refits_on_schedule():
@@ -254,8 +258,8 @@ def test_prophet_is_the_traffic_model_and_refits_on_schedule():
     _fill(st, T0, T0 + 3600, rps=80.0)
     loop = PredictorLoop(_cfg(refit_interval_seconds=600.0), rps_model="prophet")
     out = loop.tick(T0 + 3585, st)
-    rps = {s.label_dict["ml_forecast"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
-    assert rps["yhat"] == pytest.approx(80.0, rel=0.02)
+    rps = {s.label_dict["band"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
+    assert rps["point"] == pytest.approx(80.0, rel=0.02)
     (sm,) = [v for k, v in loop._models.items() if k[0] == "rps"]
     assert sm.last_fit == T0 + 3585
     loop.tick(T0 + 3900, st)  # < 600 s later: no refit
@@ -302,7 +306,7 @@ def test_a_slow_prometheus_is_source_down_for_the_tick():
     finally:
         srv.shutdown()
     assert {("", "kv", "source_down"), ("", "kv_max", "source_down"), ("", "rps", "source_down")} == _skips(out)
-    assert _kv_yhat(out) is None
+    assert _kv_point(out) is None
 
 
 def test_shipped_model_trained_at_another_step_is_refused_with_the_reason(repo_root, caplog):
@@ -345,11 +349,11 @@ def test_a_fleet_on_a_faster_clock_gets_the_shipped_model_in_its_own_time(repo_r
                 st.write(REQ, labels, T0 + k * step, 25.0 * 15.0 * k)  # 50 req/s of the fleet's time
         samples = loop.tick(T0 + 119 * step, st)
         out[name] = {
-            (d["aggregate"], d["ml_forecast"]): (d["model"], round(x.value, 6))
+            (d["aggregate"], d["band"]): (d["forecaster"], round(x.value, 6))
             for x in samples
             if x.name == "infercast_forecast_kv_cache_usage_ratio" and (d := x.label_dict)["pool"] == "v4-main"
         }
-    assert out["fast"] == out["real"] and out["real"][("max", "yhat")][0] == "lstm_aci", out
+    assert out["fast"] == out["real"] and out["real"][("max", "point")][0] == "lstm_aci", out
 
 
 def test_on_a_faster_clock_the_step_is_compared_in_the_fleets_time(repo_root, caplog):
@@ -371,9 +375,9 @@ def test_shipped_model_is_the_kv_model_by_default(repo_root):
     st = MemoryStore()
     _fill(st, T0, T0 + 3600, kv=lambda t: 0.3 + 0.1 * np.sin((t - T0) / 600))
     out = loop.tick(T0 + 3585, st)
-    kv = {s.label_dict["ml_forecast"]: s for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
-    assert kv["yhat"].label_dict["model"] == "lstm_aci"  # the shipped LSTM, its band calibrated online
-    assert 0.0 <= kv["yhat_lower"].value <= kv["yhat"].value <= kv["yhat_upper"].value <= 1.0
+    kv = {s.label_dict["band"]: s for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
+    assert kv["point"].label_dict["forecaster"] == "lstm_aci"  # the shipped LSTM, its band calibrated online
+    assert 0.0 <= kv["lower"].value <= kv["point"].value <= kv["upper"].value <= 1.0
 
 
 def test_a_failing_model_is_logged_once_not_every_tick(caplog):
@@ -406,11 +410,11 @@ def test_restart_forecasts_on_the_first_tick_from_the_stores_history():
         st.write(KV, {**POOL, "instance": "n2"}, t, 0.65)  # the hot one
     fresh = _loop()  # nothing remembered: a new process
     out = fresh.tick(T0 + 3585, st)
-    yhat = {
+    point = {
         s.label_dict["aggregate"]: s.value
         for s in out
-        if s.name == "infercast_forecast_kv_cache_usage_ratio" and s.label_dict["ml_forecast"] == "yhat"
+        if s.name == "infercast_forecast_kv_cache_usage_ratio" and s.label_dict["band"] == "point"
     }
-    assert yhat["mean"] == pytest.approx(0.5, abs=0.01)
-    assert yhat["max"] == pytest.approx(0.65, abs=0.01)
+    assert point["mean"] == pytest.approx(0.5, abs=0.01)
+    assert point["max"] == pytest.approx(0.65, abs=0.01)
     assert not any(r == "too_short" for _, _, r in _skips(out))

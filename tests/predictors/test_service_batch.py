@@ -132,8 +132,8 @@ def test_the_batched_tick_forecasts_what_the_per_series_path_does(scale):
         a, b = batched.tick(now, st), single.tick(now, st)
         worst = max(worst, _same(_by_key(a), _by_key(b)))
         published += sum(s.name == "infercast_forecast_kv_cache_usage_ratio" for s in a)
-        ceiling |= any(s.value == 1.0 and ("ml_forecast", "yhat_upper") in s.labels for s in a)
-        assert "lstm_aci" in {s.label_dict.get("model") for s in a}
+        ceiling |= any(s.value == 1.0 and ("band", "upper") in s.labels for s in a)
+        assert "lstm_aci" in {s.label_dict.get("forecaster") for s in a}
     for key, sm in single._models.items():
         if key[0].startswith("kv"):
             band = sm.model.inner  # EventPrior(AdaptiveBand(...))
@@ -238,7 +238,7 @@ def test_a_series_the_batched_pass_cannot_forecast_falls_back_alone(caplog):
     skipped = {(s.label_dict["pool"], s.label_dict["series"]) for s in out if s.name == "infercast_forecast_skipped"}
     assert (first, "kv:lstm_aci") in skipped and (first, "kv_max:lstm_aci") not in skipped
     models = {
-        (s.label_dict["pool"], s.label_dict["aggregate"]): s.label_dict["model"]
+        (s.label_dict["pool"], s.label_dict["aggregate"]): s.label_dict["forecaster"]
         for s in out
         if s.name == "infercast_forecast_kv_cache_usage_ratio"
     }

@@ -65,10 +65,10 @@ def test_tick_reads_prometheus_and_forecasts_every_pool(prom, tmp_path, repo_roo
     cfg = load_config(_fleet_file(tmp_path, repo_root, p.url))
     loop = PredictorLoop.from_config(cfg, rps_model="kalman", load_lstm=False)
     out = loop.tick(now, PrometheusStore(p.url, timeout_seconds=5))
-    kv = {s.label_dict["ml_forecast"]: s.value for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
-    assert kv["yhat"] == pytest.approx(0.7 + 0.4 * 300 / 3600, abs=0.02)
-    rps = {s.label_dict["ml_forecast"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
-    assert rps["yhat"] == pytest.approx(80.0, rel=0.02)  # two instances at 40 req/s each
+    kv = {s.label_dict["band"]: s.value for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"}
+    assert kv["point"] == pytest.approx(0.7 + 0.4 * 300 / 3600, abs=0.02)
+    rps = {s.label_dict["band"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
+    assert rps["point"] == pytest.approx(80.0, rel=0.02)  # two instances at 40 req/s each
 
 
 def test_predictor_once_prints_the_forecast_metrics(prom, tmp_path, repo_root):
@@ -82,16 +82,18 @@ def test_predictor_once_prints_the_forecast_metrics(prom, tmp_path, repo_root):
         cwd=repo_root,
     )
     assert r.returncode == 0, r.stderr
-    # KV by the shipped LSTM when its file loads (part B's), else by the fallback baseline.
+    # KV by the shipped LSTM when its file loads (part B's), else by the fallback baseline.  The fleet file leaves
+    # predictor.legacy_forecast_labels at its default (on): each series also carries the deprecated model and
+    # ml_forecast labels (the exposition sorts label names).
     kv_model = "lstm_aci" if registry.load_lstm()[0] is not None else registry.BEST_BASELINE["kv"] + "_aci"
     for aggregate in ("mean", "max"):  # the pool's mean and its fullest instance
         assert (
-            f'infercast_forecast_kv_cache_usage_ratio{{aggregate="{aggregate}",horizon="300s",ml_forecast="yhat",'
-            f'model="{kv_model}"'
+            f'infercast_forecast_kv_cache_usage_ratio{{aggregate="{aggregate}",band="point",forecaster="{kv_model}",'
+            f'horizon="300s",ml_forecast="yhat",model="{kv_model}"'
         ) in r.stdout
     assert (
-        'infercast_forecast_requests_per_second{horizon="300s",ml_forecast="yhat",model="prophet_anchored_aci"'
-        in r.stdout
+        'infercast_forecast_requests_per_second{band="point",forecaster="prophet_anchored_aci",horizon="300s",'
+        'ml_forecast="yhat",model="prophet_anchored_aci"' in r.stdout
     )
     assert (
         'infercast_forecast_breach_eta_seconds{aggregate="max",pool="v4-main",threshold="0.75",version="v4"}'
@@ -132,10 +134,11 @@ def test_service_serves_forecasts_over_http_and_stops_on_request(prom, tmp_path,
                 body = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
             time.sleep(0.2)
         assert (
-            'infercast_forecast_kv_cache_usage_ratio{aggregate="max",horizon="300s",ml_forecast="yhat",model="kalman_aci"'
+            'infercast_forecast_kv_cache_usage_ratio{aggregate="max",band="point",forecaster="kalman_aci",horizon="300s"'
             in body
         )
-        assert 'infercast_forecast_last_success_timestamp_seconds{model="kalman_aci"}' in body
+        assert 'infercast_forecast_last_success_timestamp_seconds{forecaster="kalman_aci"}' in body
+        assert "ml_forecast=" not in body  # serve() without legacy_labels: the new labels only
     finally:
         stop.set()
         th.join(timeout=20)

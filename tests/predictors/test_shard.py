@@ -108,7 +108,7 @@ def test_two_sharded_loops_publish_disjoint_halves_of_what_one_loop_publishes():
     def forecasts(s):
         out = PredictorLoop(cfg, rps_model="kalman").tick(T0, s)
         return {
-            (x.label_dict["pool"], x.label_dict["version"], x.label_dict["ml_forecast"]): x.value
+            (x.label_dict["pool"], x.label_dict["version"], x.label_dict["band"]): x.value
             for x in out
             if x.name == "infercast_forecast_kv_cache_usage_ratio"
         }

@@ -7,7 +7,7 @@ series it scrapes from the predictors with its own `hashmod` of (pool, version) 
   disjoint and their union is the whole fleet, in the raw series and in the recording rule the alerts read;
 - when shard 1 is killed, its series go stale at the next failed scrape (absent, never a frozen value), and
   `InfercastForecastMissing` fires for exactly its groups, while `InfercastForecastsStale` stays quiet (the
-  surviving replica keeps the per-model timestamp fresh) -- which is why the per-pool alert exists.
+  surviving replica keeps the per-forecaster timestamp fresh) -- which is why the per-pool alert exists.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _wait(fn, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}; last seen: {last}")
 
 
-FORECASTS = 'infercast_forecast_kv_cache_usage_ratio{ml_forecast="yhat"}'
+FORECASTS = 'infercast_forecast_kv_cache_usage_ratio{band="point"}'
 
 
 def test_two_shards_split_the_fleet_and_a_dead_one_is_caught_per_pool(tmp_path, repo_root):

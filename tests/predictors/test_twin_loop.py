@@ -40,7 +40,7 @@ def test_loop_over_a_twin_replay_forecasts_every_pool_it_can_and_says_why_not_ot
         out = loop.tick(clock.now(), store)
         published += [(t, s) for s in out if s.name == "infercast_forecast_kv_cache_usage_ratio"]
         skipped += [(t, s.label_dict["reason"]) for s in out if s.name == "infercast_forecast_skipped"]
-    main = [s for t, s in published if s.label_dict["pool"] == "v4-main" and s.label_dict["ml_forecast"] == "yhat"]
+    main = [s for t, s in published if s.label_dict["pool"] == "v4-main" and s.label_dict["band"] == "point"]
     # From 20 samples (300 s) on, the main pool is forecast on most ticks; every value is a valid ratio.
     assert len(main) >= 0.6 * (ts["t"].max() - 300) / 15
     assert all(0.0 <= s.value <= 1.0 for s in main)
