@@ -2,10 +2,11 @@
 # The project's test command (README, .ci/run): install what is missing, lint, then run the whole suite.
 #
 # In two runs: the tests that start no server on every core (pytest-xdist; a file's tests stay on one worker, so
-# its module fixtures are built once), then the ones marked `servers` (real Prometheus, Alertmanager, Redis) alone:
-# they run the stack on the wall clock, time accelerated, and must not compete with the others for the CPU.
-# Extra arguments go to both runs; a run that selects nothing is not a failure.  INFERCAST_TEST_JOBS sets the
-# number of workers (default: the cores).
+# its module fixtures are built once), then the ones marked `servers` (real Prometheus, Alertmanager, Redis) apart
+# from those: they run the stack on the wall clock, time accelerated, and must not compete with the CPU-bound tests.
+# They mostly wait on that clock (the two longest, 100 s each, use a third of a core), so they run two files at a
+# time.  Extra arguments go to both runs; a run that selects nothing is not a failure.  INFERCAST_TEST_JOBS sets the
+# number of workers of the first run (default: the cores), INFERCAST_SERVER_TEST_JOBS of the second (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -21,5 +22,5 @@ run() {
   fi
 }
 run -n "${INFERCAST_TEST_JOBS:-$(nproc)}" --dist loadfile -m "not servers" "$@"
-run -m servers "$@"
+run -n "${INFERCAST_SERVER_TEST_JOBS:-2}" --dist loadfile -m servers "$@"
 exit "$status"
