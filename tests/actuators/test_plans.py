@@ -159,5 +159,6 @@ def test_scheduled_prescales_a_cold_start_and_a_margin_before_the_event_and_not_
     assert last == {"v4-short": 7 + 4}  # its 7 nodes and every standby one; the long pool keeps its 5
     assert s.summary["gpu_seconds"] > run_arm(short_sale, "reactive", 0).summary["gpu_seconds"]
     # with the event left out of the calendar, scheduled is reactive
-    blind = run_arm(short_sale.model_copy(update={"events": ()}), "scheduled", 0)
+    calm = short_sale.scenario.model_copy(update={"duration_seconds": 300.0})  # only the minutes before it matter
+    blind = run_arm(short_sale.model_copy(update={"events": (), "scenario": calm}), "scheduled", 0)
     assert not [u for u in _scale_ups(blind.events) if u[0] < 300.0]

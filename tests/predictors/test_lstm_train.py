@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 
 from infercast.cli import main
 from predictors.lstm import LSTMForecaster
@@ -16,6 +17,7 @@ from predictors.pretrain_data import (
     servegen_source,
     trace_histories,
 )
+from tests.conftest import REPO
 
 pytest.importorskip("torch")
 
@@ -101,7 +103,13 @@ def test_model_choice_uses_only_twin_runs_the_backtest_never_scores(tmp_path, ca
     variant seed 300) that neither training (seed 100) nor the backtest (the scenario's own seed 0, the dev
     traces) uses; the file says what it was trained and validated on, and which twin made the runs."""
     stem = tmp_path / "m"
+    # the seed's fleet at a tenth of its base traffic: the variants (and so the twin runs) scale from it, and what is
+    # tested here is which runs train, validate and choose, not the runs' size (a full-size pair took a minute)
+    fleet = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    fleet["scenario"]["phases"][0]["rps"] /= 10
+    (tmp_path / "flash-sale.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
     argv = ["train", "--out", str(stem), "--no-progress", "--from-twin", "--twin-variants", "1", "--val-variants", "1"]
+    argv += ["--config", str(tmp_path / "flash-sale.yaml")]
     argv += ["--twin-servegen-hours", "0", "--val-servegen-hours", "0", "--twin-weight", "1", "4", *TINY]
     assert main(argv) == 0
     assert "validation twin runs loss" in capsys.readouterr().out
