@@ -166,13 +166,20 @@ def _start(
     raise ServerFailed(f"{name} did not answer on port {port} within {timeout:.0f}s:\n{srv.log()}")
 
 
-def _workdir(workdir: str | Path | None):
+def _workdir(workdir: str | Path | None, files: dict[str, str] | None = None, data: str | None = None):
+    """(the server's directory, the temporary directory it owns or None), with `files` (name -> text) written in
+    it and the `data` subdirectory made."""
     if workdir is not None:
-        p = Path(workdir)
-        p.mkdir(parents=True, exist_ok=True)
-        return p, None
-    tmp = tempfile.TemporaryDirectory(prefix="infercast-")
-    return Path(tmp.name), tmp
+        wd, owned = Path(workdir), None
+        wd.mkdir(parents=True, exist_ok=True)
+    else:
+        owned = tempfile.TemporaryDirectory(prefix="infercast-")
+        wd = Path(owned.name)
+    for name, text in (files or {}).items():
+        (wd / name).write_text(text)
+    if data:
+        (wd / data).mkdir(exist_ok=True)
+    return wd, owned
 
 
 def prometheus_config(
@@ -210,11 +217,7 @@ def start_prometheus(
     binary = which("prometheus")
 
     def start(port: int) -> Server:
-        wd, owned = _workdir(workdir)
-        (wd / "prometheus.yml").write_text(config_yaml)
-        for fname, text in (rule_files or {}).items():
-            (wd / fname).write_text(text)
-        (wd / "data").mkdir(exist_ok=True)
+        wd, owned = _workdir(workdir, {"prometheus.yml": config_yaml, **(rule_files or {})}, "data")
         argv = [
             binary,
             f"--config.file={wd / 'prometheus.yml'}",
@@ -235,9 +238,7 @@ def start_alertmanager(
     binary = which("prometheus-alertmanager", "alertmanager")
 
     def start(port: int) -> Server:
-        wd, owned = _workdir(workdir)
-        (wd / "alertmanager.yml").write_text(config_yaml)
-        (wd / "am-data").mkdir(exist_ok=True)
+        wd, owned = _workdir(workdir, {"alertmanager.yml": config_yaml}, "am-data")
         argv = [
             binary,
             f"--config.file={wd / 'alertmanager.yml'}",
