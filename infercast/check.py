@@ -1,4 +1,5 @@
-"""`infercast check`: validate a fleet file, the alert rules, the Alertmanager configuration and the dashboards.
+"""`infercast check`: validate a fleet file, the alert rules (and that they were built from that fleet file's
+thresholds), the Alertmanager configuration and the dashboards.
 
 Each check prints one line (`ok`, `FAILED` with the reason, or `skipped` with why) and the command exits non-zero
 when any check failed.  Rules and the Alertmanager file are checked by the real `promtool` and `amtool` (Debian
@@ -18,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+import yaml
 
 from infercast.config import EXAMPLES, REPO_ROOT, ConfigError, load_config
 
@@ -88,8 +91,15 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+AM_FILE = "alertmanager.yml"
+
+
 def rule_files(rules_dir: Path) -> list[Path]:
-    return sorted(p for p in rules_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml"))
+    """The rule files under `rules_dir`: every *.yml / *.yaml but an Alertmanager config (`alertrules.generate
+    --out DIR` writes alertmanager.yml beside the rules)."""
+    return sorted(
+        p for p in rules_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml") and p.name != AM_FILE
+    )
 
 
 def check_rules(rules_dir: Path, promtool: str | None, runner: Runner = run_tool) -> list[CheckResult]:
@@ -109,6 +119,70 @@ def check_rules(rules_dir: Path, promtool: str | None, runner: Runner = run_tool
         else:
             results.append(CheckResult("rules", _rel(f), "FAILED", _reason(out, f)))
     return results
+
+
+def _rule_index(docs: Iterable[object]) -> dict[tuple, dict]:
+    """(alert or record name, its labels) -> the rule, over rule-file documents (a name can repeat with other
+    labels: a warning and a critical variant)."""
+    out: dict[tuple, dict] = {}
+    for doc in docs:
+        groups = doc.get("groups") if isinstance(doc, dict) else None
+        for g in groups if isinstance(groups, list) else ():
+            for r in (g.get("rules") or []) if isinstance(g, dict) else ():
+                if isinstance(r, dict) and (r.get("alert") or r.get("record")):
+                    labels = r.get("labels") if isinstance(r.get("labels"), dict) else {}
+                    out[(r.get("alert") or r.get("record"), tuple(sorted(labels.items())))] = r
+    return out
+
+
+def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
+    """Do the infercast rules in `rules_dir` compare with the thresholds of the fleet file `config`?  The rules
+    are generated from a fleet file (`python -m alertrules.generate --fleet`); edit a threshold in the fleet file
+    and forget to regenerate, and Prometheus keeps paging at the old one.  Every rule infercast would build from
+    `config` that `rules_dir` holds (same name and labels) must have the same `expr` and `for:`; rules of the
+    user's own are not looked at.  None (no line) where there is nothing to compare: the fleet file does not load
+    (its own line says why), no such directory (the rules line says so), none of infercast's rules in it."""
+    what = "rules-vs-fleet"
+    try:
+        cfg = load_config(config)
+    except ConfigError:
+        return None
+    if not rules_dir.is_dir():
+        return None
+    from alertrules.engines import engine_rule_file
+    from alertrules.rules import rule_files as build_rule_files
+    from alertrules.settings import AlertSettings
+
+    built = _rule_index([*build_rule_files(AlertSettings.from_fleet(cfg)).values(), engine_rule_file(cfg)])
+    found: list[object] = []
+    for f in rule_files(rules_dir):
+        try:
+            found.append(yaml.safe_load(f.read_text()))
+        except (OSError, yaml.YAMLError):
+            continue  # the rules check says what is wrong with it
+    held = _rule_index(found)
+    common = [k for k in built if k in held]
+    if not common:
+        return None
+    differ = [
+        k
+        for k in common
+        if (str(held[k].get("expr", "")).strip(), held[k].get("for"))
+        != (str(built[k]["expr"]).strip(), built[k].get("for"))
+    ]
+    if not differ:
+        return CheckResult(what, _rel(rules_dir), "ok", f"{_count(len(common), 'rule')} as {_rel(config)} builds them")
+    name, _ = differ[0]
+    first, want = held[differ[0]], built[differ[0]]
+    field = "for" if first.get("for") != want.get("for") else "expr"
+    return CheckResult(
+        what,
+        _rel(rules_dir),
+        "FAILED",
+        f"{len(differ)} of {len(common)} rules differ from what {_rel(config)} builds (first: {name} {field} "
+        f"{' '.join(str(first.get(field)).split())!r}, the fleet gives {' '.join(str(want.get(field)).split())!r}); "
+        f"rebuild them: python -m alertrules.generate --fleet {config} --out <dir>",
+    )
 
 
 def check_alertmanager(path: Path, amtool: str | None, runner: Runner = run_tool) -> CheckResult:
@@ -176,8 +250,10 @@ def run_checks(
     amtool: str | None,
     runner: Runner = run_tool,
 ) -> list[CheckResult]:
+    configs = list(configs)
     results = [check_config(c) for c in configs]
     results += check_rules(rules_dir, promtool, runner)
+    results += [r for r in (check_rules_built_from(c, rules_dir) for c in configs) if r is not None]
     results.append(check_alertmanager(alertmanager, amtool, runner))
     results += check_dashboards(dashboards_dir)
     return results
@@ -193,7 +269,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rules", type=Path, metavar="DIR", default=REPO_ROOT / "alertrules" / "rules")
     parser.add_argument(
-        "--alertmanager", type=Path, metavar="FILE", help="Alertmanager config (default: alertmanager.yml beside DIR)"
+        "--alertmanager",
+        type=Path,
+        metavar="FILE",
+        help="Alertmanager config (default: alertmanager.yml in DIR, else beside it)",
     )
     parser.add_argument("--dashboards", type=Path, metavar="DIR", default=REPO_ROOT / "dashboards" / "generated")
     parser.add_argument("--strict", action="store_true", help="count skipped checks (missing tools or files) as failed")
@@ -201,7 +280,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configs = args.config or [EXAMPLES / "flash-sale.yaml"]
-    alertmanager = args.alertmanager or args.rules.parent / "alertmanager.yml"
+    beside = args.rules / AM_FILE  # the layout of `alertrules.generate --out DIR`
+    alertmanager = args.alertmanager or (beside if beside.is_file() else args.rules.parent / AM_FILE)
     results = run_checks(
         configs,
         args.rules,

@@ -162,3 +162,26 @@ def test_dashboard_in_api_envelope_is_accepted(tmp_path):
     (tmp_path / "push.json").write_text(json.dumps({"dashboard": {"panels": [{"id": 1}]}, "overwrite": True}))
     [r] = check_dashboards(tmp_path)
     assert (r.status, r.detail) == ("ok", "1 panel")
+
+
+@needs_promtool
+@needs_amtool
+def test_rules_built_from_other_thresholds_than_the_fleet_files_fail(tmp_path, capsys):
+    """The user raised the forecast trigger to 0.8 in the fleet file and forgot to rebuild the rules: Prometheus
+    would keep paging at 0.75.  `infercast check --config` says which rule differs, the two values and the command
+    that rebuilds them; rules rebuilt from that fleet file pass."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET.read_text().replace("kv_forecast_trigger: 0.75", "kv_forecast_trigger: 0.8"))
+    assert load_config(fleet).thresholds.kv_forecast_trigger == 0.8
+    committed = REPO / "alertrules" / "rules"
+    assert main(["check", "--config", str(fleet), "--rules", str(committed)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if "rules-vs-fleet" in x)
+    assert line.startswith("FAILED  rules-vs-fleet ")
+    assert ">= 0.75" in line and ">= 0.8" in line and f"python -m alertrules.generate --fleet {fleet}" in line
+    rebuilt = tmp_path / "rules"
+    from alertrules.generate import main as generate
+
+    assert generate(["--fleet", str(fleet), "--out", str(rebuilt)]) == 0
+    assert main(["check", "--config", str(fleet), "--rules", str(rebuilt)]) == 0  # its alertmanager.yml too
+    line = next(x for x in capsys.readouterr().out.splitlines() if "rules-vs-fleet" in x)
+    assert line.startswith("ok      rules-vs-fleet ") and "as " in line
