@@ -92,6 +92,7 @@ def _count(n: int, noun: str) -> str:
 
 
 AM_FILE = "alertmanager.yml"
+DEFAULT_RULES = REPO_ROOT / "alertrules" / "rules"
 
 
 def rule_files(rules_dir: Path) -> list[Path]:
@@ -249,11 +250,12 @@ def run_checks(
     promtool: str | None,
     amtool: str | None,
     runner: Runner = run_tool,
+    rules_of: Iterable[Path] = (),
 ) -> list[CheckResult]:
-    configs = list(configs)
+    """Every check; `rules_of`: the fleet files whose thresholds the rules in `rules_dir` must have been built from."""
     results = [check_config(c) for c in configs]
     results += check_rules(rules_dir, promtool, runner)
-    results += [r for r in (check_rules_built_from(c, rules_dir) for c in configs) if r is not None]
+    results += [r for r in (check_rules_built_from(c, rules_dir) for c in rules_of) if r is not None]
     results.append(check_alertmanager(alertmanager, amtool, runner))
     results += check_dashboards(dashboards_dir)
     return results
@@ -267,7 +269,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help=f"fleet file to validate (repeatable; default {_rel(EXAMPLES / 'flash-sale.yaml')})",
     )
-    parser.add_argument("--rules", type=Path, metavar="DIR", default=REPO_ROOT / "alertrules" / "rules")
+    parser.add_argument(
+        "--rules",
+        type=Path,
+        metavar="DIR",
+        help=f"alert rules to check (default {_rel(DEFAULT_RULES)}, built from the example fleet); given, they must "
+        "also be the rules each --config file builds",
+    )
     parser.add_argument(
         "--alertmanager",
         type=Path,
@@ -280,15 +288,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configs = args.config or [EXAMPLES / "flash-sale.yaml"]
-    beside = args.rules / AM_FILE  # the layout of `alertrules.generate --out DIR`
-    alertmanager = args.alertmanager or (beside if beside.is_file() else args.rules.parent / AM_FILE)
+    rules = args.rules or DEFAULT_RULES
+    beside = rules / AM_FILE  # the layout of `alertrules.generate --out DIR`
+    alertmanager = args.alertmanager or (beside if beside.is_file() else rules.parent / AM_FILE)
+    # the shipped rules are the example fleet's: compared with your fleet file only when you name the rules
+    rules_of = configs if args.rules is not None or not args.config else []
     results = run_checks(
         configs,
-        args.rules,
+        rules,
         alertmanager,
         args.dashboards,
         promtool=_tool("promtool"),
         amtool=_tool("amtool"),
+        rules_of=rules_of,
     )
     for r in results:
         print(r.line())
