@@ -23,7 +23,9 @@ plus what it knows ahead.
   (`staged_search`) tries the splits of the whole reservoir held from the start, then the best of them from each
   change point the future points to, and the winner's change point 30 s and 15 s earlier and 15 s later
   (`refine_change_point`): about a tenth of the runs.  Both end with the winner again with admission
-  tightened from its change point at each level the predictive policy tightens to (`with_admission`).  Levers not
+  tightened from its change point at each level the predictive policy tightens to (`with_admission`), then
+  with its floors and admission let go when the true surge is over, the pools left to the HPA or scaled down at
+  once (`with_release`).  Levers not
   searched: pool weights and breaker thresholds (the protected layout's pools are split by context length, so no
   sibling pool takes the same prompts).
 """
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actuators.actions import SetAdmission
+from actuators.actions import ScalePool, SetAdmission
 from actuators.admin import apply_with_retries
 from actuators.arms import ReactiveArm
 from actuators.policy import requests_per_node
@@ -60,6 +62,9 @@ class Plan:
     admission: tuple[tuple[str, float], ...] = ()
     # ... and put back as it was from this time on (None: held to the end)
     admission_until: float | None = None
+    # at this time the autoscaled pools are scaled down at once to what the HPA wants now (None: left to the HPA's
+    # stabilisation window, which holds the surge's replicas for minutes after a floor is let go)
+    scale_down_at: float | None = None
 
     @property
     def start(self) -> float:
@@ -82,6 +87,8 @@ class Plan:
             parts.append(
                 f"from {self.start:.0f} s{until} admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission)
             )
+        if self.scale_down_at is not None:
+            parts.append(f"at {self.scale_down_at:.0f} s scaled down to what the HPA wants")
         return "; ".join(parts) or "no plan (reactive)"
 
     @classmethod
@@ -94,10 +101,12 @@ class Plan:
         )
         item = next((x for x in items if "admission" in x), {})
         until = item.get("until_seconds")
+        down = next((float(x["scale_down_seconds"]) for x in items if "scale_down_seconds" in x), None)
         return cls(
             steps,
             tuple((str(k), float(v)) for k, v in item.get("admission", {}).items()),
             float(until) if until is not None else None,
+            down,
         )
 
     def to_dict(self) -> list[dict]:
@@ -107,6 +116,8 @@ class Plan:
             if self.admission_until is not None:
                 item["until_seconds"] = self.admission_until
             out.append(item)
+        if self.scale_down_at is not None:
+            out.append({"scale_down_seconds": self.scale_down_at})
         return out
 
 
@@ -120,6 +131,7 @@ class PlanArm(ReactiveArm):
         self.plan = plan or Plan()
         self._admitted = False
         self._before: dict | None = None  # the admission settings the plan changed, as they were
+        self._scaled_down = False
 
     def floors(self) -> dict[str, int]:
         return self.plan.floors_at(self.admin.fleet.now) if self.admin is not None else {}
@@ -134,6 +146,16 @@ class PlanArm(ReactiveArm):
         if self._before and until is not None and fleet.now >= until - 1e-9:
             apply_with_retries(self.admin, SetAdmission(**self._before))
             self._before = None
+        down = self.plan.scale_down_at
+        if down is not None and not self._scaled_down and fleet.now >= down - 1e-9 and self.hpa is not None:
+            self._scaled_down = True
+            live = fleet.live()
+            for pool in self.hpa.a.pools:
+                target = max(
+                    self.hpa.min_nodes[pool], self.hpa.desired(live[pool]), self.plan.floors_at(fleet.now).get(pool, 0)
+                )
+                if target < live[pool].replicas:
+                    apply_with_retries(self.admin, ScalePool(pool, target))
         super().tick(fleet)
 
 
@@ -350,15 +372,18 @@ RELEASE_AFTER_SECONDS = (0.0, 60.0)
 
 
 def with_release(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict], traffic, duration):
-    """After admission: the winning plan with its floors and admission let go when the true surge is over, the
-    better kept.  Holding them to the end costs GPU-seconds and the low tier's queueing after the surge: the
-    `perfect-forecast` arm, which lets go when its forecast falls, had beaten plans that held (flash sale, seed 1)."""
+    """After admission: the winning plan with its floors and admission let go when the true surge is over, with
+    the pools left to the HPA's stabilisation window or scaled down at once to what the HPA wants (`scale_down_at`),
+    the better kept.  Holding them costs GPU-seconds and the low tier's queueing after the surge: the
+    `perfect-forecast` arm, which lets go and scales back itself when its forecast falls, had beaten plans that held
+    (flash sale, seed 1), and then plans that only let go (by GPU-seconds at tied goodput)."""
     if not plan.steps or traffic is None:
         return plan, res, tried
     ends = [e + d for e in future_end_points(traffic, duration) for d in RELEASE_AFTER_SECONDS]
     cands = [
-        Plan((*plan.steps, (end, ())), plan.admission, end if plan.admission else None)
+        Plan((*plan.steps, (end, ())), plan.admission, end if plan.admission else None, end if down else None)
         for end in ends
+        for down in (False, True)
         if plan.steps[-1][0] < end < duration
     ]
     if not cands:

@@ -162,3 +162,28 @@ def test_scheduled_prescales_a_cold_start_and_a_margin_before_the_event_and_not_
     calm = short_sale.scenario.model_copy(update={"duration_seconds": 300.0})  # only the minutes before it matter
     blind = run_arm(short_sale.model_copy(update={"events": (), "scenario": calm}), "scheduled", 0)
     assert not [u for u in _scale_ups(blind.events) if u[0] < 300.0]
+
+
+@pytest.mark.slow
+def test_a_plan_that_scales_down_at_its_release_gives_the_surge_nodes_back_at_once(short_sale):
+    """Hindsight's release step can scale the pools down to what the HPA wants the moment the floors go, as the
+    perfect-forecast arm's policy does when its forecast falls; a plain release leaves them to the HPA's
+    stabilisation window (minutes).  The flash sale's seed 1 had perfect-forecast ahead of the bound on GPU-seconds
+    only because of that."""
+    floors = (("v4-long", 5), ("v4-short", 11))
+    calm = short_sale.model_copy(update={"events": ()})  # the sale is after 300 s; the release at 200 s is calm
+    held = run_arm(calm, "hindsight", 0, plans=[Plan(((60.0, floors), (200.0, ())))])
+    dropped = Plan(((60.0, floors), (200.0, ())), scale_down_at=200.0)
+    assert Plan.from_dict(dropped.to_dict()) == dropped and "at 200 s scaled down" in dropped.describe()
+    down = run_arm(calm, "hindsight", 0, plans=[dropped])
+
+    def short_replicas(res):
+        return [
+            (e["t"], e["replicas"]) for e in res.events if e.get("action") == "scale_pool" and e["pool"] == "v4-short"
+        ]
+
+    assert (60.0, 11) in short_replicas(held)
+    assert not [r for t, r in short_replicas(held) if 200.0 <= t < 300.0 and r < 11], "a release alone scaled down"
+    after = [r for t, r in short_replicas(down) if 200.0 <= t <= 215.0]  # the first control tick at or after it
+    assert after and 7 <= after[0] < 11, short_replicas(down)  # at once, to what the HPA wants, never below base
+    assert down.summary["gpu_seconds"] < held.summary["gpu_seconds"]
