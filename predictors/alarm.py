@@ -3,7 +3,7 @@
 The alert rule `InfercastKVCacheForecastBreach` and the backtest's deployed breach scores use this one definition
 (`alertrules/rules.py` writes it in PromQL; `tests/alerting` replays it through promtool):
 
-- *raw* alarm at an evaluation: the published upper band (`yhat_upper` at the horizon, the most pessimistic
+- *raw* alarm at an evaluation: the published upper band (`band="upper"` at the horizon, the most pessimistic
   model and aggregate: `pool_version:infercast_forecast_kv_cache_usage_ratio:max_yhat_upper`) reaches `trigger`;
 - it *fires* once the raw alarm has held for `persistence` consecutive evaluations (Prometheus' `for:` of
   `(persistence - 1)` evaluation intervals: `persistence=1` fires at once);
