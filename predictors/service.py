@@ -28,9 +28,9 @@ prior for KV): KV usage by the LSTM when `predictor.model_file` loads, else by t
 (`registry.BEST_BASELINE`);
 a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
 reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
-with `forecaster="<baseline>_aci"`.  Traffic by Prophet anchored to the current level (events from `config.events`), else
-the best baseline.  Prophet is
-refitted every `refit_interval_seconds`; forecasts are made every tick.
+with `forecaster="<baseline>_aci"`.  Traffic by Prophet anchored to the current level (events from
+`config.events`), else the best baseline.  Prophet is refitted every `refit_interval_seconds`; forecasts are
+made every tick.
 """
 
 from __future__ import annotations
