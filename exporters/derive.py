@@ -86,10 +86,13 @@ def ramp(x: float, good: float, bad: float) -> float:
     return 100.0 * (bad - x) / (bad - good)
 
 
-def _kv_capacity_tokens(config: FleetConfig, pool: str) -> float:
-    """KV tokens a pool holds in total: nodes x (usable GPU memory - weights) / KV bytes per token."""
+def _kv_capacity_tokens(config: FleetConfig, pool: str) -> float | None:
+    """KV tokens a pool holds in total: nodes x (usable GPU memory - weights) / KV bytes per token; None when the
+    fleet file gives no model shape for the pool's version (a real fleet needs none, `infercast/models.py`)."""
     p = config.pools[pool]
     v = config.versions[p.version]
+    if v.model.missing_shape:
+        return None
     per_node = p.node_memory_bytes * p.memory_utilization - v.model.weights_bytes
     return max(0.0, per_node) * p.nodes / v.model.kv_bytes_per_token
 
@@ -250,16 +253,18 @@ def avalanche_risk(
             # a node that is down (most often: out of memory) held a full cache; that load now needs a home too
             down = len(ups[pool]) - sum(ups[pool])
             load = (load * (len(ups[pool]) - down) + down * 1.0) / len(ups[pool])
-        used = load * _kv_capacity_tokens(config, pool)
+        capacity = _kv_capacity_tokens(config, pool)
+        used = load * capacity if capacity is not None else 0.0  # unknown capacity: no cascade term
         if pcfg.failover and used > 0:
             factor = config.versions[pcfg.version].peak_throughput_factor
             free = 0.0
             for f in pcfg.failover:
                 u = (forecast_usage or {}).get(f, mean_usage.get(f))
-                if u is None:
+                f_capacity = _kv_capacity_tokens(config, f)
+                if u is None or f_capacity is None:
                     continue  # unknown headroom counts as none
                 rel = config.versions[config.pools[f].version].peak_throughput_factor / factor
-                free += max(0.0, 1.0 - u) * _kv_capacity_tokens(config, f) * min(1.0, rel)
+                free += max(0.0, 1.0 - u) * f_capacity * min(1.0, rel)
             cascade = 1.0 - min(1.0, free / used)
         out[pool] = 100.0 * own * cascade
     return out

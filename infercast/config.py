@@ -9,11 +9,14 @@ Durations are `*_seconds`, sizes `*_bytes` or `*_gb` (GiB, as GPU cards are sold
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from infercast.models import SHAPE_FIELDS, known_model_names, known_shape
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "int8": 1}
@@ -50,22 +53,56 @@ class Strict(BaseModel):
 
 
 class ModelShape(Strict):
-    """Transformer shape: KV bytes per token follow from it."""
+    """The served model, and for the twin its transformer shape (KV bytes per token follow from it).
+
+    A real fleet needs only `name`.  The shape fields are the twin's (and the exporter's KV capacity figure's):
+    a known model (`infercast/models.py`) fills in what the fleet file leaves out; for any other model they stay
+    unset until a fleet file gives them, and the twin refuses to simulate the version (`require_shape`)."""
 
     name: str = Field(description="served model name, e.g. chat-v4 (vLLM's --served-model-name)")
-    layers: PosInt
-    kv_heads: PosInt
-    head_dim: PosInt
+    layers: PosInt | None = Field(None, description="twin: transformer layers (config.json num_hidden_layers)")
+    kv_heads: PosInt | None = Field(None, description="twin: KV heads (config.json num_key_value_heads)")
+    head_dim: PosInt | None = Field(None, description="twin: size of one attention head")
     dtype: Literal["float32", "float16", "bfloat16", "fp8", "int8"] = "float16"
-    weights_gb: PosFloat = Field(description="weights resident per node, GiB")
+    weights_gb: PosFloat | None = Field(None, description="twin: weights resident per node, GiB")
+    # where this shape sits in the fleet file, for the refusal's message; FleetConfig sets it
+    _where: str = PrivateAttr("versions.<version>.model")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_known(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            shape = known_shape(data["name"])
+            if shape is not None:  # what the file gives wins; the published figures fill the rest
+                return {**shape, **{k: v for k, v in data.items() if v is not None}}
+        return data
+
+    @property
+    def missing_shape(self) -> tuple[str, ...]:
+        """The shape fields the twin needs that neither the fleet file nor the known-model table gives."""
+        return tuple(f for f in SHAPE_FIELDS if getattr(self, f) is None)
+
+    def require_shape(self) -> None:
+        """Raise ConfigError naming this model's place in the fleet file, what is missing and the known models."""
+        missing = self.missing_shape
+        if missing:
+            raise ConfigError(
+                f"{self._where}: the twin needs the model's shape: {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not given and {self.name!r} is not a known model; give "
+                f"them under {self._where}, or name a known model ({', '.join(known_model_names())})"
+            )
 
     @property
     def kv_bytes_per_token(self) -> int:
+        self.require_shape()
+        assert self.layers and self.kv_heads and self.head_dim  # for the type checker: require_shape raised
         # K and V, per layer, per KV head, per head dim.
         return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]
 
     @property
     def weights_bytes(self) -> int:
+        self.require_shape()
+        assert self.weights_gb is not None
         return int(self.weights_gb * GIB)
 
 
@@ -79,12 +116,20 @@ class Batcher(Strict):
     )
 
 
+#: vLLM's default --max-num-seqs (the engine-arguments reference: "Maximum number of sequences per iteration",
+#: 256); a version that names no batcher is a vLLM engine at its defaults
+VLLM_DEFAULT_MAX_NUM_SEQS = 256
+
+
 class VersionConfig(Strict):
     model: ModelShape
-    kv_manager: Literal["paged", "contiguous"]
+    kv_manager: Literal["paged", "contiguous"] = Field("paged", description="twin: vLLM's PagedAttention by default")
     block_size_tokens: PosInt = 16
     max_model_len: PosInt = 32768
-    batcher: Batcher
+    batcher: Batcher = Field(
+        Batcher(kind="dynamic", max_batch=VLLM_DEFAULT_MAX_NUM_SEQS),
+        description="continuous batching up to vLLM's default max_num_seqs unless given",
+    )
     peak_throughput_factor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         1.0, description="peak throughput relative to the fastest version (seed 000: v3.5 is 0.56 of v4)"
     )
@@ -971,6 +1016,8 @@ class FleetConfig(Strict):
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:
         problems = []
+        for name, v in self.versions.items():
+            v.model._where = f"versions.{name}.model"  # a private attribute: the refusal names the version
         for name, pool in self.pools.items():
             if pool.version not in self.versions:
                 problems.append(
@@ -982,7 +1029,12 @@ class FleetConfig(Strict):
                 elif f == name:
                     problems.append(f"pools.{name}.failover: a pool cannot fail over to itself")
             v = self.versions.get(pool.version)
-            if v and v.model.weights_bytes >= pool.node_memory_bytes * pool.memory_utilization:
+            # only a shape the file (or the known-model table) gives can be checked; a real fleet needs none
+            if (
+                v
+                and v.model.weights_gb is not None
+                and int(v.model.weights_gb * GIB) >= pool.node_memory_bytes * pool.memory_utilization
+            ):
                 problems.append(
                     f"pools.{name}: weights of {pool.version} ({v.model.weights_gb} GiB) leave no room for a KV cache "
                     f"in {pool.gpus_per_node} x {pool.gpu.memory_gb} GiB"
@@ -1061,13 +1113,72 @@ class FleetConfig(Strict):
         return self.versions[self.pools[pool].version]
 
 
+#: what a section of the fleet file is for, when a misplaced key's hint points there
+_SECTION_NOTES = {
+    "versions.<version>.model": "the twin's model shape",
+    "twin": "the twin's constants",
+    "scenario": "the twin's traffic",
+}
+
+
+def _submodels(annotation: Any, name: str) -> list[tuple[type[BaseModel], str]]:
+    """The models a field holds, each with the path step to reach it: `.<pool>` for a dict's values, `.<i>` for a
+    tuple's items, nothing for the model itself."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [(annotation, "")]
+    args = get_args(annotation)
+    origin = get_origin(annotation)
+    if origin is dict and len(args) == 2:
+        return [(m, f".<{name.removesuffix('s')}>{step}") for m, step in _submodels(args[1], name)]
+    if origin is tuple:
+        return [(m, f".<i>{step}") for m, step in _submodels(args[0], name)] if args else []
+    return [found for a in args for found in _submodels(a, name)]  # a union or Annotated: each of its arms
+
+
+def _field_places(model: type[BaseModel], prefix: str = "", depth: int = 0) -> dict[str, list[str]]:
+    """Every key of the fleet-file schema -> the sections where it is a field (`versions.<version>.model`)."""
+    places: dict[str, list[str]] = {}
+    for name, field in model.model_fields.items():
+        places.setdefault(name, []).append(prefix)
+        if depth < 8:
+            path = f"{prefix}.{name}" if prefix else name
+            for sub, step in _submodels(field.annotation, name):
+                for key, where in _field_places(sub, path + step, depth + 1).items():
+                    places.setdefault(key, []).extend(w for w in where if w not in places[key])
+    return places
+
+
+_FIELD_PLACES: dict[str, list[str]] | None = None
+
+
+def misplaced_key_hint(loc: tuple[str | int, ...]) -> str | None:
+    """For an unknown key that is a field elsewhere in the fleet file: where it belongs, e.g. "'layers' belongs in
+    versions.<version>.model (the twin's model shape)"; None when it is a field nowhere (a typo)."""
+    global _FIELD_PLACES
+    if _FIELD_PLACES is None:
+        _FIELD_PLACES = _field_places(FleetConfig)
+    key = str(loc[-1])
+    here = ".".join(str(p) for p in loc[:-1])
+    places = [
+        w
+        for w in _FIELD_PLACES.get(key, [])
+        if not re.fullmatch(re.sub(r"<[^>]+>", "[^.]+", re.escape(w)), here)  # `<pool>` matches any pool name
+    ]
+    if not places:
+        return None
+    named = [f"{w or 'the top level'}" + (f" ({_SECTION_NOTES[w]})" if w in _SECTION_NOTES else "") for w in places]
+    shown = " or ".join(named[:3]) + (f" (and {len(named) - 3} more)" if len(named) > 3 else "")
+    return f"{key!r} belongs in {shown}"
+
+
 def _format_errors(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key (typo?)"
+            hint = misplaced_key_hint(tuple(e["loc"]))
+            msg = f"not a field here; {hint}" if hint else "unknown key (typo?)"
         lines.append(f"  {loc}: {msg}")
     return "\n".join(lines)
 
