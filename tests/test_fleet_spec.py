@@ -160,3 +160,16 @@ def test_the_shipped_fleet_files_load_unchanged():
         cfg = load_config(path)
         for name, v in cfg.versions.items():
             assert v.model._where == f"versions.{name}.model"
+
+
+def test_the_docs_known_model_table_is_the_modules():
+    text = (REPO / "docs" / "fleet-file.md").read_text()
+    rows = {}
+    for line in text.split("<!-- known-models:")[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and "/" in cells[0]:
+            rows[cells[0]] = (int(cells[1]), int(cells[2]), int(cells[3]), cells[4], float(cells[5]))
+    want = {
+        n: (s["layers"], s["kv_heads"], s["head_dim"], s["dtype"], s["weights_gb"]) for n, s in KNOWN_MODELS.items()
+    }
+    assert rows == want
