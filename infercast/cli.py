@@ -30,6 +30,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: commands that always simulate the fleet: a fleet file given with --config must carry every version's model
+#: shape.  Checked here, before `--size-fleet` sizes a fleet from it (the twin's own sources are pinned by the
+#: published results, so the refusal lives outside them; the engines refuse an unsized model when built too).
+TWIN_COMMANDS = ("twin", "demo")
+
+
+def _require_twin_shapes(path: str) -> None:
+    from infercast.config import load_config
+
+    load_config(path).require_twin_shapes()
+
+
 def _load(module: str):
     try:
         return importlib.import_module(module)
@@ -72,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from infercast.config import ConfigError
 
     try:
+        if args.command in TWIN_COMMANDS and getattr(args, "config", None):
+            _require_twin_shapes(args.config)
         return int(args._run(args) or 0)
     except ConfigError as e:
         print(f"infercast: {e}", file=sys.stderr)

@@ -1112,6 +1112,12 @@ class FleetConfig(Strict):
     def pool_version(self, pool: str) -> VersionConfig:
         return self.versions[self.pools[pool].version]
 
+    def require_twin_shapes(self) -> None:
+        """Raise ConfigError unless every version has the model shape the twin needs (given, or a known model's).
+        The twin's engines ask for it when built; a trace run that sizes its fleet first is refused here."""
+        for v in self.versions.values():
+            v.model.require_shape()
+
 
 #: what a section of the fleet file is for, when a misplaced key's hint points there
 _SECTION_NOTES = {

@@ -173,3 +173,14 @@ def test_the_docs_known_model_table_is_the_modules():
         n: (s["layers"], s["kv_heads"], s["head_dim"], s["dtype"], s["weights_gb"]) for n, s in KNOWN_MODELS.items()
     }
     assert rows == want
+
+
+def test_a_trace_run_that_sizes_its_fleet_is_refused_before_sizing(tmp_path, capsys):
+    """`--size-fleet` computes from the weights before any engine is built: the CLI refuses first."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(flash_sale_without_shapes()))
+    trace = REPO / "tests" / "data" / "traces" / "mooncake" / "conversation_trace.jsonl"
+    argv = ["twin", "run", "--trace", str(trace), "--config", str(path), "--size-fleet", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert re.search(r"^infercast: versions\.(v4|v3\.5)\.model: the twin needs", capsys.readouterr().err)
+    assert not (tmp_path / "o").exists()
