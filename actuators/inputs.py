@@ -96,8 +96,7 @@ class StoreInputs:
                 self._q(FORECAST_BREACH_ETA_SECONDS, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now),
                 now,
             )
-            rps_now = self._rate(p.name, now)
-            served_now = self._rate(p.name, now, outcome="ok")
+            rps_now, served_now = self._rates(p.name, now)
             rps_upper, _ = _latest(
                 self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "band": "upper"}, start, now), now
             )
@@ -119,17 +118,19 @@ class StoreInputs:
         ages = {"live": now - live_t, "forecast": now - fc_t} if outlook else {}
         return Inputs(now, outlook, figures, ages)
 
-    def _rate(self, pool: str, now: float, outcome: str | None = None) -> float:
-        """Requests per second the router sent the pool over the last minute (counter increase, reset-aware), or
-        those that ended with `outcome` (ok: the pool answered them)."""
-        total = 0.0
-        matchers = {"pool": pool} | ({"outcome": outcome} if outcome else {})
-        for s in self._q(ROUTER_REQUESTS_TOTAL, matchers, now - 60.0, now):
+    def _rates(self, pool: str, now: float) -> tuple[float, float]:
+        """Requests per second the router sent the pool over the last minute (counter increase, reset-aware), and
+        those of them it answered (`outcome="ok"`): one query, split by the outcome label."""
+        sent = answered = 0.0
+        for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, now - 60.0, now):
             if len(s.v) < 2:
                 continue
             d = np.diff(s.v)
-            total += float(np.where(d >= 0, d, s.v[1:]).sum()) / max(s.t[-1] - s.t[0], 1e-9)
-        return total
+            rate = float(np.where(d >= 0, d, s.v[1:]).sum()) / max(s.t[-1] - s.t[0], 1e-9)
+            sent += rate
+            if s.labels.get("outcome") == "ok":
+                answered += rate
+        return sent, answered
 
 
 class TruthInputs:
