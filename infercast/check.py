@@ -282,7 +282,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="Alertmanager config (default: alertmanager.yml in DIR, else beside it)",
     )
-    parser.add_argument("--dashboards", type=Path, metavar="DIR", default=REPO_ROOT / "dashboards" / "generated")
+    parser.add_argument(
+        "--dashboards",
+        type=Path,
+        metavar="DIR",
+        default=REPO_ROOT / "dashboards" / "generated",
+        help=f"Grafana dashboards (*.json) to check (default {_rel(REPO_ROOT / 'dashboards' / 'generated')})",
+    )
     parser.add_argument("--strict", action="store_true", help="count skipped checks (missing tools or files) as failed")
 
 

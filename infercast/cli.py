@@ -1,4 +1,4 @@
-"""The `infercast` command line: argument parsing only.
+"""The `infercast` command line: one subcommand per component, parsed and run by the module that owns it.
 
 Each subcommand lives in the module that owns it; that module provides `add_arguments(parser)` and
 `run(args) -> int`.  Modules are imported only when their command runs, so `infercast twin run` never imports
@@ -11,6 +11,13 @@ import argparse
 import importlib
 import logging
 import sys
+
+#: the first thing `infercast --help` says: what infercast does
+DESCRIPTION = (
+    "infercast watches an LLM inference fleet: it exports the engines', GPUs' and router's metrics, forecasts KV-cache "
+    "use and traffic, alerts before the fleet saturates, and can scale it ahead of demand (advisory by default). "
+    "A fleet twin simulates the fleet to try it all without GPUs."
+)
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,9 +62,9 @@ def _load(module: str):
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="infercast", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="infercast", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="each has its own --help")
     # Only the chosen command's module is imported (to add its arguments).
     chosen = next((a for a in argv if a in COMMANDS), None)
     for name, (module, help_text) in COMMANDS.items():

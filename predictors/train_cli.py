@@ -75,10 +75,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hours", type=float, default=6.0, help="hours per generated series (default 6)")
     p.add_argument("--surges-per-hour", type=float, default=0.25, help="synthetic surges per series-hour")
     p.add_argument("--step", type=float, default=15.0, help="model step, seconds (default 15, the scrape step)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-epochs", type=int, default=30)
-    p.add_argument("--windows-per-epoch", type=int, default=20_000)
-    p.add_argument("--hidden", type=int, default=48)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the generated series, twin runs and training (default 0)"
+    )
+    p.add_argument(
+        "--max-epochs",
+        type=int,
+        default=30,
+        help="most training epochs; training stops sooner after 4 epochs without a better validation loss (default 30)",
+    )
+    p.add_argument(
+        "--windows-per-epoch", type=int, default=20_000, help="training windows drawn per epoch (default 20000)"
+    )
+    p.add_argument("--hidden", type=int, default=48, help="LSTM hidden units (default 48)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: shared machines)")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     p.add_argument(
