@@ -33,11 +33,9 @@ from actuators.plans import (
     PlanArm,
     ScheduledArm,
     candidate_plans,
-    refine_change_point,
+    finish_search,
     search_hindsight,
     staged_search,
-    with_admission,
-    with_release,
 )
 from infercast.arm_names import ARMS, canonical
 from infercast.config import FleetConfig
@@ -249,9 +247,7 @@ def run_hindsight(
         plans = plans if explicit else candidate_plans(cfg, duration, traffic)
         plan, best, tried = search_hindsight(run, plans)
         if not explicit:
-            plan, best, tried = refine_change_point(run, plan, best, tried)
-            plan, best, tried = with_admission(cfg, run, plan, best, tried)
-            plan, best, tried = with_release(run, plan, best, tried, traffic, duration)
+            plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["plan"] = plan.to_dict()

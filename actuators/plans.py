@@ -22,10 +22,10 @@ plus what it knows ahead.
   winner's change point moved as below.  A `fast` search
   (`staged_search`) tries the splits of the whole reservoir held from the start, then the best of them from each
   change point the future points to, and the winner's change point 30 s and 15 s earlier and 15 s later
-  (`refine_change_point`): about a tenth of the runs.  Both end with the winner again with admission
-  tightened from its change point at each level the predictive policy tightens to (`with_admission`), then
-  with its floors and admission let go when the true surge is over, the pools left to the HPA or scaled down at
-  once (`with_release`).  Levers not
+  (`refine_change_point`): about a tenth of the runs.  Both end (`finish_search`) with the winner again with
+  admission tightened from its change point at each level the predictive policy tightens to (`with_admission`),
+  its change point moved again, then with its floors and admission let go when the true surge is over, the pools
+  left to the HPA or scaled down at once, to what the HPA wants or to their base size (`with_release`).  Levers not
   searched: pool weights and breaker thresholds (the protected layout's pools are split by context length, so no
   sibling pool takes the same prompts).
 """
@@ -36,6 +36,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -62,9 +63,13 @@ class Plan:
     admission: tuple[tuple[str, float], ...] = ()
     # ... and put back as it was from this time on (None: held to the end)
     admission_until: float | None = None
-    # at this time the autoscaled pools are scaled down at once to what the HPA wants now (None: left to the HPA's
-    # stabilisation window, which holds the surge's replicas for minutes after a floor is let go)
+    # at this time the autoscaled pools are scaled down at once (None: left to the HPA's stabilisation window, which
+    # holds the surge's replicas for minutes after a floor is let go) ...
     scale_down_at: float | None = None
+    # ... to what the HPA wants now ("hpa"), or to their own size before the surge ("base": the autoscaler's minimum;
+    # the HPA scales back up from there where the queues still need it, as after the predictive policy's own
+    # scale-back)
+    scale_down_to: Literal["hpa", "base"] = "hpa"
 
     @property
     def start(self) -> float:
@@ -88,7 +93,8 @@ class Plan:
                 f"from {self.start:.0f} s{until} admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission)
             )
         if self.scale_down_at is not None:
-            parts.append(f"at {self.scale_down_at:.0f} s scaled down to what the HPA wants")
+            to = "their base size" if self.scale_down_to == "base" else "what the HPA wants"
+            parts.append(f"at {self.scale_down_at:.0f} s scaled down to {to}")
         return "; ".join(parts) or "no plan (reactive)"
 
     @classmethod
@@ -101,12 +107,13 @@ class Plan:
         )
         item = next((x for x in items if "admission" in x), {})
         until = item.get("until_seconds")
-        down = next((float(x["scale_down_seconds"]) for x in items if "scale_down_seconds" in x), None)
+        down = next((x for x in items if "scale_down_seconds" in x), {})
         return cls(
             steps,
             tuple((str(k), float(v)) for k, v in item.get("admission", {}).items()),
             float(until) if until is not None else None,
-            down,
+            float(down["scale_down_seconds"]) if down else None,
+            "base" if down.get("scale_down_to") == "base" else "hpa",
         )
 
     def to_dict(self) -> list[dict]:
@@ -117,7 +124,7 @@ class Plan:
                 item["until_seconds"] = self.admission_until
             out.append(item)
         if self.scale_down_at is not None:
-            out.append({"scale_down_seconds": self.scale_down_at})
+            out.append({"scale_down_seconds": self.scale_down_at, "scale_down_to": self.scale_down_to})
         return out
 
 
@@ -151,9 +158,8 @@ class PlanArm(ReactiveArm):
             self._scaled_down = True
             live = fleet.live()
             for pool in self.hpa.a.pools:
-                target = max(
-                    self.hpa.min_nodes[pool], self.hpa.desired(live[pool]), self.plan.floors_at(fleet.now).get(pool, 0)
-                )
+                wants = self.hpa.desired(live[pool]) if self.plan.scale_down_to == "hpa" else 0
+                target = max(self.hpa.min_nodes[pool], wants, self.plan.floors_at(fleet.now).get(pool, 0))
                 if target < live[pool].replicas:
                     apply_with_retries(self.admin, ScalePool(pool, target))
         super().tick(fleet)
@@ -316,8 +322,26 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     tried = tried + tried2
     if better(res2.summary, res.summary):
         plan, res = plan2, res2
-        plan, res, tried = refine_change_point(run, plan, res, tried)
+    return finish_search(cfg, run, plan, res, tried, traffic, duration)
+
+
+def finish_search(
+    cfg: FleetConfig,
+    run: Callable[[Plan], RunResult],
+    plan: Plan,
+    res: RunResult,
+    tried: list[dict],
+    traffic,
+    duration: float,
+):
+    """The stages both searches end with, on their winner: its change point moved (`refine_change_point`), admission
+    tightened (`with_admission`), the change point moved again when admission was taken (the best moment to bring
+    nodes up changes once admission holds the queues: on the flash sale's seed 1, 15 s earlier), then the release
+    (`with_release`)."""
+    plan, res, tried = refine_change_point(run, plan, res, tried)
     plan, res, tried = with_admission(cfg, run, plan, res, tried)
+    if plan.admission:
+        plan, res, tried = refine_change_point(run, plan, res, tried)
     return with_release(run, plan, res, tried, traffic, duration)
 
 
@@ -367,23 +391,32 @@ def with_admission(cfg: FleetConfig, run: Callable[[Plan], RunResult], plan: Pla
 
 
 #: after the surge's end mark (`future_end_points`), the floors and the tightened admission are let go this many
-#: seconds later: at once, or after a minute's margin (the last requests of the surge still in the queues)
-RELEASE_AFTER_SECONDS = (0.0, 60.0)
+#: seconds later: at once, or after one or two minutes' margin (the last requests of the surge still in the queues)
+RELEASE_AFTER_SECONDS = (0.0, 60.0, 120.0)
 
 
 def with_release(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict], traffic, duration):
     """After admission: the winning plan with its floors and admission let go when the true surge is over, with
-    the pools left to the HPA's stabilisation window or scaled down at once to what the HPA wants (`scale_down_at`),
-    the better kept.  Holding them costs GPU-seconds and the low tier's queueing after the surge: the
-    `perfect-forecast` arm, which lets go and scales back itself when its forecast falls, had beaten plans that held
-    (flash sale, seed 1), and then plans that only let go (by GPU-seconds at tied goodput)."""
+    the pools left to the HPA's stabilisation window, or scaled down at once (`scale_down_at`) to what the HPA wants
+    or to their base size, the better kept.  Holding them costs GPU-seconds and the low tier's queueing after the
+    surge: the `perfect-forecast` arm, which lets go and scales back to the base itself when its forecast falls,
+    had beaten plans that held (flash sale, seed 1), then plans that only let go, then plans that scaled down to
+    what the HPA wants (by GPU-seconds at tied goodput: at the surge's end the HPA still wants most of its nodes
+    for the backlog)."""
     if not plan.steps or traffic is None:
         return plan, res, tried
     ends = [e + d for e in future_end_points(traffic, duration) for d in RELEASE_AFTER_SECONDS]
+    downs: tuple[Literal["hpa", "base"] | None, ...] = (None, "hpa", "base")
     cands = [
-        Plan((*plan.steps, (end, ())), plan.admission, end if plan.admission else None, end if down else None)
+        Plan(
+            (*plan.steps, (end, ())),
+            plan.admission,
+            end if plan.admission else None,
+            end if down else None,
+            down or "hpa",
+        )
         for end in ends
-        for down in (False, True)
+        for down in downs
         if plan.steps[-1][0] < end < duration
     ]
     if not cands:
@@ -436,6 +469,7 @@ __all__ = [
     "admission_levels",
     "better",
     "candidate_plans",
+    "finish_search",
     "future_change_points",
     "future_end_points",
     "refine_change_point",

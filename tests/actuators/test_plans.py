@@ -124,9 +124,33 @@ def test_the_search_lets_the_surge_capacity_and_admission_go_when_the_true_surge
 
     plan, _, tried = staged_search(cfg, duration, traffic, run)
     assert plan.steps[-1] == (1590.0, ()) and plan.admission and plan.admission_until == 1590.0, plan.describe()
-    assert "; from 1590 s: no floors; from 525 s until 1590 s admission " in plan.describe()
+    # the change point moved again once admission was taken: here later is as good and holds fewer GPU-seconds
+    assert "; from 1590 s: no floors; from 540 s until 1590 s admission " in plan.describe()
     assert Plan.from_dict(plan.to_dict()) == plan  # the demo replays the stored plan
     assert any("; from 1530 s: no floors; from " in c["plan"] for c in tried)
+    for end in (1530, 1590, 1650):  # let go at once, a minute or two after the end mark; left to the HPA or scaled
+        released = [c["plan"] for c in tried if f"; from {end} s: no floors; " in c["plan"]]  # down to either
+        assert [r for r in released if "scaled down" not in r], end
+        assert [r for r in released if f"at {end} s scaled down to what the HPA wants" in r], end
+        assert [r for r in released if f"at {end} s scaled down to their base size" in r], end
+
+
+def test_the_release_can_scale_the_pools_down_to_their_base_size_where_that_serves_as_much_on_fewer_gpu_seconds():
+    """perfect-forecast's policy scales a pre-warmed pool back to its own size when its forecast falls, and the HPA
+    scales up again from there where the backlog needs it; on the flash sale's seed 1 that held fewer GPU-seconds
+    than any plan that scaled down only to what the HPA wanted.  The bound must try it."""
+    cfg = load_scenario("flash-sale")
+    traffic, duration = true_traffic(cfg, 0, None)
+
+    def run(p: Plan) -> RunResult:  # the same goodput whatever the release; scaling to the base saves the most
+        saved = {None: 0.0, "hpa": 10.0, "base": 50.0}[p.scale_down_to if p.scale_down_at is not None else None]
+        return _result(p.floors_at(700.0).get("v4-short", 0), 100.0, 2000.0 - saved)
+
+    plan, _, _ = staged_search(cfg, duration, traffic, run)
+    assert plan.scale_down_at is not None and plan.scale_down_to == "base", plan.describe()
+    assert "scaled down to their base size" in plan.describe()
+    assert Plan.from_dict(plan.to_dict()) == plan
+    assert Plan.from_dict([{"scale_down_seconds": 1.0}]).scale_down_to == "hpa"  # plans stored before the option
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +211,7 @@ def test_a_plan_that_scales_down_at_its_release_gives_the_surge_nodes_back_at_on
     after = [r for t, r in short_replicas(down) if 200.0 <= t <= 215.0]  # the first control tick at or after it
     assert after and 7 <= after[0] < 11, short_replicas(down)  # at once, to what the HPA wants, never below base
     assert down.summary["gpu_seconds"] < held.summary["gpu_seconds"]
+    # to the base size: the pool's own 7 nodes at once, whatever the HPA wants at that moment
+    base = run_arm(calm, "hindsight", 0, plans=[Plan(((60.0, floors), (200.0, ())), (), None, 200.0, "base")])
+    after = [r for t, r in short_replicas(base) if 200.0 <= t <= 215.0]
+    assert after and after[0] == 7, short_replicas(base)
