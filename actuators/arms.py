@@ -68,9 +68,9 @@ class Hpa:
 
     Every sync: desired = ceil(sum of the metric over ready nodes / target) for each metric (mean KV-cache usage,
     waiting requests per node), the larger wins (HPA's multi-metric rule; a node still starting counts as 0, so
-    scale-up does not double count it); no change within the tolerance; scale-up at once, scale-down to the
-    highest recommendation of the stabilisation window.  Bounds: the pool's own nodes, to those plus the
-    reservoir's, shared in proportion to what each pool asks beyond what it has."""
+    scale-up does not double count it); no change within the tolerance; scale-up to the lowest recommendation of
+    its stabilisation window (none by default: at once), scale-down to the highest of its own.  Bounds: the pool's
+    own nodes, to those plus the reservoir's, shared in proportion to what each pool asks beyond what it has."""
 
     def __init__(self, a: Autoscaler, min_nodes: dict[str, int], max_nodes: dict[str, int]) -> None:
         self.a = a
@@ -111,15 +111,21 @@ class Hpa:
             for n in sorted(asks, key=lambda n: -(spare * asks[n] / total - grant[n]))[: spare - sum(grant.values())]:
                 grant[n] += 1
             wants = {n: w - asks[n] + grant[n] for n, w in wants.items()}
+        up_s, down_s = self.a.scale_up_stabilization_seconds, self.a.scale_down_stabilization_seconds
         out = {}
         for name in self.a.pools:
             rec = self.recommendations[name]
             rec.append((now, wants[name]))
-            while rec and rec[0][0] < now - self.a.scale_down_stabilization_seconds:
+            while rec and rec[0][0] < now - max(up_s, down_s):
                 rec.popleft()
             current = live[name].replicas
-            # no scale-up stabilisation; a scale-down goes only as low as the window's highest recommendation
-            target = wants[name] if wants[name] > current else min(current, max(r for _, r in rec))
+            # Kubernetes' stabilisation windows: a scale-up goes only as high as the lowest recommendation of the
+            # scale-up window (0 s by default: at once), a scale-down only as low as the highest of the scale-down
+            # window
+            if wants[name] > current:
+                target = max(current, min(r for t, r in rec if t >= now - up_s - 1e-9))
+            else:
+                target = min(current, max(r for t, r in rec if t >= now - down_s - 1e-9))
             if target != current:
                 out[name] = target
         return out

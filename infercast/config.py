@@ -339,8 +339,12 @@ class Autoscaler(Strict):
     waiting_target: PosFloat = Field(5.0, description="waiting requests per node it aims for (GIE's saturation)")
     sync_seconds: PosFloat = 15.0
     tolerance: Ratio = 0.1
-    scale_up_stabilization_seconds: Annotated[float, Field(ge=0.0)] = 0.0
-    scale_down_stabilization_seconds: Annotated[float, Field(ge=0.0)] = 300.0
+    scale_up_stabilization_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        0.0, description="a scale-up goes only as high as the lowest recommendation of this window (HPA's default 0)"
+    )
+    scale_down_stabilization_seconds: Annotated[float, Field(ge=0.0)] = Field(
+        300.0, description="a scale-down goes only as low as the highest recommendation of this window (HPA's 300 s)"
+    )
 
 
 class Tiers(Strict):
