@@ -87,14 +87,6 @@ def stream(url: str, session: requests.Session, timeout: float, max_bytes: int, 
         raise ScrapeError(f"request failed: {type(e).__name__}: {_short(e)}") from None
 
 
-def fetch(url: str, session: requests.Session, timeout: float, max_bytes: int) -> str:
-    """The whole body of `stream` as text (for callers that want it; the exporter parses as it reads)."""
-    try:
-        return b"".join(stream(url, session, timeout, max_bytes)).decode("utf-8")
-    except UnicodeDecodeError:
-        raise ScrapeError("body is not UTF-8 text") from None
-
-
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

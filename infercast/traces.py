@@ -37,7 +37,6 @@ MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 SERVEGEN_COLUMNS = ("timestamp", "rate", "cv", "pat_name", "pat_arg1", "pat_arg2")
 SERVEGEN_PATTERNS = ("", "Gamma", "Weibull")
 SERVEGEN_WINDOW_S = 600.0
-MOONCAKE_BLOCK_TOKENS = 512
 MOONCAKE_QUANTUM_S = 3.0  # Mooncake timestamps come in ~3 s steps
 LONG_PROMPT_TOKENS = 8192
 MAX_GENERATED_ARRIVALS = 20_000_000

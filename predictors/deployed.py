@@ -86,12 +86,6 @@ def kv_event_prior(config: PredictorConfig, windows: Sequence[EventWindow], inne
     return EventPrior(inner, windows, ceiling=registry.CLIP["kv"][1], onset_s=config.event_onset_seconds)
 
 
-def service_model_name(series: str, config: PredictorConfig, lstm: Forecaster | None, prophet: bool = True) -> str:
-    """The `model` label the service publishes for a series (the name the backtest JSON gives `service_model`)."""
-    name = inner_name(series, lstm, prophet)
-    return f"{name}_aci" if config.band_adaptation > 0 else name
-
-
 def alarm_policy(thresholds: Thresholds, step_seconds: float) -> AlarmPolicy:
     """The predictive alert at evaluations `step_seconds` apart: `for:` -> consecutive evaluations, hysteresis."""
     return AlarmPolicy(
