@@ -14,7 +14,7 @@ from pathlib import Path
 from infercast.config import FleetConfig, PredictorConfig, Thresholds
 
 #: The runbooks: one page per alert, shipped inside the package (alertrules/runbooks/*.md, package data) and in
-#: the image (deploy/Dockerfile copies alertrules/).
+#: the images (deploy/Dockerfile.* copy alertrules/).
 RUNBOOKS = Path(__file__).resolve().parent / "runbooks"
 #: The default base of the `runbook_url` annotations: the runbooks' path inside the infercast package (the same in
 #: a checkout, a wheel and the image), so a page names a document that exists wherever infercast is installed.

@@ -38,13 +38,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fleet file: its pools, engines, thresholds and actuator go into the ConfigMap, PodMonitors, rules, "
         f"dashboards and the actuator's RBAC (default {d.fleet.relative_to(REPO)})",
     )
-    b.add_argument("--namespace", default=d.namespace)
+    b.add_argument("--namespace", default=d.namespace, help=f"where infercast runs (default {d.namespace})")
     b.add_argument("--engine-namespace", default=d.engine_namespace, help="where the engines' Deployments are")
     b.add_argument("--release", default=d.release, help="the kube-prometheus-stack release (its `release` label)")
-    b.add_argument("--image", default=d.image)
+    b.add_argument(
+        "--image",
+        default=d.image,
+        help="NAME:TAG the per-component images are named from: NAME-exporter:TAG (the exporters, the NVML "
+        f"DaemonSet included), NAME-predictor:TAG, NAME-actuator:TAG (the actuator and alert log) (default {d.image})",
+    )
     b.add_argument("--prometheus-url", default=d.prometheus_url, help="Prometheus, Thanos Query or Mimir (in-cluster)")
-    b.add_argument("--predictor-shards", type=int, default=d.predictor_shards)
-    b.add_argument("--actuator-replicas", type=int, default=d.actuator_replicas)
+    b.add_argument(
+        "--predictor-shards",
+        type=int,
+        default=d.predictor_shards,
+        help=f"predictor replicas, each forecasting its share of the pools (default {d.predictor_shards})",
+    )
+    b.add_argument(
+        "--actuator-replicas",
+        type=int,
+        default=d.actuator_replicas,
+        help=f"actuator replicas; one leads through a Lease, the others stay advisory (default {d.actuator_replicas})",
+    )
     b.add_argument(
         "--audit-storage",
         default=d.audit_storage,
@@ -52,10 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--audit-storage-class", default=None, help="its StorageClass (default: the cluster's default)")
     f = sub.add_parser("fleet", help="print a fleet file adapted for the cluster (the ConfigMap's fleet.yaml)")
-    f.add_argument("file", type=Path)
-    f.add_argument("--namespace", default=d.namespace)
-    f.add_argument("--engine-namespace", default=d.engine_namespace)
-    f.add_argument("--prometheus-url", default=d.prometheus_url)
+    f.add_argument("file", type=Path, help="the fleet file to adapt")
+    f.add_argument("--namespace", default=d.namespace, help=f"where infercast runs (default {d.namespace})")
+    f.add_argument(
+        "--engine-namespace",
+        default=d.engine_namespace,
+        help=f"where the engines' Deployments are (default {d.engine_namespace})",
+    )
+    f.add_argument("--prometheus-url", default=d.prometheus_url, help="Prometheus, Thanos Query or Mimir (in-cluster)")
     pr = sub.add_parser(
         "prometheus", help="write a plain Prometheus config scraping the fleet's engines, and the engine rules"
     )

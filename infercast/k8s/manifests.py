@@ -65,7 +65,7 @@ def service_account(name: str, ns: str, component: str, token: bool = False) -> 
 def _container(s: K8sSettings, name: str, args: list[str], port: int, env: list[Obj] | None = None) -> Obj:
     c: Obj = {
         "name": name,
-        "image": s.image,
+        "image": s.image_for(name),
         "args": args,
         "ports": [{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "MPLCONFIGDIR", "value": "/tmp"}, *(env or [])],

@@ -17,15 +17,19 @@ REPO = Path(__file__).resolve().parents[2]
 PORTS = {"exporter": 9400, "predictor": 9401, "actuator": 9402, "alert-log": 9095}
 #: a storage size as Kubernetes writes it: a number and a binary or decimal suffix (500Mi, 1Gi, 2G)
 QUANTITY = re.compile(r"[1-9][0-9]*(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
-#: the uid the image runs as (deploy/Dockerfile: useradd --uid 10001)
+#: the uid the images run as (deploy/Dockerfile.*: USER 10001)
 IMAGE_UID = 10001
+#: container -> the image it runs: deploy/Dockerfile.<image>, named NAME-<image>:TAG from the `image` setting.  The
+#: exporter's image (no torch) serves the fleet exporter and the NVML DaemonSet; the actuator's, the alert log too.
+CONTAINER_IMAGES = {"exporter": "exporter", "predictor": "predictor", "actuator": "actuator", "alert-log": "actuator"}
 
 
 @dataclass(frozen=True)
 class K8sSettings:
     #: where infercast runs (every object of the base; the actuator's Lease lives here)
     namespace: str = "infercast"
-    #: the image built from deploy/Dockerfile; overlays retag it with Kustomize's `images:`
+    #: NAME:TAG the per-component images are named from (NAME-exporter:TAG, ...: `image_for`); overlays retag
+    #: each with Kustomize's `images:`
     image: str = "infercast:0.1.0"
     #: the fleet file the ConfigMap is made from (adapted for the cluster: infercast/k8s/fleet.py)
     fleet: Path = REPO / "examples" / "flash-sale.yaml"
@@ -57,6 +61,13 @@ class K8sSettings:
             )
         if not 1.0 <= self.keda_max_ratio <= 100.0:
             raise ValueError(f"keda_max_ratio must be 1-100, got {self.keda_max_ratio}")
+
+    def image_for(self, container: str) -> str:
+        """The image a container runs: infercast:0.1.0 and "predictor" -> infercast-predictor:0.1.0."""
+        name, _, tag = self.image.rpartition(":")
+        if not name or "/" in tag:  # no tag (a registry port is not one): the name alone
+            name, tag = self.image, ""
+        return f"{name}-{CONTAINER_IMAGES[container]}" + (f":{tag}" if tag else "")
 
     def actuator_url(self) -> str:
         """The actuator's webhook as Alertmanager (in another namespace) reaches it."""
