@@ -1,11 +1,11 @@
 """The actuator daemon: the control loop on the wall clock, under APScheduler, with a leader check before each tick.
 
 What runs (docs/actuator.md):
-- the **fast** loop every `fast_interval` (15 s: live metrics, breakers) and the **predictive** loop every
-  `predictive_interval` (one forecast step), each calling the injected `tick(now, ctx) -> TickReport`
-  (actuators/tick.py); an **alert** run as soon as the webhook accepts a new alert event, so an alert is acted
-  on within about a second instead of at the next fast tick;
-- all three on one single-threaded executor, so ticks never overlap (the control loop need not be re-entrant);
+- the control loop on a schedule, every `interval` (15 s: a scrape's worth of live metrics and the newest
+  forecasts), calling the injected `tick(now, ctx) -> TickReport` (actuators/tick.py), and the same tick as
+  soon as the webhook accepts a new alert event, so an alert is acted on within about a second instead of at the
+  next scheduled run (`ctx.loop` says which: `scheduled` or `alert`);
+- both on one single-threaded executor, so ticks never overlap (the control loop need not be re-entrant);
   APScheduler's `job_defaults` are explicit: `coalesce` (a backlog is one run), `max_instances=1` (an overrunning
   loop skips its next run rather than queueing it) and a `misfire_grace_time`; a run skipped either way is counted
   as `missed`, a run that raised as `error` (`infercast_actuator_ticks_total`), and the daemon carries on;
@@ -50,7 +50,7 @@ from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response
 
 log = logging.getLogger(__name__)
 
-JOBS: dict[str, Loop] = {"fast": "fast", "predictive": "predictive", "alert": "alert"}
+JOBS: tuple[Loop, ...] = ("scheduled", "alert")  # the scheduler's job ids are the `loop` label's values
 #: where the webhook's token may come from (named in the refusal)
 TOKEN_SOURCES = f"actuator.webhook.token_env (default $INFERCAST_ACTUATOR_TOKEN), actuator.webhook.token_file, " \
     f"${TOKEN_ENV} or ${TOKEN_FILE_ENV}"  # fmt: skip
@@ -82,8 +82,7 @@ class Daemon:
         mode: Mode = "advisory",
         clock: Clock | None = None,
         metrics: ActuatorMetrics | None = None,
-        fast_interval: float = 15.0,
-        predictive_interval: float = 15.0,
+        interval: float = 15.0,
         misfire_grace: float = 5.0,
         renew_interval: float | None = None,
         webhook: WebhookReceiver | None = None,
@@ -108,8 +107,7 @@ class Daemon:
         self.mode: Mode = mode
         self.clock = clock or WallClock()
         self.metrics = metrics or ActuatorMetrics()
-        self.fast_interval = fast_interval
-        self.predictive_interval = predictive_interval
+        self.interval = interval
         self.misfire_grace = misfire_grace
         self.renew_interval = renew_interval
         self.last_report: TickReport | None = None
@@ -291,17 +289,13 @@ class Daemon:
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def start(self, *, first_run: bool = True) -> Daemon:
-        """Serve /metrics (and the webhook), start the loops (the fast one at once when `first_run`)."""
+        """Serve /metrics (and the webhook), start the schedule (its first run at once when `first_run`)."""
         self.http.start()
         start = datetime.now(UTC)
-        first_fast = start if first_run else start + timedelta(seconds=self.fast_interval)
+        first = start if first_run else start + timedelta(seconds=self.interval)
         self.scheduler.add_job(
-            self.run_once, "interval", args=["fast"], id="fast", name="fast", executor="loop",
-            seconds=self.fast_interval, next_run_time=first_fast,
-        )  # fmt: skip
-        self.scheduler.add_job(
-            self.run_once, "interval", args=["predictive"], id="predictive", name="predictive", executor="loop",
-            seconds=self.predictive_interval, next_run_time=start + timedelta(seconds=self.predictive_interval),
+            self.run_once, "interval", args=["scheduled"], id="scheduled", name="scheduled", executor="loop",
+            seconds=self.interval, next_run_time=first,
         )  # fmt: skip
         if self.renew_interval:
             self.scheduler.add_job(
@@ -314,8 +308,8 @@ class Daemon:
                 "acting needs one: %s)", self.http.url, TOKEN_SOURCES,
             )  # fmt: skip
         log.info(
-            "actuator: %s mode, fast loop every %g s, predictive every %g s; /metrics on %s",
-            self.mode, self.fast_interval, self.predictive_interval, self.http.url,
+            "actuator: %s mode, the control loop every %g s and on each new alert; /metrics on %s",
+            self.mode, self.interval, self.http.url,
         )  # fmt: skip
         return self
 
@@ -333,8 +327,8 @@ class Daemon:
 
     # --- helpers ---------------------------------------------------------------------------------------------
     def _missed(self, event: JobExecutionEvent) -> None:
-        loop = JOBS.get(event.job_id)
-        if loop is not None:
+        loop = event.job_id
+        if loop in JOBS:
             log.warning("actuator: %s tick skipped (late or still running)", loop)
             self.metrics.tick(loop, "missed")
 

@@ -93,7 +93,7 @@ def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> Dae
     if url:
         from infercast.store.prometheus import PrometheusStore
 
-        store = PrometheusStore(url, timeout_seconds=max(1.0, min(10.0, ac.fast_interval_seconds / 3)))
+        store = PrometheusStore(url, timeout_seconds=max(1.0, min(10.0, ac.interval_seconds / 3)))
     return DaemonParts(
         config=cfg,
         mode=mode,
@@ -158,8 +158,7 @@ def build_daemon(
             elector,
             mode=parts.mode,
             clock=parts.clock,
-            fast_interval=ac.fast_interval_seconds,
-            predictive_interval=ac.predictive_interval_seconds or cfg.predictor.forecast_interval_seconds,
+            interval=ac.interval_seconds,
             misfire_grace=ac.misfire_grace_seconds,
             renew_interval=lease / 3 if lease else None,
             webhook=hook,
@@ -221,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     listen = "127.0.0.1:0" if args.once else None
     daemon = build_daemon(parts, tick, listen, serve=not args.once, elector=elector, state=state)
     if args.once:
-        report = daemon.run_once("fast")
+        report = daemon.run_once("scheduled")
         daemon.stop()
         parts.audit.close()
         if report is None:

@@ -35,10 +35,12 @@ from infercast.catalog import (
     ACTUATOR_FREEZES_TOTAL,
     ACTUATOR_FROZEN,
     ACTUATOR_LEADER,
+    ACTUATOR_LOOPS,
     ACTUATOR_POOL_WEIGHT,
     ACTUATOR_TICKS_TOTAL,
     ACTUATOR_VERDICTS_TOTAL,
     ACTUATOR_WEBHOOK_ALERTS_TOTAL,
+    TICK_OUTCOMES,
     Kind,
     spec,
 )
@@ -83,6 +85,9 @@ class ActuatorMetrics:
             ACTUATOR_AUDIT_UNKNOWN, ACTUATOR_AUDIT_UNRECORDED_TOTAL,
         ):  # fmt: skip
             self._values[name][()] = 0.0
+        for loop in ACTUATOR_LOOPS:  # every known series from 0, so a rate() sees the first error or missed run
+            for outcome in TICK_OUTCOMES:
+                self._values[ACTUATOR_TICKS_TOTAL][(loop, outcome)] = 0.0
         self._hist: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0] * (len(LATENCY_BUCKETS) + 1))
         self._hist_sum: dict[tuple[str, ...], float] = defaultdict(float)
         self._frozen_reason: str | None = None

@@ -3,7 +3,7 @@
 The daemon (actuators/daemon.py) owns the clock, the schedule, the leader check and the metrics; the control loop
 owns observe -> decide -> guard -> apply -> record.  On each run of a loop the daemon asks the elector, then calls
 
-    report = tick(now, TickContext(loop="fast", active=..., mode=..., leadership=...))
+    report = tick(now, TickContext(loop="scheduled", active=..., mode=..., leadership=...))
 
 - `now` is the wall clock read once by the daemon (the loop never reads a clock);
 - `ctx.active` is True only when the configured mode is `active` *and* this replica leads: otherwise the loop
@@ -28,7 +28,7 @@ from actuators.leader import Leadership
 from actuators.stamp import Stamp
 from infercast.catalog import ACTION_OUTCOMES, ACTION_REASONS, ACTUATOR_LOOPS, FREEZE_REASONS, VERDICTS
 
-Loop = Literal["fast", "predictive", "alert"]
+Loop = Literal["scheduled", "alert"]
 Mode = Literal["advisory", "active"]
 
 

@@ -1159,7 +1159,7 @@ def actuator(s: DashboardSettings) -> Dashboard:
                 unit="short",
                 lo=0,
                 width=8,
-                description="Runs of the fast, predictive and alert loops: ok, error or missed.",
+                description="Runs of the control loop, on its schedule or on an alert: ok, error or missed.",
             )
         )
         .with_panel(

@@ -82,7 +82,8 @@ FREEZE_REASONS = ("stale_inputs", "bad_value", "forecaster_down", "store_down", 
 #: what an `infercast_actuator_breaker_threshold` series holds: a pool's latency breaker (seconds) or, with
 #: pool="fleet", an admission limit (memory ratio, context tokens, queue seconds)
 BREAKER_KINDS = ("latency", "memory", "context_tokens", "normal_queue", "low_queue")
-ACTUATOR_LOOPS = ("fast", "predictive", "alert")
+#: what ran the control loop: its schedule (every `actuator.interval_seconds`) or an alert the webhook accepted
+ACTUATOR_LOOPS = ("scheduled", "alert")
 TICK_OUTCOMES = ("ok", "error", "missed")
 WEBHOOK_OUTCOMES = ("accepted", "duplicate", "dropped")
 TARGET_KINDS = ("vllm", "sglang", "tgi", "trtllm", "dcgm", "nvml", "router", "twin")

@@ -873,9 +873,10 @@ class ActuatorConfig(Strict):
     listen: str = Field("127.0.0.1:9402", description="host:port of /metrics and the webhook")
     webhook: WebhookConfig = WebhookConfig()
     prometheus_url: str | None = Field(None, description="live metrics (default: predictor.prometheus_url)")
-    fast_interval_seconds: PosFloat = Field(15.0, description="the fast loop: live metrics, breakers")
-    predictive_interval_seconds: PosFloat | None = Field(
-        None, description="the predictive loop (default: predictor.forecast_interval_seconds, one forecast step)"
+    interval_seconds: PosFloat = Field(
+        15.0,
+        description="how often the control loop runs on its own (live metrics, breakers, the newest forecasts); an "
+        "alert the webhook accepts runs it at once as well",
     )
     misfire_grace_seconds: Annotated[float, Field(ge=1.0)] = Field(
         5.0, description="a loop run this late still runs; later ones are counted as missed"
@@ -1181,12 +1182,22 @@ def misplaced_key_hint(loc: tuple[str | int, ...]) -> str | None:
     return f"{key!r} belongs in {shown}"
 
 
+#: keys a release renamed or merged: (where, key) -> what to write instead
+RENAMED_KEYS: dict[tuple[str, str], str] = {
+    ("actuator", k): "the fast and predictive loops ran the same tick; set actuator.interval_seconds instead"
+    for k in ("fast_interval_seconds", "predictive_interval_seconds")
+}
+
+
 def _format_errors(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
+        renamed = RENAMED_KEYS.get((".".join(str(p) for p in e["loc"][:-1]), str(e["loc"][-1]))) if e["loc"] else None
+        if e["type"] == "extra_forbidden" and renamed:
+            msg = f"no longer a field: {renamed}"
+        elif e["type"] == "extra_forbidden":
             hint = misplaced_key_hint(tuple(e["loc"]))
             msg = f"not a field here; {hint}" if hint else "unknown key (typo?)"
         lines.append(f"  {loc}: {msg}")

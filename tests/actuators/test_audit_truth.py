@@ -141,7 +141,7 @@ def test_a_lost_answer_the_router_cannot_confirm_is_unknown_then_settled_by_the_
             lambda now, ctx: TickReport(), SingleReplica(), mode="active", audit=audit,
             reconcile=lambda now: reconcile_unknown(audit, admin, now),
         )  # fmt: skip
-        d.run_once("fast")
+        d.run_once("scheduled")
         assert audit.get(row.id).status == "unknown"  # the router still cannot say: not guessed
         assert d.metrics.exposition().decode().count("infercast_actuator_audit_unknown 1.0") == 1
         audit.close()
@@ -173,7 +173,7 @@ def test_the_daemon_settles_unknown_rows_on_its_next_tick(twin, fleet_cfg, tmp_p
         lambda now, ctx: TickReport(), SingleReplica(), mode="active", audit=audit,
         reconcile=lambda now: reconcile_unknown(audit, admin, now),
     )  # fmt: skip
-    d.run_once("fast")
+    d.run_once("scheduled")
     assert audit.get(i).status == "applied" and audit.get(i).attempts == 3
     assert "infercast_actuator_audit_unknown 0.0" in d.metrics.exposition().decode()
 
@@ -233,12 +233,12 @@ def test_an_audit_database_broken_under_a_running_daemon_stops_it_acting_and_pag
     db = tmp_path / "a.db"
     tick = Scripted(parts, [(SetPoolWeight("v4-main", 0.5), "forecast"), (SetPoolWeight("v4-main", 0.6), "forecast")])
     d = Daemon(tick, SingleReplica(), mode="active", audit=parts.audit)
-    report = d.run_once("fast")
+    report = d.run_once("scheduled")
     assert report.actions[0].outcome == "applied" and len(twin.fleet.actions) == 1
     _break(db, how)
     with caplog.at_level(logging.ERROR):
-        d.run_once("fast")
-        d.run_once("fast")
+        d.run_once("scheduled")
+        d.run_once("scheduled")
     m = scrape_metrics(d)
     assert m["infercast_actuator_audit_failed"] == 1.0 and m["infercast_actuator_active"] == 0.0
     assert m["infercast_actuator_audit_unrecorded_total"] == 2.0

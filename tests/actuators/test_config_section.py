@@ -55,7 +55,7 @@ def test_each_backend_kind_builds_its_backend(tmp_path, monkeypatch):
         ({"leader": {"kind": "redis", "lease_seconds": 0.2}}, "actuator.leader.redis.lease_seconds: Input should be"),
         ({"listen": "9402"}, "actuator.listen: expected host:port, got '9402'"),
         ({"webhook": {"token_env": "not a name"}}, "actuator.webhook.token_env: String should match pattern"),
-        ({"fast_interval_seconds": 0}, "actuator.fast_interval_seconds: Input should be greater than 0"),
+        ({"interval_seconds": 0}, "actuator.interval_seconds: Input should be greater than 0"),
         ({"apply_attempts": 50}, "actuator.apply_attempts: Input should be less than or equal to 10"),
     ],
 )

@@ -74,7 +74,7 @@ def test_an_active_leader_applies_and_publishes_what_it_set(twin, fleet_cfg, tmp
     d = Daemon(loop, SingleReplica("solo"), mode="active").start(first_run=False)
     try:
         for _ in range(3):
-            report = d.run_once("fast")
+            report = d.run_once("scheduled")
             assert report is not None and report.actions[0].outcome == "applied"
         m = scrape(d)
     finally:
@@ -87,8 +87,8 @@ def test_an_active_leader_applies_and_publishes_what_it_set(twin, fleet_cfg, tmp
     assert m['infercast_actuator_breaker_threshold{kind="latency",pool="v4-main"}'] == 0.4
     assert m['infercast_actuator_breaker_threshold{kind="memory",pool="fleet"}'] == 0.8
     assert m['infercast_actuator_verdicts_total{action="set_pool_weight",pool="v4-main",verdict="rolled_back"}'] == 1
-    assert m['infercast_actuator_decision_latency_seconds_count{loop="fast"}'] == 3.0
-    assert m['infercast_actuator_ticks_total{loop="fast",outcome="ok"}'] == 3.0
+    assert m['infercast_actuator_decision_latency_seconds_count{loop="scheduled"}'] == 3.0
+    assert m['infercast_actuator_ticks_total{loop="scheduled",outcome="ok"}'] == 3.0
     assert m['infercast_actuator_change_budget_used_ratio{pool="fleet"}'] == 0.3
     assert [d.status for d in parts.audit.recent(0)] == ["applied"] * 3
 
@@ -98,7 +98,7 @@ def test_every_series_it_serves_is_a_catalog_name(twin, fleet_cfg, tmp_path):
         first_run=False
     )
     try:
-        d.run_once("fast")
+        d.run_once("scheduled")
         text = requests.get(f"{d.url}/metrics", timeout=5).text
     finally:
         d.stop()
@@ -112,7 +112,7 @@ def test_advisory_mode_decides_records_and_touches_nothing(twin, fleet_cfg, tmp_
     parts = parts_for(twin, fleet_cfg, tmp_path, mode="advisory")
     d = Daemon(Scripted(parts, [(W5, "forecast")]), SingleReplica(), mode="advisory").start(first_run=False)
     try:
-        report = d.run_once("fast")
+        report = d.run_once("scheduled")
         m = scrape(d)
     finally:
         d.stop()
@@ -135,7 +135,7 @@ def test_two_daemons_on_one_redis_lease_exactly_one_acts(redis_server, twin, fle
         d.start(first_run=False)
     try:
         for _ in range(3):
-            outcomes = [d.run_once("fast").actions[0].outcome for d in daemons]
+            outcomes = [d.run_once("scheduled").actions[0].outcome for d in daemons]
             assert sorted(outcomes) == ["advisory", "applied"]
         ma, mb = scrape(daemons[0]), scrape(daemons[1])
         assert (ma["infercast_actuator_leader"], mb["infercast_actuator_leader"]) == (1.0, 0.0)
@@ -143,7 +143,7 @@ def test_two_daemons_on_one_redis_lease_exactly_one_acts(redis_server, twin, fle
         assert {a for _, a in twin.fleet.actions} == {SetPoolWeight("v4-main", 0.5)}
 
         redis_server.close()  # Redis lost: nobody acts
-        outcomes = [d.run_once("fast").actions[0].outcome for d in daemons]
+        outcomes = [d.run_once("scheduled").actions[0].outcome for d in daemons]
         assert outcomes == ["advisory", "advisory"]
         assert scrape(daemons[0])["infercast_actuator_leader"] == 0.0
         assert len(twin.fleet.actions) == 3
@@ -164,7 +164,7 @@ def test_backend_errors_are_retried_with_backoff_then_recorded_failed(fleet_cfg,
     )  # fmt: skip
     d = Daemon(Scripted(parts, [(W5, "forecast")]), SingleReplica(), mode="active").start(first_run=False)
     try:
-        report = d.run_once("fast")
+        report = d.run_once("scheduled")
         m = scrape(d)
     finally:
         d.stop()
@@ -190,51 +190,55 @@ def test_a_tick_that_raises_is_counted_and_the_next_runs(twin, fleet_cfg, tmp_pa
 
     d = Daemon(tick, SingleReplica()).start(first_run=False)
     try:
-        assert d.run_once("predictive") is None
-        assert d.run_once("predictive").frozen
-        d.run_once("predictive")
+        assert d.run_once("scheduled") is None
+        assert d.run_once("scheduled").frozen
+        d.run_once("scheduled")
         m = scrape(d)
     finally:
         d.stop()
-    assert m['infercast_actuator_ticks_total{loop="predictive",outcome="error"}'] == 1.0
-    assert m['infercast_actuator_ticks_total{loop="predictive",outcome="ok"}'] == 2.0
+    assert m['infercast_actuator_ticks_total{loop="scheduled",outcome="error"}'] == 1.0
+    assert m['infercast_actuator_ticks_total{loop="scheduled",outcome="ok"}'] == 2.0
     assert m["infercast_actuator_frozen"] == 1.0
     assert m['infercast_actuator_freezes_total{reason="store_down"}'] == 1.0  # one freeze, not one per tick
 
 
 @pytest.mark.slow
-def test_the_scheduler_runs_both_loops_one_tick_at_a_time_and_counts_what_it_skips(tmp_path):
+def test_the_scheduler_runs_its_schedule_and_the_alert_runs_one_tick_at_a_time_and_counts_what_it_skips(tmp_path):
+    """One control loop: on its schedule and, when an alert arrives, at once (`ctx.loop` says which); a tick that
+    overruns its interval makes the next scheduled run be skipped and counted as missed, never run beside it."""
     spans: list[tuple[str, float, float]] = []
     lock = threading.Lock()
 
     def tick(now: float, ctx: TickContext) -> TickReport:
         t0 = time.monotonic()
-        time.sleep(0.35 if ctx.loop == "predictive" else 0.05)  # the predictive loop overruns its 0.3 s interval
+        time.sleep(0.35 if ctx.loop == "scheduled" else 0.05)  # the scheduled run overruns its 0.2 s interval
         with lock:
             spans.append((ctx.loop, t0, time.monotonic()))
         return TickReport()
 
-    d = Daemon(tick, SingleReplica(), fast_interval=0.2, predictive_interval=0.3, misfire_grace=1).start()
-    time.sleep(3.0)
+    d = Daemon(tick, SingleReplica(), interval=0.2, misfire_grace=1).start()
+    time.sleep(1.0)
+    d.wake()  # what the webhook does when it accepts a new alert
+    time.sleep(2.0)
     d.stop()
-    m_loops = {loop for loop, _, _ in spans}
-    assert m_loops == {"fast", "predictive"}
+    assert {loop for loop, _, _ in spans} == {"scheduled", "alert"}
     ordered = sorted(spans, key=lambda s: s[1])
     assert all(a[2] <= b[1] for a, b in itertools.pairwise(ordered)), "two ticks overlapped"
     text = d.metrics.exposition().decode()
-    assert re.search(r'infercast_actuator_ticks_total\{loop="(fast|predictive)",outcome="missed"\} [1-9]', text)
+    assert re.search(r'infercast_actuator_ticks_total\{loop="scheduled",outcome="missed"\} [1-9]', text), text
+    assert 'infercast_actuator_ticks_total{loop="alert",outcome="ok"} 1.0' in text
 
 
 @pytest.mark.slow
 def test_stop_finishes_the_tick_in_flight_and_starts_no_other(tmp_path):
     marks = tmp_path / "marks"
-    d = Daemon(Slow(marks, 1.0), SingleReplica(), fast_interval=0.2).start()
+    d = Daemon(Slow(marks, 1.0), SingleReplica(), interval=0.2).start()
     deadline = time.monotonic() + 10
     while "start" not in (marks.read_text() if marks.exists() else "") and time.monotonic() < deadline:
         time.sleep(0.02)
     d.stop(wait=True)
     lines = marks.read_text().splitlines()
-    assert lines == ["start fast 1", "end fast 1"]
+    assert lines == ["start scheduled 1", "end scheduled 1"]
     time.sleep(0.5)
     assert marks.read_text().splitlines() == lines
 
@@ -244,9 +248,9 @@ def test_a_new_alert_wakes_the_alert_loop_which_drains_it(twin, fleet_cfg, tmp_p
     woke = threading.Event()
     loop = Scripted(parts, [(W5, "alert")], on_tick=lambda now, ctx: ctx.loop == "alert" and woke.set())
     hook = WebhookReceiver(parts.inbox)
-    # the fast loop is an hour away: only the alert can make the loop run
+    # the next scheduled run is an hour away: only the alert can make the loop run
     d = Daemon(
-        loop, SingleReplica(), mode="active", fast_interval=3600, predictive_interval=3600, webhook=hook, token="t0k"
+        loop, SingleReplica(), mode="active", interval=3600, webhook=hook, token="t0k"
     )  # an acting daemon's webhook needs a token (tests/actuators/test_intake.py)
     d.start(first_run=False)
     auth = {"Authorization": "Bearer t0k"}
@@ -274,8 +278,7 @@ def fleet_file(tmp_path: Path, twin_url: str, **actuator) -> Path:
         "backend": {"kind": "http", "url": twin_url, "token_env": "TEST_ROUTER_TOKEN"},
         "audit_db": str(tmp_path / "audit.db"),
         "listen": "127.0.0.1:0",
-        "fast_interval_seconds": 0.5,
-        "predictive_interval_seconds": 60,
+        "interval_seconds": 0.5,
         **actuator,
     }
     path = tmp_path / "fleet.yaml"

@@ -28,7 +28,7 @@ W5 = SetPoolWeight("v4-main", 0.5)
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory, fleet_cfg):
-    """The daemon (active, single replica) on a 0.3 s fast loop against the twin, scraped every second."""
+    """The daemon (active, single replica) on a 0.3 s control loop against the twin, scraped every second."""
     from infercast.twin.fleet import build_fleet
     from infercast.twin.surfaces import TwinServer
 
@@ -47,7 +47,7 @@ def running(tmp_path_factory, fleet_cfg):
     )
     hook = WebhookReceiver(parts.inbox)
     daemon = Daemon(
-        loop, SingleReplica(), mode="active", fast_interval=0.3, predictive_interval=0.7, webhook=hook, token="t0k"
+        loop, SingleReplica(), mode="active", interval=0.3, webhook=hook, token="t0k"
     )  # an acting daemon's webhook needs a token (tests/actuators/test_intake.py)
     daemon.start()
     config = prometheus_config({"infercast-actuator": daemon.url.removeprefix("http://")})
@@ -118,8 +118,8 @@ def test_the_observe_only_placeholder_reads_live_metrics_from_prometheus(running
     prom, _, parts = running
     parts.store = PrometheusStore(prom.url)
     loop = ObserveOnly(parts, metric="infercast_actuator_ticks_total")
-    ctx = TickContext("fast", False, "advisory", SingleReplica().try_acquire_or_renew(0.0))
+    ctx = TickContext("scheduled", False, "advisory", SingleReplica().try_acquire_or_renew(0.0))
     report = loop(time.time(), ctx)
     (_, _, pools, series) = loop.seen[0]
-    assert pools == 3 and series >= 2  # the twin's three pools; tick counters of the fast and predictive loops
+    assert pools == 3 and series >= 2  # the twin's three pools; the tick counters (every loop x outcome, from 0)
     assert report.actions == () and "decided nothing" in report.note

@@ -52,8 +52,7 @@ def _fleet_file(tmp_path: Path, url: str, name: str) -> Path:
         "leader": {"kind": "redis", "url": url, "key": LEASE, "lease_seconds": 8, "identity": f"pod-{name}"},
         "audit_db": str(tmp_path / name / "audit.db"),  # one audit file per replica, as on two nodes
         "listen": "127.0.0.1:0",
-        "fast_interval_seconds": 1,
-        "predictive_interval_seconds": 86400,
+        "interval_seconds": 1,
     }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -198,7 +197,7 @@ def test_corrupt_state_at_takeover_is_an_error_in_the_log_and_an_advisory_tick_u
     try:
         for _ in range(2):
             caplog.clear()
-            report = daemon.run_once("fast")
+            report = daemon.run_once("scheduled")
             assert [a.outcome for a in report.actions] == ["advisory"]
             errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
             assert any(
@@ -210,7 +209,7 @@ def test_corrupt_state_at_takeover_is_an_error_in_the_log_and_an_advisory_tick_u
             assert f"{ACTUATOR_ACTIVE} 0.0" in daemon.metrics.exposition().decode()
         assert backend.r.hlen("fleet:applied") == 0  # nothing reached the fleet
         backend.r.delete(f"{LEASE}:state:applied")  # what the error line says to do, once inspected
-        report = daemon.run_once("fast")
+        report = daemon.run_once("scheduled")
         assert [a.outcome for a in report.actions] == ["applied"]
         assert backend.r.hlen(f"{LEASE}:state:applied") == 1  # and the state is kept again
     finally:
@@ -239,7 +238,7 @@ def test_a_deposed_leader_does_not_apply_what_the_state_did_not_take(redis_serve
     a.release()  # deposed (here released; an expiry while paused is the same)
     assert RedisLease(client(url), LEASE, "pod-b", 30).try_acquire_or_renew(0.0).is_leader
     loop = ControlLoop(parts.config, parts.admin, FreshInputs(), policy=ScriptedPolicy([[A1]]), audit=parts.audit)
-    report = loop.tick(1001.0, TickContext("fast", True, "active", lead))
+    report = loop.tick(1001.0, TickContext("scheduled", True, "active", lead))
     ((_, outcome, detail),) = report.outcomes
     assert outcome == "failed" and "not applied" in detail and "held by pod-b, not by pod-a" in detail
     (row,) = parts.audit.recent(0)

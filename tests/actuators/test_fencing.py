@@ -45,11 +45,11 @@ def test_after_redis_loses_its_state_the_leader_re_acquires_above_the_routers_to
     d = Daemon(loop, RedisLease(r, identity="a"), mode="active", fence_reader=admin.fence)
     d.start(first_run=False)
     try:
-        first = d.run_once("fast")
+        first = d.run_once("scheduled")
         assert first.actions[0].outcome == "applied" and admin.fence() == 5
         r.flushall()  # the lease store loses everything: its counter starts again at 1
         with caplog.at_level(logging.WARNING, logger="actuators.daemon"):
-            second = d.run_once("fast")
+            second = d.run_once("scheduled")
         assert second.actions[0].outcome == "applied", second.actions[0].detail
         assert admin.fence() == 6 and twin.fleet.router.weights["v4-main"] == 0.6
         assert any("ahead of this leader's 1" in rec.getMessage() for rec in caplog.records)
@@ -78,7 +78,7 @@ def test_a_leader_that_cannot_re_acquire_reports_fenced_every_tick_and_does_not_
     d.start(first_run=False)
     try:
         with caplog.at_level(logging.ERROR, logger="actuators.daemon"):
-            outcomes = [d.run_once("fast").actions[0].outcome for _ in range(3)]
+            outcomes = [d.run_once("scheduled").actions[0].outcome for _ in range(3)]
         assert outcomes == ["advisory"] * 3 and twin.fleet.actions == []
         fenced = [rec for rec in caplog.records if "fenced: the backend holds fencing token 7" in rec.getMessage()]
         assert len(fenced) == 3  # a line every tick

@@ -44,14 +44,14 @@ def test_two_daemons_with_leader_single_on_one_redis_backend_exactly_one_acts(
                                 Inbox(), None, WallClock(), apply_backoff_seconds=0.01)  # fmt: skip
             daemons.append(build_daemon(parts, Scripted(parts, [(SetPoolWeight("v4-main", weight), "forecast")])))
         for _ in range(3):
-            reports = [d.run_once("fast") for d in daemons]
+            reports = [d.run_once("scheduled") for d in daemons]
             assert [r.actions[0].outcome for r in reports] == ["applied", "advisory"]
         observed = RedisAdmin.from_url(url, prefix="s").observe()
         assert observed.pool("v4-main").weight == 0.5  # only the first one's action landed
         lead = daemons[1].elector.try_acquire_or_renew(0.0)
         assert not lead.is_leader and "leader: single, but another daemon" in lead.detail
         daemons[0].stop()  # the first one goes: its lease is released, the second takes over
-        assert daemons[1].run_once("fast").actions[0].outcome == "applied"
+        assert daemons[1].run_once("scheduled").actions[0].outcome == "applied"
     finally:
         for d in daemons:
             d.stop()
