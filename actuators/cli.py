@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:FACTORY",
         help="the control loop: FACTORY(parts) -> tick (default: infercast's own, actuators.controller:build_tick)",
     )
-    p.add_argument("--once", action="store_true", help="run one fast tick, print its report as JSON, exit")
+    p.add_argument("--once", action="store_true", help="run the control loop once, print its report as JSON, exit")
     sub = p.add_subparsers(dest="actuator_command", metavar="{log}")
     log_cli.add_arguments(sub.add_parser("log", help="print the audit trail as a table", description=log_cli.__doc__))
 

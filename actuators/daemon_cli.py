@@ -8,7 +8,7 @@ SIGINT.  A bad section is a `ConfigError` naming the key, before anything starts
 
 `--tick MODULE:FACTORY` names the control loop: a callable `FACTORY(parts: DaemonParts) -> TickHook`.  The default
 is infercast's own (`actuators.controller:build_tick`); tests and other control loops pass theirs.  `--once` runs
-one fast tick, prints its report as JSON and exits (for checks and cron jobs).
+the control loop once, prints its report as JSON and exits (for checks and cron jobs).
 """
 
 from __future__ import annotations
