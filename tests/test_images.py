@@ -322,11 +322,15 @@ def test_the_manifests_run_each_container_on_its_components_image():
     assert images["infercast-exporter"] == {"infercast-exporter:0.1.0"}
     assert images["infercast-predictor"] == {"infercast-predictor:0.1.0"}
     assert images["infercast-actuator"] == images["infercast-alert-log"] == {"infercast-actuator:0.1.0"}
-    # the overlays retag every image the base names
+    # the overlays retag every image the base names, and so does the quickstart's overlay (a name it misses would
+    # silently stay infercast-...:0.1.0, an image the user never pushed)
+    from tests.test_quickstart_kubernetes import page_block
+
     named = {i.split(":")[0] for s in images.values() for i in s}
     for overlay in ("demo", "production"):
         doc = yaml.safe_load((REPO / "deploy" / "kubernetes" / "overlays" / overlay / "kustomization.yaml").read_text())
         assert {i["name"] for i in doc["images"]} == named, overlay
+    assert {i["name"] for i in yaml.safe_load(page_block("overlay"))["images"]} == named
     assert all((REPO / "deploy" / f"Dockerfile.{n.removeprefix('infercast-')}").is_file() for n in named)
 
 
