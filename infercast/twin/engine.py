@@ -435,6 +435,9 @@ class Node:
         free = np.flatnonzero(~self.active)
         if not len(free):
             return
+        if self.kv.kind == "paged" and self.control.kv_partitions is None:
+            self._admit_paged(t0, free)
+            return
         k = 0
         prefill = float(self.pf_work[self.active].sum())
         self.memory_blocked = False
@@ -455,6 +458,51 @@ class Node:
             prefill += prompt
             arrive = max(t0, sent_t)
             self._fill(slot, row, arrive, arrive + self._floor(prompt))
+
+    def _admit_paged(self, t0: float, free: np.ndarray) -> None:
+        """The loop above on a paged KV cache without partitions, over the queue's head as arrays: request i is
+        admitted when every request before it was and it passes the same gates, in the same order, with the
+        state the ones before it left (blocks in use, the pool, the prefill queue).  So the first request that
+        fails a gate ends the admission, as `break` does in the loop, and what is admitted is what the loop
+        admits, to the last bit (the running sums are sequential, as the loop adds them)."""
+        c, kv = self.control, self.kv
+        assert isinstance(kv, PagedKV)
+        head = self.queue.head(len(free))
+        prompt = head.prompt
+        n = len(prompt)
+        # blocks in use once request i is admitted (with all before it): `try_admit` fails past the capacity
+        used = kv.used_blocks + np.cumsum(kv.blocks_for(prompt))
+        fails = used > kv.capacity_blocks
+        blocked = np.zeros(n, dtype=bool)  # `_may_admit` says no
+        if c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory:
+            blocked |= head.prio == 2
+        if c.stop_admit_memory is not None:
+            # `_memory_if_admitted` for each request with those before it admitted.  The pool grows a segment at a
+            # time only when the blocks in use outgrow it (`_grow_pool`); `footprint_if_admitted` judges with the
+            # pool as it stands before the request and the segments its blocks would need
+            seg = kv.segment_blocks
+            grown = np.minimum(kv.capacity_blocks, -(-used // seg) * seg)
+            pool_after = np.where(used > kv.pool_blocks, grown, kv.pool_blocks)
+            pool_before = np.concatenate(([kv.pool_blocks], pool_after[:-1]))
+            footprint = np.maximum(pool_before, grown) * kv.block_tokens
+            # the prefill queue with request i in it: the loop's running float sum, in the loop's order
+            prefill = np.cumsum(np.concatenate(([float(self.pf_work[self.active].sum())], prompt)))[1:]
+            act = np.minimum(prefill, self.model.prefill_chunk_tokens)
+            memory = (self.weights_bytes + self.overhead_bytes + footprint * self.bytes_per_token) + (
+                act * self.act_bytes_per_token
+            )
+            blocked |= memory > c.stop_admit_memory * self.physical_bytes
+        stop = np.flatnonzero(blocked | fails)
+        m = int(stop[0]) if len(stop) else n
+        self.memory_blocked = bool(m < n and blocked[m])
+        if m < n and not blocked[m]:  # the head's blocks are not free: it blocks the line
+            kv.failures += 1
+            self.alloc_failures_total += 1
+        if m == 0:
+            return
+        self.queue.pop_many(m)
+        kv.admit_many(free[:m], prompt[:m])
+        self._fill_many(free[:m], head.take(slice(0, m)), t0)
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
         if self.active.any() or not len(self.queue) or not self._admission_open(t0):
@@ -493,6 +541,21 @@ class Node:
             self.pf_end[s] = end
         self.batch_start_t = start
         self.batch_end_t = end
+
+    def _fill_many(self, slots: np.ndarray, reqs: Requests, t0: float) -> None:
+        """`_fill` for many slots at once: each request arrives at max(t0, sent_t) and draws its floor, in order."""
+        arrive = np.maximum(t0, reqs.sent_t)
+        self.active[slots] = True
+        self.ttft_done[slots] = False
+        self.prompt[slots], self.out[slots], self.max_tokens[slots] = reqs.prompt, reqs.out, reqs.max_tokens
+        self.gen[slots] = 0.0
+        self.admit_t[slots] = arrive
+        self.pf_work[slots], self.pf_end[slots] = reqs.prompt, np.inf
+        self.pf_floor[slots] = arrive + self._floor.many(reqs.prompt)
+        self.orig_t[slots], self.att_t[slots] = reqs.orig_t, reqs.att_t
+        self.prio[slots], self.attempt[slots], self.served[slots] = reqs.prio, reqs.attempt, reqs.served
+        self.sent_t[slots], self.tenant[slots], self.malformed[slots] = reqs.sent_t, reqs.tenant, reqs.malformed
+        self.prompt_tokens_total += int(reqs.prompt.sum())
 
     def _fill(self, slot: int, row: tuple, admit: float, floor_end: float) -> None:
         orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t, tenant, malformed = row

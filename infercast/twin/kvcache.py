@@ -90,6 +90,14 @@ class PagedKV:
         self._grow_pool()
         return True
 
+    def admit_many(self, slots: np.ndarray, prompt_tokens: np.ndarray) -> None:
+        """`try_admit` for requests already known to fit, in order: the pool grows as it would one by one (the
+        blocks in use only climb, so it ends where the last admission leaves it)."""
+        need = self.blocks_for(prompt_tokens)
+        self.blocks[slots] = need
+        self.used_blocks += int(need.sum())
+        self._grow_pool()
+
     def grow(self, slots: np.ndarray, tokens_now: np.ndarray) -> np.ndarray:
         """Give decoding slots the blocks their token counts need; returns per-slot blocks still missing."""
         need = self.blocks_for(tokens_now) - self.blocks[slots]

@@ -7,7 +7,7 @@ into its running set get a slot of their own (see `engine.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,6 +20,9 @@ DTYPES = {
     "orig_t": np.float64, "att_t": np.float64, "prompt": np.int64, "out": np.int64, "max_tokens": np.int64,
     "prio": np.int8, "attempt": np.int8, "served": bool, "sent_t": np.float64, "tenant": np.int8, "malformed": bool,
 }  # fmt: skip
+
+
+_EMPTY = tuple(np.empty(0, dtype=DTYPES[f]) for f in ROW_FIELDS)  # shared: nothing can be written into them
 
 
 @dataclass
@@ -41,7 +44,7 @@ class Requests:
 
     @staticmethod
     def empty() -> Requests:
-        return Requests(*(np.empty(0, dtype=DTYPES[f]) for f in ROW_FIELDS))
+        return Requests(*_EMPTY)
 
     @staticmethod
     def new(t: np.ndarray, prompt: np.ndarray, out: np.ndarray, max_tokens: np.ndarray, prio: np.ndarray,
@@ -62,8 +65,21 @@ class Requests:
             np.full(n, malformed, dtype=bool),
         )
 
-    def take(self, idx: np.ndarray) -> Requests:
-        return Requests(*(getattr(self, f.name)[idx] for f in fields(self)))
+    def take(self, idx: np.ndarray | slice) -> Requests:
+        # the fields spelled out: this runs hundreds of thousands of times a run, and a loop over
+        # `dataclasses.fields` cost more than the indexing itself
+        return Requests(
+            self.orig_t[idx], self.att_t[idx], self.prompt[idx], self.out[idx], self.max_tokens[idx],
+            self.prio[idx], self.attempt[idx], self.served[idx], self.sent_t[idx], self.tenant[idx],
+            self.malformed[idx],
+        )  # fmt: skip
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """The arrays in `ROW_FIELDS` order."""
+        return (
+            self.orig_t, self.att_t, self.prompt, self.out, self.max_tokens, self.prio, self.attempt, self.served,
+            self.sent_t, self.tenant, self.malformed,
+        )  # fmt: skip
 
     @staticmethod
     def concat(parts: list[Requests]) -> Requests:
@@ -72,7 +88,7 @@ class Requests:
             return Requests.empty()
         if len(parts) == 1:
             return parts[0]
-        return Requests(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Requests)))
+        return Requests(*(np.concatenate(cols) for cols in zip(*(p.columns() for p in parts), strict=True)))
 
 
 class RequestQueue:
@@ -103,9 +119,25 @@ class RequestQueue:
     def peek(self) -> tuple:
         if self._front:
             return self._front[-1]
-        c = self._chunks[0]
         h = self._head
-        return tuple(getattr(c, f)[h].item() for f in ROW_FIELDS)
+        return tuple(col[h].item() for col in self._chunks[0].columns())
+
+    def head(self, n: int) -> Requests:
+        """The first n requests, in the order `peek`/`pop` would hand them out, left in the queue."""
+        parts: list[Requests] = []
+        if self._front and n > 0:
+            rows = self._front[::-1][:n]  # the last one put back comes out first
+            parts.append(rows_to_requests(rows))
+            n -= len(rows)
+        h = self._head
+        for c in self._chunks:
+            if n <= 0:
+                break
+            k = min(n, len(c) - h)
+            parts.append(c.take(slice(h, h + k)))
+            n -= k
+            h = 0
+        return Requests.concat(parts)
 
     def pop(self) -> None:
         self._len -= 1
@@ -138,7 +170,7 @@ class RequestQueue:
             n_old = int(np.searchsorted(tail, att_t_cutoff, side="left"))
             if n_old == 0:
                 break
-            out.append(c.take(np.arange(self._head, self._head + n_old)))
+            out.append(c.take(slice(self._head, self._head + n_old)))
             self._len -= n_old
             self._head += n_old
             if self._head >= len(c):
@@ -159,7 +191,7 @@ class RequestQueue:
         while k > 0 and self._chunks:
             c = self._chunks[0]
             n = min(k, len(c) - self._head)
-            parts.append(c.take(np.arange(self._head, self._head + n)))
+            parts.append(c.take(slice(self._head, self._head + n)))
             self._head += n
             self._len -= n
             k -= n
@@ -173,7 +205,7 @@ class RequestQueue:
         if self._front:
             parts.append(rows_to_requests(self._front))
         for i, c in enumerate(self._chunks):
-            parts.append(c.take(np.arange(self._head if i == 0 else 0, len(c))))
+            parts.append(c.take(slice(self._head if i == 0 else 0, len(c))))
         self._chunks, self._front, self._head, self._len = [], [], 0, 0
         return Requests.concat(parts)
 
@@ -215,6 +247,17 @@ class PriorityQueue:
 
     def peek(self) -> tuple:
         return self._head().peek()
+
+    def head(self, n: int) -> Requests:
+        """The first n requests in serving order (urgent, then normal, then low), left in the queues."""
+        parts = []
+        for q in self.classes:
+            if n <= 0:
+                break
+            part = q.head(n)
+            n -= len(part)
+            parts.append(part)
+        return Requests.concat(parts)
 
     def pop(self) -> None:
         self._head().pop()

@@ -528,17 +528,31 @@ class Router:
         in_rotation = np.array([sum(self.healthy[n.name] for n in self.pool_nodes[p]) for p in self.pools])
         w = np.array([self.weights[p] if self.enabled[p] else 0.0 for p in self.pools])
         share = w * in_rotation
-        fits = (reqs.prompt[:, None] >= self._ctx_lo[None, :]) & (reqs.prompt[:, None] <= self._ctx_hi[None, :])
-        wm = fits * share[None, :]
-        none = wm.sum(axis=1) <= 0
-        if none.any():
-            fallback = fits[none] * w[None, :]
-            empty = fallback.sum(axis=1) <= 0
-            fallback[empty] = w if w.sum() > 0 else 1.0
-            wm[none] = fallback
-        c = np.cumsum(wm, axis=1)
-        u = self.rng.random(len(reqs)) * c[:, -1]
-        return np.minimum((u[:, None] >= c).sum(axis=1), len(self.pools) - 1)
+        # Which pools' context ranges a prompt fits changes only at the ranges' bounds, so the prompts fall into a
+        # few groups with one row of pool weights each; the draw is per request, as it would be over an n x pools
+        # matrix of identical rows (the same cumulative sums, the same comparisons)
+        bounds = np.unique(np.concatenate((self._ctx_lo, self._ctx_hi + 1)))
+        group = np.searchsorted(bounds, reqs.prompt, side="right")
+        present, first = np.unique(group, return_index=True)
+        rows = []
+        for g in first.tolist():
+            fits = (reqs.prompt[g] >= self._ctx_lo) & (reqs.prompt[g] <= self._ctx_hi)
+            row = fits * share
+            if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
+                row = fits * w
+                if row.sum() <= 0:
+                    row = w if w.sum() > 0 else np.ones(len(w))
+            rows.append(np.cumsum(row))
+        u = self.rng.random(len(reqs))
+        out = np.empty(len(reqs), dtype=np.int64)
+        for c, g in zip(rows, present.tolist(), strict=True):
+            sel = np.flatnonzero(group == g) if len(rows) > 1 else slice(None)
+            x = u[sel] * c[-1]
+            if np.isfinite(c).all():  # the pool the draw lands in: how many cumulative weights it reaches
+                out[sel] = np.searchsorted(c, x, side="right")  # (they climb: the weights are >= 0)
+            else:
+                out[sel] = (x[:, None] >= c).sum(axis=1)
+        return np.minimum(out, len(self.pools) - 1)
 
     def _unavailable_reason(self, pool: str, t: float) -> str | None:
         if not self.enabled[pool]:
@@ -762,8 +776,12 @@ class Router:
             r.att_t = when
             r.attempt = (r.attempt + 1).astype(np.int8)
             ticks = np.floor(when / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
-            for tick in np.unique(ticks):
-                self._retries[int(tick)].append(r.take(np.flatnonzero(ticks == tick)))
+            # one cohort per tick they come back in, each in its own order: a stable sort by tick, cut at the ticks
+            order = np.argsort(ticks, kind="stable")
+            ticks, r = ticks[order], r.take(order)
+            cuts = (np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()
+            for a, b in zip([0, *cuts], [*cuts, len(r)], strict=True):
+                self._retries[int(ticks[a])].append(r.take(slice(a, b)))
         if (~retry).any():
             idx = np.flatnonzero(~retry)
             self._final(reqs.take(idx), pool_idx[idx], outcome, t)

@@ -56,6 +56,18 @@ def test_latency_floor_matches_the_seed_table():
             assert np.quantile(s, 0.99) == pytest.approx(p99, rel=0.05)
 
 
+def test_a_node_admitting_many_requests_at_once_draws_the_same_floors_to_the_last_bit():
+    # a node admits a tick's requests as arrays (FloorSampler.many): every floor must be the one the request would
+    # have drawn alone, block refills and the normal quantile's tails included, or every run's figures would move
+    g = np.random.default_rng(7)
+    for speed in (1.0, 0.56):
+        one, many = FloorSampler(np.random.default_rng(3), speed), FloorSampler(np.random.default_rng(3), speed)
+        for _ in range(60):  # 60 cohorts of up to 700 cross the 4,096-draw blocks several times
+            ctx = g.choice([0, 16, 4096, 8192, 32768, 32769, 200_000, *g.integers(16, 100_000, 20)], g.integers(0, 700))
+            alone = np.array([one(int(c)) for c in ctx], dtype=np.float64)
+            assert np.array_equal(many.many(ctx).view(np.int64), alone.view(np.int64))
+
+
 def test_an_idle_node_reproduces_the_table_and_v35_is_56_percent_as_fast(cfg):
     # one request at a time: the time to first token is the table's floor (no queueing)
     f = build_fleet(_short(cfg, 60.0))
