@@ -271,24 +271,28 @@ class Node:
             self.pf_work[order[k]] -= left
 
     def _decode(self, t0: float, t1: float, sink: TickSink) -> None:
-        bad = self.active & self.malformed & (self.pf_end <= t1)
+        # the slots are handled as index arrays in slot order (the same elements, in the same order, as boolean
+        # masks over all the slots would pick: the sums below add them in the same order)
+        ready = self.pf_end <= t1  # prefill done (first token due) by the end of the tick
+        bad = self.active & self.malformed & ready
         if bad.any():  # the prefill ran over an invalid payload: the engine answers 400, nothing is generated
             idx = np.flatnonzero(bad)
             sink.failed.append((self._take(idx), "malformed"))
             self.kv.release_many(idx)
             self.active[idx] = False
         a = self.active
-        dec = a & (self.pf_end <= t1)
-        n_dec = int(dec.sum())
+        dec = np.flatnonzero(a & ready)  # decoding this tick
+        n_dec = len(dec)
         if n_dec:
             itl = inter_token_seconds(n_dec, self.model.inter_token_seconds, self.speed)
             before = self.gen[dec]
-            self.gen[dec] = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
-            self.generation_tokens_total += float(np.minimum(self.gen[dec], self.out[dec]).sum() - before.sum())
-        first = dec & ~self.ttft_done
-        self.ttft_done[first & self.served] = True  # recomputed after preemption: its first token came earlier
-        first &= ~self.served
-        if first.any():
+            after = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
+            self.gen[dec] = after
+            self.generation_tokens_total += float(np.minimum(after, self.out[dec]).sum() - before.sum())
+        first = dec[~self.ttft_done[dec]]
+        self.ttft_done[first[self.served[first]]] = True  # recomputed after preemption: its first token came earlier
+        first = first[~self.served[first]]
+        if len(first):
             ttft = self.pf_end[first] - self.sent_t[first]
             self.ttft_hist += np.bincount(
                 np.searchsorted(TTFT_BUCKETS, ttft, side="left"), minlength=len(self.ttft_hist)
@@ -298,12 +302,11 @@ class Node:
                 (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )
             self.ttft_done[first] = True
-        done = dec & (self.gen >= self.out)
-        if done.any():
-            idx = np.flatnonzero(done)
+        idx = dec[self.gen[dec] >= self.out[dec]]  # done
+        if len(idx):
             if self.vcfg.batcher.kind == "fixed":
                 # static batching: slots free only when the whole batch is done
-                if bool(np.all(~a | done)):
+                if not (a & ~np.isin(np.arange(len(a)), idx)).any():
                     self.kv.release_many(np.flatnonzero(a))
                     self.success_total += int(a.sum())
                     sink.completed += int(a.sum())
@@ -317,13 +320,15 @@ class Node:
                 self.success_total += len(idx)
                 sink.completed += len(idx)
         # KV growth of decoding requests (paged only; contiguous reserved it up front)
-        dec = self.active & (self.pf_end <= t1)
-        if dec.any() and self.kv.kind == "paged":
-            slots = np.flatnonzero(dec)
-            tokens_now = self.prompt[slots] + np.minimum(np.floor(self.gen[slots]), self.out[slots]).astype(np.int64)
-            missing = self.kv.grow(slots, tokens_now)
-            if missing.any():
-                self._preempt_for(slots, missing, t1)
+        if self.kv.kind == "paged":
+            slots = dec[self.active[dec]]
+            if len(slots):
+                tokens_now = self.prompt[slots] + np.minimum(np.floor(self.gen[slots]), self.out[slots]).astype(
+                    np.int64
+                )
+                missing = self.kv.grow(slots, tokens_now)
+                if missing.any():
+                    self._preempt_for(slots, missing, t1)
 
     def _preempt_for(self, slots: np.ndarray, missing: np.ndarray, t: float) -> None:
         """No free block for decoding requests: preempt the youngest (recompute) until the rest fit."""
@@ -500,9 +505,9 @@ class Node:
             self.alloc_failures_total += 1
         if m == 0:
             return
-        self.queue.pop_many(m)
+        self.queue.discard(m)
         kv.admit_many(free[:m], prompt[:m])
-        self._fill_many(free[:m], head.take(slice(0, m)), t0)
+        self._fill_many(free[:m], head if m == n else head.take(slice(0, m)), t0)
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
         if self.active.any() or not len(self.queue) or not self._admission_open(t0):

@@ -58,17 +58,22 @@ class FloorSampler:
     def __init__(self, rng: np.random.Generator, speed: float = 1.0, block: int = 4096) -> None:
         self.rng, self.speed, self.block = rng, speed, block
         self._u = np.empty(0)
+        self._z = np.empty(0)  # the normal quantile of each uniform in `_u` (for `many`)
         self._i = 0
 
-    def _draw(self, n: int) -> np.ndarray:
-        """The next n uniforms of the stream, refilled a block at a time exactly as n calls would refill it."""
+    def _refill(self) -> None:
+        self._u = self.rng.random(self.block)
+        self._z = _norm_ppf_many(self._u)
+        self._i = 0
+
+    def _draw_z(self, n: int) -> np.ndarray:
+        """The normal quantiles of the next n uniforms, the block refilled exactly when n calls would refill it."""
         parts = []
         while n > 0:
             if self._i >= len(self._u):
-                self._u = self.rng.random(self.block)
-                self._i = 0
+                self._refill()
             k = min(n, len(self._u) - self._i)
-            parts.append(self._u[self._i : self._i + k])
+            parts.append(self._z[self._i : self._i + k])
             self._i += k
             n -= k
         return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0)
@@ -79,10 +84,9 @@ class FloorSampler:
         same IEEE operations in the same order); the tails of the quantile and the powers stay scalar, as in
         `__call__` (numpy's vectorised log and power may round differently from the C library's)."""
         ctx = np.asarray(ctx)
-        u = self._draw(len(ctx))
+        z = self._draw_z(len(ctx))
         mean = prefill_floor_seconds(ctx)
         sd = np.interp(ctx, _CTX, _SD)
-        z = _norm_ppf_many(u)
         speed = self.speed
         out = []
         for m, s, zz in zip(mean.tolist(), sd.tolist(), z.tolist(), strict=True):
@@ -93,8 +97,7 @@ class FloorSampler:
 
     def __call__(self, ctx: int) -> float:
         if self._i >= len(self._u):
-            self._u = self.rng.random(self.block)
-            self._i = 0
+            self._refill()
         u = self._u[self._i]
         self._i += 1
         mean = (

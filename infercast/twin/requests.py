@@ -107,7 +107,7 @@ class RequestQueue:
         """Append a cohort; it is kept ordered by attempt time, so client timeouts drop from the head."""
         if len(reqs):
             if not is_sorted(reqs.att_t):
-                reqs = reqs.take(np.argsort(reqs.att_t, kind="stable"))
+                reqs = reqs.take(stable_order(reqs.att_t))
             self._chunks.append(reqs)
             self._len += len(reqs)
 
@@ -200,6 +200,22 @@ class RequestQueue:
                 self._head = 0
         return Requests.concat(parts)
 
+    def discard(self, k: int) -> None:
+        """`pop_many(k)` for requests the caller already holds (from `head`): nothing is built."""
+        n = min(k, len(self._front))
+        if n:
+            del self._front[len(self._front) - n :]
+            self._len -= n
+            k -= n
+        while k > 0 and self._chunks:
+            n = min(k, len(self._chunks[0]) - self._head)
+            self._head += n
+            self._len -= n
+            k -= n
+            if self._head >= len(self._chunks[0]):
+                self._chunks.pop(0)
+                self._head = 0
+
     def drain(self) -> Requests:
         parts = []
         if self._front:
@@ -212,6 +228,17 @@ class RequestQueue:
 
 def is_sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+
+
+def stable_order(a: np.ndarray) -> np.ndarray:
+    """`np.argsort(a, kind="stable")`, faster on times: numpy's default sort (several times faster on random
+    floats), kept when the sorted keys are all distinct -- then only one order sorts them, the stable one; with a tie
+    (or a NaN) the stable sort decides."""
+    order = np.argsort(a)
+    s = a[order]
+    if len(a) > 1 and not bool((s[1:] > s[:-1]).all()):
+        return np.argsort(a, kind="stable")
+    return order
 
 
 def rows_to_requests(rows: list[tuple]) -> Requests:
@@ -228,7 +255,8 @@ class PriorityQueue:
         self.classes = (RequestQueue(), RequestQueue(), RequestQueue())
 
     def __len__(self) -> int:
-        return sum(len(q) for q in self.classes)
+        a, b, c = self.classes
+        return a._len + b._len + c._len
 
     def _head(self) -> RequestQueue:
         return next(q for q in self.classes if len(q))
@@ -279,6 +307,12 @@ class PriorityQueue:
             k -= len(part)
             parts.append(part)
         return Requests.concat(parts)
+
+    def discard(self, k: int) -> None:
+        for q in self.classes:
+            n = min(k, len(q))
+            q.discard(n)
+            k -= n
 
     def drain(self) -> Requests:
         return Requests.concat([q.drain() for q in self.classes])

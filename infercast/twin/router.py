@@ -22,7 +22,7 @@ from infercast.config import FleetConfig
 from infercast.fairshare import max_min_share
 from infercast.twin.drf import drf_share
 from infercast.twin.engine import Node, TickSink
-from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests, is_sorted
+from infercast.twin.requests import PRIORITY_NAMES, PriorityQueue, RequestQueue, Requests, is_sorted, stable_order
 from infercast.twin.traffic import LONG_CONTEXT_TOKENS
 
 
@@ -439,7 +439,7 @@ class Router:
         if len(reqs) > 1 and not is_sorted(reqs.att_t):
             # the streams' arrivals and the retries come as separate cohorts: in the order they were sent, so that
             # no stream goes first within a tick (each node serves first come, first served)
-            reqs = reqs.take(np.argsort(reqs.att_t, kind="stable"))
+            reqs = reqs.take(stable_order(reqs.att_t))
         self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
         buckets = any(ln.bucket is not None for ln in self.lanes)
         if not len(reqs) and not buckets:
@@ -748,8 +748,11 @@ class Router:
         else:
             counts = share_by_room(room, len(reqs))
         assign = self.rng.permutation(np.repeat(np.arange(len(nodes)), counts))
+        # node i's requests are those drawn i, in arrival order: one stable sort groups them all
+        order = np.argsort(assign, kind="stable")
+        ends = np.cumsum(counts).tolist()
         for i, node in enumerate(nodes):
-            sel = np.flatnonzero(assign == i)
+            sel = order[ends[i] - int(counts[i]) : ends[i]]
             if not len(sel):
                 continue
             part = reqs.take(sel)
@@ -770,15 +773,19 @@ class Router:
         retry = reqs.attempt < self.rc.retry.max_attempts
         self._count(pool_idx[retry], reqs.prio[retry], "retried")
         if retry.any():
-            r = reqs.take(np.flatnonzero(retry))
-            backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (r.attempt - 1.0)
-            when = t + backoff * self.rng.uniform(0.5, 1.5, len(r))
-            r.att_t = when
-            r.attempt = (r.attempt + 1).astype(np.int8)
-            ticks = np.floor(when / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
-            # one cohort per tick they come back in, each in its own order: a stable sort by tick, cut at the ticks
-            order = np.argsort(ticks, kind="stable")
-            ticks, r = ticks[order], r.take(order)
+            idx = np.flatnonzero(retry)
+            attempt = reqs.attempt[idx]
+            backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (attempt - 1.0)
+            when = t + backoff * self.rng.uniform(0.5, 1.5, len(idx))
+            # one cohort per tick they come back in: a stable sort by the time they are sent again (which orders the
+            # ticks too), cut at the ticks.  `route` sorts each tick's arrivals and retries by that time, stably, so
+            # handing it each cohort already in that order changes nothing it sends (requests sent at the same time
+            # keep their order) and lets its sort merge runs instead of sorting from scratch
+            order = stable_order(when)
+            r = reqs.take(idx[order])
+            r.att_t = when[order]
+            r.attempt = (attempt[order] + 1).astype(np.int8)
+            ticks = np.floor(r.att_t / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
             cuts = (np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()
             for a, b in zip([0, *cuts], [*cuts, len(r)], strict=True):
                 self._retries[int(ticks[a])].append(r.take(slice(a, b)))
@@ -817,6 +824,7 @@ class Router:
         """Take the nodes' tick results: first tokens, failures (to retry), breaker windows."""
         if self.draining:
             self._finish_draining()
+        served = []  # every first token of the tick, in order: one `book.add` (its float sums add them in this order)
         for pool in self.pools:
             bad = total = 0
             pi = self.pools.index(pool)
@@ -825,7 +833,7 @@ class Router:
                 if sink is None:
                     continue
                 for orig_t, sent_t, end_t, prio, prompt in sink.ttft:
-                    self.book.add(orig_t, end_t - orig_t, prio, self.slo, prompt)
+                    served.append((orig_t, end_t - orig_t, prio, prompt))
                     self.served_total += len(orig_t)
                     self._count(np.full(len(prio), pi), prio, "ok")
                     thr = self._thresholds(pool, prompt)
@@ -848,6 +856,9 @@ class Router:
             br.record(bad, total)
             if br.evaluate(t, "timeout"):
                 self.breaker_log.append((pool, t, br.open_until))
+        if served:
+            orig_t, latency, prio, prompt = (np.concatenate(c) for c in zip(*served, strict=True))
+            self.book.add(orig_t, latency, prio, self.slo, prompt)
 
     def _thresholds(self, pool: str, prompt: np.ndarray) -> np.ndarray | float:
         base = self.breaker_threshold[pool]
