@@ -1189,17 +1189,23 @@ RENAMED_KEYS: dict[tuple[str, str], str] = {
 }
 
 
+def unknown_key_message(loc: tuple[str | int, ...]) -> str:
+    """What to tell a user about a key the fleet file may not have here: a key a release renamed, a field of
+    another section, or a typo."""
+    renamed = RENAMED_KEYS.get((".".join(str(p) for p in loc[:-1]), str(loc[-1]))) if loc else None
+    if renamed:
+        return f"no longer a field: {renamed}"
+    hint = misplaced_key_hint(loc)
+    return f"not a field here; {hint}" if hint else "unknown key (typo?)"
+
+
 def _format_errors(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
-        renamed = RENAMED_KEYS.get((".".join(str(p) for p in e["loc"][:-1]), str(e["loc"][-1]))) if e["loc"] else None
-        if e["type"] == "extra_forbidden" and renamed:
-            msg = f"no longer a field: {renamed}"
-        elif e["type"] == "extra_forbidden":
-            hint = misplaced_key_hint(tuple(e["loc"]))
-            msg = f"not a field here; {hint}" if hint else "unknown key (typo?)"
+        if e["type"] == "extra_forbidden":
+            msg = unknown_key_message(tuple(e["loc"]))
         lines.append(f"  {loc}: {msg}")
     return "\n".join(lines)
 

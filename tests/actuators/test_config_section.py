@@ -56,6 +56,12 @@ def test_each_backend_kind_builds_its_backend(tmp_path, monkeypatch):
         ({"listen": "9402"}, "actuator.listen: expected host:port, got '9402'"),
         ({"webhook": {"token_env": "not a name"}}, "actuator.webhook.token_env: String should match pattern"),
         ({"interval_seconds": 0}, "actuator.interval_seconds: Input should be greater than 0"),
+        (  # the two loops were merged: the old keys are refused with the key to write instead
+            {"fast_interval_seconds": 5},
+            "actuator.fast_interval_seconds: no longer a field: the fast and predictive loops ran the same tick; "
+            "set actuator.interval_seconds instead",
+        ),
+        ({"predictive_interval_seconds": 60}, "actuator.predictive_interval_seconds: no longer a field"),
         ({"apply_attempts": 50}, "actuator.apply_attempts: Input should be less than or equal to 10"),
     ],
 )
