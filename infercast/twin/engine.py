@@ -306,7 +306,9 @@ class Node:
         if len(idx):
             if self.vcfg.batcher.kind == "fixed":
                 # static batching: slots free only when the whole batch is done
-                if not (a & ~np.isin(np.arange(len(a)), idx)).any():
+                done = np.zeros(len(a), dtype=bool)
+                done[idx] = True
+                if not (a & ~done).any():
                     self.kv.release_many(np.flatnonzero(a))
                     self.success_total += int(a.sum())
                     sink.completed += int(a.sum())

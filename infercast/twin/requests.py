@@ -7,6 +7,7 @@ into its running set get a slot of their own (see `engine.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -278,14 +279,7 @@ class PriorityQueue:
 
     def head(self, n: int) -> Requests:
         """The first n requests in serving order (urgent, then normal, then low), left in the queues."""
-        parts = []
-        for q in self.classes:
-            if n <= 0:
-                break
-            part = q.head(n)
-            n -= len(part)
-            parts.append(part)
-        return Requests.concat(parts)
+        return self._across(n, lambda q, k: q.head(k))
 
     def pop(self) -> None:
         self._head().pop()
@@ -299,12 +293,16 @@ class PriorityQueue:
         return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes])
 
     def pop_many(self, k: int) -> Requests:
+        return self._across(k, lambda q, k: q.pop_many(k))
+
+    def _across(self, n: int, take: Callable[[RequestQueue, int], Requests]) -> Requests:
+        """`take(queue, k)` from each class in serving order until n requests are taken, as one cohort."""
         parts = []
         for q in self.classes:
-            if k <= 0:
+            if n <= 0:
                 break
-            part = q.pop_many(k)
-            k -= len(part)
+            part = take(q, n)
+            n -= len(part)
             parts.append(part)
         return Requests.concat(parts)
 
