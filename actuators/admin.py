@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from actuators.actions import Action
+from infercast.actuators.actions import Action
 
 log = logging.getLogger(__name__)
 

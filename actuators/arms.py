@@ -23,12 +23,12 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from actuators.actions import ScalePool
-from actuators.admin import Observation, apply_with_retries
-from actuators.backends.twin import TwinAdmin
-from actuators.controller import ControlLoop
-from actuators.inputs import InputSource
-from actuators.policy import PredictivePolicy
+from infercast.actuators.actions import ScalePool
+from infercast.actuators.admin import Observation, apply_with_retries
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.controller import ControlLoop
+from infercast.actuators.inputs import InputSource
+from infercast.actuators.policy import PredictivePolicy
 from infercast.config import Autoscaler, FleetConfig
 from infercast.twin.fleet import Fleet, PoolLive
 from infercast.twin.layout import protected_layout

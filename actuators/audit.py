@@ -18,11 +18,11 @@ A rollback (the undo of an applied action judged `no_effect` or worse) is a deci
 the same states with `undoes` naming the decision it undoes (`record_decision(..., undoes=id)`): `applied` when
 the backend took the undo, `refused` (the guardrails' reason), `advisory`, `failed` or `unknown` like any other.
 
-`key` is the decision's idempotency key (`actuators.stamp.decision_key`, or any unique string): a decision whose
-key is already recorded is not recorded again (`record_decision` returns the existing id), and the same key
+`key` is the decision's idempotency key (`infercast.actuators.stamp.decision_key`, or any unique string): a decision
+whose key is already recorded is not recorded again (`record_decision` returns the existing id), and the same key
 travels to the backend with the apply.  A process killed between `record_decision` and `mark_applied` leaves the
-decision `in_flight()`; on restart `actuators.recovery.resolve_in_flight` asks the backend whether that key was
-applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` and
+decision `in_flight()`; on restart `infercast.actuators.recovery.resolve_in_flight` asks the backend whether that key
+was applied and records the answer, never applying it again.  `applied_in_window(target, start, end)` and
 `applied_since(start, end)` serve cooldowns and change budgets: the control loop feeds its guardrails every
 `applied` row it did not apply itself (settled on a later tick after a lost answer, or before a restart).
 
@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from actuators.actions import Action, parse_action
-from actuators.admin import Result
+from infercast.actuators.actions import Action, parse_action
+from infercast.actuators.admin import Result
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class Audit:
 
     def mark_unknown(self, decision_id: int, result: Result, detail: str, now: float) -> None:
         """The answer to a decided action was lost and reading the target back could not tell whether it was
-        applied: `unknown`, for `actuators.recovery.reconcile_unknown` to settle on a later tick or start."""
+        applied: `unknown`, for `infercast.actuators.recovery.reconcile_unknown` to settle on a later tick or start."""
         self._answer(decision_id, "unknown", now, detail, None, result.attempts)
 
     def mark_reconciled(

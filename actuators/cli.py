@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from actuators import log_cli
+from infercast.actuators import log_cli
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,7 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--tick",
         default=None,
         metavar="MODULE:FACTORY",
-        help="the control loop: FACTORY(parts) -> tick (default: infercast's own, actuators.controller:build_tick)",
+        help="the control loop: FACTORY(parts) -> tick "
+        "(default: infercast's own, infercast.actuators.controller:build_tick)",
     )
     p.add_argument("--once", action="store_true", help="run the control loop once, print its report as JSON, exit")
     sub = p.add_subparsers(dest="actuator_command", metavar="{log}")
@@ -28,6 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.actuator_command == "log":
         return log_cli.run(args)
-    from actuators import daemon_cli
+    from infercast.actuators import daemon_cli
 
     return daemon_cli.run(args)

@@ -8,8 +8,8 @@ Each tick, in order:
    had no visible effect, or a shift or relaxation after which the pool got worse;
 3. ask the policy for decisions and put each through the guardrails (bounds, cooldown, change budget);
 4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them; an apply
-   whose answer was lost is read back from the target (`actuators.recovery.settle`): `applied`, `failed` (read back:
-   not applied) or `unknown` (the target could not tell; reconciled on later ticks), never `failed` on faith;
+   whose answer was lost is read back from the target (`infercast.actuators.recovery.settle`): `applied`, `failed` (read
+   back: not applied) or `unknown` (the target could not tell; reconciled on later ticks), never `failed` on faith;
 5. record everything in the audit trail (when one is given: the guardrails' refusals too, with their reason, once
    per action and reason every 5 minutes) and in `self.log`, and count it for the metrics.  An audit trail that
    cannot be written (deleted under the daemon) is never acted past: the decision is not applied.
@@ -32,15 +32,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
-from actuators.admin import BackendError, FleetAdmin, Observation, Result, apply_with_retries
-from actuators.audit import AuditError
-from actuators.guardrails import Guardrails, check_inputs
-from actuators.inputs import InputError, Inputs, InputSource, StoreInputs
-from actuators.policy import Decision, Outlook, PredictivePolicy
-from actuators.recovery import Settled, record_settled, settle
-from actuators.stamp import Stamp, decision_key, stamped
-from actuators.webhook import alert_book
+from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
+from infercast.actuators.admin import BackendError, FleetAdmin, Observation, Result, apply_with_retries
+from infercast.actuators.audit import AuditError
+from infercast.actuators.guardrails import Guardrails, check_inputs
+from infercast.actuators.inputs import InputError, Inputs, InputSource, StoreInputs
+from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
+from infercast.actuators.recovery import Settled, record_settled, settle
+from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class ControlLoop:
 
     def _sync_guardrails(self, now: float) -> None:
         """Feed the guardrails every application in the audit trail they have not counted: an action whose answer
-        was lost and that a later tick (or `actuators.recovery`) settled as `applied`, and, on a loop's first
+        was lost and that a later tick (or `infercast.actuators.recovery`) settled as `applied`, and, on a loop's first
         tick, what was applied before a restart.  Each counts from when it was decided (when it was sent), so the
         cooldown and the hourly change budget see it as the loop would have had the answer come back."""
         if self.audit is None:
@@ -423,8 +423,8 @@ class NoStore:
 
 
 def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Callable[[], float]):
-    """The loop's report as the daemon publishes it (`actuators.tick.TickReport`: catalog values only)."""
-    from actuators.tick import ActionOutcome, TickReport, VerdictOutcome
+    """The loop's report as the daemon publishes it (`infercast.actuators.tick.TickReport`: catalog values only)."""
+    from infercast.actuators.tick import ActionOutcome, TickReport, VerdictOutcome
 
     actions = [
         ActionOutcome(d.action, outcome, loop.reason_code(d), now, answered(), detail)

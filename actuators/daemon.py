@@ -20,7 +20,7 @@ What runs (docs/actuator.md):
   the tick runs advisory (`infercast_actuator_audit_failed 1`, a log line every tick) -- an action that cannot be
   recorded is not taken -- and rows left `unknown` by a lost answer are read back and settled (`reconcile`);
 - when this replica starts acting as the leader (a new fencing token), before its first tick, it loads the guardrail
-  state kept beside the lease (`actuators.failover.FailoverState.take_over`): what the previous leader applied
+  state kept beside the lease (`infercast.actuators.failover.FailoverState.take_over`): what the previous leader applied
   counts in the cooldowns and change budget, what it left in flight goes through restart recovery.  While that
   state cannot be read (corrupt, foreign-shaped, unreachable) the tick runs advisory and each tick logs why at
   ERROR; the load is tried again at the next tick;
@@ -40,10 +40,10 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExe
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from actuators.leader import LeaderElector, Leadership
-from actuators.metrics import ActuatorMetrics
-from actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
-from actuators.webhook import Offer, WebhookReceiver
+from infercast.actuators.leader import LeaderElector, Leadership
+from infercast.actuators.metrics import ActuatorMetrics
+from infercast.actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
+from infercast.actuators.webhook import Offer, WebhookReceiver
 from infercast.catalog import ACTUATOR_AUDIT_FAILED, ACTUATOR_FENCED
 from infercast.clock import Clock, WallClock
 from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
@@ -95,11 +95,13 @@ class Daemon:
         state: Any = None,
     ) -> None:
         self.tick = tick
-        self.state = state  # actuators.failover.FailoverState (None: nothing kept beside the lease)
+        self.state = state  # infercast.actuators.failover.FailoverState (None: nothing kept beside the lease)
         self._state_for: tuple[str | None, int | None] | None = None  # the leadership the state was loaded under
         self._state_broken = False
-        self.audit = audit  # actuators.audit.Audit: checked before each tick (None: not checked)
-        self.reconcile = reconcile  # settles rows a lost answer left unknown (actuators.recovery.reconcile_unknown)
+        self.audit = audit  # infercast.actuators.audit.Audit: checked before each tick (None: not checked)
+        self.reconcile = (
+            reconcile  # settles rows a lost answer left unknown (infercast.actuators.recovery.reconcile_unknown)
+        )
         self._audit_broken = False
         self.fence_reader = fence_reader  # the highest fencing token the backend has seen (None: it keeps none)
         self._fenced = False
@@ -216,7 +218,7 @@ class Daemon:
             self.state.lead = lead
             self.state.flush(now)
             return False
-        from actuators.state_store import StateError
+        from infercast.actuators.state_store import StateError
 
         try:
             summary = self.state.take_over(lead, now)

@@ -7,8 +7,8 @@ applying it again), builds the control loop with the tick factory, and runs it o
 SIGINT.  A bad section is a `ConfigError` naming the key, before anything starts.
 
 `--tick MODULE:FACTORY` names the control loop: a callable `FACTORY(parts: DaemonParts) -> TickHook`.  The default
-is infercast's own (`actuators.controller:build_tick`); tests and other control loops pass theirs.  `--once` runs
-the control loop once, prints its report as JSON and exits (for checks and cron jobs).
+is infercast's own (`infercast.actuators.controller:build_tick`); tests and other control loops pass theirs.  `--once`
+runs the control loop once, prints its report as JSON and exits (for checks and cron jobs).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from actuators.admin import FleetAdmin
-from actuators.audit import Audit, AuditError
-from actuators.tick import Mode, TickHook
-from actuators.webhook import Inbox
+from infercast.actuators.admin import FleetAdmin
+from infercast.actuators.audit import Audit, AuditError
+from infercast.actuators.tick import Mode, TickHook
+from infercast.actuators.webhook import Inbox
 from infercast.clock import Clock, WallClock
 from infercast.config import ConfigError, FleetConfig, load_config, parse_listen
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TICK = "actuators.controller:build_tick"
+DEFAULT_TICK = "infercast.actuators.controller:build_tick"
 
 
 @dataclass
@@ -80,7 +80,7 @@ def _listen(text: str) -> tuple[str, int]:
 
 
 def build_parts(cfg: FleetConfig, mode: Mode, clock: Clock | None = None) -> DaemonParts:
-    from actuators.backends import build_backend
+    from infercast.actuators.backends import build_backend
 
     ac = cfg.actuator
     admin = build_backend(cfg)
@@ -120,10 +120,11 @@ def webhook_token(cfg: FleetConfig) -> str | None:
 
 
 def keep_state_beside_the_lease(parts: DaemonParts, elector: Any) -> Any:
-    """The guardrail state kept beside `elector`'s lease (`actuators.failover.FailoverState`), with `parts.audit`
-    replaced by the trail that writes it; None (parts unchanged) where the lease has nowhere to keep it."""
-    from actuators.failover import FailoverState
-    from actuators.state_store import store_for
+    """The guardrail state kept beside `elector`'s lease (`infercast.actuators.failover.FailoverState`), with
+    `parts.audit` replaced by the trail that writes it; None (parts unchanged) where the lease has nowhere to keep
+    it."""
+    from infercast.actuators.failover import FailoverState
+    from infercast.actuators.state_store import store_for
 
     store = store_for(elector, parts.config.actuator.audit_db)
     if store is None:
@@ -138,12 +139,12 @@ def build_daemon(
     state: Any = None,
 ):  # fmt: skip
     """The daemon; `serve=False` (--once) gives it no webhook, so it needs no token.  ConfigError when the webhook
-    would be open where it must not be (actuators.daemon.check_webhook_auth).  `elector`: the one
+    would be open where it must not be (infercast.actuators.daemon.check_webhook_auth).  `elector`: the one
     `keep_state_beside_the_lease` was given (default: built from the config); `state`: what it returned."""
-    from actuators.daemon import Daemon
-    from actuators.leader import build_elector
-    from actuators.recovery import reconcile_unknown
-    from actuators.webhook import WebhookReceiver
+    from infercast.actuators.daemon import Daemon
+    from infercast.actuators.leader import build_elector
+    from infercast.actuators.recovery import reconcile_unknown
+    from infercast.actuators.webhook import WebhookReceiver
 
     cfg = parts.config
     ac = cfg.actuator
@@ -198,8 +199,8 @@ def hold_audit(path: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from actuators.leader import build_elector
-    from actuators.recovery import resolve_in_flight
+    from infercast.actuators.leader import build_elector
+    from infercast.actuators.recovery import resolve_in_flight
 
     if not args.config:
         raise ConfigError("infercast actuator: --config FILE is required")

@@ -26,9 +26,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
-from actuators.inputs import StoreInputs, TruthInputs, reference_series
-from actuators.plans import (
+from infercast.actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
+from infercast.actuators.inputs import StoreInputs, TruthInputs, reference_series
+from infercast.actuators.plans import (
     Plan,
     PlanArm,
     ScheduledArm,
@@ -68,8 +68,8 @@ class Pipeline:
     the predictor service's loop forecasts from the store back into it — exactly what Prometheus would hold."""
 
     def __init__(self, cfg: FleetConfig, recorder, spec: ForecastSpec = FORECASTS["predictive"]) -> None:
+        from infercast.predictors.service import PredictorLoop
         from infercast.store.memory import MemoryStore
-        from predictors.service import PredictorLoop
 
         self.cfg = cfg
         self.recorder = recorder
@@ -80,8 +80,8 @@ class Pipeline:
         self.forecasts: list[tuple[float, object]] = []  # (time, forecast sample) as published
 
     def attach(self, fleet: Fleet) -> None:
-        from exporters.server import Exporter
-        from exporters.twin import TwinSource
+        from infercast.exporters.server import Exporter
+        from infercast.exporters.twin import TwinSource
 
         self.exporter = Exporter(
             fleet.cfg, [TwinSource(fleet.cfg, fleet=fleet)], recorder=self.recorder, clock=lambda: fleet.now
@@ -114,7 +114,7 @@ class ForecastArm(LoopArm):
         name: str = "predictive",
         pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
     ) -> None:
-        from exporters.router import RouterRecorder
+        from infercast.exporters.router import RouterRecorder
 
         self.recorder = RouterRecorder()
         make = pipeline or functools.partial(Pipeline, spec=FORECASTS[name])

@@ -2,7 +2,7 @@
 and a new leader that loads that state before its first tick.
 
 Each replica has its own audit trail (on its own node), so the trail alone cannot tell a new leader what the old
-one did.  `FailoverState` keeps the guardrail state in the lease's store (`actuators.state_store`):
+one did.  `FailoverState` keeps the guardrail state in the lease's store (`infercast.actuators.state_store`):
 - `FailoverAudit` is the audit trail the control loop writes through (it is the `Audit` otherwise): an acted
   decision is recorded in flight there, fenced by the lease, *before* it goes out -- when the store refuses (this
   replica was deposed, or cannot reach it) the decision is recorded `interrupted` and `AuditError` stops the apply,
@@ -12,7 +12,7 @@ one did.  `FailoverState` keeps the guardrail state in the lease's store (`actua
   applied actions this trail does not have are recorded in it as `applied` (the detail names the replica and
   fencing token they came from), so the loop's guardrails count them in their cooldowns and change budget as for
   any applied row of the trail; stored decisions in flight are recorded `decided` and resolved by restart recovery
-  (`actuators.recovery.resolve_in_flight`: asked by idempotency key, never applied again).
+  (`infercast.actuators.recovery.resolve_in_flight`: asked by idempotency key, never applied again).
 
 Times are the deciding replica's (a time ahead of this replica's clock is recorded as `now`, so that it counts).
 """
@@ -23,12 +23,12 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from actuators.actions import Action
-from actuators.admin import FleetAdmin, Result
-from actuators.audit import Audit, AuditError
-from actuators.leader import Leadership
-from actuators.recovery import resolve_in_flight
-from actuators.state_store import Deposed, Entry, StateError, StateStore
+from infercast.actuators.actions import Action
+from infercast.actuators.admin import FleetAdmin, Result
+from infercast.actuators.audit import Audit, AuditError
+from infercast.actuators.leader import Leadership
+from infercast.actuators.recovery import resolve_in_flight
+from infercast.actuators.state_store import Deposed, Entry, StateError, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,8 @@ class FailoverState:
 
 
 class FailoverAudit:
-    """The audit trail (`actuators.audit.Audit`, every call passed through) that also keeps the decisions it acts
-    on in the state beside the lease (`FailoverState`).  Advisory decisions and guardrail refusals stay local."""
+    """The audit trail (`infercast.actuators.audit.Audit`, every call passed through) that also keeps the decisions it
+    acts on in the state beside the lease (`FailoverState`).  Advisory decisions and guardrail refusals stay local."""
 
     def __init__(self, audit: Audit, state: FailoverState) -> None:
         self._audit = audit

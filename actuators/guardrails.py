@@ -24,9 +24,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from actuators.actions import Action, ScalePool, SetPoolWeight
-from actuators.admin import Observation
-from actuators.policy import Decision
+from infercast.actuators.actions import Action, ScalePool, SetPoolWeight
+from infercast.actuators.admin import Observation
+from infercast.actuators.policy import Decision
 from infercast.config import GuardrailConfig
 
 

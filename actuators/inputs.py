@@ -16,8 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
-from actuators.admin import Observation, PoolState
-from actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.actuators.admin import Observation, PoolState
+from infercast.actuators.policy import LONG_CONTEXT_TOKENS, Outlook
 from infercast.catalog import (
     FORECAST_BREACH_ETA_SECONDS,
     FORECAST_KV_CACHE_USAGE_RATIO,

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from actuators.admin import ActionRefused, BackendError
+from infercast.actuators.admin import ActionRefused, BackendError
 from infercast.config import ConfigError
 from infercast.redact import redact
 

@@ -15,8 +15,8 @@ lease alive); `release()` hands the leadership over at shutdown.  Three electors
   our own clock since we saw it change* (no trust in the other replica's clock).  `leaseTransitions` is the
   fencing token.
 
-The fencing token travels with each apply (`actuators.stamp.Stamp`); backends that can check it (HTTP, Redis, file)
-refuse a lower one than they have seen, so a replica that lost its lease while paused cannot act when it wakes.
+The fencing token travels with each apply (`infercast.actuators.stamp.Stamp`); backends that can check it (HTTP, Redis,
+file) refuse a lower one than they have seen, so a replica that lost its lease while paused cannot act when it wakes.
 
 When the lease store loses or restores state (a Redis flushed or restored from a backup, a Lease recreated), its
 token counter can fall behind what the backend has seen, and every action of the rightful leader would be refused
@@ -140,7 +140,7 @@ class RedisLease:
     @classmethod
     def from_config(cls, cfg) -> RedisLease:
         """From `infercast.config.RedisLeader`."""
-        from actuators.backends.redis import client
+        from infercast.actuators.backends.redis import client
 
         return cls(client(cfg.url, cfg.timeout_seconds), cfg.key, cfg.identity, cfg.lease_seconds)
 
@@ -206,7 +206,7 @@ class KubernetesLease:
     @classmethod
     def from_config(cls, cfg) -> KubernetesLease:
         """From `infercast.config.KubernetesLeader`."""
-        from actuators.kube import api_client
+        from infercast.actuators.kube import api_client
 
         return cls(
             api_client(cfg, "actuator.leader"), cfg.namespace, cfg.name, cfg.identity, cfg.lease_seconds,
@@ -338,7 +338,7 @@ class KubernetesLease:
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        from actuators.kube import status_message
+        from infercast.actuators.kube import status_message
 
         ok = 201 if fn.__name__.startswith("create") else 200
         try:
@@ -390,7 +390,7 @@ def build_elector(cfg, backend=None) -> LeaderElector:
     if cfg.kind == "kubernetes":
         return KubernetesLease.from_config(cfg)
     if backend is not None and backend.kind == "redis":
-        from actuators.backends.redis import client
+        from infercast.actuators.backends.redis import client
 
         r = client(backend.url, backend.timeout_seconds)
         return SingleOnRedis(RedisLease(r, f"{backend.prefix}:actuator:single", lease_seconds=SINGLE_LEASE_SECONDS))

@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from actuators.audit import Audit, AuditError, Decision
+from infercast.actuators.audit import Audit, AuditError, Decision
 from infercast.config import ConfigError, load_config
 from infercast.durations import parse_duration
 

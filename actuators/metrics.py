@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from actuators.actions import Action, SetAdmission, SetBreakerThreshold, SetPoolWeight
-from actuators.tick import TickReport
-from actuators.webhook import Offer
+from infercast.actuators.actions import Action, SetAdmission, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.tick import TickReport
+from infercast.actuators.webhook import Offer
 from infercast.catalog import (
     ACTUATOR_ACTIONS_TOTAL,
     ACTUATOR_ACTIVE,

@@ -40,10 +40,10 @@ from typing import Literal
 
 import numpy as np
 
-from actuators.actions import ScalePool, SetAdmission
-from actuators.admin import apply_with_retries
-from actuators.arms import ReactiveArm
-from actuators.policy import requests_per_node
+from infercast.actuators.actions import ScalePool, SetAdmission
+from infercast.actuators.admin import apply_with_retries
+from infercast.actuators.arms import ReactiveArm
+from infercast.actuators.policy import requests_per_node
 from infercast.config import FleetConfig
 from infercast.fairshare import share_by_value
 from infercast.twin.fleet import Fleet
@@ -185,7 +185,7 @@ class ScheduledArm(PlanArm):
             if lead_seconds is not None
             else cfg.router.cold_start_seconds + cfg.policy.prewarm_margin_seconds
         )
-        from predictors.prophet_model import event_windows
+        from infercast.predictors.prophet_model import event_windows
 
         self.windows = [(w.start_s, w.end_s, ev) for w, ev in zip(event_windows(cfg.events), cfg.events, strict=True)]
         self.base, self.spare = _base_nodes(cfg)

@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
-from actuators.admin import Observation, PoolState
+from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
+from infercast.actuators.admin import Observation, PoolState
 from infercast.config import FleetConfig
 from infercast.fairshare import share_by_value
 

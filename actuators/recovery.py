@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from actuators.actions import (
+from infercast.actuators.actions import (
     Action,
     PrewarmPool,
     ScalePool,
@@ -36,9 +36,9 @@ from actuators.actions import (
     SetPoolWeight,
     SetRateLimit,
 )
-from actuators.admin import BackendError, FleetAdmin, Observation, Result
-from actuators.audit import Audit, AuditError, Decision
-from actuators.stamp import KeyedAdmin
+from infercast.actuators.admin import BackendError, FleetAdmin, Observation, Result
+from infercast.actuators.audit import Audit, AuditError, Decision
+from infercast.actuators.stamp import KeyedAdmin
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from actuators.actions import Action
-from actuators.admin import FleetAdmin, Observation, Result
+from infercast.actuators.actions import Action
+from infercast.actuators.admin import FleetAdmin, Observation, Result
 
 #: what an idempotency key may look like: it travels as an HTTP header and a Redis hash field
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._:~+/=-]{1,200}")

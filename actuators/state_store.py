@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from actuators.actions import Action, parse_action
-from actuators.leader import Leadership
-from actuators.stamp import KEY_PATTERN
+from infercast.actuators.actions import Action, parse_action
+from infercast.actuators.leader import Leadership
+from infercast.actuators.stamp import KEY_PATTERN
 
 STATE_VERSION = 1
 #: applied entries kept (the newest); a change budget above this is counted only this far after a failover
@@ -321,7 +321,7 @@ class RedisStateStore:
 
 
 def _lease_value(lead: Leadership) -> str:
-    """The value the Redis lease holds for `lead` (actuators.leader: `<identity>|<token>`)."""
+    """The value the Redis lease holds for `lead` (infercast.actuators.leader: `<identity>|<token>`)."""
     return f"{lead.holder}|{lead.fencing_token}"
 
 
@@ -332,9 +332,9 @@ def _where(client: Any) -> str:
 
 # --- Kubernetes --------------------------------------------------------------------------------------------------
 class KubernetesStateStore:
-    """The annotation `infercast.io/actuator-state` on the leader's Lease object (`actuators.leader.KubernetesLease`):
-    the state travels with the lease, and a write is fenced by the Lease itself -- holder and leaseTransitions
-    checked on the object read, the replace carrying its resourceVersion."""
+    """The annotation `infercast.io/actuator-state` on the leader's Lease object
+    (`infercast.actuators.leader.KubernetesLease`): the state travels with the lease, and a write is fenced by the Lease
+    itself -- holder and leaseTransitions checked on the object read, the replace carrying its resourceVersion."""
 
     ATTEMPTS = 3  # a 409 (the renew job or a takeover wrote the Lease in between): read again
 
@@ -451,7 +451,7 @@ class FileStateStore:
 def store_for(elector: Any, audit_path: str | Path) -> StateStore | None:
     """The store beside `elector`'s lease: Redis for a Redis lease (`leader: redis`, or `leader: single` checked in
     a Redis backend), the Lease object for `leader: kubernetes`, a file beside the audit trail for one replica."""
-    from actuators.leader import KubernetesLease, RedisLease, SingleOnRedis, SingleReplica
+    from infercast.actuators.leader import KubernetesLease, RedisLease, SingleOnRedis, SingleReplica
 
     if isinstance(elector, SingleOnRedis):
         elector = elector.lease

@@ -8,8 +8,8 @@ owns observe -> decide -> guard -> apply -> record.  On each run of a loop the d
 - `now` is the wall clock read once by the daemon (the loop never reads a clock);
 - `ctx.active` is True only when the configured mode is `active` *and* this replica leads: otherwise the loop
   decides, records and reports its decisions as `advisory` and applies nothing (a follower stays advisory);
-- `ctx.stamp(key)` is what to send with an apply (`actuators.stamp.stamped`): the decision's idempotency key and
-  the leader's fencing token.
+- `ctx.stamp(key)` is what to send with an apply (`infercast.actuators.stamp.stamped`): the decision's idempotency key
+  and the leader's fencing token.
 
 The report says what happened, so the daemon can publish it (`infercast_actuator_*`): each action with its outcome
 and reason code, the verdicts reached, whether the loop froze and why, and how much of each change budget is used.
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from actuators.actions import Action
-from actuators.leader import Leadership
-from actuators.stamp import Stamp
+from infercast.actuators.actions import Action
+from infercast.actuators.leader import Leadership
+from infercast.actuators.stamp import Stamp
 from infercast.catalog import ACTION_OUTCOMES, ACTION_REASONS, ACTUATOR_LOOPS, FREEZE_REASONS, VERDICTS
 
 Loop = Literal["scheduled", "alert"]

@@ -6,7 +6,7 @@ before a byte is read), a read deadline, bounded connections, loopback by defaul
 a token -- `Authorization: Bearer` compared in constant time before the body is read (Alertmanager's
 `http_config.authorization.credentials_file`).  Then:
 
-- the body must be Alertmanager's webhook payload (`alertrules.webhook.validate`, plus string `fingerprint`,
+- the body must be Alertmanager's webhook payload (`infercast.alertrules.webhook.validate`, plus string `fingerprint`,
   `startsAt`, `endsAt`): anything else is a 400 naming the first bad field, and nothing of it is kept;
 - each alert becomes an `AlertEvent`; one whose fingerprint was seen with the same status within `dedup_seconds`
   is a duplicate and dropped (Alertmanager re-sends a whole group every `group_interval` and every firing alert
@@ -43,7 +43,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from alertrules.webhook import validate
+from infercast.alertrules.webhook import validate
 from infercast.httpserve import HttpError, Request, Response, Route
 
 PATH = "/api/v1/alerts"

@@ -12,8 +12,8 @@ import dataclasses
 import math
 from typing import Any
 
-from actuators.actions import Action, ActionError, parse_action
-from actuators.admin import Admission, Observation, PoolState, Result
+from infercast.actuators.actions import Action, ActionError, parse_action
+from infercast.actuators.admin import Admission, Observation, PoolState, Result
 
 
 class WireError(ValueError):

@@ -2,7 +2,7 @@
 
 Pure: URLs and options in, a config document out.  Alertmanager 0.25 reads no environment variables and its
 webhook receiver has no `url_file`, so "configurable URL" means: generate the file with the URLs you need
-(`python -m alertrules.generate --actuator-url ... --pager-url ...`); the committed files are the loopback
+(`python -m infercast.alertrules.generate --actuator-url ... --pager-url ...`); the committed files are the loopback
 defaults (alertrules/alertmanager.yml, for deploy/local-stack.sh) and the compose one (deploy/alertmanager.yml).
 """
 

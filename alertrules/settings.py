@@ -19,7 +19,7 @@ RUNBOOKS = Path(__file__).resolve().parent / "runbooks"
 #: The default base of the `runbook_url` annotations: the runbooks' path inside the infercast package (the same in
 #: a checkout, a wheel and the image), so a page names a document that exists wherever infercast is installed.
 #: Where you publish them for the people who get paged (a wiki, your fork's web view), set that URL instead:
-#: `python -m alertrules.generate --runbook-base-url URL --out DIR`, or `INFERCAST_RUNBOOK_BASE_URL` for every
+#: `python -m infercast.alertrules.generate --runbook-base-url URL --out DIR`, or `INFERCAST_RUNBOOK_BASE_URL` for every
 #: generator (`infercast k8s build` included).
 RUNBOOK_BASE_URL = "alertrules/runbooks"
 RUNBOOK_ENV = "INFERCAST_RUNBOOK_BASE_URL"

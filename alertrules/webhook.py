@@ -2,7 +2,7 @@
 
 It is the `alert-log` service of docker-compose (the pager until you wire a real one), the receiver of the
 end-to-end test, and a handy stand-in for the actuator's webhook while that lands:
-`python -m alertrules.webhook --listen 127.0.0.1:9095`.
+`python -m infercast.alertrules.webhook --listen 127.0.0.1:9095`.
 
 It serves through `infercast.httpserve` (strict Content-Length up to 4 MiB, a read deadline, bounded connections,
 JSON errors; with `INFERCAST_HTTP_TOKEN` set, POSTs need it as a bearer token -- Alertmanager's
@@ -155,7 +155,7 @@ class WebhookRecorder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m alertrules.webhook", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m infercast.alertrules.webhook", description=__doc__.splitlines()[0])
     p.add_argument("--listen", default="127.0.0.1:9095", help="HOST:PORT (default 127.0.0.1:9095)")
     args = p.parse_args(argv)
     try:

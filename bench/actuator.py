@@ -39,19 +39,19 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from actuators.actions import SetPoolWeight  # noqa: E402
-from actuators.admin import Result, apply_with_retries  # noqa: E402
-from actuators.audit import Audit  # noqa: E402
-from actuators.backends.file import FileAdmin  # noqa: E402
-from actuators.backends.redis import RedisAdmin  # noqa: E402
-from actuators.backends.router_http import HttpAdmin  # noqa: E402
-from actuators.backends.twin import TwinAdmin  # noqa: E402
-from actuators.daemon import Daemon  # noqa: E402
-from actuators.leader import SingleReplica  # noqa: E402
-from actuators.stamp import Stamp, stamped  # noqa: E402
-from actuators.tick import ActionOutcome, TickContext, TickReport  # noqa: E402
-from actuators.webhook import Inbox, WebhookReceiver  # noqa: E402
 from bench.results import publish  # noqa: E402
+from infercast.actuators.actions import SetPoolWeight  # noqa: E402
+from infercast.actuators.admin import Result, apply_with_retries  # noqa: E402
+from infercast.actuators.audit import Audit  # noqa: E402
+from infercast.actuators.backends.file import FileAdmin  # noqa: E402
+from infercast.actuators.backends.redis import RedisAdmin  # noqa: E402
+from infercast.actuators.backends.router_http import HttpAdmin  # noqa: E402
+from infercast.actuators.backends.twin import TwinAdmin  # noqa: E402
+from infercast.actuators.daemon import Daemon  # noqa: E402
+from infercast.actuators.leader import SingleReplica  # noqa: E402
+from infercast.actuators.stamp import Stamp, stamped  # noqa: E402
+from infercast.actuators.tick import ActionOutcome, TickContext, TickReport  # noqa: E402
+from infercast.actuators.webhook import Inbox, WebhookReceiver  # noqa: E402
 from infercast.config import load_config  # noqa: E402
 from infercast.httpserve import HttpService, Response, Route  # noqa: E402
 from infercast.servers import start_redis  # noqa: E402

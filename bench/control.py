@@ -126,8 +126,8 @@ def load(sc: Scenario, traces: Path, seed: int):
 def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, search: str) -> dict:
     """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
     judged against it)."""
-    from actuators.driver import run_arm
-    from actuators.inputs import reference_series
+    from infercast.actuators.driver import run_arm
+    from infercast.actuators.inputs import reference_series
 
     cfg, trace = load(sc, traces, seed)
     step = None
@@ -276,7 +276,7 @@ def table_scenarios(result: dict) -> str:
 
 def beaten_by(arms: dict[str, dict]) -> list[str]:
     """The arms of a cell that beat hindsight (`plans.better`): where its search is too narrow."""
-    from actuators.plans import better
+    from infercast.actuators.plans import better
 
     h = arms.get("hindsight")
     return [a for a, r in arms.items() if h is not None and a != "hindsight" and better(r, h)]
@@ -330,7 +330,7 @@ ABLATION_KEYS = ("urgent_goodput_rps", "goodput_rps", "p99_latency_ms", "oom_eve
 
 def run_ablation_cell(lever: str, arm: str, seed: int) -> dict:
     """One arm on the flash sale with one lever (or none, or all) switched on."""
-    from actuators.driver import run_arm
+    from infercast.actuators.driver import run_arm
     from infercast.twin.variants import load_scenario
 
     cfg = load_scenario(ABLATION_SCENARIO)

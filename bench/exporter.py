@@ -47,9 +47,9 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa: E402
 
-from exporters.base import Sample  # noqa: E402
-from exporters.server import Exporter, build_sources  # noqa: E402
 from infercast.config import load_config, parse_config  # noqa: E402
+from infercast.exporters.base import Sample  # noqa: E402
+from infercast.exporters.server import Exporter, build_sources  # noqa: E402
 from infercast.servers import free_port  # noqa: E402
 
 VERSIONS = ("v4", "v3.5", "v5")

@@ -264,7 +264,7 @@ def main() -> int:
     p.add_argument("--publish", action="store_true", help="write docs/results/faults.json and docs/hardening.md")
     args = p.parse_args()
     where = subprocess.run(
-        [sys.executable, "-c", "import exporters; print(exporters.__file__)"],
+        [sys.executable, "-c", "import infercast.exporters as e; print(e.__file__)"],
         capture_output=True,
         text=True,
         check=True,

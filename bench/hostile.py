@@ -9,7 +9,7 @@ At least `--n` generated hostile payloads in all, shared out over these targets 
 - `ingest`: the exporter's `POST /ingest/router` (with its token): the same kinds, around a valid ingest body;
 - `router_api`: the router admin API the twin serves (`POST /v1/actions`, with its token): mutated actions,
   hostile `Idempotency-Key` and `X-Fencing-Token` headers;
-- `alert_log`: the alert log (`alertrules.webhook.WebhookRecorder`, `POST *`, with its token): mutated
+- `alert_log`: the alert log (`infercast.alertrules.webhook.WebhookRecorder`, `POST *`, with its token): mutated
   Alertmanager notifications, the same kinds as the webhook;
 - `predictor_metrics`, `twin_pages`: the read-only listeners (the predictor's `/metrics` with forecasts in it; the
   twin's `/pools`, `/nodes`, `/nodes/{node}/metrics`), without a token: hostile paths (traversal, encodings, 8 KB
@@ -18,13 +18,13 @@ At least `--n` generated hostile payloads in all, shared out over these targets 
   file backend's document (mutated YAML or JSON, garbage, hostile `infercast.applied` records and fencing tokens)
   and the Redis backend's keys (hostile hash fields, keys of the wrong type, forged records under an idempotency
   key; a real `redis-server` on a unix socket, skipped with a note when there is none), each read by `observe`,
-  `fence`, an apply, and the daemon's read-back of a lost answer (`actuators.recovery.read_back`) and restart
+  `fence`, an apply, and the daemon's read-back of a lost answer (`infercast.actuators.recovery.read_back`) and restart
   recovery (`resolve_in_flight`);
 - `textparse`: the exporter's isolating text parser and each collector (vLLM, SGLang, TGI, TRT-LLM, dcgm) on
   mutated real pages;
 - `config`: `infercast.config.load_config` on mutated fleet files (values, duplicate keys, YAML bombs, garbage);
 - `traces`: `infercast.traces.load_trace` on hostile Azure, Mooncake and ServeGen files;
-- `actions`: `actuators.actions.parse_action` on hostile mappings.
+- `actions`: `infercast.actuators.actions.parse_action` on hostile mappings.
 
 What counts, per target:
 - **crash**: a listener answering 5xx, dropping the connection, or failing its health check afterwards (`GET` of a
@@ -334,12 +334,12 @@ def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
 
 
 def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
-    from actuators.daemon import Daemon
-    from actuators.leader import SingleReplica
-    from actuators.tick import TickReport
-    from actuators.webhook import Inbox, WebhookReceiver
-    from exporters.server import Exporter, ExporterServer
+    from infercast.actuators.daemon import Daemon
+    from infercast.actuators.leader import SingleReplica
+    from infercast.actuators.tick import TickReport
+    from infercast.actuators.webhook import Inbox, WebhookReceiver
     from infercast.config import load_config
+    from infercast.exporters.server import Exporter, ExporterServer
     from infercast.twin.fleet import build_fleet
     from infercast.twin.surfaces import TwinServer
 
@@ -368,7 +368,7 @@ def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
             h["X-Fencing-Token"] = d.choice(["1", "-1", "999999999999999999999", "NaN", "0x10", d.text(10)])
         return {k: v for k, v in h.items() if v.isascii() and "\n" not in v and "\r" not in v}
 
-    from alertrules.webhook import WebhookRecorder
+    from infercast.alertrules.webhook import WebhookRecorder
 
     log = WebhookRecorder(token=TOKEN).serve()
     stack.callback(log.close)
@@ -493,7 +493,7 @@ def fire_reader(li: Reader, n: int, seed: int, engine: str) -> Tally:
 def forecasts() -> list:
     """A snapshot of forecasts as the predictor publishes them (every label of the KV family filled)."""
     from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, spec
-    from predictors.publish import sample
+    from infercast.predictors.publish import sample
 
     out = []
     for i, value in enumerate([0.42, 0.9, math.nan, math.inf]):
@@ -507,10 +507,10 @@ def forecasts() -> list:
 def start_readers(stack: contextlib.ExitStack) -> list[Reader]:
     """The predictor's /metrics (serving a snapshot of real forecasts) and the twin's node pages, on loopback."""
     from infercast.config import load_config
+    from infercast.predictors.cli import forecasts_service
+    from infercast.predictors.publish import LatestSamples
     from infercast.twin.fleet import build_fleet
     from infercast.twin.surfaces import TwinServer
-    from predictors.cli import forecasts_service
-    from predictors.publish import LatestSamples
 
     cfg = load_config(REPO / "examples" / "flash-sale.yaml")
     latest = LatestSamples()
@@ -565,8 +565,8 @@ def measure(t: Tally, n: int, seed: int, engine: str, one: Callable[[Draw], None
 def fire_textparse(n: int, seed: int, engine: str) -> Tally:
     import re
 
-    from exporters.base import ScrapeError, Target, TextParser
-    from exporters.sources import MODULES
+    from infercast.exporters.base import ScrapeError, Target, TextParser
+    from infercast.exporters.sources import MODULES
 
     pages = {
         "vllm": ["vllm.prom", "vllm-chat-v3.5.prom"], "sglang": ["sglang.prom"], "tgi": ["tgi.prom"],
@@ -674,7 +674,7 @@ def fire_traces(n: int, seed: int, engine: str, tmp: Path) -> Tally:
 
 
 def fire_actions(n: int, seed: int, engine: str) -> Tally:
-    from actuators.actions import ActionError, parse_action
+    from infercast.actuators.actions import ActionError, parse_action
 
     t = Tally("actions")
     base = {"kind": "set_admission", "memory_limit": 0.8, "max_context_tokens": 16000}
@@ -698,10 +698,10 @@ def backend_round(t: Tally, admin, action) -> None:
     recovery (which must never raise).  A backend's apply or lookup raising anything else is counted as
     `contained` (the daemon's `apply_with_retries` records it `failed` with the error, the read-back `unknown`)
     with the error named, and must then be contained: the daemon's own path raising is a crash."""
-    from actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
-    from actuators.audit import Audit
-    from actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
-    from actuators.stamp import Stamp, stamped
+    from infercast.actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
+    from infercast.actuators.audit import Audit
+    from infercast.actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
+    from infercast.actuators.stamp import Stamp, stamped
 
     documented = (BackendError, ActionRefused)
     _timed(t, f"{admin.name} observe", admin.observe, documented)
@@ -743,9 +743,9 @@ def backend_round(t: Tally, admin, action) -> None:
 def fire_file_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally:
     import yaml
 
-    from actuators.actions import SetPoolWeight
-    from actuators.backends.file import FileAdmin
-    from actuators.stamp import Stamp
+    from infercast.actuators.actions import SetPoolWeight
+    from infercast.actuators.backends.file import FileAdmin
+    from infercast.actuators.stamp import Stamp
     from infercast.config import load_config
 
     cfg = load_config(REPO / "examples" / "flash-sale.yaml")
@@ -791,10 +791,10 @@ def fire_redis_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally | Non
         return None
     import redis as redislib
 
-    from actuators.actions import SetPoolWeight
-    from actuators.backends.redis import RedisAdmin
-    from actuators.backends.twin import TwinAdmin
-    from actuators.stamp import Stamp
+    from infercast.actuators.actions import SetPoolWeight
+    from infercast.actuators.backends.redis import RedisAdmin
+    from infercast.actuators.backends.twin import TwinAdmin
+    from infercast.actuators.stamp import Stamp
     from infercast.config import load_config
     from infercast.twin.fleet import build_fleet
 

@@ -10,8 +10,8 @@ Three sections, each printed as ratios against a baseline measured in the same r
    `predict_linear(x[15m], 300)`'s and over the best classical baseline's (Holt-Winters, Kalman), band coverage
    and breach detection at 0.75.  The same network with its band calibration switched off (factors 1) is scored
    in the same run as `lstm_raw`, so the calibration's effect is read off one table.  The KV series are built
-   exactly as `infercast backtest --series kv` builds them (`predictors.evaluate.load_series`: the twin on a
-   fleet sized per trace); when the twin is not importable, the fluid pool model of `predictors.pretrain_data`
+   exactly as `infercast backtest --series kv` builds them (`infercast.predictors.evaluate.load_series`: the twin on a
+   fleet sized per trace); when the twin is not importable, the fluid pool model of `infercast.predictors.pretrain_data`
    stands in, and the table says so.
 2. inference: `forecast_many` on 1,000 series, against predict_linear's `forecast` on the same series.
 3. training: 50 series x 7 days of 15 s history (generated), against one epoch-equivalent of a plain numpy
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from predictors.base import History
+from infercast.predictors.base import History
 
 GOALS = {"vs_predict_linear": 0.7, "vs_best_classical": 0.85, "coverage": (0.75, 0.85)}
 BREACH_KEYS = ("breaches", "origin_f1", "origin_precision", "origin_recall", "event_recall", "median_lead_seconds")
@@ -44,13 +44,13 @@ def _kv_series(spec: str) -> tuple[History, str]:
     """The KV series `infercast backtest --series kv --trace SPEC` scores, and how it was made."""
     try:
         import infercast.twin.run  # noqa: F401
-        from predictors.evaluate import BacktestOptions, load_series
+        from infercast.predictors.evaluate import BacktestOptions, load_series
 
         data = load_series(spec, BacktestOptions(series="kv", step=15.0))
         return data.history, "twin"
     except ImportError:
+        from infercast.predictors.pretrain_data import trace_histories
         from infercast.traces import load_trace
-        from predictors.pretrain_data import trace_histories
 
         if spec.startswith("scenario:"):
             raise
@@ -59,9 +59,9 @@ def _kv_series(spec: str) -> tuple[History, str]:
 
 
 def accuracy(specs: list[str], model_path: str | None) -> list[dict]:
-    from predictors import registry
-    from predictors.backtest import run_backtest, score_runs
-    from predictors.lstm import CALIBRATION_KEY
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.lstm import CALIBRATION_KEY
 
     lstm, note = registry.load_lstm(model_path)
     if lstm is None:
@@ -118,7 +118,7 @@ def _series(n: int, length: int, seed: int) -> list[History]:
 
 
 def inference(model_path: str | None, n: int = 1000) -> dict:
-    from predictors import registry
+    from infercast.predictors import registry
 
     lstm, note = registry.load_lstm(model_path)
     if lstm is None:
@@ -145,9 +145,9 @@ def inference(model_path: str | None, n: int = 1000) -> dict:
 
 
 def training(epochs: int | None, seed: int = 0) -> dict:
-    from predictors import features as F
-    from predictors.lstm import LSTMForecaster, LSTMParams
-    from predictors.pretrain_data import generated_histories
+    from infercast.predictors import features as F
+    from infercast.predictors.lstm import LSTMForecaster, LSTMParams
+    from infercast.predictors.pretrain_data import generated_histories
 
     t0 = time.perf_counter()
     hs = generated_histories([], 50, 24 * 7, seed=seed)

@@ -5,13 +5,13 @@ series, one replica against two shards, and the exporter's /metrics render at 51
 
 1. Forecasting, measured as it ships: `PredictorLoop.from_config` on the seed's fleet file (so the LSTM is the
    shipped model file, `predictors/models/lstm_kv`, with its online band and the calendar prior, an event two
-   minutes ahead), after `predictors.cli.prepare_process` (the daemon's torch threads, `predictor.torch_threads`, and
-   `gc.freeze()`), ticking as the daemon does.  N (pool, version) groups, one instance each, an hour of 15 s
-   history of KV usage and of the covariates the LSTM reads (running and waiting requests, fragmentation), served
-   from memory (the cost measured is the forecasting, not Prometheus; no request counter, so no traffic series:
-   Prophet's per-series traffic forecasts are not in these figures).  Each group publishes two KV forecasts (the
-   pool's mean and its fullest instance), so N groups are 2N forecast series.  The loop first ticks one horizon
-   and a step (21 ticks, 15 s apart) so every band has forecasts waiting for their outcomes, as in a running
+   minutes ahead), after `infercast.predictors.cli.prepare_process` (the daemon's torch threads,
+   `predictor.torch_threads`, and `gc.freeze()`), ticking as the daemon does.  N (pool, version) groups, one instance
+   each, an hour of 15 s history of KV usage and of the covariates the LSTM reads (running and waiting requests,
+   fragmentation), served from memory (the cost measured is the forecasting, not Prometheus; no request counter, so no
+   traffic series: Prophet's per-series traffic forecasts are not in these figures).  Each group publishes two KV
+   forecasts (the pool's mean and its fullest instance), so N groups are 2N forecast series.  The loop first ticks one
+   horizon and a step (21 ticks, 15 s apart) so every band has forecasts waiting for their outcomes, as in a running
    daemon; then the median of `--repeat` ticks is the figure.  The per-series path (`PredictorLoop(batched=False)`:
    each series through its own pipeline, as the tick forecast before issue 25) runs first, the same ticks on the first
    `--per-series-max` groups only (it costs about 1 ms a group) and its time is scaled by N / that number: the output
@@ -147,7 +147,7 @@ def bench_config() -> FleetConfig:
 
 
 def _loop(cfg: FleetConfig, batched: bool):
-    from predictors.service import PredictorLoop
+    from infercast.predictors.service import PredictorLoop
 
     loop = PredictorLoop.from_config(cfg, batched=batched)
     if loop.lstm is None:
@@ -191,8 +191,8 @@ def _max_abs_diff(a: dict, b: dict) -> float:
 
 def measure(n: int, repeat: int, per_series_max: int) -> dict:
     """One size, in this process (main() runs each in its own)."""
-    from predictors.cli import prepare_process
-    from predictors.shard import Shard, ShardedStore
+    from infercast.predictors.cli import prepare_process
+    from infercast.predictors.shard import Shard, ShardedStore
 
     cfg = bench_config()
     series = fleet(n)
@@ -307,9 +307,9 @@ def _old_read(body: bytes) -> list[Series]:
 
 def fetch_bench(n: int, repeat: int) -> dict:
     """Fetch and parse of one tick at n groups, old path against the rolling history (see the module docstring)."""
+    from infercast.predictors.rolling import RollingWindow
+    from infercast.predictors.service import COVARIATE_METRICS, RATE_WINDOW_STEPS
     from infercast.store.prometheus import PrometheusStore
-    from predictors.rolling import RollingWindow
-    from predictors.service import COVARIATE_METRICS, RATE_WINDOW_STEPS
 
     cfg = bench_config()
     loop = _loop(cfg, batched=True)

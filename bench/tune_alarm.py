@@ -8,7 +8,8 @@ under `--control none`, with arrival seeds 700-703 (the scored run is seed 0; th
 300-303, 400, 500-511, 600), the sale as in the fleet file; and two calm runs (seeds 710, 711) of the same fleet
 with the flash-sale customer's stream and the calendar event removed: 30 minutes of the regular 200 req/s.  The
 series is what the predictive alert pages on, the fullest v4 instance (`kv_usage_max`), at the 15 s step; the model
-is the one the service runs (`predictors.deployed.service_forecaster`: the shipped LSTM, online band, calendar prior).
+is the one the service runs (`infercast.predictors.deployed.service_forecaster`: the shipped LSTM, online band, calendar
+prior).
 
 What the alert reads (`ALARMS`): `band`, the published upper band at the horizon (the alert today); the ensembles an
 SRE would write, adding Prometheus' own `predict_linear(usage[15m], 300)` of the same series (its point value, what
@@ -21,7 +22,7 @@ Rule: among the settings with no page on the calm runs, at most `MAX_FALSE_PER_H
 hour over all runs (calm and surge together) and the first crossing of every sale paged ahead (the collapse that
 follows crosses again and again; those rebounds count in the event recall), the one with the longest median lead;
 ties go to the simpler alarm (fewer expressions, `ALARMS` order), then the shorter persistence, then the smaller
-hysteresis.  Each row also carries the lead share (`predictors.scoring`), for the reader: it chooses nothing.
+hysteresis.  Each row also carries the lead share (`infercast.predictors.scoring`), for the reader: it chooses nothing.
 Prints every candidate; writes docs/results/alarm-tuning.json, and the docs render it (bench/results.py, part
 `choice`).
 """
@@ -57,8 +58,8 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
         return pickle.loads((cache / f"{seed}.pkl").read_bytes())
 
     from infercast.config import load_config
+    from infercast.predictors.base import History
     from infercast.twin.run import run_scenario
-    from predictors.base import History
 
     cfg = load_config(ROOT / "examples" / "flash-sale.yaml")
     sc = cfg.scenario.model_copy(update={"seed": seed, **({"streams": ()} if calm else {})})
@@ -79,9 +80,9 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
 
 def _forecasts(h, events, onset: float):
     from infercast.config import load_config
-    from predictors import registry
-    from predictors.backtest import run_backtest
-    from predictors.deployed import service_forecaster
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest
+    from infercast.predictors.deployed import service_forecaster
 
     pc = load_config(ROOT / "examples" / "flash-sale.yaml").predictor.model_copy(update={"event_onset_seconds": onset})
     lstm, note = registry.load_lstm()
@@ -97,9 +98,9 @@ def _baseline_signals(h, origins):
     or before the origin) and the Kalman baseline's upper band at 300 s (its own backtest, same origins)."""
     import numpy as np
 
-    from predictors import registry
-    from predictors.backtest import run_backtest
-    from predictors.linear import predict_linear
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest
+    from infercast.predictors.linear import predict_linear
 
     linear = np.array(
         [predict_linear(h.t, h.y, float(o), np.array([300.0]), LINEAR_RANGE_S)[0] for o in origins], float
@@ -137,8 +138,8 @@ def _fires(policy, alarm: str, band, extra, contiguous):
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    from predictors.alarm import AlarmPolicy
-    from predictors.scoring import breach_scores, breach_starts
+    from infercast.predictors.alarm import AlarmPolicy
+    from infercast.predictors.scoring import breach_scores, breach_starts
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, default=None, help="also write the result here (default: publish)")

@@ -62,7 +62,7 @@ def per_request_event_loop(arrival_times) -> float:
 
 
 def run_arm(scenario: str, arm: str, seed: int = 0) -> dict:
-    from actuators.driver import run_arm
+    from infercast.actuators.driver import run_arm
     from infercast.config import load_config, resolve_scenario
 
     cfg = load_config(resolve_scenario(scenario))

@@ -41,7 +41,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableSort,
 )
 
-from alertrules.settings import AlertSettings
+from infercast.alertrules.settings import AlertSettings
 from infercast.config import FleetConfig, Thresholds, load_config
 
 from . import queries as q

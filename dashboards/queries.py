@@ -24,8 +24,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from infercast import catalog as metric
+
 # recorded series: the recording rules define them, the dashboards read them (one spelling)
-from alertrules.rules import (
+from infercast.alertrules.rules import (
     BATCH_SAT_AVG,
     DEGRADATION_RATE,
     FAILURE_RATE,
@@ -37,7 +39,6 @@ from alertrules.rules import (
     REQ_RATE,
     REQ_SHARE,
 )
-from infercast import catalog as metric
 from infercast.config import PredictorConfig
 
 

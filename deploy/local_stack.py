@@ -32,7 +32,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a file: make the repository's packages importable
 
-from alertrules.webhook import WebhookRecorder  # noqa: E402
+from infercast.alertrules.webhook import WebhookRecorder  # noqa: E402
 from infercast.servers import ServerFailed, ServerUnavailable, start_alertmanager, start_prometheus  # noqa: E402
 from infercast.wallclock import events_on_wall_clock  # noqa: E402
 
@@ -50,9 +50,9 @@ def prometheus_config(time_scale: float = 1.0) -> str:
 
 def rules(time_scale: float) -> dict[str, str]:
     """The rule files, generated with every `for:` divided by the scale (at 1, the committed files' text)."""
-    from alertrules.generate import dump
-    from alertrules.rules import rule_files
-    from alertrules.settings import AlertSettings
+    from infercast.alertrules.generate import dump
+    from infercast.alertrules.rules import rule_files
+    from infercast.alertrules.settings import AlertSettings
 
     return {n: dump(doc) for n, doc in rule_files(AlertSettings().scaled(time_scale)).items()}
 

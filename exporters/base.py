@@ -2,10 +2,10 @@
 
 A collector is a pure `build(raw, target) -> list[Sample]` over the samples of the families it reads (`WANTED`,
 with the largest value each may take in `MAXIMA`), and `parse(text, target)` = `build(parse_text(text, ...))`;
-`exporters.sources` feeds the same `TextParser` the body as it arrives instead.  Samples carry catalog names
+`infercast.exporters.sources` feeds the same `TextParser` the body as it arrives instead.  Samples carry catalog names
 (from `infercast.catalog`) and the catalog's labels; a few carry an internal name starting with `_` (raw counters
-and rates that `exporters.windows` turns into windowed ratios, integrated counters or change counts, since those
-need the previous scrape).
+and rates that `infercast.exporters.windows` turns into windowed ratios, integrated counters or change counts, since
+those need the previous scrape).
 
 The parser is strict on purpose: an engine that sends a malformed line, a duplicate series, or a NaN, infinite,
 negative or out-of-range value (a `kv_cache_usage_perc` of 57.0 is not a ratio) in a family we read is a target
@@ -14,7 +14,7 @@ we cannot trust this round, so the scrape fails with `ScrapeError` (the exporter
 collectors derive: a ratio over 1, two series of a page landing on the same labels, a served model the fleet file
 does not know.  A scrape also has a budget (`Budget`): its deadline and a number of series.
 
-The exporter's own scrapes (`exporters.sources.HttpSource`) parse with `isolate=True` instead: a bad line in a
+The exporter's own scrapes (`infercast.exporters.sources.HttpSource`) parse with `isolate=True` instead: a bad line in a
 family it reads (malformed labels, a value that is not a number, NaN, negative or out of range, a duplicate series)
 drops *that family* for the round -- the parser's `errors` say which and why, and the target stays up with the
 rest of its page -- rather than the whole target.  A body that is not Prometheus text at all (a line that does not
@@ -343,7 +343,7 @@ HIT_HITS = "_prefix_cache_hits"
 PCIE_RATE = "_gpu_pcie_bytes_per_second"
 XID_LAST = "_gpu_xid_last"
 #: a serving target's up with its pool and version (HTTP targets and twin nodes): the health and avalanche scores
-#: read it; `exporters.server.families` exposes a twin node's as `infercast_target_up{target,kind}`
+#: read it; `infercast.exporters.server.families` exposes a twin node's as `infercast_target_up{target,kind}`
 SERVING_UP = "_target_up"
 
 

@@ -11,11 +11,11 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.forecasts import PrometheusForecasts
-from exporters.nvml import NvmlSource
-from exporters.server import Exporter, ExporterServer, build_sources
-from exporters.twin import TwinSource
 from infercast.config import ConfigError, load_config, parse_listen
+from infercast.exporters.forecasts import PrometheusForecasts
+from infercast.exporters.nvml import NvmlSource
+from infercast.exporters.server import Exporter, ExporterServer, build_sources
+from infercast.exporters.twin import TwinSource
 from infercast.wallclock import Paced
 
 log = logging.getLogger(__name__)

@@ -15,14 +15,13 @@ when it maps GPUs to Kubernetes pods):
 | `DCGM_FI_DEV_XID_ERRORS` (last XID, a gauge) | `infercast_gpu_xid_errors_total{xid}`, counting changes |
 
 The PCIe rates and the last-XID gauge need the previous scrape, so `parse` passes them on as internal samples and
-`exporters.windows` integrates the rates (rate x elapsed time, trapezoid) and counts XID changes.
+`infercast.exporters.windows` integrates the rates (rate x elapsed time, trapezoid) and counts XID changes.
 The node is the `Hostname` label (renamed `hostname` on dcgm-exporter's main branch; both are read), else the
 target's `node`, else the target name.
 """
 
 from __future__ import annotations
 
-from exporters.base import PCIE_RATE, XID_LAST, Emitter, Raw, Sample, ScrapeError, Target, parse_text
 from infercast.catalog import (
     GPU_DRAM_ACTIVE_RATIO,
     GPU_ECC_ERRORS_TOTAL,
@@ -33,6 +32,7 @@ from infercast.catalog import (
     GPU_TEMPERATURE_CELSIUS,
     GPU_UTILIZATION_RATIO,
 )
+from infercast.exporters.base import PCIE_RATE, XID_LAST, Emitter, Raw, Sample, ScrapeError, Target, parse_text
 
 MIB = 1024**2
 FB_USED, FB_FREE, FB_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"

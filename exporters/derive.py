@@ -1,8 +1,8 @@
 """Derived fleet scores: avalanche risk per pool, health per pool and version (pure: samples and config in).
 
 Inputs are the samples the exporter already holds: catalog samples of every fresh target, the windowed rates
-(`_rate:<counter>`) from `exporters.windows`, `_target_up` per serving target, and optionally forecasts of KV usage
-per pool.  Nothing here reads a clock or does I/O.
+(`_rate:<counter>`) from `infercast.exporters.windows`, `_target_up` per serving target, and optionally forecasts of KV
+usage per pool.  Nothing here reads a clock or does I/O.
 
 ## Health (`infercast_health_score{pool,version}` and `infercast_health_dimension_score{pool,version,dimension}`)
 
@@ -47,8 +47,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from exporters.base import SERVING_UP, Sample
-from exporters.windows import RATE_PREFIX
 from infercast.catalog import (
     AVALANCHE_RISK_SCORE,
     BATCH_SATURATION_RATIO,
@@ -67,6 +65,8 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import FleetConfig
+from infercast.exporters.base import SERVING_UP, Sample
+from infercast.exporters.windows import RATE_PREFIX
 
 # Every scoring constant is a threshold of the fleet file (`config.thresholds`); the docstring's names map to:
 # FAILURES_BAD = allocation_failures_bad_per_request_second, QUEUE_BAD_FACTOR = queue_bad_factor,

@@ -1,9 +1,9 @@
 """NVML (the GPU driver's library, through `pynvml` from the nvidia-ml-py package) to the catalog's GPU families.
 
 Per GPU: memory used/total, utilisation (% -> ratio), temperature, power (mW -> W), PCIe throughput (KB/s, passed
-on as a rate that `exporters.windows` integrates into `infercast_gpu_pcie_bytes_total`), volatile ECC error counts
-(corrected / uncorrected) and XID errors (NVML delivers them as events: every event drained on a scrape adds one to
-`infercast_gpu_xid_errors_total{xid}`).  A query a card does not support (ECC on consumer cards) is left absent.
+on as a rate that `infercast.exporters.windows` integrates into `infercast_gpu_pcie_bytes_total`), volatile ECC error
+counts (corrected / uncorrected) and XID errors (NVML delivers them as events: every event drained on a scrape adds one
+to `infercast_gpu_xid_errors_total{xid}`).  A query a card does not support (ECC on consumer cards) is left absent.
 
 The `pynvml` module is injected (tests pass a small fake); without a driver `NvmlSource.collect` raises
 `ScrapeError` once per scrape, the exporter reports `infercast_target_up{kind="nvml"} 0` and logs the reason once,
@@ -18,7 +18,6 @@ import threading
 import time
 from types import ModuleType
 
-from exporters.base import PCIE_RATE, Emitter, Sample, ScrapeError
 from infercast.catalog import (
     GPU_ECC_ERRORS_TOTAL,
     GPU_MEMORY_TOTAL_BYTES,
@@ -28,6 +27,7 @@ from infercast.catalog import (
     GPU_UTILIZATION_RATIO,
     GPU_XID_ERRORS_TOTAL,
 )
+from infercast.exporters.base import PCIE_RATE, Emitter, Sample, ScrapeError
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,6 @@ from dataclasses import dataclass, field
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
-from exporters.base import FAMILY_DROPPED, METRIC_MISSING, SERVING_UP, Sample, ScrapeError, Target
-from exporters.derive import derive
-from exporters.router import RouterRecorder, apply_ingest, known_label_sets
-from exporters.sources import SERVING_KINDS, HttpSource, Source
-from exporters.twin import TwinSource, recorder_samples
-from exporters.windows import Windows
 from infercast import exposition
 from infercast.catalog import (
     GPU_FAMILIES,
@@ -45,6 +39,12 @@ from infercast.catalog import (
     TARGET_UP,
 )
 from infercast.config import FleetConfig
+from infercast.exporters.base import FAMILY_DROPPED, METRIC_MISSING, SERVING_UP, Sample, ScrapeError, Target
+from infercast.exporters.derive import derive
+from infercast.exporters.router import RouterRecorder, apply_ingest, known_label_sets
+from infercast.exporters.sources import SERVING_KINDS, HttpSource, Source
+from infercast.exporters.twin import TwinSource, recorder_samples
+from infercast.exporters.windows import Windows
 from infercast.httpserve import (
     FROM_ENV,
     TOKEN_ENV,

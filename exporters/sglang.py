@@ -14,7 +14,6 @@ Only tensor/pipeline rank 0 is read (every rank reports the same scheduler state
 
 from __future__ import annotations
 
-from exporters.base import HIT_HITS, HIT_QUERIES, Emitter, Raw, Sample, ScrapeError, Target, parse_text, saturation
 from infercast.catalog import (
     BATCH_SATURATION_RATIO,
     KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
@@ -23,6 +22,17 @@ from infercast.catalog import (
     MEMORY_EFFICIENCY_RATIO,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+)
+from infercast.exporters.base import (
+    HIT_HITS,
+    HIT_QUERIES,
+    Emitter,
+    Raw,
+    Sample,
+    ScrapeError,
+    Target,
+    parse_text,
+    saturation,
 )
 
 P = "sglang:"

@@ -20,8 +20,8 @@ from typing import Protocol
 
 import requests
 
-from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import MAX_SERIES, Budget, Sample, ScrapeError, Target, TextParser, diagnostics
+from infercast.exporters import dcgm, sglang, tgi, trtllm, vllm
+from infercast.exporters.base import MAX_SERIES, Budget, Sample, ScrapeError, Target, TextParser, diagnostics
 from infercast.redact import redact
 
 #: kind -> its collector module (`WANTED`, `MAXIMA`, `build`, `parse`)
@@ -126,8 +126,8 @@ class HttpSource:
         self._module = MODULES[target.kind]
 
     def collect(self) -> list[Sample]:
-        """The page's samples, then the diagnostics (`exporters.base.diagnostics`): expected families missing, and
-        families dropped as malformed (the rest of the page is kept).  ScrapeError when nothing can be used."""
+        """The page's samples, then the diagnostics (`infercast.exporters.base.diagnostics`): expected families missing,
+        and families dropped as malformed (the rest of the page is kept).  ScrapeError when nothing can be used."""
         deadline = time.monotonic() + self.timeout
         mod = self._module
         parser = TextParser(mod.WANTED, mod.MAXIMA, Budget(deadline, self.timeout, self.max_series), isolate=True)

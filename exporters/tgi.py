@@ -10,9 +10,9 @@ full queue, not a KV block) and no prefix-cache counters: those stay absent.
 
 from __future__ import annotations
 
-from exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
-from exporters.base import saturation as _saturation
 from infercast.catalog import BATCH_SATURATION_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING
+from infercast.exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
+from infercast.exporters.base import saturation as _saturation
 
 QUEUE = "tgi_queue_size"
 BATCH = "tgi_batch_current_size"

@@ -22,9 +22,9 @@ block count's cumulative-vs-instant meaning is unverified).
 
 from __future__ import annotations
 
-from exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
-from exporters.base import saturation as _saturation
 from infercast.catalog import BATCH_SATURATION_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING
+from infercast.exporters.base import Emitter, Raw, Sample, ScrapeError, Target, parse_text
+from infercast.exporters.base import saturation as _saturation
 
 BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
 REQUESTS = "nv_trt_llm_request_metrics"

@@ -17,17 +17,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from exporters import vllm
-from exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
 from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL
 from infercast.config import FleetConfig
+from infercast.exporters import vllm
+from infercast.exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
 
 log = logging.getLogger(__name__)
 
 
 def _default_factory(config: FleetConfig) -> Any:
     # imported lazily: the twin is only needed for twin targets
-    from exporters.router import RouterRecorder
+    from infercast.exporters.router import RouterRecorder
     from infercast.twin.fleet import build_fleet
 
     return build_fleet(config, seed=0, recorder=RouterRecorder())

@@ -13,18 +13,6 @@ vLLM preempts exactly when `allocate_slots()` finds no free KV block.
 
 from __future__ import annotations
 
-from exporters.base import (
-    HIT_HITS,
-    HIT_QUERIES,
-    Emitter,
-    Raw,
-    Sample,
-    ScrapeError,
-    Target,
-    first,
-    parse_text,
-    saturation,
-)
 from infercast.catalog import (
     BATCH_SATURATION_RATIO,
     ENGINE_EXTENSION_INFO,
@@ -43,6 +31,18 @@ from infercast.catalog import (
     MEMORY_EFFICIENCY_RATIO,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+)
+from infercast.exporters.base import (
+    HIT_HITS,
+    HIT_QUERIES,
+    Emitter,
+    Raw,
+    Sample,
+    ScrapeError,
+    Target,
+    first,
+    parse_text,
+    saturation,
 )
 
 USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")

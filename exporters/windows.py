@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from exporters.base import HIT_HITS, HIT_QUERIES, PCIE_RATE, XID_LAST, Sample
 from infercast.catalog import GPU_PCIE_BYTES_TOTAL, GPU_XID_ERRORS_TOTAL, KV_CACHE_HIT_RATIO
+from infercast.exporters.base import HIT_HITS, HIT_QUERIES, PCIE_RATE, XID_LAST, Sample
 
 RATE_PREFIX = "_rate:"
 

@@ -96,7 +96,7 @@ DEFAULT_RULES = REPO_ROOT / "alertrules" / "rules"
 
 
 def rule_files(rules_dir: Path) -> list[Path]:
-    """The rule files under `rules_dir`: every *.yml / *.yaml but an Alertmanager config (`alertrules.generate
+    """The rule files under `rules_dir`: every *.yml / *.yaml but an Alertmanager config (`infercast.alertrules.generate
     --out DIR` writes alertmanager.yml beside the rules)."""
     return sorted(
         p for p in rules_dir.rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml") and p.name != AM_FILE
@@ -138,8 +138,8 @@ def _rule_index(docs: Iterable[object]) -> dict[tuple, dict]:
 
 def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
     """Do the infercast rules in `rules_dir` compare with the thresholds of the fleet file `config`?  The rules
-    are generated from a fleet file (`python -m alertrules.generate --fleet`); edit a threshold in the fleet file
-    and forget to regenerate, and Prometheus keeps paging at the old one.  Every rule infercast would build from
+    are generated from a fleet file (`python -m infercast.alertrules.generate --fleet`); edit a threshold in the fleet
+    file and forget to regenerate, and Prometheus keeps paging at the old one.  Every rule infercast would build from
     `config` that `rules_dir` holds (same name and labels) must have the same `expr` and `for:`; rules of the
     user's own are not looked at.  None (no line) where there is nothing to compare: the fleet file does not load
     (its own line says why), no such directory (the rules line says so), none of infercast's rules in it."""
@@ -150,9 +150,9 @@ def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
         return None
     if not rules_dir.is_dir():
         return None
-    from alertrules.engines import engine_rule_file
-    from alertrules.rules import rule_files as build_rule_files
-    from alertrules.settings import AlertSettings
+    from infercast.alertrules.engines import engine_rule_file
+    from infercast.alertrules.rules import rule_files as build_rule_files
+    from infercast.alertrules.settings import AlertSettings
 
     built = _rule_index([*build_rule_files(AlertSettings.from_fleet(cfg)).values(), engine_rule_file(cfg)])
     found: list[object] = []
@@ -182,7 +182,7 @@ def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
         "FAILED",
         f"{len(differ)} of {len(common)} rules differ from what {_rel(config)} builds (first: {name} {field} "
         f"{' '.join(str(first.get(field)).split())!r}, the fleet gives {' '.join(str(want.get(field)).split())!r}); "
-        f"rebuild them: python -m alertrules.generate --fleet {config} --out <dir>",
+        f"rebuild them: python -m infercast.alertrules.generate --fleet {config} --out <dir>",
     )
 
 
@@ -295,7 +295,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     configs = args.config or [EXAMPLES / "flash-sale.yaml"]
     rules = args.rules or DEFAULT_RULES
-    beside = rules / AM_FILE  # the layout of `alertrules.generate --out DIR`
+    beside = rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`
     alertmanager = args.alertmanager or (beside if beside.is_file() else rules.parent / AM_FILE)
     # the shipped rules are the example fleet's: compared with your fleet file only when you name the rules
     rules_of = configs if args.rules is not None or not args.config else []

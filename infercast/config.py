@@ -559,7 +559,8 @@ class PredictorConfig(Strict):
         1.0,
         description="simulated seconds per wall second of the fleet it watches: 1 in production; a stack over a twin "
         "run faster than real time (`--twin-speed S`) sets S, and the durations here are then wall seconds, so the "
-        "LSTM, trained in the fleet's own time, reads its history at S times its step (`predictors.timescale`)",
+        "LSTM, trained in the fleet's own time, reads its history at S times its step "
+        "(`infercast.predictors.timescale`)",
     )
     band_adaptation: Annotated[float, Field(ge=0)] = Field(
         0.05, description="adaptive conformal step (log-width per forecast) of the online band calibration; 0 = off"

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from predictors.alarm import AlarmPolicy
-from predictors.base import Forecast, Forecaster, History
-from predictors.scoring import score_forecasts
+from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.scoring import score_forecasts
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def score_runs(
     threshold: float | None = None,
     policy: AlarmPolicy | None = None,
 ) -> dict[str, dict]:
-    """Scores per model (see `predictors.scoring`), plus fit and predict cost."""
+    """Scores per model (see `infercast.predictors.scoring`), plus fit and predict cost."""
     out = {}
     for name, run in runs.items():
         if run.forecasts:

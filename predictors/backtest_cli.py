@@ -1,7 +1,7 @@
 """`infercast backtest --trace FILE_OR_DIR [--series kv|rps] [--horizon 300] [--json] [--plot FILE]`.
 
-Parses the flags, builds the series and scores every model on it (`predictors.evaluate`), and prints the scores per
-model as a table, or as one JSON object with `--json`.
+Parses the flags, builds the series and scores every model on it (`infercast.predictors.evaluate`), and prints the
+scores per model as a table, or as one JSON object with `--json`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from predictors.evaluate import BacktestOptions, backtest, load_series, table
+from infercast.predictors.evaluate import BacktestOptions, backtest, load_series, table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

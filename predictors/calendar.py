@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from predictors.base import Forecast, Forecaster, History
-from predictors.prophet_model import EventWindow
+from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.prophet_model import EventWindow
 
 
 def unlearned(events: Sequence[EventWindow], history: History) -> list[EventWindow]:

@@ -73,7 +73,7 @@ def serve(
     forecast labels too when `legacy_labels`: `predictor.legacy_forecast_labels`)."""
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from predictors.publish import LatestSamples
+    from infercast.predictors.publish import LatestSamples
 
     latest = LatestSamples(legacy_labels)
     http = forecasts_service(latest, listen)
@@ -109,7 +109,7 @@ def prepare_process(pc: PredictorConfig) -> None:
     import gc
 
     if "torch" in sys.modules:  # the LSTM loaded (a baseline-only predictor never imports torch)
-        from predictors.lstm import set_threads
+        from infercast.predictors.lstm import set_threads
 
         set_threads(pc.torch_threads)
     gc.freeze()
@@ -117,10 +117,10 @@ def prepare_process(pc: PredictorConfig) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from infercast.clock import WallClock
+    from infercast.predictors.publish import exposition
+    from infercast.predictors.service import PredictorLoop
+    from infercast.predictors.shard import Shard, ShardedStore
     from infercast.store.prometheus import PrometheusStore
-    from predictors.publish import exposition
-    from predictors.service import PredictorLoop
-    from predictors.shard import Shard, ShardedStore
 
     cfg = load_config(args.config)
     try:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from predictors.base import Forecast, Forecaster, History
+from infercast.predictors.base import Forecast, Forecaster, History
 
 FACTOR_BOUNDS = (0.05, 50.0)
 
@@ -116,9 +116,9 @@ class AdaptiveBandBank:
     """`AdaptiveBand` for many series at once: the state of one series per row, in arrays, updated in numpy.
 
     Row `key` behaves exactly as one `AdaptiveBand` wrapping a model whose forecasts are handed in (the predictor's
-    batched tick, `predictors.service`): the same learning from the outcomes at each issued forecast's horizon, in
-    the order they were issued, the same clipping and floors.  The series of one call share one time grid `t` and
-    end at its last point; each starts at its own index into it.
+    batched tick, `infercast.predictors.service`): the same learning from the outcomes at each issued forecast's
+    horizon, in the order they were issued, the same clipping and floors.  The series of one call share one time grid
+    `t` and end at its last point; each starts at its own index into it.
     """
 
     def __init__(

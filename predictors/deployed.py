@@ -2,12 +2,12 @@
 
 - KV usage (`kv`, both aggregates: the pool's mean and its fullest instance): the LSTM when its model file loads,
   else the best baseline (`registry.BEST_BASELINE`); its band calibrated online per series
-  (`predictors.conformal.AdaptiveBand`); then the calendar prior (`predictors.calendar.EventPrior`) for scheduled
-  events never seen before.
-- Traffic (`rps`): Prophet anchored to the current level (`predictors.anchored.AnchoredProphet`) when Prophet is
-  installed, else the best baseline; band calibrated online the same way.
+  (`infercast.predictors.conformal.AdaptiveBand`); then the calendar prior (`infercast.predictors.calendar.EventPrior`)
+  for scheduled events never seen before.
+- Traffic (`rps`): Prophet anchored to the current level (`infercast.predictors.anchored.AnchoredProphet`) when Prophet
+  is installed, else the best baseline; band calibrated online the same way.
 
-`alarm_policy(thresholds, step)` is the predictive alert's logic (`predictors.alarm`) with the fleet file's
+`alarm_policy(thresholds, step)` is the predictive alert's logic (`infercast.predictors.alarm`) with the fleet file's
 numbers, as `alertrules` writes it for Prometheus.
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infercast.config import PredictorConfig, Thresholds
-from predictors import registry
-from predictors.alarm import AlarmPolicy
-from predictors.base import Forecaster
-from predictors.calendar import EventPrior
-from predictors.conformal import AdaptiveBand, AdaptiveBandBank
-from predictors.prophet_model import EventWindow, event_windows
+from infercast.predictors import registry
+from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.base import Forecaster
+from infercast.predictors.calendar import EventPrior
+from infercast.predictors.conformal import AdaptiveBand, AdaptiveBandBank
+from infercast.predictors.prophet_model import EventWindow, event_windows
 
 #: The minimum band half-width the online calibration scales, per series (a flat band must still be able to grow).
 MIN_WIDTH = {"kv": 0.005, "rps": 1e-3}
@@ -52,7 +52,7 @@ def service_forecaster(
     if name == "lstm":
         inner: Forecaster = lstm  # type: ignore[assignment]
     elif name == "prophet_anchored":
-        from predictors.anchored import AnchoredProphet
+        from infercast.predictors.anchored import AnchoredProphet
 
         inner = AnchoredProphet(windows, config.band, bound_factor=config.traffic_bound_factor)
     else:

@@ -1,9 +1,9 @@
 """Score forecasters on a series from a trace or a scenario: the library behind `infercast backtest`
-(`predictors.backtest_cli` parses the flags and prints; the benches call these directly).
+(`infercast.predictors.backtest_cli` parses the flags and prints; the benches call these directly).
 
 `load_series` builds the series (I/O: reads the trace, runs the twin for `kv`); `backtest` runs the pure rolling
-origin backtest (`predictors.backtest`) on it and returns one JSON-ready object; `table` formats that object.
-Wherever a threshold is set (always for `kv`), the two degenerate references of `predictors.reference`,
+origin backtest (`infercast.predictors.backtest`) on it and returns one JSON-ready object; `table` formats that object.
+Wherever a threshold is set (always for `kv`), the two degenerate references of `infercast.predictors.reference`,
 `always_alarm` and `never_alarm`, are scored beside the models (also with `models=`), so a breach score can be
 read against a pager that always pages and one that never does.
 
@@ -11,7 +11,7 @@ Series:
 - `rps`: requests per second straight from the trace, per `step` bin (ServeGen: its 600 s windows, so the
   horizon is at least one window there); covariate `long_share`.
 - `kv`: the trace replayed through the fleet twin on a fleet sized so that the trace's busiest minutes push KV
-  usage above 0.75, fixed for the whole replay (`predictors.sizing.sized_fleet`).  The sizing looks at the
+  usage above 0.75, fixed for the whole replay (`infercast.predictors.sizing.sized_fleet`).  The sizing looks at the
   whole trace, as an operator sizing a test fleet would; the forecasters never do.  The series is the KV usage of
   the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
   covariates.
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from predictors.base import History
-from predictors.reference import references
-from predictors.scoring import CALM_SECONDS
-from predictors.sizing import sized_fleet
+from infercast.predictors.base import History
+from infercast.predictors.reference import references
+from infercast.predictors.scoring import CALM_SECONDS
+from infercast.predictors.sizing import sized_fleet
 
-#: The degenerate references (`predictors.reference`) every report with a threshold scores beside the models.
+#: The degenerate references (`infercast.predictors.reference`) every report with a threshold scores beside the models.
 REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
 
@@ -158,8 +158,8 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     """Run and score every model on the series; the JSON object the command prints.  `extra_models` (forecasters,
     e.g. a variant a bench compares) are scored beside the registry's."""
     from infercast.config import load_config
-    from predictors import deployed, registry
-    from predictors.backtest import run_backtest, score_runs
+    from infercast.predictors import deployed, registry
+    from infercast.predictors.backtest import run_backtest, score_runs
 
     threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
     lstm = False if args.no_lstm else (args.lstm or True)
@@ -206,7 +206,7 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
         "models": scores,
     }
     if args.plot:
-        from predictors.plot import plot_backtest
+        from infercast.predictors.plot import plot_backtest
 
         shown = {k: v for k, v in runs.items() if k not in REFERENCE_NAMES}
         plot_backtest(h, shown, horizon, threshold, args.plot, title=f"{data.name} {data.series}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from predictors.base import History
+from infercast.predictors.base import History
 
 #: Covariates the exporter gives (History.features keys), in channel order.
 COVARIATES: tuple[str, ...] = ("rps", "long_share", "running", "waiting", "fragmentation")

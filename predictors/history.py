@@ -1,17 +1,17 @@
 """A fleet's own history from Prometheus, as the deployed predictor reads it: the training data of
-`infercast train --from-prometheus URL` (`predictors.train_prometheus`).
+`infercast train --from-prometheus URL` (`infercast.predictors.train_prometheus`).
 
 What is read, and how, comes from the predictor itself, so training and serving cannot drift apart:
-- KV usage per (pool, version), both aggregates the predictor forecasts (`predictors.service.SERIES`): the pool's
-  fullest instance (`max`, what the predictive alert and the actuator act on) and its mean.  With `source="rules"`
-  from the recording rules `alertrules.rules.KV_USAGE_MAX` / `KV_USAGE_AVG` (names built from the catalog); with
-  `source="raw"` from the raw `infercast_kv_cache_usage_ratio`, combined over instances by the predictor's own
-  `align_many`; `source="auto"` takes the rules when they hold enough history and the raw metric otherwise (the
-  predictor's tick makes the same choice for the window it reads: `PredictorLoop.kv_source`)
+- KV usage per (pool, version), both aggregates the predictor forecasts (`infercast.predictors.service.SERIES`): the
+  pool's fullest instance (`max`, what the predictive alert and the actuator act on) and its mean.  With
+  `source="rules"` from the recording rules `infercast.alertrules.rules.KV_USAGE_MAX` / `KV_USAGE_AVG` (names built from
+  the catalog); with `source="raw"` from the raw `infercast_kv_cache_usage_ratio`, combined over instances by the
+  predictor's own `align_many`; `source="auto"` takes the rules when they hold enough history and the raw metric
+  otherwise (the predictor's tick makes the same choice for the window it reads: `PredictorLoop.kv_source`)
   (recording rules are not evaluated retroactively: a rule loaded yesterday has one day, however long the raw
   metric's retention; `promtool tsdb create-blocks-from rules` backfills them).
-- The LSTM's covariates (`predictors.service.COVARIATE_METRICS`: running, waiting, fragmentation) and the traffic
-  (`rps`: the rate of `infercast_router_requests_total` summed per pool and version, the predictor's
+- The LSTM's covariates (`infercast.predictors.service.COVARIATE_METRICS`: running, waiting, fragmentation) and the
+  traffic (`rps`: the rate of `infercast_router_requests_total` summed per pool and version, the predictor's
   `counter_rate`), each left out when Prometheus has none (the model masks a missing covariate; Prophet is then
   not fitted).
 All on the predictor's step grid, over [start, end].
@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infercast.catalog import KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
-from infercast.store import Series, Store, StoreError
-from predictors.base import History
-from predictors.service import (
+from infercast.predictors.base import History
+from infercast.predictors.service import (
     COVARIATE_METRICS,
     KV_RULES,  # the predictor's KV aggregates -> the recording rule that records the same figure (one table)
     KV_SOURCES,
@@ -39,6 +38,7 @@ from predictors.service import (
     align_many,
     align_matrix,
 )
+from infercast.store import Series, Store, StoreError
 
 #: the KV aggregates in the order they are reported: the fullest instance first (what pages)
 KV_AGGREGATES: tuple[str, ...] = tuple(

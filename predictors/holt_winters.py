@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from predictors.naive import LocalForecaster, interpolate, origin_indices
+from infercast.predictors.naive import LocalForecaster, interpolate, origin_indices
 
 
 class HoltWinters(LocalForecaster):

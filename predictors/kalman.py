@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.naive import LocalForecaster, origin_indices
+from infercast.predictors.naive import LocalForecaster, origin_indices
 
 
 def robust_diff_var(y: np.ndarray) -> float:

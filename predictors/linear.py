@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.naive import LocalForecaster, origin_indices
+from infercast.predictors.naive import LocalForecaster, origin_indices
 
 PROMQL_WINDOW_S = 900.0
 

@@ -1,7 +1,7 @@
 """The LSTM forecaster: one global model, multivariate input, P10/P50/P90 at every step to the horizon.
 
 Input: the last `lookback` steps of KV usage and the exporter's covariates (request rate, long-context share,
-running and waiting requests, fragmentation), encoded by `predictors.features` (scale-free, with mask channels
+running and waiting requests, fragmentation), encoded by `infercast.predictors.features` (scale-free, with mask channels
 for what a source doesn't give), plus per-window series features.  Output: for each future step, the change of
 KV usage from its last value at three quantiles; the lower and upper quantiles are the median minus/plus a
 softplus, so the band is ordered by construction.  Trained with the pinball loss plus a loss on the peak of the
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from predictors import features as F
-from predictors import modelfile
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
-from predictors.modelfile import ModelFileError
+from infercast.predictors import features as F
+from infercast.predictors import modelfile
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.modelfile import ModelFileError
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def _library_versions() -> dict[str, str]:
 
 
 class LSTMForecaster:
-    """Implements `predictors.base.Forecaster` (name "lstm"); band = (P10, P90)."""
+    """Implements `infercast.predictors.base.Forecaster` (name "lstm"); band = (P10, P90)."""
 
     name = "lstm"
     quantiles = (0.1, 0.5, 0.9)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
 
 MIN_RESIDUALS = 8
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from predictors.backtest import ModelRun
-from predictors.base import History
-from predictors.scoring import breach_starts
+from infercast.predictors.backtest import ModelRun
+from infercast.predictors.base import History
+from infercast.predictors.scoring import breach_starts
 
 
 def plot_backtest(

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from predictors.base import History
+from infercast.predictors.base import History
 
 log = logging.getLogger(__name__)
 

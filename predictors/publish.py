@@ -30,7 +30,7 @@ from infercast.catalog import (
     LEGACY_FORECAST_LABELS,
     spec,
 )
-from predictors.base import Forecast
+from infercast.predictors.base import Forecast
 
 FORECAST_METRIC = {"kv": FORECAST_KV_CACHE_USAGE_RATIO, "rps": FORECAST_REQUESTS_PER_SECOND}
 
@@ -38,7 +38,7 @@ FORECAST_METRIC = {"kv": FORECAST_KV_CACHE_USAGE_RATIO, "rps": FORECAST_REQUESTS
 @dataclass(frozen=True, slots=True)  # slots: a large fleet's tick builds 100,000s of them
 class ForecastSample:
     """One published forecast series: labels in the family's catalog order (`sample` builds and checks them).
-    Not `exporters.base.Sample`, whose labels are a dict straight from a scrape."""
+    Not `infercast.exporters.base.Sample`, whose labels are a dict straight from a scrape."""
 
     name: str
     labels: tuple[tuple[str, str], ...]

@@ -1,7 +1,7 @@
 """Degenerate reference forecasters for the breach scores: `always_alarm` and `never_alarm`.
 
 A score that a useless model can max out says nothing, so every backtest with a threshold scores these two beside
-the real models (`predictors.evaluate`).  Both hold the last observed value as their path (their point scores
+the real models (`infercast.predictors.evaluate`).  Both hold the last observed value as their path (their point scores
 are those of a flat forecast); only their upper band, which is what the breach scores judge, is degenerate:
 
 - `always_alarm`: the band runs from the last value up to `ceiling`, the top of the series' range (1.0 for KV
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
 
 
 def _last_finite(y: np.ndarray) -> float:

@@ -18,7 +18,7 @@ nothing held; the next one fetches from the newest point held, so the outage's p
 bounded: rows x window columns, for the label sets present in the window.
 
 `Block` is what a read returns: the rows' labels, the grid, the values and the presence mask, which
-`predictors.service.align_block` combines per (pool, version) as `align_many` does for a list of `Series`.
+`infercast.predictors.service.align_block` combines per (pool, version) as `align_many` does for a list of `Series`.
 """
 
 from __future__ import annotations

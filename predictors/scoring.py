@@ -51,8 +51,8 @@ import math
 
 import numpy as np
 
-from predictors.alarm import AlarmPolicy
-from predictors.base import Forecast, History
+from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.base import Forecast, History
 
 #: A breach with at least this long under the threshold before it is a *calm* breach (the issue's five minutes).
 CALM_SECONDS = 300.0
@@ -179,8 +179,8 @@ def breach_scores(
     """Scores of "upper band reaches `threshold` within `horizon_s`" as a pager (see the module docstring).
 
     `upper_max[i]` is the highest upper band over (origins[i], origins[i] + horizon_s] (NaN: no forecast there).
-    With a `policy` (`predictors.alarm`: persistence and hysteresis), an alarm is the policy firing at the origin
-    instead of the raw crossing: the scores of the alert as deployed (`upper_at_horizon`, the published band, is
+    With a `policy` (`infercast.predictors.alarm`: persistence and hysteresis), an alarm is the policy firing at the
+    origin instead of the raw crossing: the scores of the alert as deployed (`upper_at_horizon`, the published band, is
     what its hysteresis holds on).
     """
     step = float(np.median(np.diff(t))) if len(t) > 1 else horizon_s

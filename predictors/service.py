@@ -1,9 +1,9 @@
 """The predictor service's loop: `PredictorLoop.tick(now, store) -> samples`, pure apart from the store it is handed.
 
 Each tick reads the recent history of the forecast targets from the store (Prometheus or the in-memory store; the
-same `query_range` interface), per (pool, version), through a rolling history (`predictors.rolling`): each metric's
-window is read whole on the first tick (so a restarted service forecasts on its first tick when the store has the
-history), then only its newest points.  The window is what the model needs (`spans`): the batched LSTM's KV
+same `query_range` interface), per (pool, version), through a rolling history (`infercast.predictors.rolling`): each
+metric's window is read whole on the first tick (so a restarted service forecasts on its first tick when the store has
+the history), then only its newest points.  The window is what the model needs (`spans`): the batched LSTM's KV
 window and covariates (about 15 min), the whole `history_seconds` for traffic (Prophet is fitted on hours) and for
 the per-series path and baselines.  KV usage comes from the recording rules `KV_RULES` when they cover the window
 (`kv_source`), else from the raw metric combined here:
@@ -23,8 +23,8 @@ when its input cannot support one:
 Nothing is remembered about skipped series except their model state, so a series recovers by itself on the first
 tick its data supports a forecast again.
 
-Models (each series its own pipeline from `predictors.deployed`: the model, its band calibrated online, the calendar
-prior for KV): KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline
+Models (each series its own pipeline from `infercast.predictors.deployed`: the model, its band calibrated online, the
+calendar prior for KV): KV usage by the LSTM when `predictor.model_file` loads, else by the best baseline
 (`registry.BEST_BASELINE`);
 a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
 reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
+from infercast.alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
 from infercast.catalog import (
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
@@ -53,12 +53,11 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import FleetConfig, PredictorConfig
-from infercast.store import Series, Store, StoreError
-from predictors import deployed, registry
-from predictors.base import Forecast, Forecaster, History
-from predictors.calendar import prior_upper_many
-from predictors.conformal import AdaptiveBandBank
-from predictors.publish import (
+from infercast.predictors import deployed, registry
+from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.calendar import prior_upper_many
+from infercast.predictors.conformal import AdaptiveBandBank
+from infercast.predictors.publish import (
     ForecastSample,
     breach_eta_sample,
     finite_forecast,
@@ -67,11 +66,12 @@ from predictors.publish import (
     last_success_sample,
     skipped_sample,
 )
-from predictors.rolling import Block, RollingHistory
-from predictors.timescale import RATE_FEATURES, TimeScaled
+from infercast.predictors.rolling import Block, RollingHistory
+from infercast.predictors.timescale import RATE_FEATURES, TimeScaled
+from infercast.store import Series, Store, StoreError
 
 if TYPE_CHECKING:
-    from predictors.lstm import LSTMForecaster
+    from infercast.predictors.lstm import LSTMForecaster
 
 log = logging.getLogger(__name__)
 
@@ -519,7 +519,7 @@ class PredictorLoop:
         rps_model = kw.pop("rps_model", None)
         if rps_model is None:
             try:
-                from predictors.prophet_model import import_prophet
+                from infercast.predictors.prophet_model import import_prophet
 
                 import_prophet()
                 rps_model = "prophet"
@@ -538,7 +538,8 @@ class PredictorLoop:
 
     # ------------------------------------------------------------------ models
     def _model(self, key: str, kind: str, group: Group) -> SeriesModel:
-        """The series' pipeline (`predictors.deployed`): one per series, pool and version, holding its band state."""
+        """The series' pipeline (`infercast.predictors.deployed`): one per series, pool and version, holding its band
+        state."""
         if (key, group) not in self._models:
             if kind == "kv":
                 lstm = self.lstm if self.kv_model in (None, "lstm") else None
@@ -722,7 +723,7 @@ class PredictorLoop:
         inner, scale = self.lstm, 1.0
         if isinstance(inner, TimeScaled):
             inner, scale = inner.inner, inner.scale
-        from predictors.lstm import LSTMForecaster
+        from infercast.predictors.lstm import LSTMForecaster
 
         if not isinstance(inner, LSTMForecaster) or inner.net_ is None:
             return None

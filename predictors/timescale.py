@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
 
 #: covariates that are rates per second, which a faster clock multiplies
 RATE_FEATURES = ("rps",)

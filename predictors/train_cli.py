@@ -1,7 +1,7 @@
 """`infercast train --out predictors/models/lstm_kv [--from-twin] [--servegen DIR ...] [--twin-weight W ...]
 [--seed 0] [--max-epochs N]`: (re)build the LSTM's model file reproducibly.
 
-Training data (see `predictors.pretrain_data`): KV series from the fluid pool model driven by ServeGen rates
+Training data (see `infercast.predictors.pretrain_data`): KV series from the fluid pool model driven by ServeGen rates
 (`--servegen`, a ServeGen model directory or a folder above several) and synthetic surges; with `--from-twin`,
 also the fleet twin's runs: `--twin-variants` variants of the fleet file's surge scenario (seeds `--seed` + 100...)
 and `--twin-servegen-hours` one-hour ServeGen slices (arrival seeds `--seed` + 200...).
@@ -26,7 +26,8 @@ metadata lists for training and validation).  Never the development traces.
 
 `infercast train --from-prometheus URL [--since 7d | --start T --end T] [--matchers L=V ...] [--out STEM]` learns
 the LSTM from the fleet's own history instead, scores it on a held-out tail against predict_linear and refuses
-(rc 2, with the reason) a history too short, an unreachable Prometheus or missing series: `predictors.train_prometheus`.
+(rc 2, with the reason) a history too short, an unreachable Prometheus or missing series:
+`infercast.predictors.train_prometheus`.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--calib-servegen-hours", type=int, default=2, help="calibration: one-hour ServeGen twin replays (default 2)"
     )
     p.add_argument("--calib-coverage", type=float, default=0.8, help="calibration: P10-P90 coverage to reach")
-    from predictors import train_prometheus
+    from infercast.predictors import train_prometheus
 
     train_prometheus.add_arguments(p)
 
@@ -123,12 +124,12 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from infercast.config import load_config
-    from predictors import pretrain_data as D
-    from predictors.lstm import LSTMParams
+    from infercast.predictors import pretrain_data as D
+    from infercast.predictors.lstm import LSTMParams
 
     torch.set_num_threads(max(1, args.threads))
     if args.from_prometheus:
-        from predictors import train_prometheus
+        from infercast.predictors import train_prometheus
 
         if args.calibrate_only or args.from_twin or args.servegen:
             print("infercast train: --from-prometheus trains on that history alone", file=sys.stderr)
@@ -244,7 +245,7 @@ def _twin_runs(
     """Twin runs: `variants` variants of the scenario (seeds `seed`...) and `hours` ServeGen slices (seed
     `seed` + 100, none overlapping a slice in `avoid`) replayed with twin seed `twin_seed`.
     Returns (what they are, for the metadata; their histories)."""
-    from predictors import pretrain_data as D
+    from infercast.predictors import pretrain_data as D
 
     hs: list = []
     what: dict = {"sources": [], "scenario_variants": None, "servegen_slices": []}
@@ -261,7 +262,7 @@ def _twin_runs(
 
 
 def _fit(args: argparse.Namespace, train: list, val: list, n_generated: int, twin_weight: float):
-    from predictors.lstm import LSTMForecaster, LSTMParams
+    from infercast.predictors.lstm import LSTMForecaster, LSTMParams
 
     params = LSTMParams(
         step_s=args.step,
@@ -318,7 +319,7 @@ def twin_provenance(config: Path) -> dict:
 
 def _slices(runs: dict | None) -> list:
     """The ServeGen slice specs a `_twin_runs` record lists."""
-    from predictors.pretrain_data import SliceSpec
+    from infercast.predictors.pretrain_data import SliceSpec
 
     return [
         SliceSpec(x["source"], x["start_s"], x["end_s"], x["seed"]) for x in (runs or {}).get("servegen_slices", [])
@@ -346,8 +347,8 @@ def calibration_histories(args: argparse.Namespace, cfg, meta: dict | None = Non
 def calibrate_only(args: argparse.Namespace) -> int:
     """Refit the band calibration of the model at --out and rewrite only its JSON metadata."""
     from infercast.config import load_config
-    from predictors import modelfile
-    from predictors.lstm import CALIBRATION_KEY, LSTMForecaster
+    from infercast.predictors import modelfile
+    from infercast.predictors.lstm import CALIBRATION_KEY, LSTMForecaster
 
     try:
         import infercast.twin.run  # noqa: F401

@@ -1,6 +1,6 @@
 """`infercast train --from-prometheus URL`: learn the LSTM (and check Prophet) on the fleet's own history.
 
-1. Read the history the deployed predictor reads (`predictors.history`: KV usage per pool and version, fullest
+1. Read the history the deployed predictor reads (`infercast.predictors.history`: KV usage per pool and version, fullest
    instance and mean, from the recording rules or the raw metric; the LSTM's covariates; the traffic), on the
    predictor's step, over `--since` (default 7d) or `--start`/`--end`.
 2. Refuse, with rc 2 and a message that says why, when Prometheus cannot be reached or answers with an error, when
@@ -12,9 +12,9 @@
    the time after the training part.
 5. Score on the held-out tail, every `--score-every` seconds: the new model, the shipped one (when its step
    matches), `predict_linear` (what a Prometheus user writes) and the last value; the scores are
-   `predictors.scoring`'s (peak_mae, mae, band coverage, pinball, and the breach scores at `--threshold`), pooled
-   over the series.  Traffic (when Prometheus has it): Prophet anchored as the service runs it (fitted once on the
-   time before the held-out tail) against the same baselines.  Prophet has no model file: the service refits it
+   `infercast.predictors.scoring`'s (peak_mae, mae, band coverage, pinball, and the breach scores at `--threshold`),
+   pooled over the series.  Traffic (when Prometheus has it): Prophet anchored as the service runs it (fitted once on
+   the time before the held-out tail) against the same baselines.  Prophet has no model file: the service refits it
    from its own history every `predictor.refit_interval_seconds`; fitting it here says whether it is worth it on
    this fleet's traffic.
 6. Write OUT.safetensors / OUT.json (the shipped model's format) with where the data came from (URL without
@@ -183,9 +183,9 @@ def _say(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from predictors import history as H
-    from predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
-    from predictors.modelfile import paths
+    from infercast.predictors import history as H
+    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
+    from infercast.predictors.modelfile import paths
 
     t_start = time.perf_counter()
     out = args.out or DEFAULT_OUT
@@ -307,8 +307,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _shipped(stem: Path, step: float, out: str):
     """The shipped model, to score beside the new one, when it loads and reads this step (else None)."""
-    from predictors.lstm import LSTMForecaster
-    from predictors.modelfile import ModelFileError, paths
+    from infercast.predictors.lstm import LSTMForecaster
+    from infercast.predictors.modelfile import ModelFileError, paths
 
     if paths(out)[0].resolve() == paths(stem)[0].resolve():
         return None
@@ -330,8 +330,8 @@ def _origins(h, split, args, step: float, cap: int | None = None) -> tuple[float
 
 def score_kv(hs, model, shipped, split, args, horizon_s: float) -> dict:
     """Scores on the held-out tail pooled over the series: each model forecasts from the same origins."""
-    from predictors.backtest import ModelRun, origin_times, run_backtest, score_runs
-    from predictors.registry import make
+    from infercast.predictors.backtest import ModelRun, origin_times, run_backtest, score_runs
+    from infercast.predictors.registry import make
 
     step = float(hs[0].t[1] - hs[0].t[0])
     per_model: dict[str, list[dict]] = {}
@@ -415,10 +415,10 @@ def score_rps(hs, split, args, horizon_s: float) -> dict | None:
     """Traffic: Prophet anchored (as the service runs it, fitted once on the time before the held-out tail) against
     predict_linear and the last value, from the same origins (at most 100 per series: Prophet predicts slowly)."""
     from infercast.config import PredictorConfig
-    from predictors.anchored import AnchoredProphet
-    from predictors.backtest import run_backtest, score_runs
-    from predictors.prophet_model import import_prophet
-    from predictors.registry import make
+    from infercast.predictors.anchored import AnchoredProphet
+    from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.prophet_model import import_prophet
+    from infercast.predictors.registry import make
 
     try:
         import_prophet()

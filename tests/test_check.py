@@ -177,9 +177,9 @@ def test_rules_built_from_other_thresholds_than_the_fleet_files_fail(tmp_path, c
     assert main(["check", "--config", str(fleet), "--rules", str(committed)]) == 1
     line = next(x for x in capsys.readouterr().out.splitlines() if "rules-vs-fleet" in x)
     assert line.startswith("FAILED  rules-vs-fleet ")
-    assert ">= 0.75" in line and ">= 0.8" in line and f"python -m alertrules.generate --fleet {fleet}" in line
+    assert ">= 0.75" in line and ">= 0.8" in line and f"python -m infercast.alertrules.generate --fleet {fleet}" in line
     rebuilt = tmp_path / "rules"
-    from alertrules.generate import main as generate
+    from infercast.alertrules.generate import main as generate
 
     assert generate(["--fleet", str(fleet), "--out", str(rebuilt)]) == 0
     assert main(["check", "--config", str(fleet), "--rules", str(rebuilt)]) == 0  # its alertmanager.yml too

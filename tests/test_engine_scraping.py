@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import infercast.catalog as catalog
-from alertrules.engines import RATE_WINDOW, engine_rule_file, engine_rules, names, pool_max_batch
-from alertrules.generate import generated_files
+from infercast.alertrules.engines import RATE_WINDOW, engine_rule_file, engine_rules, names, pool_max_batch
+from infercast.alertrules.generate import generated_files
 from infercast.config import ConfigError, load_config, parse_config
 from infercast.k8s.build import BASE, ENGINES_DIR, base_files
 from infercast.k8s.scrape import ENGINE_PORTS, meta_label, pod_monitors, prometheus_config, scrape_configs

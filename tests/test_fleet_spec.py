@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.base import Sample
-from exporters.derive import derive
 from infercast.check import check_config
 from infercast.cli import main
 from infercast.config import ConfigError, load_config, parse_config
+from infercast.exporters.base import Sample
+from infercast.exporters.derive import derive
 from infercast.models import KNOWN_MODELS, known_model_names
 
 REPO = Path(__file__).resolve().parent.parent

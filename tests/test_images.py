@@ -28,8 +28,8 @@ from tests.conftest import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-#: the top-level packages of the one infercast distribution (pyproject: packages.find's include)
-PACKAGES = sorted(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"])
+#: the folders of the one infercast distribution: `infercast/` and those pyproject maps into it (package-dir)
+PACKAGES = sorted({"infercast", *PYPROJECT["tool"]["setuptools"]["package-dir"].values()})
 #: what an image may COPY: the distribution's packages, what pip needs to install it, and the example fleets
 ALLOWED_COPIES = {"pyproject.toml", "constraints.txt", "README.md", "examples", *PACKAGES}
 
@@ -282,7 +282,7 @@ def test_the_actuator_ticks_and_imports_every_module_without_torch(tmp_path):
     r, loaded = run_without(image, tmp_path, "packages", "actuators", "alertrules")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "torch" not in loaded
-    r, _ = run_without(image, tmp_path, "module", "alertrules.webhook", "--help")
+    r, _ = run_without(image, tmp_path, "module", "infercast.alertrules.webhook", "--help")
     assert r.returncode == 0 and "--listen" in r.stdout, r.stderr[-3000:]
 
 

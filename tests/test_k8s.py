@@ -18,8 +18,8 @@ import sys
 import pytest
 import yaml
 
-from alertrules.rules import rule_files
-from alertrules.settings import AlertSettings
+from infercast.alertrules.rules import rule_files
+from infercast.alertrules.settings import AlertSettings
 from infercast.k8s.build import BASE, base_files, stale
 from infercast.k8s.manifests import matcher
 from infercast.k8s.settings import K8sSettings
@@ -115,8 +115,8 @@ def test_actuator_rbac_is_the_lease_and_the_mapped_scales_only() -> None:
 
 
 def test_dashboards_are_configmaps_for_grafanas_sidecar() -> None:
-    from dashboards.build import DASHBOARDS
-    from dashboards.build import render as render_dashboard
+    from infercast.dashboards.build import DASHBOARDS
+    from infercast.dashboards.build import render as render_dashboard
 
     docs = list(yaml.safe_load_all((BASE / "dashboards.yaml").read_text()))
     assert len(docs) == len(DASHBOARDS)

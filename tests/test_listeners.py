@@ -18,10 +18,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alertrules.webhook import MAX_KEPT, Notification, WebhookRecorder, validate
-from exporters.router import MAX_COUNT
-from exporters.server import Exporter, ExporterServer, build_sources
+from infercast.alertrules.webhook import MAX_KEPT, Notification, WebhookRecorder, validate
 from infercast.config import load_config, parse_config
+from infercast.exporters.router import MAX_COUNT
+from infercast.exporters.server import Exporter, ExporterServer, build_sources
 from infercast.twin.fleet import build_fleet
 from infercast.twin.surfaces import TwinServer
 from tests.conftest import REPO
@@ -66,8 +66,8 @@ def webhook(max_kept: int = MAX_KEPT) -> Iterator[WebhookRecorder]:
 
 @contextmanager
 def predictor() -> Iterator[str]:
-    """The predictor service's listener (`predictors.cli.serve`) with a loop that publishes nothing."""
-    from predictors.cli import serve
+    """The predictor service's listener (`infercast.predictors.cli.serve`) with a loop that publishes nothing."""
+    from infercast.predictors.cli import serve
 
     class Loop:
         def tick(self, now, store):

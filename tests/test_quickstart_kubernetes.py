@@ -42,10 +42,10 @@ import pytest
 import requests
 import yaml
 
-from actuators.actions import ScalePool, SetPoolWeight, parse_action
-from actuators.admin import ActionRefused
-from alertrules.engines import names
-from alertrules.rules import KV_USAGE_MAX
+from infercast.actuators.actions import ScalePool, SetPoolWeight, parse_action
+from infercast.actuators.admin import ActionRefused
+from infercast.alertrules.engines import names
+from infercast.alertrules.rules import KV_USAGE_MAX
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.cli import build_parser
 from infercast.config import GatewayBackend, load_config, parse_config
@@ -526,7 +526,7 @@ def test_the_quickstart_end_to_end_prometheus_forecasts_and_an_advisory_actuator
 def carry_out(doc: dict[str, Any], cluster: dict[str, dict[str, Any]], actions: list[Any]) -> dict[str, Any]:
     """`actions` through the page's gateway backend against a writable fake of the user's cluster: its objects
     after them (what `mode: active` would leave)."""
-    from actuators.backends.gateway import GatewayAdmin
+    from infercast.actuators.backends.gateway import GatewayAdmin
 
     kube = FakeKube(cluster, writable=True)
     try:

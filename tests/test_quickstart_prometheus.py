@@ -19,7 +19,7 @@ import pytest
 import requests
 import yaml
 
-from alertrules.engines import names
+from infercast.alertrules.engines import names
 from infercast.servers import ServerUnavailable, start_prometheus
 from tests.alerting.fake_engines import DATA, FakeEngine
 from tests.conftest import REPO

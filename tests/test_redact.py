@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from exporters.forecasts import PrometheusForecasts
 from infercast.cli import main
+from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.redact import redact, redact_url
 from infercast.servers import free_port
 from infercast.store import StoreError
@@ -45,7 +45,7 @@ def test_tokens_in_headers_and_bearer_values_are_masked():
 
 def test_forecast_source_logs_no_password(caplog):
     # the exporter's forecast headroom source used to log its URL as given, password included
-    caplog.set_level(logging.INFO, logger="exporters.forecasts")
+    caplog.set_level(logging.INFO, logger="infercast.exporters.forecasts")
     srv = FixtureServer({"/api/v1/query": Route("{}", status=500)})
     try:
         url = srv.url("").replace("http://", "http://infercast:s3cr3tpw@")

@@ -1,4 +1,4 @@
-"""Backends of `actuators.admin.FleetAdmin`: where the actuator's actions land.
+"""Backends of `infercast.actuators.admin.FleetAdmin`: where the actuator's actions land.
 
 `build_backend(cfg)` makes the one `actuator.backend` of a fleet file selects (each backend's module is imported
 only when chosen, so the Kubernetes client or redis are needed only where used):
@@ -18,7 +18,7 @@ only when chosen, so the Kubernetes client or redis are needed only where used):
 
 from __future__ import annotations
 
-from actuators.admin import FleetAdmin
+from infercast.actuators.admin import FleetAdmin
 from infercast.config import ConfigError, FleetConfig
 
 
@@ -31,29 +31,29 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
             "envoy-gateway or litellm)"
         )
     if b.kind == "http":
-        from actuators.backends.router_http import HttpAdmin
+        from infercast.actuators.backends.router_http import HttpAdmin
 
         return HttpAdmin.from_config(b)
     if b.kind == "redis":
-        from actuators.backends.redis import RedisAdmin
+        from infercast.actuators.backends.redis import RedisAdmin
 
         return RedisAdmin.from_config(b)
     if b.kind == "file":
-        from actuators.backends.file import FileAdmin
+        from infercast.actuators.backends.file import FileAdmin
 
         return FileAdmin.from_config(b, cfg)
     if b.kind == "gateway":
-        from actuators.backends.gateway import GatewayAdmin
+        from infercast.actuators.backends.gateway import GatewayAdmin
 
         return GatewayAdmin.from_config(b, cfg)
     if b.kind == "envoy-gateway":
-        from actuators.backends.envoy_gateway import EnvoyGatewayAdmin
+        from infercast.actuators.backends.envoy_gateway import EnvoyGatewayAdmin
 
         return EnvoyGatewayAdmin.from_config(b, cfg)
     if b.kind == "litellm":
-        from actuators.backends.litellm import LiteLLMAdmin
+        from infercast.actuators.backends.litellm import LiteLLMAdmin
 
         return LiteLLMAdmin.from_config(b, cfg)
-    from actuators.backends.k8s import KubernetesAdmin
+    from infercast.actuators.backends.k8s import KubernetesAdmin
 
     return KubernetesAdmin.from_config(b, cfg)

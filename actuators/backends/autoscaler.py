@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from actuators.actions import Action, PrewarmPool, ScalePool
-from actuators.admin import ActionRefused, Observation, PoolState, Result
-from actuators.kube import call, call_or_none
+from infercast.actuators.actions import Action, PrewarmPool, ScalePool
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.kube import call, call_or_none
 from infercast.config import FleetConfig
 
 KEDA = ("keda.sh", "v1alpha1", "scaledobjects")

@@ -35,10 +35,10 @@ import re
 import time
 from typing import Any
 
-from actuators.actions import Action, SetBreakerThreshold
-from actuators.admin import ActionRefused, Observation, PoolState, Result
-from actuators.backends.gateway import GatewayAdmin
-from actuators.kube import api_client, call, call_or_none
+from infercast.actuators.actions import Action, SetBreakerThreshold
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.backends.gateway import GatewayAdmin
+from infercast.actuators.kube import api_client, call, call_or_none
 from infercast.config import FleetConfig
 
 POLICIES = ("gateway.envoyproxy.io", "v1alpha1", "backendtrafficpolicies")
@@ -205,8 +205,8 @@ class EnvoyGatewayAdmin:
     @classmethod
     def from_config(cls, cfg: Any, fleet: FleetConfig) -> EnvoyGatewayAdmin:
         """From `infercast.config.EnvoyGatewayBackend`: one API client for every part."""
-        from actuators.backends.autoscaler import AutoscalerFloors
-        from actuators.backends.httproute import HTTPRouteWeights
+        from infercast.actuators.backends.autoscaler import AutoscalerFloors
+        from infercast.actuators.backends.httproute import HTTPRouteWeights
 
         api = api_client(cfg)
         gateway = None

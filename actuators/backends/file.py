@@ -49,7 +49,7 @@ from typing import Any
 
 import yaml
 
-from actuators.actions import (
+from infercast.actuators.actions import (
     Action,
     PrewarmPool,
     ScalePool,
@@ -59,9 +59,9 @@ from actuators.actions import (
     SetRateLimit,
     parse_action,
 )
-from actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
-from actuators.backends.router_api import MAX_FENCE_STEP
-from actuators.stamp import Stamp
+from infercast.actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
+from infercast.actuators.backends.router_api import MAX_FENCE_STEP
+from infercast.actuators.stamp import Stamp
 from infercast.config import FleetConfig
 
 #: idempotency keys remembered in the document: enough for retries and a restart's in-flight decisions, few enough

@@ -19,11 +19,11 @@ import dataclasses
 import time
 from typing import Any
 
-from actuators.actions import Action, PrewarmPool, ScalePool, SetPoolWeight
-from actuators.admin import ActionRefused, Observation, PoolState, Result
-from actuators.backends.autoscaler import AutoscalerFloors
-from actuators.backends.httproute import HTTPRouteWeights
-from actuators.kube import api_client
+from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.backends.autoscaler import AutoscalerFloors
+from infercast.actuators.backends.httproute import HTTPRouteWeights
+from infercast.actuators.kube import api_client
 from infercast.config import FleetConfig
 
 

@@ -28,9 +28,9 @@ import copy
 import time
 from typing import Any
 
-from actuators.actions import Action, SetPoolWeight
-from actuators.admin import ActionRefused, Observation, PoolState, Result
-from actuators.kube import call
+from infercast.actuators.actions import Action, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.kube import call
 from infercast.config import FleetConfig
 
 ROUTES = ("gateway.networking.k8s.io", "v1", "httproutes")

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from actuators.actions import Action, PrewarmPool, ScalePool
-from actuators.admin import ActionRefused, Observation, PoolState, Result
-from actuators.backends.autoscaler import autoscalers_targeting
-from actuators.kube import api_client, call
+from infercast.actuators.actions import Action, PrewarmPool, ScalePool
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.backends.autoscaler import autoscalers_targeting
+from infercast.actuators.kube import api_client, call
 from infercast.config import FleetConfig
 
 

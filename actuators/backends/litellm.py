@@ -36,8 +36,8 @@ from typing import Any
 
 import requests
 
-from actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, BackendError, Observation, PoolState, Result
+from infercast.actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, BackendError, Observation, PoolState, Result
 from infercast.config import FleetConfig
 from infercast.redact import redact
 

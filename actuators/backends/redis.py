@@ -36,7 +36,7 @@ import redis as redislib
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from actuators.actions import (
+from infercast.actuators.actions import (
     Action,
     PrewarmPool,
     ScalePool,
@@ -46,10 +46,10 @@ from actuators.actions import (
     SetRateLimit,
     parse_action,
 )
-from actuators.admin import ActionRefused, BackendError, Observation, Result
-from actuators.backends.router_api import MAX_FENCE_STEP
-from actuators.stamp import Stamp
-from actuators.wire import WireError, observation_from_dict
+from infercast.actuators.admin import ActionRefused, BackendError, Observation, Result
+from infercast.actuators.backends.router_api import MAX_FENCE_STEP
+from infercast.actuators.stamp import Stamp
+from infercast.actuators.wire import WireError, observation_from_dict
 from infercast.redact import redact, redact_url
 
 KEEP_KEYS = 10_000

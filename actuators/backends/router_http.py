@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 
 import requests
 
-from actuators.actions import Action
-from actuators.admin import ActionRefused, BackendError, Observation, Result
-from actuators.stamp import Stamp
-from actuators.wire import WireError, observation_from_dict, result_from_dict
+from infercast.actuators.actions import Action
+from infercast.actuators.admin import ActionRefused, BackendError, Observation, Result
+from infercast.actuators.stamp import Stamp
+from infercast.actuators.wire import WireError, observation_from_dict, result_from_dict
 from infercast.redact import redact, redact_url
 
 MAX_ANSWER_BYTES = 1024 * 1024

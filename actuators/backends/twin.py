@@ -6,7 +6,7 @@ that runs the controller in simulated time (`infercast twin run --control predic
 
 from __future__ import annotations
 
-from actuators.actions import (
+from infercast.actuators.actions import (
     Action,
     PrewarmPool,
     ScalePool,
@@ -15,7 +15,7 @@ from actuators.actions import (
     SetPoolWeight,
     SetRateLimit,
 )
-from actuators.admin import ActionRefused, Admission, Observation, PoolState, Result
+from infercast.actuators.admin import ActionRefused, Admission, Observation, PoolState, Result
 
 
 class TwinAdmin:

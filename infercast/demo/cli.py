@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       "scrapes the demo's exporter and forecasts and sends to --alertmanager")  # fmt: skip
     live.add_argument("--alertmanager", metavar="URL", help="an Alertmanager with a webhook at --webhook-listen")
     live.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second (default 1: real "
-                      "time; S needs the rules generated for S: alertrules.generate --time-scale S)")  # fmt: skip
+                      "time; S needs the rules generated for S: "
+                      "infercast.alertrules.generate --time-scale S)")  # fmt: skip
     live.add_argument("--exporter-listen", default="127.0.0.1:9400", help="where the demo serves the twin's metrics")
     live.add_argument("--predictor-listen", default="127.0.0.1:9401", help="where the demo serves the forecasts")
     live.add_argument("--webhook-listen", default="127.0.0.1:9402",
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     from infercast.demo.report import live_note, render_html, text_table
     from infercast.demo.run import run_demo, stored_hindsight_plan
 
-    # `oracle`: the old name of perfect-forecast (actuators.driver.ALIASES)
+    # `oracle`: the old name of perfect-forecast (infercast.actuators.driver.ALIASES)
     arms = [canonical(a.strip()) for a in (args.arms or ",".join(DEFAULT_ARMS)).split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad or not arms:

@@ -1,7 +1,7 @@
 """The demo's live arm: `predictive` through the user's Prometheus and Alertmanager, on the wall clock.
 
 `infercast demo --prometheus URL --alertmanager URL [--speed S]` runs the `predictive` arm through the one driver
-(`actuators.driver.run_arm`) with `LivePipeline` in place of the embedded one; the other arms stay in memory.
+(`infercast.actuators.driver.run_arm`) with `LivePipeline` in place of the embedded one; the other arms stay in memory.
 
 - The demo serves the twin's exporter (`--exporter-listen`, default 127.0.0.1:9400) and the predictor's forecasts
   (`--predictor-listen`, 127.0.0.1:9401), the addresses `deploy/prometheus.local.yml` scrapes, and listens for
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from actuators.driver import Pipeline
-from alertrules.webhook import WebhookRecorder
+from infercast.actuators.driver import Pipeline
+from infercast.alertrules.webhook import WebhookRecorder
 from infercast.catalog import FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS
 from infercast.config import parse_listen
 from infercast.demo.live_check import LiveError, Servers, check_rules, check_webhook, iso_seconds, wait_until_scraped
@@ -82,7 +82,7 @@ class Live:
         self.clock: Paced | None = None
         self.behind = 0.0  # simulated seconds the twin fell behind the wall clock, at most
         self.versions = ("?", "?")
-        from predictors.publish import LatestSamples
+        from infercast.predictors.publish import LatestSamples
 
         self.latest = LatestSamples()
 
@@ -111,8 +111,8 @@ class Live:
 
     def serve(self, exporter, sim_now: float) -> PacedStore:
         """Serve the exporter and the forecasts, wait until Prometheus scrapes both, start the paced clock."""
-        from exporters.server import ExporterServer
-        from predictors.cli import forecasts_service
+        from infercast.exporters.server import ExporterServer
+        from infercast.predictors.cli import forecasts_service
 
         eh, ep = self.addr["--exporter-listen"]
         # min_interval=inf: a scrape never advances the twin's view; the pipeline rebuilds the frame each step

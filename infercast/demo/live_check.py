@@ -4,7 +4,7 @@
 - each URL answers as what it claims to be: Prometheus' `GET /api/v1/status/buildinfo`, Alertmanager's
   `GET /api/v2/status` (an unreachable URL says so; a Prometheus given as `--alertmanager` is "not an
   Alertmanager");
-- Prometheus holds infercast's rules generated for the demo's speed (every rule `alertrules.rules.rule_files`
+- Prometheus holds infercast's rules generated for the demo's speed (every rule `infercast.alertrules.rules.rule_files`
   writes, each alert's `for:` divided by the speed), evaluated at least once per simulated step;
 - Alertmanager has a webhook receiver at the address the demo listens on for its notifications.
 
@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 import requests
 import yaml
 
-from actuators.arms import STEP_SECONDS  # the cadence of the pipeline, the forecasts and the control loop
-from alertrules.rules import rule_files
-from alertrules.settings import AlertSettings
+from infercast.actuators.arms import STEP_SECONDS  # the cadence of the pipeline, the forecasts and the control loop
+from infercast.alertrules.rules import rule_files
+from infercast.alertrules.settings import AlertSettings
 from infercast.durations import duration, parse_duration
 from infercast.httpjson import get_json
 from infercast.redact import redact_url
@@ -48,7 +48,8 @@ def how_to_load_rules(speed: float) -> str:
     if speed == 1:
         return f"load alertrules/rules/recording.yml and alertrules/rules/alerts.yml into it (`{READY_STACK}` does)"
     return (
-        f"generate them for {speed:g}x with `python -m alertrules.generate --out DIR --time-scale {speed:g}` and "
+        f"generate them for {speed:g}x with "
+        f"`python -m infercast.alertrules.generate --out DIR --time-scale {speed:g}` and "
         f"load DIR/recording.yml and DIR/alerts.yml (`{READY_STACK} --time-scale {speed:g}` does)"
     )
 

@@ -1,6 +1,6 @@
 """Run every arm of the demo on the same arrivals and collect what the report and the table show.
 
-Each arm goes through the one driver (`actuators.driver.run_arm`): `predictive` is the whole pipeline (twin ->
+Each arm goes through the one driver (`infercast.actuators.driver.run_arm`): `predictive` is the whole pipeline (twin ->
 exporter -> in-memory store -> predictors -> control loop -> the twin's admin API), `perfect-forecast` the same
 control loop fed the true future (read from the `reactive` run, which the demo has already made).  A `Watched`
 observer reads the fleet after each tick for the progress bar and the narration; it never acts.
@@ -11,7 +11,7 @@ every arm faces the same surge, so one reference time makes the leads comparable
 operator gets: with no forecaster (`none`, `basic`, `reactive`), the threshold alert `InfercastKVCacheUsageHigh` as
 `alertrules` writes it (the fullest instance's median over the last `for_kv_usage` above the memory breaker);
 `predictive` gets infercast's `InfercastKVCacheForecastBreach` (the published upper band over the trigger for the
-rule's `for:`, `predictors.alarm`); `perfect-forecast` pages when the true future crosses within the horizon.
+rule's `for:`, `infercast.predictors.alarm`); `perfect-forecast` pages when the true future crosses within the horizon.
 Negative means the page came after the avalanche started; None, that the arm was never paged.  An arm run live
 (`live.py`: through real Prometheus and Alertmanager) is paged when Alertmanager's notification reached the demo
 instead, and its summary says so (`alert_source`: "alertmanager" rather than "computed").
@@ -214,7 +214,7 @@ def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> 
     """(the plan, where it comes from) that `bench/control.py` found for `hindsight` on this scenario and seed, as
     `docs/results/control.json` holds it; None where the bench did not run them (a trace, a scenario of your own, an
     installed package without the checkout's docs).  Replaying it costs one run of the twin; searching, several."""
-    from actuators.plans import Plan
+    from infercast.actuators.plans import Plan
 
     path = results / "control.json"
     try:
@@ -234,7 +234,7 @@ def run_one(
     """One arm through the one driver, watched by a `Narrator` that reports to `progress(arm, fraction, lines)`;
     `pipeline` replaces the predictive arm's embedded one (`run_arm`); `plans`, hindsight's search (exactly those
     plans: the demo replays the bench's)."""
-    from actuators.driver import run_arm
+    from infercast.actuators.driver import run_arm
 
     until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
     step = 15.0 if trace is not None else 5.0
@@ -293,9 +293,9 @@ def run_demo(
     is done.
     With `live` (a `live.Live`), its arms run first, in this process, through the real servers.  `done(run)` is
     called as each arm finishes."""
-    from actuators.inputs import reference_series
-    from alertrules.settings import AlertSettings
-    from predictors.deployed import alarm_policy
+    from infercast.actuators.inputs import reference_series
+    from infercast.alertrules.settings import AlertSettings
+    from infercast.predictors.deployed import alarm_policy
 
     out = DemoResult(
         scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger, horizon_seconds=cfg.predictor.horizon_seconds

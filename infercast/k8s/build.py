@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from alertrules.settings import AlertSettings
+from infercast.alertrules.settings import AlertSettings
 from infercast.config import FleetConfig
 
 from .fleet import load_cluster_fleet
@@ -54,7 +54,7 @@ def dump_all(objs: list[dict[str, Any]]) -> str:
 
 def _dashboards(cfg: FleetConfig) -> dict[str, str]:
     """Every dashboard, with the fleet file's thresholds (colour bands, threshold lines) and model names."""
-    from dashboards.build import DASHBOARDS, DashboardSettings, render
+    from infercast.dashboards.build import DASHBOARDS, DashboardSettings, render
 
     settings = DashboardSettings.from_fleet(cfg)
     return {name: render(name, settings) for name in DASHBOARDS}

@@ -152,7 +152,7 @@ def _fleet(args: argparse.Namespace) -> int:
 def _prometheus(args: argparse.Namespace) -> int:
     import yaml
 
-    from alertrules.engines import engine_rule_file
+    from infercast.alertrules.engines import engine_rule_file
     from infercast.config import load_config
 
     from .scrape import prometheus_config

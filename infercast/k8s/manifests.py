@@ -12,10 +12,10 @@ import json
 import re
 from typing import Any
 
-from alertrules.alertmanager import Receivers, alertmanager_config
-from alertrules.engines import engine_rule_file
-from alertrules.rules import JOBS, rule_files
-from alertrules.settings import AlertSettings
+from infercast.alertrules.alertmanager import Receivers, alertmanager_config
+from infercast.alertrules.engines import engine_rule_file
+from infercast.alertrules.rules import JOBS, rule_files
+from infercast.alertrules.settings import AlertSettings
 from infercast.config import FleetConfig, GatewayBackend, KubernetesBackend
 
 from .fleet import AUDIT_DIR, LEASE_NAME
@@ -24,7 +24,8 @@ from .settings import IMAGE_UID, PORTS, K8sSettings
 Obj = dict[str, Any]
 
 PART_OF = {"app.kubernetes.io/part-of": "infercast"}
-#: the Service label whose value the ServiceMonitor makes the `job` (alertrules.rules.JOBS, as docker-compose's)
+#: the Service label whose value the ServiceMonitor makes the `job` (infercast.alertrules.rules.JOBS, as
+#: docker-compose's)
 JOB_LABEL = "infercast.io/job"
 FLEET_CONFIGMAP = "infercast-fleet"
 FLEET_PATH = "/etc/infercast/fleet.yaml"
@@ -328,7 +329,7 @@ def _gateway_roles(backend: GatewayBackend, sa: str, sa_ns: str) -> list[Obj]:
         rules.append({"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get"]})
     breakers = getattr(backend, "breakers", None)  # the envoy-gateway backend's BackendTrafficPolicies
     if breakers is not None:
-        from actuators.backends.envoy_gateway import POLICIES, policy_name
+        from infercast.actuators.backends.envoy_gateway import POLICIES, policy_name
 
         names = sorted(t.policy or policy_name(p) for p, t in breakers.pools.items())
         group, _, resource = POLICIES
@@ -357,7 +358,9 @@ def _binding(role: Obj, sa: str, sa_ns: str) -> Obj:
 def alert_log(s: K8sSettings) -> list[Obj]:
     """The stand-in pager of docker-compose: prints each notification as a JSON line (`kubectl logs`)."""
     name, ns, port = "infercast-alert-log", s.namespace, PORTS["alert-log"]
-    c = _container(s, "alert-log", ["python", "-m", "alertrules.webhook", "--listen", f"0.0.0.0:{port}"], port)
+    c = _container(
+        s, "alert-log", ["python", "-m", "infercast.alertrules.webhook", "--listen", f"0.0.0.0:{port}"], port
+    )
     c["readinessProbe"] = c["livenessProbe"] = {"tcpSocket": {"port": "metrics"}, "periodSeconds": 20}
     c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] == "tmp"]
     pod = _pod(s, name, [c])

@@ -26,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from alertrules.engines import model_names
+from infercast.alertrules.engines import model_names
 from infercast.config import ConfigError, FleetConfig
 
 Obj = dict[str, Any]

@@ -3,7 +3,7 @@
 from infercast.twin import build_fleet, run_scenario, run_trace
 
 The twin runs with no controller here; the arms (`basic`, `reactive`, `predictive`, `perfect-forecast`) are run by
-`actuators.driver.run_arm`, which acts on the twin through its admin API.
+`infercast.actuators.driver.run_arm`, which acts on the twin through its admin API.
 """
 
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet

@@ -15,7 +15,7 @@ from infercast.config import ConfigError, load_config, resolve_scenario
 # `oracle` is still accepted, the old name of perfect-forecast (infercast.arm_names.ALIASES)
 CONTROLS = ARMS
 ALIASES = tuple(OLD_NAMES)
-SEARCHES = ("fast", "full")  # hindsight's search (actuators.plans.candidate_plans)
+SEARCHES = ("fast", "full")  # hindsight's search (infercast.actuators.plans.candidate_plans)
 
 CONTROL_HELP = (
     "the controller the fleet runs under (default: none): none (the fleet file as it is), basic (the gateway's "
@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from actuators.driver import run_arm
+    from infercast.actuators.driver import run_arm
     from infercast.twin.tracefleet import sized_trace_fleet
 
     started = time.perf_counter()

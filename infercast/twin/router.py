@@ -6,8 +6,8 @@ It is also the twin's control surface: the admin methods (`pool_weights`, `set_p
 
 Routing each tick is vectorised over the tick's cohort: pool choice by weight and context range, then water-filling
 over the pool's healthy nodes (the least-loaded get the most), so 12,000 req/s cost a handful of array operations.
-Every decision is recorded through the exporter's router SDK (`exporters.router.RouterRecorder`), so the twin feeds
-`infercast_router_requests_total` and `infercast_degradations_total` the way a real router would.
+Every decision is recorded through the exporter's router SDK (`infercast.exporters.router.RouterRecorder`), so the twin
+feeds `infercast_router_requests_total` and `infercast_degradations_total` the way a real router would.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Recorder(Protocol):
 
 class CountingRecorder:
     """The twin's own record of router decisions when no exporter is attached (the exporter's router SDK,
-    `exporters.router.RouterRecorder`, implements the same `Recorder` protocol and is passed in instead)."""
+    `infercast.exporters.router.RouterRecorder`, implements the same `Recorder` protocol and is passed in instead)."""
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, str, str, str], int] = defaultdict(int)

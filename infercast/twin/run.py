@@ -228,8 +228,8 @@ def _result(fleet: Fleet, surge: float | None, surge_end: float | None = None, a
 
 
 class Arm(Protocol):
-    """A controller the twin is run under (`actuators.arms`): how it lays the fleet out, how it sets it up before
-    the run, and what it does every `step_seconds` of simulated time (through the fleet's admin API)."""
+    """A controller the twin is run under (`infercast.actuators.arms`): how it lays the fleet out, how it sets it up
+    before the run, and what it does every `step_seconds` of simulated time (through the fleet's admin API)."""
 
     name: str
     step_seconds: float
@@ -256,7 +256,9 @@ def _arm(arm: Arm | str | None) -> Arm | None:
     if arm is None or arm == "none":
         return None
     if isinstance(arm, str):
-        raise ValueError(f"arm {arm!r}: the twin runs arms as objects; `actuators.driver` builds them by name")
+        raise ValueError(
+            f"arm {arm!r}: the twin runs arms as objects; `infercast.actuators.driver` builds them by name"
+        )
     return arm
 
 

@@ -7,8 +7,8 @@
 - The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
   (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
 - The router also serves the generic router admin API (docs/router-admin-api.md: `GET /v1/fleet`,
-  `POST /v1/actions`, `GET /v1/actions/<key>`) through `actuators.backends.twin.TwinAdmin`, so the actuator's HTTP
-  backend drives the twin as it would any router.
+  `POST /v1/actions`, `GET /v1/actions/<key>`) through `infercast.actuators.backends.twin.TwinAdmin`, so the actuator's
+  HTTP backend drives the twin as it would any router.
 - `TwinServer` serves both over loopback HTTP (through `infercast.httpserve`): `/nodes/<name>/metrics` and the
   admin APIs, guarding the fleet with one lock so a background thread can advance it.
 """
@@ -20,8 +20,8 @@ import threading
 
 import numpy as np
 
-from actuators.backends.router_api import RouterAdminApi
-from actuators.backends.twin import TwinAdmin
+from infercast.actuators.backends.router_api import RouterAdminApi
+from infercast.actuators.backends.twin import TwinAdmin
 from infercast.catalog import (
     ENGINE_EXTENSION_INFO,
     ENGINE_EXTENSION_VERSION,

@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 import time
 
-from actuators.actions import SetPoolWeight
-from actuators.admin import apply_with_retries
-from actuators.audit import Audit
-from actuators.backends.router_http import HttpAdmin
-from actuators.stamp import Stamp, stamped
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import apply_with_retries
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.stamp import Stamp, stamped
 
 
 def main(db: str, url: str, key: str, stop: str) -> None:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from actuators.actions import Action, SetPoolWeight
-from actuators.admin import apply_with_retries
-from actuators.daemon_cli import DaemonParts
-from actuators.stamp import decision_key, stamped
-from actuators.tick import ActionOutcome, TickContext, TickReport, VerdictOutcome
+from infercast.actuators.actions import Action, SetPoolWeight
+from infercast.actuators.admin import apply_with_retries
+from infercast.actuators.daemon_cli import DaemonParts
+from infercast.actuators.stamp import decision_key, stamped
+from infercast.actuators.tick import ActionOutcome, TickContext, TickReport, VerdictOutcome
 
 
 class ObserveOnly:

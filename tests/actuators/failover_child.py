@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actuators.actions import Action, parse_action
-from actuators.admin import Observation, Result
-from actuators.controller import ControlLoop, to_tick_report
-from actuators.daemon_cli import DaemonParts
-from actuators.inputs import Inputs
-from actuators.policy import Decision
+from infercast.actuators.actions import Action, parse_action
+from infercast.actuators.admin import Observation, Result
+from infercast.actuators.controller import ControlLoop, to_tick_report
+from infercast.actuators.daemon_cli import DaemonParts
+from infercast.actuators.inputs import Inputs
+from infercast.actuators.policy import Decision
 
 
 class ScriptedPolicy:

@@ -14,14 +14,14 @@ import time
 
 import pytest
 
-from actuators.actions import ScalePool, SetAdmission, SetPoolWeight
-from actuators.admin import Result
-from actuators.audit import Audit, AuditError
-from actuators.backends.router_http import HttpAdmin
-from actuators.backends.twin import TwinAdmin
-from actuators.log_cli import parse_since
-from actuators.recovery import resolve_in_flight
-from actuators.stamp import decision_key
+from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
+from infercast.actuators.admin import Result
+from infercast.actuators.audit import Audit, AuditError
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.log_cli import parse_since
+from infercast.actuators.recovery import resolve_in_flight
+from infercast.actuators.stamp import decision_key
 from infercast.config import ConfigError
 from tests.conftest import REPO
 

@@ -16,14 +16,14 @@ import sqlite3
 
 import pytest
 
-from actuators import log_cli
-from actuators.actions import SetPoolWeight
-from actuators.admin import BackendError
-from actuators.audit import Audit
-from actuators.backends.twin import TwinAdmin
-from actuators.controller import ControlLoop
-from actuators.policy import Decision, Outlook
-from actuators.recovery import reconcile_unknown
+from infercast.actuators import log_cli
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import BackendError
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.controller import ControlLoop
+from infercast.actuators.policy import Decision, Outlook
+from infercast.actuators.recovery import reconcile_unknown
 from tests.actuators.test_controller import ScriptedInputs
 
 

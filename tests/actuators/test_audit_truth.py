@@ -19,17 +19,17 @@ import time
 import pytest
 import requests
 
-from actuators.actions import SetPoolWeight
-from actuators.admin import BackendError
-from actuators.audit import Audit
-from actuators.backends.router_http import HttpAdmin
-from actuators.backends.twin import TwinAdmin
-from actuators.controller import ControlLoop
-from actuators.daemon import Daemon
-from actuators.leader import SingleReplica
-from actuators.policy import Decision, Outlook
-from actuators.recovery import reconcile_unknown, resolve_in_flight
-from actuators.tick import TickReport
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import BackendError
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.controller import ControlLoop
+from infercast.actuators.daemon import Daemon
+from infercast.actuators.leader import SingleReplica
+from infercast.actuators.policy import Decision, Outlook
+from infercast.actuators.recovery import reconcile_unknown, resolve_in_flight
+from infercast.actuators.tick import TickReport
 from tests.actuators.doubles import Scripted
 from tests.actuators.faulty import FaultyServer, Step
 from tests.actuators.test_controller import ScriptedInputs
@@ -163,10 +163,10 @@ def test_the_daemon_settles_unknown_rows_on_its_next_tick(twin, fleet_cfg, tmp_p
     audit = Audit(tmp_path / "a.db")
     admin = HttpAdmin(twin.url, "s3cret")
     i = audit.record_decision(time.time(), "k-lost", W, {"reason": "test"})
-    from actuators.stamp import Stamp
+    from infercast.actuators.stamp import Stamp
 
     assert admin.apply(W, stamp=Stamp(key="k-lost")).status == "applied"
-    from actuators.admin import Result
+    from infercast.actuators.admin import Result
 
     audit.mark_unknown(i, Result("failed", "lost", attempts=3), "no answer; read back: unknown", time.time())
     d = Daemon(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from actuators.backends import build_backend
-from actuators.backends.file import FileAdmin
-from actuators.backends.redis import RedisAdmin
-from actuators.backends.router_http import HttpAdmin
-from actuators.leader import RedisLease, SingleReplica, build_elector
+from infercast.actuators.backends import build_backend
+from infercast.actuators.backends.file import FileAdmin
+from infercast.actuators.backends.redis import RedisAdmin
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.leader import RedisLease, SingleReplica, build_elector
 from infercast.config import ConfigError, parse_config
 from tests.actuators.conftest import FLASH_SALE
 

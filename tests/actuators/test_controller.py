@@ -10,13 +10,13 @@ import math
 
 import pytest
 
-from actuators.actions import ScalePool, SetAdmission, SetPoolWeight
-from actuators.admin import BackendError
-from actuators.backends.twin import TwinAdmin
-from actuators.controller import ControlLoop
-from actuators.guardrails import Guardrails, check_inputs
-from actuators.inputs import InputError, Inputs
-from actuators.policy import Decision, Outlook
+from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
+from infercast.actuators.admin import BackendError
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.controller import ControlLoop
+from infercast.actuators.guardrails import Guardrails, check_inputs
+from infercast.actuators.inputs import InputError, Inputs
+from infercast.actuators.policy import Decision, Outlook
 from infercast.config import GuardrailConfig, load_config
 from infercast.twin import build_fleet
 from infercast.twin.layout import protected_layout
@@ -126,7 +126,7 @@ def test_active_mode_applies_through_the_admin_api_within_the_guardrails(setup):
 
 def test_guardrails_bound_steps_and_spend_a_budget():
     g = Guardrails(GuardrailConfig(max_replicas_step=2, change_budget_per_hour=3, cooldown_seconds=0))
-    from actuators.admin import Admission, Observation, PoolState
+    from infercast.actuators.admin import Admission, Observation, PoolState
 
     fleet = Observation(0.0, (PoolState("p", "v4", 4, 4, 1.0, spare=3),), Admission())
     big = Decision(ScalePool("p", 7), "x")

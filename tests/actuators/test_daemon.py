@@ -20,15 +20,15 @@ import pytest
 import requests
 import yaml
 
-from actuators.actions import SetAdmission, SetBreakerThreshold, SetPoolWeight
-from actuators.audit import Audit
-from actuators.backends.redis import client as redis_client
-from actuators.backends.router_http import HttpAdmin
-from actuators.daemon import Daemon
-from actuators.daemon_cli import DaemonParts
-from actuators.leader import RedisLease, SingleReplica
-from actuators.tick import TickContext, TickReport, VerdictOutcome
-from actuators.webhook import Inbox, WebhookReceiver
+from infercast.actuators.actions import SetAdmission, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.redis import client as redis_client
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.daemon import Daemon
+from infercast.actuators.daemon_cli import DaemonParts
+from infercast.actuators.leader import RedisLease, SingleReplica
+from infercast.actuators.tick import TickContext, TickReport, VerdictOutcome
+from infercast.actuators.webhook import Inbox, WebhookReceiver
 from infercast.catalog import CATALOG, exposed_names
 from infercast.clock import WallClock
 from tests.actuators.doubles import Scripted, Slow

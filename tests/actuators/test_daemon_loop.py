@@ -1,5 +1,5 @@
-"""The daemon running infercast's own control loop (`actuators.controller:build_tick`, the default) against the
-twin's admin API, reading a real Prometheus: advisory by default, acting in active mode, freezing when Prometheus
+"""The daemon running infercast's own control loop (`infercast.actuators.controller:build_tick`, the default) against
+the twin's admin API, reading a real Prometheus: advisory by default, acting in active mode, freezing when Prometheus
 dies and resuming when it is back.
 
 What Prometheus holds is scripted: a small exposition server (`Exposition`, a test double standing in for the
@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from actuators.audit import Audit
+from infercast.actuators.audit import Audit
 from infercast.servers import prometheus_config, start_prometheus
 from tests.actuators.test_daemon import fleet_file
 from tests.conftest import REPO

@@ -11,12 +11,12 @@ import time
 import pytest
 import requests
 
-from actuators.actions import SetAdmission, SetBreakerThreshold, SetPoolWeight
-from actuators.daemon import Daemon
-from actuators.leader import SingleReplica
-from actuators.tick import TickContext, VerdictOutcome
-from actuators.webhook import WebhookReceiver
-from dashboards.build import GENERATED
+from infercast.actuators.actions import SetAdmission, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.daemon import Daemon
+from infercast.actuators.leader import SingleReplica
+from infercast.actuators.tick import TickContext, VerdictOutcome
+from infercast.actuators.webhook import WebhookReceiver
+from infercast.dashboards.build import GENERATED
 from infercast.servers import prometheus_config, start_prometheus
 from infercast.store.prometheus import PrometheusStore
 from tests.actuators.doubles import ObserveOnly, Scripted

@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 import yaml
 
-from actuators.actions import SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, Result, apply_with_retries
-from actuators.backends import build_backend
-from actuators.backends.envoy_gateway import EnvoyGatewayAdmin, duration, policy_name, seconds_of
+from infercast.actuators.actions import SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, Result, apply_with_retries
+from infercast.actuators.backends import build_backend
+from infercast.actuators.backends.envoy_gateway import EnvoyGatewayAdmin, duration, policy_name, seconds_of
 from infercast.config import ConfigError, EnvoyGatewayBackend, parse_config
 from infercast.k8s.validate import crd_schemas
 from tests.actuators.conftest import FLASH_SALE

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
-from actuators.audit import Audit
-from actuators.backends.redis import RedisAdmin
-from actuators.backends.twin import TwinAdmin
+from infercast.actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.redis import RedisAdmin
+from infercast.actuators.backends.twin import TwinAdmin
 from infercast.catalog import ACTUATOR_ACTIVE
 from infercast.twin.fleet import build_fleet
 from tests.conftest import REPO
@@ -147,7 +147,7 @@ def test_kill_9_of_the_leader_the_new_one_neither_repeats_nor_forgets_an_action(
     assert backend.observe().pool("v4-standby").weight == 1.0  # Y never went out
     assert "took over" in log and "cluster state" in log, log[-4000:]
     # what a third leader would read: the four changes of the hour, nothing left in flight
-    from actuators.state_store import RedisStateStore
+    from infercast.actuators.state_store import RedisStateStore
 
     kept = RedisStateStore(backend.r, LEASE).load()
     assert sorted(kept.applied, key=lambda e: e.at)[-1].action == X and len(kept.applied) == BUDGET
@@ -156,8 +156,8 @@ def test_kill_9_of_the_leader_the_new_one_neither_repeats_nor_forgets_an_action(
 
 # --- in one process: what the daemon does with state it cannot use, and a deposed writer ----------------------------
 def _parts(tmp_path: Path, url: str, name: str, fleet_cfg_doc: dict | None = None):
-    from actuators.daemon_cli import DaemonParts
-    from actuators.webhook import Inbox
+    from infercast.actuators.daemon_cli import DaemonParts
+    from infercast.actuators.webhook import Inbox
     from infercast.clock import WallClock
     from infercast.config import parse_config
 
@@ -181,8 +181,8 @@ def test_corrupt_state_at_takeover_is_an_error_in_the_log_and_an_advisory_tick_u
     beside the lease cannot be used, naming the Redis key that is wrong and the `redis-cli DEL` that clears it; the
     tick's decisions are advisory (`infercast_actuator_active` 0), nothing reaches the fleet.  Never an empty state
     read in silence.  Once the keys are deleted, the next tick takes over and acts."""
-    from actuators.daemon_cli import build_daemon, keep_state_beside_the_lease
-    from actuators.leader import build_elector
+    from infercast.actuators.daemon_cli import build_daemon, keep_state_beside_the_lease
+    from infercast.actuators.leader import build_elector
     from tests.actuators.doubles import Scripted
 
     monkeypatch.setenv("INFERCAST_ACTUATOR_TOKEN", "t0k")
@@ -220,11 +220,11 @@ def test_corrupt_state_at_takeover_is_an_error_in_the_log_and_an_advisory_tick_u
 def test_a_deposed_leader_does_not_apply_what_the_state_did_not_take(redis_server, fleet_cfg, tmp_path):
     """The leader lost its lease between its leader check and its apply: the state refuses the in-flight record
     (fenced by the lease), so the decision is recorded `interrupted` with the reason and never sent."""
-    from actuators.backends.redis import client
-    from actuators.controller import ControlLoop
-    from actuators.daemon_cli import keep_state_beside_the_lease
-    from actuators.leader import RedisLease
-    from actuators.tick import TickContext
+    from infercast.actuators.backends.redis import client
+    from infercast.actuators.controller import ControlLoop
+    from infercast.actuators.daemon_cli import keep_state_beside_the_lease
+    from infercast.actuators.leader import RedisLease
+    from infercast.actuators.tick import TickContext
     from tests.actuators.failover_child import FreshInputs, ScriptedPolicy
 
     url = f"redis://127.0.0.1:{redis_server.port}/0"
@@ -252,9 +252,9 @@ def test_on_a_backend_without_idempotency_keys_an_action_in_flight_is_counted_wh
     """The twin (like Kubernetes) cannot be asked by key.  After a failover, an in-flight action the fleet's settings
     show in effect is recorded applied (counted in the cooldown and budget, not repeated); one they do not show is
     interrupted, not repeated."""
-    from actuators.failover import FailoverState
-    from actuators.leader import Leadership
-    from actuators.state_store import Entry, FileStateStore
+    from infercast.actuators.failover import FailoverState
+    from infercast.actuators.leader import Leadership
+    from infercast.actuators.state_store import Entry, FileStateStore
 
     twin = TwinAdmin(build_fleet(fleet_cfg))
     twin.apply(A1)  # the old leader's last action reached the fleet; its answer never reached its trail

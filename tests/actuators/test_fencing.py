@@ -15,16 +15,16 @@ import pytest
 import requests
 import yaml
 
-from actuators.actions import SetPoolWeight
-from actuators.admin import ActionRefused
-from actuators.backends.file import FileAdmin
-from actuators.backends.redis import RedisAdmin
-from actuators.backends.redis import client as redis_client
-from actuators.backends.router_http import HttpAdmin
-from actuators.backends.twin import TwinAdmin
-from actuators.daemon import Daemon
-from actuators.leader import Leadership, RedisLease
-from actuators.stamp import Stamp
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import ActionRefused
+from infercast.actuators.backends.file import FileAdmin
+from infercast.actuators.backends.redis import RedisAdmin
+from infercast.actuators.backends.redis import client as redis_client
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.daemon import Daemon
+from infercast.actuators.leader import Leadership, RedisLease
+from infercast.actuators.stamp import Stamp
 from infercast.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.actuators.test_daemon import parts_for, scrape
@@ -48,7 +48,7 @@ def test_after_redis_loses_its_state_the_leader_re_acquires_above_the_routers_to
         first = d.run_once("scheduled")
         assert first.actions[0].outcome == "applied" and admin.fence() == 5
         r.flushall()  # the lease store loses everything: its counter starts again at 1
-        with caplog.at_level(logging.WARNING, logger="actuators.daemon"):
+        with caplog.at_level(logging.WARNING, logger="infercast.actuators.daemon"):
             second = d.run_once("scheduled")
         assert second.actions[0].outcome == "applied", second.actions[0].detail
         assert admin.fence() == 6 and twin.fleet.router.weights["v4-main"] == 0.6
@@ -77,7 +77,7 @@ def test_a_leader_that_cannot_re_acquire_reports_fenced_every_tick_and_does_not_
     d = Daemon(loop, _Behind(), mode="active", fence_reader=lambda: 7)
     d.start(first_run=False)
     try:
-        with caplog.at_level(logging.ERROR, logger="actuators.daemon"):
+        with caplog.at_level(logging.ERROR, logger="infercast.actuators.daemon"):
             outcomes = [d.run_once("scheduled").actions[0].outcome for _ in range(3)]
         assert outcomes == ["advisory"] * 3 and twin.fleet.actions == []
         fenced = [rec for rec in caplog.records if "fenced: the backend holds fencing token 7" in rec.getMessage()]
@@ -109,7 +109,7 @@ def _refuses_the_future(admin, stored) -> None:
     """Before, what the user saw: a stamp of 999... was applied and the store then held it as its highest token, so
     every later action of the rightful leader was refused "stale fencing token" (a lock-out one forged write away).
     Now it is refused "from the future", nothing changes, and the next leader's token is still accepted."""
-    from actuators.backends.router_api import MAX_FENCE_STEP
+    from infercast.actuators.backends.router_api import MAX_FENCE_STEP
 
     assert admin.apply(SetPoolWeight("v4-main", 0.5), stamp=Stamp(fencing_token=3)).status == "applied"
     with pytest.raises(ActionRefused, match=r"fencing token 999999999999999 is from the future \(highest seen 3; at "

@@ -10,10 +10,17 @@ import threading
 import pytest
 import yaml
 
-from actuators.actions import PrewarmPool, ScalePool, SetAdmission, SetBreakerThreshold, SetPoolWeight, SetRateLimit
-from actuators.admin import ActionRefused, BackendError, apply_with_retries
-from actuators.backends.file import FileAdmin
-from actuators.stamp import Stamp
+from infercast.actuators.actions import (
+    PrewarmPool,
+    ScalePool,
+    SetAdmission,
+    SetBreakerThreshold,
+    SetPoolWeight,
+    SetRateLimit,
+)
+from infercast.actuators.admin import ActionRefused, BackendError, apply_with_retries
+from infercast.actuators.backends.file import FileAdmin
+from infercast.actuators.stamp import Stamp
 
 
 def test_a_missing_file_reads_as_the_fleet_file_and_the_first_apply_creates_it(tmp_path, fleet_cfg):

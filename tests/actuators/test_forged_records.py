@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from actuators.actions import SetPoolWeight
-from actuators.admin import ActionRefused, BackendError, Result
-from actuators.audit import Audit
-from actuators.backends.file import FileAdmin
-from actuators.backends.redis import RedisAdmin
-from actuators.backends.twin import TwinAdmin
-from actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
-from actuators.stamp import Stamp
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import ActionRefused, BackendError, Result
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.file import FileAdmin
+from infercast.actuators.backends.redis import RedisAdmin
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
+from infercast.actuators.stamp import Stamp
 from infercast.twin.fleet import build_fleet
 
 W = SetPoolWeight("v4-main", 0.5)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, Result, apply_with_retries
-from actuators.backends import build_backend
-from actuators.backends.gateway import GatewayAdmin
-from actuators.backends.k8s import KubernetesAdmin
+from infercast.actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, Result, apply_with_retries
+from infercast.actuators.backends import build_backend
+from infercast.actuators.backends.gateway import GatewayAdmin
+from infercast.actuators.backends.k8s import KubernetesAdmin
 from infercast.config import ConfigError, GatewayBackend, KubernetesBackend, parse_config
 from infercast.k8s.validate import validate_objects
 from tests.actuators.conftest import FLASH_SALE

@@ -1,10 +1,10 @@
-"""The twin's HPA (`actuators.arms.Hpa`) honours both of Kubernetes' stabilisation windows: a fleet file that sets
-`scale_up_stabilization_seconds` gets a scale-up that waits for the window's lowest recommendation, as the real
+"""The twin's HPA (`infercast.actuators.arms.Hpa`) honours both of Kubernetes' stabilisation windows: a fleet file that
+sets `scale_up_stabilization_seconds` gets a scale-up that waits for the window's lowest recommendation, as the real
 HPA's `behavior.scaleUp.stabilizationWindowSeconds` does."""
 
 from __future__ import annotations
 
-from actuators.arms import Hpa
+from infercast.actuators.arms import Hpa
 from infercast.config import Autoscaler
 from infercast.twin.fleet import PoolLive
 

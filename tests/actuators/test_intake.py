@@ -21,12 +21,12 @@ import pytest
 import requests
 import yaml
 
-from actuators.admin import BackendError
-from actuators.audit import Audit
-from actuators.controller import ControlLoop
-from actuators.daemon_cli import DaemonParts, build_daemon
-from actuators.policy import Decision, Outlook
-from actuators.webhook import AlertEvent, Inbox
+from infercast.actuators.admin import BackendError
+from infercast.actuators.audit import Audit
+from infercast.actuators.controller import ControlLoop
+from infercast.actuators.daemon_cli import DaemonParts, build_daemon
+from infercast.actuators.policy import Decision, Outlook
+from infercast.actuators.webhook import AlertEvent, Inbox
 from infercast.clock import WallClock
 from infercast.config import ConfigError, parse_config
 from tests.conftest import REPO
@@ -54,7 +54,7 @@ def fleet_doc(tmp_path: Path, **actuator) -> dict:
 
 def parts(tmp_path: Path, mode: str = "active", **actuator) -> DaemonParts:
     cfg = parse_config(fleet_doc(tmp_path, **actuator))
-    from actuators.backends.router_http import HttpAdmin
+    from infercast.actuators.backends.router_http import HttpAdmin
 
     return DaemonParts(
         config=cfg,
@@ -126,7 +126,7 @@ def test_a_token_file_guards_the_webhook_and_two_disagreeing_sources_are_refused
 
 def test_advisory_on_loopback_runs_open_and_says_so_at_start_but_not_beyond_loopback(tmp_path, caplog):
     d = build_daemon(parts(tmp_path, mode="advisory"), _noop)
-    with caplog.at_level(logging.WARNING, logger="actuators.daemon"):
+    with caplog.at_level(logging.WARNING, logger="infercast.actuators.daemon"):
         d.start(first_run=False)
     try:
         assert any("takes alerts with no token" in r.getMessage() for r in caplog.records)
@@ -187,7 +187,7 @@ def test_forged_pools_and_a_flood_of_fingerprints_cannot_grow_what_the_loop_keep
     loop.tick(0.0, None, [_ev(f"f{i}", pool=f"pool-{i}") for i in range(5000)])
     assert len(loop.alerting) == 0 and loop.alerting.ignored == 5000
     loop.tick(1.0, None, [_ev(f"g{i}") for i in range(5000)])
-    assert len(loop.alerting) == 1000 and _drives(loop)  # actuators.webhook.MAX_FIRING
+    assert len(loop.alerting) == 1000 and _drives(loop)  # infercast.actuators.webhook.MAX_FIRING
 
 
 def test_a_resolved_alert_stops_driving_the_loop(tmp_path):
@@ -218,7 +218,7 @@ def test_a_three_megabyte_label_is_a_400_and_nothing_is_kept(open_hook):
 
 def test_annotations_are_cut_and_a_bad_ends_at_is_a_400(tmp_path):
     inbox = Inbox()
-    from actuators.webhook import WebhookReceiver
+    from infercast.actuators.webhook import WebhookReceiver
     from infercast.httpserve import HttpService
 
     hook = WebhookReceiver(inbox)
@@ -261,8 +261,8 @@ def test_the_config_bounds_what_the_webhook_may_hold(tmp_path):
 
 # --- the exporter's ingest -----------------------------------------------------------------------------------------
 def _exporter(host: str, token=None):
-    from exporters.server import Exporter, ExporterServer
     from infercast.config import load_config
+    from infercast.exporters.server import Exporter, ExporterServer
 
     cfg = load_config(FLASH)
     return ExporterServer(Exporter(cfg, []), host, 0, token=token).start()
@@ -294,7 +294,7 @@ def test_the_ingest_beyond_loopback_with_no_token_is_refused_and_its_errors_echo
 def test_a_backend_url_with_credentials_and_a_token_is_a_clear_error_not_a_silent_401(tmp_path, monkeypatch):
     """Before: `http://admin:pw@router` plus $INFERCAST_ROUTER_TOKEN sent Basic credentials instead of the token, and
     every action was refused 401 with no hint why."""
-    from actuators.backends import build_backend
+    from infercast.actuators.backends import build_backend
 
     monkeypatch.setenv("TEST_ROUTER_TOKEN", "bearer-s3cret")
     doc = fleet_doc(tmp_path)

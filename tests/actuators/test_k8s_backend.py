@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
-from actuators.backends.k8s import KubernetesAdmin
+from infercast.actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
+from infercast.actuators.backends.k8s import KubernetesAdmin
 from infercast.config import KubernetesBackend, parse_config
 from tests.actuators.conftest import FLASH_SALE
 from tests.actuators.kube_replay import DEPLOYMENTS, HPAS, SCALEDOBJECTS, Exchange, KubeReplay

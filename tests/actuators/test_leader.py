@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from actuators.actions import SetPoolWeight
-from actuators.admin import ActionRefused
-from actuators.backends.redis import RedisAdmin, client
-from actuators.backends.twin import TwinAdmin
-from actuators.leader import KubernetesLease, Leadership, RedisLease, SingleReplica, micro_time
-from actuators.stamp import Stamp
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.admin import ActionRefused
+from infercast.actuators.backends.redis import RedisAdmin, client
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.leader import KubernetesLease, Leadership, RedisLease, SingleReplica, micro_time
+from infercast.actuators.stamp import Stamp
 from infercast.config import KubernetesLeader
 from infercast.twin.fleet import build_fleet
 from tests.actuators.kube_replay import LEASES, Exchange, KubeReplay

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from actuators.actions import ScalePool, SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, Result, apply_with_retries
-from actuators.backends import build_backend
-from actuators.backends.litellm import LiteLLMAdmin
+from infercast.actuators.actions import ScalePool, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, Result, apply_with_retries
+from infercast.actuators.backends import build_backend
+from infercast.actuators.backends.litellm import LiteLLMAdmin
 from infercast.config import ConfigError, LiteLLMBackend, parse_config
 from tests.actuators.conftest import FLASH_SALE
 

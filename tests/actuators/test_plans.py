@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from actuators.driver import run_arm, true_traffic
-from actuators.plans import (
+from infercast.actuators.driver import run_arm, true_traffic
+from infercast.actuators.plans import (
     Plan,
     better,
     candidate_plans,

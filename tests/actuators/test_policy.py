@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from actuators.actions import ScalePool, SetAdmission, SetPoolWeight
-from actuators.admin import Admission, Observation, PoolState
-from actuators.policy import Outlook, PredictivePolicy
+from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
+from infercast.actuators.admin import Admission, Observation, PoolState
+from infercast.actuators.policy import Outlook, PredictivePolicy
 from infercast.config import load_config
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from actuators.actions import (
+from infercast.actuators.actions import (
     PrewarmPool,
     ScalePool,
     SetAdmission,
@@ -17,10 +17,10 @@ from actuators.actions import (
     SetPoolWeight,
     SetRateLimit,
 )
-from actuators.admin import ActionRefused, BackendError, apply_with_retries
-from actuators.backends.redis import RedisAdmin, client
-from actuators.backends.twin import TwinAdmin
-from actuators.stamp import Stamp, stamped
+from infercast.actuators.admin import ActionRefused, BackendError, apply_with_retries
+from infercast.actuators.backends.redis import RedisAdmin, client
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.stamp import Stamp, stamped
 from infercast.twin.fleet import build_fleet
 
 

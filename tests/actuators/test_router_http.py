@@ -8,10 +8,10 @@ import json
 import pytest
 import requests
 
-from actuators.actions import PrewarmPool, SetAdmission, SetBreakerThreshold, SetPoolWeight
-from actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
-from actuators.backends.router_http import HttpAdmin
-from actuators.stamp import Stamp, stamped
+from infercast.actuators.actions import PrewarmPool, SetAdmission, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.admin import ActionRefused, BackendError, Result, apply_with_retries
+from infercast.actuators.backends.router_http import HttpAdmin
+from infercast.actuators.stamp import Stamp, stamped
 from tests.actuators.faulty import FaultyServer, Step
 
 
@@ -20,7 +20,7 @@ def admin_for(twin, token: str | None = "s3cret", **kw) -> HttpAdmin:
 
 
 def test_observe_reads_the_twin_as_the_in_process_backend_does(twin):
-    from actuators.backends.twin import TwinAdmin
+    from infercast.actuators.backends.twin import TwinAdmin
 
     obs = admin_for(twin).observe()
     assert obs == TwinAdmin(twin.fleet).observe()

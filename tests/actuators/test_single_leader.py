@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from actuators.actions import SetPoolWeight
-from actuators.audit import Audit
-from actuators.backends.redis import RedisAdmin
-from actuators.backends.twin import TwinAdmin
-from actuators.daemon_cli import DaemonParts, build_daemon, hold_audit
-from actuators.webhook import Inbox
+from infercast.actuators.actions import SetPoolWeight
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.redis import RedisAdmin
+from infercast.actuators.backends.twin import TwinAdmin
+from infercast.actuators.daemon_cli import DaemonParts, build_daemon, hold_audit
+from infercast.actuators.webhook import Inbox
 from infercast.clock import WallClock
 from infercast.config import ConfigError, parse_config
 from infercast.twin.fleet import build_fleet

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from actuators import state_store
-from actuators.actions import SetBreakerThreshold, SetPoolWeight
-from actuators.backends.redis import client
-from actuators.leader import KubernetesLease, Leadership, RedisLease
-from actuators.state_store import (
+from infercast.actuators import state_store
+from infercast.actuators.actions import SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.backends.redis import client
+from infercast.actuators.leader import KubernetesLease, Leadership, RedisLease
+from infercast.actuators.state_store import (
     ANNOTATION,
     Deposed,
     Entry,
@@ -257,9 +257,9 @@ def test_kubernetes_a_new_leader_learns_the_state_from_the_lease_and_writes_back
     audit trail (another node's file) has neither; after `take_over` it has both, the in-flight one resolved
     without applying it (the twin keeps no idempotency keys: its settings show the change in effect, so it is
     counted), and the Lease annotation says so for the next leader."""
-    from actuators.audit import Audit
-    from actuators.backends.twin import TwinAdmin
-    from actuators.failover import FailoverState
+    from infercast.actuators.audit import Audit
+    from infercast.actuators.backends.twin import TwinAdmin
+    from infercast.actuators.failover import FailoverState
     from infercast.config import load_config
     from infercast.twin.fleet import build_fleet
     from tests.conftest import REPO

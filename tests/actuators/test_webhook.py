@@ -17,9 +17,9 @@ import pytest
 import requests
 import yaml
 
-from actuators.webhook import Inbox, Offer, WebhookReceiver
-from alertrules.alertmanager import Receivers, alertmanager_config
-from alertrules.webhook import WebhookRecorder
+from infercast.actuators.webhook import Inbox, Offer, WebhookReceiver
+from infercast.alertrules.alertmanager import Receivers, alertmanager_config
+from infercast.alertrules.webhook import WebhookRecorder
 from infercast.httpserve import HttpService
 from infercast.servers import start_alertmanager
 from tests.conftest import REPO
@@ -86,7 +86,7 @@ def test_duplicates_by_fingerprint_and_status_are_dropped_and_a_change_of_status
 
 
 def _ev(fp: str, status: str = "firing"):
-    from actuators.webhook import events_from
+    from infercast.actuators.webhook import events_from
 
     return events_from({"alerts": [alert(fp, status)]}, 0.0)[0]
 

@@ -17,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from alertrules.webhook import WebhookRecorder
+from infercast.alertrules.webhook import WebhookRecorder
 from infercast.config import PredictorConfig
 from infercast.wallclock import Paced, events_on_wall_clock
 
@@ -50,7 +50,7 @@ def services_problem() -> str | None:
     if "infercast_kv_cache_usage_ratio{" not in res.stdout:
         return "infercast exporter serves no infercast_kv_cache_usage_ratio from the twin yet"
     try:
-        import predictors.cli  # noqa: F401
+        import infercast.predictors.cli  # noqa: F401
     except ImportError as e:
         return f"infercast predictor is not importable: {e}"
     return None
@@ -153,9 +153,9 @@ def scaled_fleet(tmp: Path, speed: float, doc: dict, started: float, warmup: flo
 @contextmanager
 def running_stack(tmp: Path, doc: dict, speed: float, warmup: float, predictor: bool = True) -> Iterator[Stack]:
     """Start the stack over the fleet `doc` (parsed YAML) at twin speed `speed` from `warmup` simulated seconds."""
-    from alertrules.alertmanager import Receivers, alertmanager_config
-    from alertrules.rules import rule_files
-    from alertrules.settings import AlertSettings
+    from infercast.alertrules.alertmanager import Receivers, alertmanager_config
+    from infercast.alertrules.rules import rule_files
+    from infercast.alertrules.settings import AlertSettings
     from infercast.servers import free_port, prometheus_config, start_alertmanager, start_prometheus
 
     from .conftest import ALERTRULES

@@ -12,11 +12,11 @@ import pytest
 import requests
 import yaml
 
-from alertrules.alertmanager import Receivers, alertmanager_config
-from alertrules.generate import dump
-from alertrules.rules import alerting_rules
-from alertrules.settings import AlertSettings
-from alertrules.webhook import WebhookRecorder
+from infercast.alertrules.alertmanager import Receivers, alertmanager_config
+from infercast.alertrules.generate import dump
+from infercast.alertrules.rules import alerting_rules
+from infercast.alertrules.settings import AlertSettings
+from infercast.alertrules.webhook import WebhookRecorder
 from infercast.servers import ServerUnavailable, start_alertmanager
 
 from .conftest import ALERTRULES, REPO, run

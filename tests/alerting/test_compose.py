@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alertrules.rules import JOBS
+from infercast.alertrules.rules import JOBS
 from infercast.cli import COMMANDS
 
 from .conftest import REPO, run

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from dashboards import queries as q
-from dashboards.build import DASHBOARDS, DEFAULT_FLEET, GENERATED, DashboardSettings, render
 from infercast.catalog import CATALOG, exposed_names, names
 from infercast.config import load_config
+from infercast.dashboards import queries as q
+from infercast.dashboards.build import DASHBOARDS, DEFAULT_FLEET, GENERATED, DashboardSettings, render
 from infercast.servers import ServerUnavailable, free_port, prometheus_config, start_prometheus
 
 from .conftest import ALERTRULES, run

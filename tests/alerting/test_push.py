@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dashboards.build import DASHBOARDS
 from infercast.cli import main
+from infercast.dashboards.build import DASHBOARDS
 
 TOKEN = "glsa_s3cr3t-T0KEN-never-printed"
 

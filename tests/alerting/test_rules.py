@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alertrules.generate import generated_files
-from alertrules.rules import alert_names, alerting_rules, recording_rules
-from alertrules.settings import RUNBOOK_BASE_URL, RUNBOOK_ENV, RUNBOOKS, AlertSettings
+from infercast.alertrules.generate import generated_files
+from infercast.alertrules.rules import alert_names, alerting_rules, recording_rules
+from infercast.alertrules.settings import RUNBOOK_BASE_URL, RUNBOOK_ENV, RUNBOOKS, AlertSettings
 from infercast.catalog import names
 from infercast.config import Thresholds
 from infercast.durations import duration, parse_duration
@@ -25,7 +25,7 @@ def test_committed_files_equal_the_generated_ones():
     # the rules; a hand edit of the YAML fails here.
     for rel, text in generated_files().items():
         committed = (REPO / rel).read_text()
-        assert committed == text, f"{rel} is out of date: run python -m alertrules.generate"
+        assert committed == text, f"{rel} is out of date: run python -m infercast.alertrules.generate"
 
 
 def test_thresholds_come_from_the_config_defaults():
@@ -94,7 +94,7 @@ def test_no_runbook_link_points_at_a_repository_that_does_not_exist():
 
 
 def test_the_runbook_base_url_is_configurable(tmp_path, monkeypatch, promtool):
-    from alertrules.generate import main
+    from infercast.alertrules.generate import main
 
     monkeypatch.setenv(RUNBOOK_ENV, "https://wiki.example.com/sre/infercast/")
     assert AlertSettings().runbook_base_url == "https://wiki.example.com/sre/infercast"
@@ -112,7 +112,7 @@ def test_the_runbook_base_url_is_configurable(tmp_path, monkeypatch, promtool):
 
 def test_the_fleet_files_thresholds_reach_the_rules(tmp_path, promtool):
     """`--fleet`: every threshold the rules compare with is the fleet file's (none is built in)."""
-    from alertrules.generate import DEFAULT_FLEET, default_settings, main
+    from infercast.alertrules.generate import DEFAULT_FLEET, default_settings, main
     from infercast.config import load_config
 
     data = yaml.safe_load(DEFAULT_FLEET.read_text())
@@ -191,7 +191,7 @@ def test_a_hysteresis_holds_one_page_while_the_band_wobbles_under_the_trigger(pr
     generated from the settings as the committed ones are)."""
     import yaml
 
-    from alertrules.rules import rule_files
+    from infercast.alertrules.rules import rule_files
 
     settings = AlertSettings(thresholds=Thresholds(kv_forecast_hysteresis=0.05), for_forecast_breach=15)
     for name, doc in rule_files(settings).items():

@@ -2,9 +2,9 @@
 
 Real Prometheus and Alertmanager (Debian packages) on loopback, set up as a user would: Alertmanager with the
 generated routes (the actuator's webhook is where the demo listens), Prometheus with the rules generated for S
-(`alertrules.generate --time-scale S`), scraping the demo's exporter and forecasts every 500 ms.  The demo runs as a
-user runs it (a subprocess of the command line); the tests say what the user sees.  Skipped only when the server
-binaries are missing (tests/skipguard.py fails the run on that skip too); a broken infercast fails them.
+(`infercast.alertrules.generate --time-scale S`), scraping the demo's exporter and forecasts every 500 ms.  The demo
+runs as a user runs it (a subprocess of the command line); the tests say what the user sees.  Skipped only when the
+server binaries are missing (tests/skipguard.py fails the run on that skip too); a broken infercast fails them.
 
 The live run is reduced: a 300 s scenario at 10x (the sale from 240 s on, the calendar saying so, the predictor
 forecasting from 8 samples), so about 30 s of wall time for the live arm, plus the `none` arm in memory for the
@@ -47,8 +47,8 @@ def _scenario(repo_root, tmp) -> str:
 
 
 def _prometheus(ports: dict, rules: bool = True, alertmanager: bool = True, interval: str = "500ms"):
-    from alertrules.rules import rule_files
-    from alertrules.settings import AlertSettings
+    from infercast.alertrules.rules import rule_files
+    from infercast.alertrules.settings import AlertSettings
 
     files = {n: yaml.safe_dump(d) for n, d in rule_files(AlertSettings().scaled(SPEED)).items()} if rules else {}
     jobs = {
@@ -68,7 +68,7 @@ def _prometheus(ports: dict, rules: bool = True, alertmanager: bool = True, inte
 def servers(repo_root, tmp_path_factory):
     """Alertmanager and four Prometheus: `prom` as the demo needs it, `bare` without rules, `mute` sending to no
     Alertmanager, `slow` evaluating every 15 s.  Yields the URLs, the demo's ports and its flags for `prom`."""
-    from alertrules.alertmanager import Receivers, alertmanager_config
+    from infercast.alertrules.alertmanager import Receivers, alertmanager_config
 
     ports = {"exporter": free_port(), "forecasts": free_port(), "webhook": free_port()}
     started = []
@@ -191,7 +191,7 @@ def test_a_wrong_or_unreachable_server_is_refused_at_once_with_what_is_wrong(rep
         assert "demo: running" not in r.stderr, said  # refused before any arm ran (how fast: not a test's figure)
     # the rules message says how to get them
     assert (
-        "python -m alertrules.generate --out DIR --time-scale 10"
+        "python -m infercast.alertrules.generate --out DIR --time-scale 10"
         in _demo(repo_root, servers, tmp_path, prometheus=servers["bare"]).stderr
     )
     assert not list(tmp_path.iterdir()), "nothing is written when the servers are refused"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from actuators.plans import Plan
+from infercast.actuators.plans import Plan
 from infercast.demo.run import stored_hindsight_plan
 
 

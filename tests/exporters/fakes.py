@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from exporters.router import RouterRecorder
+from infercast.exporters.router import RouterRecorder
 
 ENGINES = Path(__file__).resolve().parent.parent / "data" / "engines"
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from exporters import cli
 from infercast.config import ConfigError
+from infercast.exporters import cli
 from tests.exporters.conftest import REPO, good_targets
 
 
@@ -108,7 +108,7 @@ def test_serving_mode_answers_and_stops_on_sigterm(fixture_server, tmp_path):
 def test_gpus_only_serves_this_nodes_gpus_and_nothing_fleet_wide(tmp_path, capsys, monkeypatch):
     """The per-node DaemonSet (deploy/kubernetes): NVML only.  Router counters preset from the fleet file and the
     derived pool scores are the fleet exporter's; 512 nodes repeating them would multiply those series by 512."""
-    from exporters.nvml import NvmlSource
+    from infercast.exporters.nvml import NvmlSource
     from tests.exporters.fakes import fake_pynvml
 
     monkeypatch.setattr(cli, "NvmlSource", lambda node=None: NvmlSource(fake_pynvml(gpus=2), node=node))

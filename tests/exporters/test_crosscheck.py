@@ -9,12 +9,12 @@ import logging
 
 import pytest
 
-from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import Sample, ScrapeError, Target
-from exporters.derive import avalanche_risk, derive, health
-from exporters.server import Exporter, build_sources
 from infercast.catalog import KV_CACHE_USAGE_RATIO
 from infercast.config import TargetConfig, load_config
+from infercast.exporters import dcgm, sglang, tgi, trtllm, vllm
+from infercast.exporters.base import Sample, ScrapeError, Target
+from infercast.exporters.derive import avalanche_risk, derive, health
+from infercast.exporters.server import Exporter, build_sources
 from tests.exporters.conftest import REPO, fleet
 from tests.exporters.fakes import Route, payload
 from tests.exporters.test_server import get, render, samples
@@ -105,7 +105,7 @@ def test_an_out_of_range_value_drops_its_family_with_the_reason(fixture_server, 
     fixture_server.routes["/bad"] = Route(payload("vllm.prom").replace(" 0.9312", " 57.0", 1))
     config = fleet([{"name": "bad", "kind": "vllm", "url": fixture_server.url("/bad")}])
     exp = Exporter(config, build_sources(config))
-    caplog.set_level(logging.WARNING, logger="exporters.server")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.server")
     exp.scrape()
     m = samples(render(exp))
     exp.close()

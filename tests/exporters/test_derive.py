@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.base import Sample
-from exporters.derive import avalanche_risk, derive, health, health_score, ramp
-from exporters.windows import RATE_PREFIX
 from infercast.config import load_config
+from infercast.exporters.base import Sample
+from infercast.exporters.derive import avalanche_risk, derive, health, health_score, ramp
+from infercast.exporters.windows import RATE_PREFIX
 from tests.exporters.conftest import REPO
 
 CONFIG = load_config(REPO / "examples" / "flash-sale.yaml")

@@ -8,10 +8,10 @@ import tracemalloc
 
 import pytest
 
-from exporters.base import Budget, ScrapeError, Target, TextParser, parse_text
-from exporters.server import Exporter, build_sources
-from exporters.sources import HttpSource
-from exporters.vllm import WANTED
+from infercast.exporters.base import Budget, ScrapeError, Target, TextParser, parse_text
+from infercast.exporters.server import Exporter, build_sources
+from infercast.exporters.sources import HttpSource
+from infercast.exporters.vllm import WANTED
 from tests.exporters.conftest import fleet
 from tests.exporters.fakes import FixtureServer, Route, payload
 from tests.exporters.test_server import get, render, samples

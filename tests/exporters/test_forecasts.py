@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from exporters.forecasts import PrometheusForecasts
+from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.servers import free_port
 from tests.exporters.fakes import FixtureServer, Route
 
@@ -37,7 +37,7 @@ def test_reads_the_upper_band_per_pool():
 
 
 def test_unavailable_prometheus_falls_back_and_logs_once(caplog):
-    caplog.set_level(logging.WARNING, logger="exporters.forecasts")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.forecasts")
     f = PrometheusForecasts(f"http://127.0.0.1:{free_port()}", refresh_seconds=0)
     assert f() is None and f() is None
     assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1

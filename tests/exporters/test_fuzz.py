@@ -8,10 +8,10 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import ScrapeError, Target, TextParser, parse_text
-from exporters.sources import MODULES, PARSERS
-from exporters.windows import Windows
+from infercast.exporters import dcgm, sglang, tgi, trtllm, vllm
+from infercast.exporters.base import ScrapeError, Target, TextParser, parse_text
+from infercast.exporters.sources import MODULES, PARSERS
+from infercast.exporters.windows import Windows
 from tests.exporters.fakes import payload
 
 PAYLOADS = {

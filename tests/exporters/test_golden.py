@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from exporters.server import Exporter, build_sources
+from infercast.exporters.server import Exporter, build_sources
 from tests.exporters.conftest import fleet, good_targets
 from tests.exporters.fakes import ENGINES
 from tests.exporters.test_server import render

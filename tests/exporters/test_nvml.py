@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.base import ScrapeError
-from exporters.nvml import NvmlSource
+from infercast.exporters.base import ScrapeError
+from infercast.exporters.nvml import NvmlSource
 from tests.exporters.fakes import fake_pynvml
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporters import dcgm, sglang, tgi, trtllm, vllm
-from exporters.base import ScrapeError, Target
 from infercast.config import TargetConfig, load_config
+from infercast.exporters import dcgm, sglang, tgi, trtllm, vllm
+from infercast.exporters.base import ScrapeError, Target
 from tests.exporters.conftest import REPO
 from tests.exporters.fakes import payload
 
@@ -165,8 +165,8 @@ def test_unknown_families_of_newer_releases_are_ignored():
 
 
 def test_emitter_checks_labels_against_the_catalog():
-    from exporters.base import Emitter
     from infercast.catalog import GPU_POWER_WATTS, KV_CACHE_USAGE_RATIO
+    from infercast.exporters.base import Emitter
 
     e = Emitter()
     e.add(KV_CACHE_USAGE_RATIO, {"pool": "p", "version": "v", "instance": "i"}, 0.5)

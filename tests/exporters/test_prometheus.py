@@ -8,8 +8,8 @@ import time
 import pytest
 import requests
 
-from exporters.server import Exporter, ExporterServer, build_sources
-from exporters.twin import TwinSource
+from infercast.exporters.server import Exporter, ExporterServer, build_sources
+from infercast.exporters.twin import TwinSource
 from infercast.servers import ServerUnavailable, prometheus_config, start_prometheus
 from tests.exporters.conftest import fleet, good_targets
 

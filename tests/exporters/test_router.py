@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.router import MAX_COUNT, RouterRecorder, apply_ingest, known_label_sets, parse_ingest
-from exporters.server import Exporter
 from infercast.config import load_config
+from infercast.exporters.router import MAX_COUNT, RouterRecorder, apply_ingest, known_label_sets, parse_ingest
+from infercast.exporters.server import Exporter
 from tests.exporters.conftest import REPO
 
 

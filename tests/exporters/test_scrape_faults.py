@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from exporters.base import TextParser
-from exporters.server import Exporter, build_sources
+from infercast.exporters.base import TextParser
+from infercast.exporters.server import Exporter, build_sources
 from tests.exporters.conftest import fleet
 from tests.exporters.fakes import Route, payload
 from tests.exporters.test_server import get, render, samples
@@ -31,7 +31,7 @@ def _exporter(fixture_server, text: str, kind: str = "vllm", **tc) -> Exporter:
 def test_a_renamed_engine_metric_is_a_missing_series_and_one_log_line_while_the_target_stays_up(fixture_server, caplog):
     text = payload("vllm.prom").replace("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_fraction")
     exp = _exporter(fixture_server, text)
-    caplog.set_level(logging.INFO, logger="exporters.server")
+    caplog.set_level(logging.INFO, logger="infercast.exporters.server")
     try:
         exp.scrape()
         exp.scrape()
@@ -51,7 +51,7 @@ def test_a_malformed_family_drops_that_family_not_the_target(fixture_server, cap
     text = payload("vllm.prom").replace(f'{RUNNING}{{engine="0"', f"{RUNNING}{{engine=0", 1)
     assert text != payload("vllm.prom")
     exp = _exporter(fixture_server, text)
-    caplog.set_level(logging.WARNING, logger="exporters.server")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.server")
     try:
         exp.scrape()
         exp.scrape()
@@ -82,7 +82,7 @@ def test_an_out_of_range_value_drops_its_family_with_the_reason(fixture_server):
 
 def test_a_page_whose_only_family_is_malformed_is_down_naming_the_family(fixture_server, caplog):
     exp = _exporter(fixture_server, "tgi_queue_size NaN\ntgi_batch_current_size 3 x y\n", kind="tgi", version="v4")
-    caplog.set_level(logging.WARNING, logger="exporters.server")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.server")
     try:
         exp.scrape()
         m = samples(render(exp))
@@ -107,7 +107,7 @@ def test_the_tensorrt_llm_readme_page_parses_and_names_the_family_it_cannot_trus
     """The README's page says fraction 0.4875 beside 1 used of 6239 blocks.  KV usage for that model is dropped
     (which figure is true cannot be told) and the family named; running, waiting and saturation are exported."""
     exp = _exporter(fixture_server, payload("tensorrt-llm-readme.prom"), kind="trtllm", pool="v4-main", version="v4")
-    caplog.set_level(logging.WARNING, logger="exporters.server")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.server")
     try:
         exp.scrape()
         m = samples(render(exp))
@@ -126,8 +126,8 @@ def test_the_tensorrt_llm_readme_page_parses_and_names_the_family_it_cannot_trus
 
 def test_every_engine_fixture_has_its_expected_families():
     """The EXPECTED lists are true of the real pages: no fixture reports a missing metric."""
-    from exporters.base import diagnostics, parse_text
-    from exporters.sources import MODULES
+    from infercast.exporters.base import diagnostics, parse_text
+    from infercast.exporters.sources import MODULES
 
     pages = {
         "vllm": ["vllm.prom", "vllm-chat-v3.5.prom"],

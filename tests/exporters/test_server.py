@@ -12,8 +12,8 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.server import Exporter, ExporterServer, build_sources
-from exporters.twin import TwinSource
+from infercast.exporters.server import Exporter, ExporterServer, build_sources
+from infercast.exporters.twin import TwinSource
 from tests.exporters.conftest import fleet, good_targets
 from tests.exporters.fakes import FakeFleet, FakeNode, Route, payload
 
@@ -145,7 +145,7 @@ def test_bad_targets_end_in_up_0_and_never_stall_the_cycle(fixture_server, caplo
     ]
     config = fleet(targets, max_body_bytes=1_000_000, scrape_timeout_seconds=1.0)
     exp = Exporter(config, build_sources(config))
-    caplog.set_level(logging.WARNING, logger="exporters.server")
+    caplog.set_level(logging.WARNING, logger="infercast.exporters.server")
     t0 = time.monotonic()
     exp.scrape()
     took = time.monotonic() - t0
@@ -233,7 +233,7 @@ def test_a_counter_reset_is_not_an_error(fixture_server, caplog):
         .replace(" 16.0\n", " 0.0\n")
     )
     fixture_server.routes["/vllm35"] = Route(restarted)
-    caplog.set_level(logging.INFO, logger="exporters.server")
+    caplog.set_level(logging.INFO, logger="infercast.exporters.server")
     exp.scrape()
     m = samples(render(exp))
     assert get(m, "infercast_target_up", target="a") == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.base import ScrapeError, parse_text
+from infercast.exporters.base import ScrapeError, parse_text
 
 W = {"m", "m_total"}
 

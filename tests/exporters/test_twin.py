@@ -8,10 +8,10 @@ import sys
 import threading
 import time
 
-from exporters.cli import _drive_twin
-from exporters.server import Exporter
-from exporters.twin import TwinSource
 from infercast.config import load_config
+from infercast.exporters.cli import _drive_twin
+from infercast.exporters.server import Exporter
+from infercast.exporters.twin import TwinSource
 from tests.exporters.conftest import REPO
 from tests.exporters.test_server import get, render, samples
 
@@ -88,7 +88,7 @@ def test_split_pools_of_one_version_keep_the_twins_own_pool_labels():
     """With the seeds' layout (`reactive`: v4-main split into v4-short and v4-long, both serving v4), a dashboard or
     a forecast per pool sees each half under its own name: every node's series carry the twin's `node.pool`, not a
     pool looked up through the node's version."""
-    from exporters.router import RouterRecorder
+    from infercast.exporters.router import RouterRecorder
     from infercast.twin import build_fleet
     from infercast.twin.layout import protected_layout
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.base import HIT_HITS, HIT_QUERIES, PCIE_RATE, XID_LAST, Sample
-from exporters.windows import RATE_PREFIX, Windows
+from infercast.exporters.base import HIT_HITS, HIT_QUERIES, PCIE_RATE, XID_LAST, Sample
+from infercast.exporters.windows import RATE_PREFIX, Windows
 
 L = {"pool": "p", "version": "v4", "instance": "n1"}
 G = {"node": "n", "gpu": "0", "uuid": "u"}

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from infercast.config import Thresholds
-from predictors.alarm import AlarmPolicy
-from predictors.deployed import alarm_policy
-from predictors.scoring import breach_scores
+from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.deployed import alarm_policy
+from infercast.predictors.scoring import breach_scores
 
 
 def test_persistence_drops_one_evaluation_blips_and_costs_that_much_lead():

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictors.alarm import AlarmPolicy
-from predictors.base import History
-from predictors.scoring import breach_scores
+from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.base import History
+from infercast.predictors.scoring import breach_scores
 
 TUNE = Path(__file__).resolve().parents[2] / "bench" / "tune_alarm.py"
 STEP = 15.0

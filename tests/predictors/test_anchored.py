@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictors.base import History
+from infercast.predictors.base import History
 
 pytest.importorskip("prophet")
 
 
 def test_after_the_surge_the_forecast_stays_within_the_historys_bound():
-    from predictors.anchored import AnchoredProphet
+    from infercast.predictors.anchored import AnchoredProphet
 
     t = np.arange(0.0, 780.0, 15.0)
     y = np.where(t < 600, 200.0, np.minimum(12000.0, 200 + (t - 600) * 590))  # the sale's 20 s ramp to 12,000
@@ -25,7 +25,7 @@ def test_after_the_surge_the_forecast_stays_within_the_historys_bound():
 
 
 def test_a_level_shift_since_the_last_fit_is_followed():
-    from predictors.anchored import AnchoredProphet
+    from infercast.predictors.anchored import AnchoredProphet
 
     t = np.arange(0.0, 3 * 86400, 600.0)
     shape = 300 + 100 * np.sin(2 * np.pi * t / 86400)

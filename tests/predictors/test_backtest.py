@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictors.backtest import origin_times, run_backtest, score_runs
-from predictors.base import Forecast, History
-from predictors.registry import BASELINES, make
-from predictors.scoring import score_forecasts
+from infercast.predictors.backtest import origin_times, run_backtest, score_runs
+from infercast.predictors.base import Forecast, History
+from infercast.predictors.registry import BASELINES, make
+from infercast.predictors.scoring import score_forecasts
 
 
 def _series(n: int = 240, seed: int = 0) -> History:

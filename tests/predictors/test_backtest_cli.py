@@ -151,7 +151,7 @@ def test_bad_trace_is_a_clear_error(capsys, tmp_path):
 def test_the_table_prints_the_lead_share_and_the_calm_lead_with_the_alert_as_deployed():
     """`infercast backtest`'s table (issue 27): lead share and the calm crossings' median lead per model, and the
     service's model once more as its alert pages (`[alert]`)."""
-    from predictors.evaluate import table
+    from infercast.predictors.evaluate import table
 
     def breach(share, calm_lead, calm_n):
         return {

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import History
-from predictors.calendar import EventPrior
-from predictors.naive import LastValue
-from predictors.prophet_model import EventWindow
+from infercast.predictors.base import History
+from infercast.predictors.calendar import EventPrior
+from infercast.predictors.naive import LastValue
+from infercast.predictors.prophet_model import EventWindow
 
 SALE = EventWindow("event_flash_sale", 600.0, 1500.0)
 

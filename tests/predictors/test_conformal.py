@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import Forecast, History, future_grid
-from predictors.conformal import AdaptiveBand
+from infercast.predictors.base import Forecast, History, future_grid
+from infercast.predictors.conformal import AdaptiveBand
 
 
 class FixedBand:

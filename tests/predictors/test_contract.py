@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictors.base import Forecaster, History, future_grid
-from predictors.holt_winters import HoltWinters
-from predictors.kalman import Kalman
-from predictors.linear import PredictLinear
-from predictors.naive import LastValue, SeasonalNaive, residual_band
-from predictors.registry import BASELINES, make
+from infercast.predictors.base import Forecaster, History, future_grid
+from infercast.predictors.holt_winters import HoltWinters
+from infercast.predictors.kalman import Kalman
+from infercast.predictors.linear import PredictLinear
+from infercast.predictors.naive import LastValue, SeasonalNaive, residual_band
+from infercast.predictors.registry import BASELINES, make
 
 T = np.arange(0, 3600, 15.0)
 

@@ -14,11 +14,11 @@ import pytest
 
 from infercast.catalog import FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS, KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
 from infercast.config import PredictorConfig
+from infercast.predictors import registry
+from infercast.predictors.rolling import RollingWindow
+from infercast.predictors.service import KV_RULES, PredictorLoop, align_block, align_many
 from infercast.store import StoreError
 from infercast.store.memory import MemoryStore
-from predictors import registry
-from predictors.rolling import RollingWindow
-from predictors.service import KV_RULES, PredictorLoop, align_block, align_many
 
 T0 = 1_800_000_000.0
 STEP = 15.0

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from infercast.catalog import KV_CACHE_USAGE_RATIO
+from infercast.predictors.rolling import RollingWindow
 from infercast.store import StoreError
 from infercast.store import prometheus as prom
 from infercast.store.prometheus import PrometheusStore
 from infercast.store.promjson import matrix_series, parse_body
-from predictors.rolling import RollingWindow
 
 T0 = 1_800_000_000
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from infercast.catalog import KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
+from infercast.predictors.rolling import RollingWindow
+from infercast.predictors.service import align_block, align_many
 from infercast.store.prometheus import PrometheusStore
-from predictors.rolling import RollingWindow
-from predictors.service import align_block, align_many
 from tests.predictors.conftest import openmetrics, start_backfilled
 from tests.predictors.test_history_buffer import HOWS, Recording, _same
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictors.kalman import Kalman, robust_diff_var
+from infercast.predictors.kalman import Kalman, robust_diff_var
 
 
 def _filterpy_states(k: Kalman, y: np.ndarray) -> np.ndarray:

@@ -14,10 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infercast.catalog import FORECAST_BANDS
 from infercast.config import PredictorConfig, load_config
-from infercast.servers import free_port
-from predictors.base import Forecast
-from predictors.cli import serve
-from predictors.publish import (
+from infercast.predictors.base import Forecast
+from infercast.predictors.cli import serve
+from infercast.predictors.publish import (
     breach_eta_sample,
     exposition,
     forecast_samples,
@@ -25,6 +24,7 @@ from predictors.publish import (
     last_success_sample,
     skipped_sample,
 )
+from infercast.servers import free_port
 
 FORMER_BAND = {"point": "yhat", "lower": "yhat_lower", "upper": "yhat_upper"}
 RENAMED = {"model", "ml_forecast"}
@@ -92,8 +92,8 @@ def test_with_the_switch_off_no_series_carries_the_old_names():
 
 
 def _scrape_served(legacy: bool) -> str:
-    """What Prometheus reads from the predictor's /metrics (`predictors.cli.serve`, the daemon's listener) when the
-    switch is `legacy`."""
+    """What Prometheus reads from the predictor's /metrics (`infercast.predictors.cli.serve`, the daemon's listener)
+    when the switch is `legacy`."""
 
     class Loop:
         def tick(self, now, store):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import requests
 
-from predictors.base import History
-from predictors.linear import PredictLinear, predict_linear, promql_linear_regression
+from infercast.predictors.base import History
+from infercast.predictors.linear import PredictLinear, predict_linear, promql_linear_regression
 from tests.predictors.conftest import openmetrics, start_backfilled
 
 

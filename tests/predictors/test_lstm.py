@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictors import features as F
-from predictors import modelfile
-from predictors.base import Forecaster, History, future_grid
-from predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
-from predictors.modelfile import ModelFileError
-from predictors.pretrain_data import generated_histories
+from infercast.predictors import features as F
+from infercast.predictors import modelfile
+from infercast.predictors.base import Forecaster, History, future_grid
+from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
+from infercast.predictors.modelfile import ModelFileError
+from infercast.predictors.pretrain_data import generated_histories
 
 torch = pytest.importorskip("torch")
 

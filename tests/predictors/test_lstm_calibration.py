@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from predictors.base import History
-from predictors.lstm import CALIBRATION_KEY, LSTMForecaster, LSTMParams
-from predictors.modelfile import ModelFileError, paths
-from predictors.pretrain_data import generated_histories
+from infercast.predictors.base import History
+from infercast.predictors.lstm import CALIBRATION_KEY, LSTMForecaster, LSTMParams
+from infercast.predictors.modelfile import ModelFileError, paths
+from infercast.predictors.pretrain_data import generated_histories
 
 torch = pytest.importorskip("torch")
 
@@ -128,7 +128,7 @@ def test_training_drops_a_stale_calibration(stem, data):
 
 
 def test_shipped_model_carries_its_calibration():
-    from predictors.lstm import DEFAULT_MODEL
+    from infercast.predictors.lstm import DEFAULT_MODEL
 
     m = LSTMForecaster.load(DEFAULT_MODEL)
     cal = m.meta_[CALIBRATION_KEY]

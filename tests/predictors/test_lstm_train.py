@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from infercast.cli import main
-from predictors.lstm import LSTMForecaster
-from predictors.modelfile import paths
-from predictors.pretrain_data import (
+from infercast.predictors.lstm import LSTMForecaster
+from infercast.predictors.modelfile import paths
+from infercast.predictors.pretrain_data import (
     generated_histories,
     load_servegen_slices,
     plan_servegen_slices,
@@ -63,7 +63,7 @@ def test_trace_replay_through_the_fluid_model(data_dir):
 
 
 def test_calibrate_only_rewrites_the_json_and_keeps_the_weights(tmp_path, capsys):
-    from predictors.lstm import CALIBRATION_KEY
+    from infercast.predictors.lstm import CALIBRATION_KEY
 
     stem = tmp_path / "m"
     assert main(["train", "--out", str(stem), "--no-progress", *TINY]) == 0

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from predictors.base import Forecast
-from predictors.publish import (
+from infercast.predictors.base import Forecast
+from infercast.predictors.publish import (
     LatestSamples,
     breach_eta_sample,
     exposition,
@@ -68,8 +68,8 @@ def test_collector_serves_the_latest_snapshot_only():
 
 
 def test_forecasts_written_back_to_the_memory_store_read_like_any_series():
+    from infercast.predictors.publish import write_to
     from infercast.store.memory import MemoryStore
-    from predictors.publish import write_to
 
     st = MemoryStore()
     write_to(st, forecast_samples("kv", "v4-main", "v4", _fc(), 300), 1000.0)

@@ -1,12 +1,12 @@
-"""Breach scores (`predictors.scoring.breach_scores`): computed as documented, and unable to flatter a band that
-alarms all the time or never."""
+"""Breach scores (`infercast.predictors.scoring.breach_scores`): computed as documented, and unable to flatter a band
+that alarms all the time or never."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from predictors.scoring import breach_scores, breach_starts, calm_before
+from infercast.predictors.scoring import breach_scores, breach_starts, calm_before
 
 STEP = 15.0
 H = 300.0
@@ -121,7 +121,7 @@ class _Path:
         return self
 
     def forecast(self, history, horizon_s):
-        from predictors.base import Forecast, future_grid
+        from infercast.predictors.base import Forecast, future_grid
 
         tf = future_grid(history, horizon_s)
         last = float(history.y[-1])
@@ -136,9 +136,9 @@ def test_the_lead_share_separates_a_forecaster_that_sees_a_ramp_from_last_value(
     ramp pages the whole horizon ahead, the last value only once the series is within its band of the threshold.
     The references bracket the score: always_alarm gets all the lead there was and pays in false pages, never_alarm
     gets none."""
-    from predictors.backtest import run_backtest, score_runs
-    from predictors.base import History
-    from predictors.reference import references
+    from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.base import History
+    from infercast.predictors.reference import references
 
     t = np.arange(0, 3600, STEP)
     y = np.where(t < 2100, 0.5, np.where(t < 2700, 0.5 + 0.45 * (t - 2100) / 600, np.where(t < 3000, 0.95, 0.5)))

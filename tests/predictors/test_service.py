@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from infercast.config import PredictorConfig, load_config
+from infercast.predictors import registry
+from infercast.predictors.publish import exposition
+from infercast.predictors.service import PredictorLoop
 from infercast.store import StoreError
 from infercast.store.memory import MemoryStore
-from predictors import registry
-from predictors.publish import exposition
-from predictors.service import PredictorLoop
 
 KV = "infercast_kv_cache_usage_ratio"
 REQ = "infercast_router_requests_total"
@@ -129,7 +129,7 @@ def test_gap_then_recovery(caplog):
     # Data for 40 min, nothing for 10 min, then data again.
     _fill(st, T0, T0 + 2400)
     _fill(st, T0 + 3000, T0 + 3150)  # 10 samples after the hole
-    with caplog.at_level(logging.WARNING, logger="predictors.service"):
+    with caplog.at_level(logging.WARNING, logger="infercast.predictors.service"):
         out = loop.tick(T0 + 3135, st)
     assert ("v4-main", "kv", "gap") in _skips(out)
     assert _kv_point(out) is None  # no guess
@@ -267,7 +267,7 @@ def test_prophet_is_the_traffic_model_and_refits_on_schedule():
 
 
 def test_counter_rate_is_reset_aware_and_smooths_a_late_scrape():
-    from predictors.service import counter_rate
+    from infercast.predictors.service import counter_rate
 
     # 10 req/s counted every 15 s; one scrape lands late (flat, then double), then the counter resets to 0.
     v = np.array([0, 150, 300, 300, 600, 750, 900, 1050, 1200, 150, 300, 450, 600], dtype=float)
@@ -393,7 +393,7 @@ def test_a_failing_model_is_logged_once_not_every_tick(caplog):
     st = MemoryStore()
     _fill(st, T0, T0 + 3600)
     loop = _loop(lstm=Exploding())
-    with caplog.at_level(logging.WARNING, logger="predictors.service"):
+    with caplog.at_level(logging.WARNING, logger="infercast.predictors.service"):
         for k in range(3):
             out = loop.tick(T0 + 3555 + 15 * k, st)
             assert ("v4-main", "kv:lstm_aci", "model_error") in _skips(out)  # reported on every tick, as a metric

@@ -1,8 +1,8 @@
 """The batched tick forecasts exactly what the per-series path does (issue 25).
 
 `PredictorLoop(batched=True)` (the default) sends every KV series, both aggregates, through one LSTM pass per tick,
-the online band and the calendar prior in numpy; `batched=False` runs the pipeline of `predictors.deployed` one
-series at a time, as the service always did.  Driven side by side on the same store for many ticks (so the bands
+the online band and the calendar prior in numpy; `batched=False` runs the pipeline of `infercast.predictors.deployed`
+one series at a time, as the service always did.  Driven side by side on the same store for many ticks (so the bands
 learn from outcomes), they must publish the same samples with values equal to 1e-5, on a fleet with everything the
 per-series path handles: several instances per pool, covariates for some pools only, holes, NaN, a pool that
 appears late and one that goes away, and a calendar event.
@@ -24,11 +24,11 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import PredictorConfig
+from infercast.predictors import registry
+from infercast.predictors.prophet_model import EventWindow
+from infercast.predictors.service import PredictorLoop, align, align_matrix, check_input, check_inputs
+from infercast.predictors.timescale import TimeScaled
 from infercast.store import Series
-from predictors import registry
-from predictors.prophet_model import EventWindow
-from predictors.service import PredictorLoop, align, align_matrix, check_input, check_inputs
-from predictors.timescale import TimeScaled
 
 T0 = 1_800_000_000.0
 TOL = 1e-5
@@ -183,7 +183,7 @@ def test_align_matrix_and_check_inputs_agree_with_the_per_series_functions():
 
 def _reference_align(series, g0, step, n, how):
     """The per-series `align` before the matrix version (issue 25), kept here as the reference."""
-    from predictors.service import counter_rate
+    from infercast.predictors.service import counter_rate
 
     acc, stats = {}, {}
     for s in series:

@@ -14,11 +14,11 @@ import yaml
 
 from infercast.clock import WallClock
 from infercast.config import load_config
+from infercast.predictors import registry
+from infercast.predictors.cli import serve
+from infercast.predictors.service import PredictorLoop
 from infercast.servers import free_port
 from infercast.store.prometheus import PrometheusStore
-from predictors import registry
-from predictors.cli import serve
-from predictors.service import PredictorLoop
 from tests.predictors.conftest import openmetrics, start_backfilled
 
 pytestmark = pytest.mark.servers

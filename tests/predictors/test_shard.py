@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from infercast.config import PredictorConfig
+from infercast.predictors.service import PredictorLoop
+from infercast.predictors.shard import SHARD_ENV, Shard, ShardedStore, hashmod, shard_of
 from infercast.store import Series
 from infercast.store.memory import MemoryStore
-from predictors.service import PredictorLoop
-from predictors.shard import SHARD_ENV, Shard, ShardedStore, hashmod, shard_of
 
 KV = "infercast_kv_cache_usage_ratio"
 T0 = 1_800_000_000.0

@@ -24,11 +24,11 @@ import pytest
 import requests
 import yaml
 
-from alertrules.generate import dump
-from alertrules.rules import rule_files
-from alertrules.settings import AlertSettings
+from infercast.alertrules.generate import dump
+from infercast.alertrules.rules import rule_files
+from infercast.alertrules.settings import AlertSettings
+from infercast.predictors.shard import shard_of
 from infercast.servers import ServerUnavailable, free_port, start_prometheus
-from predictors.shard import shard_of
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
+from infercast.alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
 from infercast.catalog import (
     KV_CACHE_USAGE_RATIO,
     REQUESTS_RUNNING,
@@ -20,11 +20,11 @@ from infercast.catalog import (
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.cli import main
+from infercast.predictors import history as H
+from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster
+from infercast.predictors.modelfile import paths
 from infercast.servers import free_port
 from infercast.store.prometheus import PrometheusStore
-from predictors import history as H
-from predictors.lstm import DEFAULT_MODEL, LSTMForecaster
-from predictors.modelfile import paths
 from tests.predictors.conftest import openmetrics, start_backfilled
 
 pytest.importorskip("torch")
@@ -158,7 +158,7 @@ def test_other_train_modes_still_need_out(capsys):
 
 
 def test_the_token_is_sent_and_never_written(monkeypatch):
-    from predictors import train_prometheus as T
+    from infercast.predictors import train_prometheus as T
 
     store = T.store_for("http://127.0.0.1:9", "s3cret", 5.0)
     assert store._http.headers["Authorization"] == "Bearer s3cret"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actuators.driver import run_arm
-from actuators.inputs import reference_series
+from infercast.actuators.driver import run_arm
+from infercast.actuators.inputs import reference_series
 from infercast.config import load_config
 
 SURGE = 600.0

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from actuators.arms import Hpa
-from actuators.driver import run_arm
+from infercast.actuators.arms import Hpa
+from infercast.actuators.driver import run_arm
 from infercast.config import load_config, parse_config
 from infercast.fairshare import max_min_share
 from infercast.twin import build_fleet

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from actuators.driver import ARMS, run_arm
-from actuators.plans import better
+from infercast.actuators.driver import ARMS, run_arm
+from infercast.actuators.plans import better
 from infercast.config import load_config
 from infercast.traces import load_trace
 from infercast.twin import fleet as twin_fleet
