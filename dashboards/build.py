@@ -43,13 +43,14 @@ from grafana_foundation_sdk.models.dashboard import (
 
 from infercast.alertrules.settings import AlertSettings
 from infercast.config import FleetConfig, Thresholds, load_config
+from infercast.resources import example_fleet
 
 from . import queries as q
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "infercast"
 #: the fleet file the committed dashboards are built from (the same one `infercast k8s build` reads)
-DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
+DEFAULT_FLEET = example_fleet()
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 thresholds), the Alertmanager configuration and the dashboards.
 
 Each check prints one line (`ok`, `FAILED` with the reason, or `skipped` with why) and the command exits non-zero
-when any check failed.  Rules and the Alertmanager file are checked by the real `promtool` and `amtool` (Debian
-packages `prometheus` and `prometheus-alertmanager`); when a binary is missing its checks are skipped, not passed,
-unless `--strict` makes that a failure.
+when any check failed.  A file or directory it was asked to check (or its default: the shipped example fleet, rules
+and dashboards) that is missing or empty is a failure, never a silent pass.  Rules and the Alertmanager file are
+checked by the real `promtool` and `amtool` (Debian packages `prometheus` and `prometheus-alertmanager`); when a
+binary is missing its checks are skipped, not passed, unless `--strict` makes that a failure.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Literal
 
 import yaml
 
-from infercast.config import EXAMPLES, REPO_ROOT, ConfigError, load_config
+from infercast.config import ConfigError, load_config
+from infercast.resources import dashboards_dir, example_fleet, rules_dir
 
 Status = Literal["ok", "FAILED", "skipped"]
 TOOL_TIMEOUT_S = 60.0
@@ -92,7 +94,6 @@ def _count(n: int, noun: str) -> str:
 
 
 AM_FILE = "alertmanager.yml"
-DEFAULT_RULES = REPO_ROOT / "alertrules" / "rules"
 
 
 def rule_files(rules_dir: Path) -> list[Path]:
@@ -105,10 +106,10 @@ def rule_files(rules_dir: Path) -> list[Path]:
 
 def check_rules(rules_dir: Path, promtool: str | None, runner: Runner = run_tool) -> list[CheckResult]:
     if not rules_dir.is_dir():
-        return [CheckResult("rules", _rel(rules_dir), "skipped", "no such directory")]
+        return [CheckResult("rules", _rel(rules_dir), "FAILED", "no such directory")]
     files = rule_files(rules_dir)
     if not files:
-        return [CheckResult("rules", _rel(rules_dir), "skipped", "no *.yml or *.yaml files")]
+        return [CheckResult("rules", _rel(rules_dir), "FAILED", "no *.yml or *.yaml files")]
     if promtool is None:
         return [CheckResult("rules", _rel(rules_dir), "skipped", "promtool is not installed (Debian: prometheus)")]
     results = []
@@ -188,7 +189,7 @@ def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
 
 def check_alertmanager(path: Path, amtool: str | None, runner: Runner = run_tool) -> CheckResult:
     if not path.is_file():
-        return CheckResult("alertmanager", _rel(path), "skipped", "no such file")
+        return CheckResult("alertmanager", _rel(path), "FAILED", "no such file")
     if amtool is None:
         return CheckResult(
             "alertmanager", _rel(path), "skipped", "amtool is not installed (Debian: prometheus-alertmanager)"
@@ -211,10 +212,10 @@ def _panels(doc: object) -> list | None:
 
 def check_dashboards(dash_dir: Path) -> list[CheckResult]:
     if not dash_dir.is_dir():
-        return [CheckResult("dashboard", _rel(dash_dir), "skipped", "no such directory")]
+        return [CheckResult("dashboard", _rel(dash_dir), "FAILED", "no such directory")]
     files = sorted(dash_dir.glob("*.json"))
     if not files:
-        return [CheckResult("dashboard", _rel(dash_dir), "skipped", "no *.json files")]
+        return [CheckResult("dashboard", _rel(dash_dir), "FAILED", "no *.json files")]
     results = []
     for f in files:
         try:
@@ -267,13 +268,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         type=Path,
         metavar="FILE",
-        help=f"fleet file to validate (repeatable; default {_rel(EXAMPLES / 'flash-sale.yaml')})",
+        help=f"fleet file to validate (repeatable; default {_rel(example_fleet())})",
     )
     parser.add_argument(
         "--rules",
         type=Path,
         metavar="DIR",
-        help=f"alert rules to check (default {_rel(DEFAULT_RULES)}, built from the example fleet); given, they must "
+        help=f"alert rules to check (default {_rel(rules_dir())}, built from the example fleet); given, they must "
         "also be the rules each --config file builds",
     )
     parser.add_argument(
@@ -286,15 +287,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dashboards",
         type=Path,
         metavar="DIR",
-        default=REPO_ROOT / "dashboards" / "generated",
-        help=f"Grafana dashboards (*.json) to check (default {_rel(REPO_ROOT / 'dashboards' / 'generated')})",
+        help=f"Grafana dashboards (*.json) to check (default {_rel(dashboards_dir())})",
     )
-    parser.add_argument("--strict", action="store_true", help="count skipped checks (missing tools or files) as failed")
+    parser.add_argument(
+        "--strict", action="store_true", help="count skipped checks (promtool or amtool not installed) as failed"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    configs = args.config or [EXAMPLES / "flash-sale.yaml"]
-    rules = args.rules or DEFAULT_RULES
+    configs = args.config or [example_fleet()]
+    rules = args.rules or rules_dir()
     beside = rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`
     alertmanager = args.alertmanager or (beside if beside.is_file() else rules.parent / AM_FILE)
     # the shipped rules are the example fleet's: compared with your fleet file only when you name the rules
@@ -303,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
         configs,
         rules,
         alertmanager,
-        args.dashboards,
+        args.dashboards or dashboards_dir(),
         promtool=_tool("promtool"),
         amtool=_tool("amtool"),
         rules_of=rules_of,

@@ -12,6 +12,8 @@ import importlib
 import logging
 import sys
 
+import infercast
+
 #: the first thing `infercast --help` says: what infercast does
 DESCRIPTION = (
     "infercast watches an LLM inference fleet: it exports the engines', GPUs' and router's metrics, forecasts KV-cache "
@@ -46,6 +48,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 TWIN_COMMANDS = ("twin", "demo")
 
 
+#: optional dependency (top-level module) -> the extra that installs it (pyproject.toml)
+OPTIONAL_MODULES = {
+    **dict.fromkeys(("torch", "prophet", "statsmodels", "safetensors"), "predictor"),
+    "grafana_foundation_sdk": "grafana",
+    "redis": "redis",
+    "kubernetes": "kubernetes",
+}
+
+
 def _require_twin_shapes(path: str) -> None:
     from infercast.config import load_config
 
@@ -57,9 +68,11 @@ def _load(module: str):
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
         # Only a missing optional dependency is worth a friendly message; a missing infercast module is a bug.
-        if e.name and e.name.split(".")[0] in {"torch", "prophet", "statsmodels", "grafana_foundation_sdk"}:
+        extra = OPTIONAL_MODULES.get((e.name or "").split(".")[0])
+        if extra:
             raise SystemExit(
-                f"infercast: this command needs {e.name}: pip install -e '.[dev]' -c constraints.txt"
+                f"infercast: this command needs {e.name}: pip install 'infercast[{extra}]' "
+                "(in a checkout: bash scripts/install.sh)"
             ) from e
         raise
 
@@ -67,6 +80,7 @@ def _load(module: str):
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infercast", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"infercast {infercast.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="each has its own --help")
     # Only the chosen command's module is imported (to add its arguments).
     chosen = next((a for a in argv if a in COMMANDS), None)

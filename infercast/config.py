@@ -1223,8 +1223,11 @@ def parse_config(data: Any, source: str = "<config>") -> FleetConfig:
 
 
 def load_config(path: str | Path) -> FleetConfig:
-    """Read and validate a fleet file; raises ConfigError with every problem, or returns the whole config."""
+    """Read and validate a fleet file, or a shipped example named without a suffix (`flash-sale`); raises
+    ConfigError with every problem, or returns the whole config."""
     p = Path(path)
+    if not p.suffix and not p.exists():
+        p = resolve_scenario(str(path))
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -1262,17 +1265,15 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO_ROOT / "examples"
-
-
 def resolve_scenario(name_or_path: str) -> Path:
-    """`flash-sale` -> examples/flash-sale.yaml; a path is returned as is."""
+    """`flash-sale` -> the shipped examples/flash-sale.yaml; a path is returned as is."""
+    from infercast.resources import example_fleet, examples_dir
+
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    candidate = EXAMPLES / f"{name_or_path}.yaml"
+    candidate = example_fleet(name_or_path)
     if candidate.exists():
         return candidate
-    known = sorted(x.stem for x in EXAMPLES.glob("*.yaml"))
+    known = sorted(x.stem for x in examples_dir().glob("*.yaml"))
     raise ConfigError(f"unknown scenario {name_or_path!r}; known: {', '.join(known)} (or give a .yaml path)")

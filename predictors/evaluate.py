@@ -31,12 +31,13 @@ from infercast.predictors.base import History
 from infercast.predictors.reference import references
 from infercast.predictors.scoring import CALM_SECONDS
 from infercast.predictors.sizing import sized_fleet
+from infercast.resources import example_fleet
 
 #: The degenerate references (`infercast.predictors.reference`) every report with a threshold scores beside the models.
 REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
 
-DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
+DEFAULT_FLEET = example_fleet()
 COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
 
 

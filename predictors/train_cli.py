@@ -41,9 +41,11 @@ import sys
 import time
 from pathlib import Path
 
+from infercast.resources import example_fleet, package_dir
+
 log = logging.getLogger(__name__)
 
-DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "examples" / "flash-sale.yaml"
+DEFAULT_FLEET = example_fleet()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -289,9 +291,10 @@ def twin_provenance(config: Path) -> dict:
     from it, and sha256 hashes of both (which identify them even without git)."""
     import infercast
 
-    root = Path(__file__).resolve().parent.parent
+    twin = package_dir("infercast.twin")
+    root = twin.parent.parent  # names hashed as infercast/twin/..., in a checkout and installed alike
     h = hashlib.sha256()
-    for f in sorted((root / "infercast" / "twin").rglob("*.py")):
+    for f in sorted(twin.rglob("*.py")):
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     out: dict = {
         "infercast_version": infercast.__version__,

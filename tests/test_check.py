@@ -135,16 +135,27 @@ def test_missing_config_file_fails(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert out[0].startswith("FAILED  config ") and out[0].endswith("nope.yaml: no such file")
-    # Absent rules, Alertmanager file and dashboards are skipped, and say why.
-    assert [ln.split()[0] for ln in out[1:]] == ["skipped", "skipped", "skipped"]
+    # What it was asked to check and cannot find fails too, and says why: never a pass by omission.
+    assert [ln.split()[0] for ln in out[1:]] == ["FAILED", "FAILED", "FAILED"]
     assert out[1].endswith("r: no such directory")
+    assert out[2].endswith("alertmanager.yml: no such file") and out[3].endswith("d: no such directory")
 
 
-def test_strict_counts_skipped_as_failed(tmp_path, capsys):
+def test_an_empty_rules_or_dashboards_directory_fails(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "d").mkdir()
     args = ["check", "--config", str(FLEET), "--rules", str(tmp_path / "r"), "--dashboards", str(tmp_path / "d")]
-    assert main(args) == 0
-    assert main([*args, "--strict"]) == 1
-    assert "skipped dashboard" in capsys.readouterr().out
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "no *.yml or *.yaml files" in out and "no *.json files" in out
+
+
+def test_strict_counts_a_missing_tool_as_failed(monkeypatch, capsys):
+    # the shipped files, checked without promtool or amtool installed: skipped (exit 0), failed under --strict
+    monkeypatch.setattr("infercast.check._tool", lambda *names: None)
+    assert main(["check"]) == 0
+    assert "promtool is not installed" in capsys.readouterr().out
+    assert main(["check", "--strict"]) == 1
 
 
 def test_missing_tools_skip_rather_than_pass(tmp_path):

@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 from infercast.config import ConfigError
+from infercast.resources import example_fleet, require_checkout
 
 from .settings import REPO, K8sSettings
 
-PRODUCTION_FLEET_SOURCE = REPO / "examples" / "kubernetes.yaml"
+PRODUCTION_FLEET_SOURCE = example_fleet("kubernetes")
 PRODUCTION_FLEET = REPO / "deploy" / "kubernetes" / "overlays" / "production" / "fleet.yaml"
 
 
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=d.fleet,
         help="fleet file: its pools, engines, thresholds and actuator go into the ConfigMap, PodMonitors, rules, "
-        f"dashboards and the actuator's RBAC (default {d.fleet.relative_to(REPO)})",
+        f"dashboards and the actuator's RBAC (default: the shipped {d.fleet.name})",
     )
     b.add_argument("--namespace", default=d.namespace, help=f"where infercast runs (default {d.namespace})")
     b.add_argument("--engine-namespace", default=d.engine_namespace, help="where the engines' Deployments are")
@@ -125,6 +126,7 @@ def _build(args: argparse.Namespace) -> int:
         return 0
     if s != K8sSettings():
         raise ConfigError("custom settings need --out DIR (the committed tree keeps the defaults)")
+    require_checkout("infercast k8s build")
     _, production = load_cluster_fleet(K8sSettings(fleet=PRODUCTION_FLEET_SOURCE))
     if args.check:
         bad = [BASE / n for n in stale(BASE, files)]

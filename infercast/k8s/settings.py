@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infercast.resources import example_fleet
+
+#: the repository root in a checkout: the committed tree `infercast k8s build` rewrites (installed: give --out)
 REPO = Path(__file__).resolve().parents[2]
 
 #: the listen ports of the services (the same as docker-compose.yml)
@@ -32,7 +35,7 @@ class K8sSettings:
     #: each with Kustomize's `images:`
     image: str = "infercast:0.1.0"
     #: the fleet file the ConfigMap is made from (adapted for the cluster: infercast/k8s/fleet.py)
-    fleet: Path = REPO / "examples" / "flash-sale.yaml"
+    fleet: Path = field(default_factory=example_fleet)
     #: Prometheus as seen from inside the cluster: the operator's governing Service exists in every install
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
     #: namespace of the Deployments the actuator's Kubernetes backend scales (when the fleet file names none)
