@@ -8,21 +8,25 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from infercast.config import ConfigError, load_config, parse_listen
 from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.exporters.nvml import NvmlSource
-from infercast.exporters.server import Exporter, ExporterServer, build_sources
-from infercast.exporters.twin import TwinSource
+from infercast.exporters.server import Exporter, ExporterServer, build_sources, plugin_source
 from infercast.wallclock import Paced
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="fleet file (pools, versions, targets, exporter settings)")
+    p.add_argument(
+        "--config",
+        required=True,
+        help="fleet file (pools, versions, targets, exporter settings), or a shipped example by name: flash-sale",
+    )
     p.add_argument("--listen", default=None, help="HOST:PORT to serve /metrics on (default: config exporter.listen)")
     p.add_argument("--once", action="store_true", help="scrape every target once, print the exposition, exit")
     p.add_argument(
@@ -69,7 +73,7 @@ def build(args: argparse.Namespace):
     twin = None
     if any(t.kind == "twin" for t in config.targets):
         name = next(t.name for t in config.targets if t.kind == "twin")
-        twin = TwinSource(config, name=name)
+        twin = plugin_source(config, "twin", name)
     sources = build_sources(config, twin=twin)
     if args.nvml:
         sources.append(NvmlSource(node=args.node))
@@ -117,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drive_twin(twin: TwinSource, speed: float, stop: threading.Event, step: float = 0.5) -> None:
+def _drive_twin(twin: Any, speed: float, stop: threading.Event, step: float = 0.5) -> None:  # a twin source
     """Advance the twin in (scaled) real time until stopped; a failing twin is logged and retried, not fatal.
 
     The twin is driven to where the wall clock says it should be (`infercast.wallclock.Paced`), not by the time

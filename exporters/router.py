@@ -20,6 +20,7 @@ from prometheus_client.metrics_core import Metric
 from infercast import exposition
 from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL, spec
 from infercast.config import FleetConfig
+from infercast.exporters.base import Sample
 
 _REQ = spec(ROUTER_REQUESTS_TOTAL)
 _DEG = spec(DEGRADATIONS_TOTAL)
@@ -233,3 +234,17 @@ def apply_ingest(recorder: RouterRecorder, body: Any, fleet: FleetConfig | None 
     requests, degradations = parse_ingest(body, fleet)
     recorder.apply(requests, degradations)
     return len(requests) + len(degradations)
+
+
+def recorder_samples(recorder: Any) -> list[Sample]:
+    """The router SDK's counters as samples (the twin's recorder and the HTTP ingest's)."""
+    snap = recorder.snapshot()
+    out = [
+        Sample(ROUTER_REQUESTS_TOTAL, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
+        for (p, v, pr, o), n in sorted(snap["requests"].items())
+    ]
+    out += [
+        Sample(DEGRADATIONS_TOTAL, {"from_version": f, "to_version": t, "reason": r}, float(n))
+        for (f, t, r), n in sorted(snap["degradations"].items())
+    ]
+    return out

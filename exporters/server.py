@@ -18,6 +18,7 @@ each is logged once when it starts and once when it ends, not every cycle.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -41,9 +42,8 @@ from infercast.catalog import (
 from infercast.config import FleetConfig
 from infercast.exporters.base import FAMILY_DROPPED, METRIC_MISSING, SERVING_UP, Sample, ScrapeError, Target
 from infercast.exporters.derive import derive
-from infercast.exporters.router import RouterRecorder, apply_ingest, known_label_sets
+from infercast.exporters.router import RouterRecorder, apply_ingest, known_label_sets, recorder_samples
 from infercast.exporters.sources import SERVING_KINDS, HttpSource, Source
-from infercast.exporters.twin import TwinSource, recorder_samples
 from infercast.exporters.windows import Windows
 from infercast.httpserve import (
     FROM_ENV,
@@ -80,12 +80,24 @@ class TargetState:
     parse_errors: Counter[str] = field(default_factory=Counter)  # family -> scrapes that dropped it
 
 
-def build_sources(config: FleetConfig, *, twin: TwinSource | None = None) -> list[Source]:
+#: target kinds whose source lives outside the exporter's core, as MODULE:CLASS, imported only when a fleet file has
+#: such a target.  The fleet twin is the simulator's: the exporter scrapes it like any engine but never imports it
+#: otherwise (the layer rule, tests/test_layers.py).
+PLUGIN_SOURCES = {"twin": "infercast.exporters.twin:TwinSource"}
+
+
+def plugin_source(config: FleetConfig, kind: str, name: str) -> Source:
+    """The source of a target of a `PLUGIN_SOURCES` kind, built from the fleet file."""
+    module, _, cls = PLUGIN_SOURCES[kind].partition(":")
+    return getattr(importlib.import_module(module), cls)(config, name=name)
+
+
+def build_sources(config: FleetConfig, *, twin: Source | None = None) -> list[Source]:
     """One source per configured target (the twin target shares `twin` when given)."""
     out: list[Source] = []
     for tc in config.targets:
-        if tc.kind == "twin":
-            out.append(twin if twin is not None else TwinSource(config, name=tc.name))
+        if tc.kind in PLUGIN_SOURCES:
+            out.append(twin if twin is not None and tc.kind == "twin" else plugin_source(config, tc.kind, tc.name))
         else:
             target = Target.from_config(tc, config)
             ex = config.exporter

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from infercast.catalog import DEGRADATIONS_TOTAL, ROUTER_REQUESTS_TOTAL
 from infercast.config import FleetConfig
 from infercast.exporters import vllm
 from infercast.exporters.base import SERVING_UP, Sample, ScrapeError, Target, served_models
+from infercast.exporters.router import recorder_samples
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +31,6 @@ def _default_factory(config: FleetConfig) -> Any:
     from infercast.twin.fleet import build_fleet
 
     return build_fleet(config, seed=0, recorder=RouterRecorder())
-
-
-def recorder_samples(recorder: Any) -> list[Sample]:
-    """The router SDK's counters as samples (the twin's recorder and the HTTP ingest's)."""
-    snap = recorder.snapshot()
-    out = [
-        Sample(ROUTER_REQUESTS_TOTAL, {"pool": p, "version": v, "priority": pr, "outcome": o}, float(n))
-        for (p, v, pr, o), n in sorted(snap["requests"].items())
-    ]
-    out += [
-        Sample(DEGRADATIONS_TOTAL, {"from_version": f, "to_version": t, "reason": r}, float(n))
-        for (f, t, r), n in sorted(snap["degradations"].items())
-    ]
-    return out
 
 
 class TwinSource:

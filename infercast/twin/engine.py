@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
+from infercast.twin.exposition import TTFT_BUCKETS, node_metrics_text
 from infercast.twin.kvcache import ContiguousKV, PagedKV
 from infercast.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
 from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.surfaces import TTFT_BUCKETS, node_metrics_text
 
 
 @dataclass
