@@ -1,6 +1,6 @@
 """The twin's router: token bucket, weighted pools, breakers, health checks, degradation paths, client retries.
 
-It is also the twin's control surface: the admin methods (`pool_weights`, `set_pool_weight`,
+It is also the twin's control surface: the admin methods (`set_pool_weight`,
 `set_breaker_threshold`, `prewarm_pool`, ...) are what a controller — or an operator over the admin HTTP API in
 `surfaces.py` — turns, exactly as they would on a real router.
 
@@ -261,18 +261,12 @@ class Router:
         self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
 
     # --- admin API (the control surface) ----------------------------------------------------------------
-    def pool_weights(self) -> dict[str, float]:
-        return dict(self.weights)
-
     def set_pool_weight(self, pool: str, weight: float) -> None:
         if pool not in self.weights:
             raise KeyError(f"unknown pool {pool!r}")
         if not (weight >= 0.0):
             raise ValueError("a pool weight must be >= 0")
         self.weights[pool] = float(weight)
-
-    def breaker_thresholds(self) -> dict[str, float]:
-        return dict(self.breaker_threshold)
 
     def set_breaker_threshold(self, pool: str, seconds: float) -> None:
         if pool not in self.breaker_threshold:
