@@ -17,8 +17,8 @@ Data (none of it is scored by bench/forecast.py, trains, validates or calibrates
   `reason/deepseek-r1` (the scored series' source: on/off bursts of long reasoning requests) and
   `multimodal/mm-image`.  What else touched them: the LSTM's generated pre-training series are driven by these
   two models' 600 s rates over the whole day (time-warped, rescaled), never these hours at request level.
-- *shaped runs* (`SHAPES`, added after the ServeGen hours turned out to sit over the trigger most of the hour, so
-  that most of their crossings come a minute after the last one): an hour of synthetic requests each, replayed on
+- *shaped runs* (`SHAPES`, added after three of the four ServeGen hours turned out to cross the trigger every minute
+  or so, none of those three with a crossing after 5 calm minutes): an hour of synthetic requests each, replayed on
   a fleet sized the same way; Poisson arrivals at a base rate (`BASE_RPS`, any rate would do: the fleet is sized to
   the trace) with the flash-sale fleet's length mix, shaped by round numbers chosen for what they model, not fitted
   to any trace: `ramp` (seeds 750, 751), 15 calm minutes, then the rate doubles linearly over 20 minutes (an
@@ -97,12 +97,12 @@ def deployed_setting() -> dict:
 #: ServeGen sources of the bursty runs (under the traces folder) and how many of their hours each gives.
 BURSTY_SOURCES = ("servegen/data/reason/deepseek-r1", "servegen/data/multimodal/mm-image")
 HOURS_PER_SOURCE = 2
-#: Hours (start, end) s no choosing run may overlap, per source: the forecast bench's scored hour and the LSTM's
-#: training, validation and calibration slices (docs/forecasting.md, "The protocol"; predictors/models/lstm_kv.json).
-#: The shaped twin runs (`shaped_trace`): shape -> arrival seeds, and their base rate and length.
+#: The shaped runs (`shaped_trace`, replayed through the twin): shape -> arrival seeds, and their base rate and length.
 SHAPES = {"ramp": (750, 751), "onoff": (752, 753)}
 BASE_RPS = 20.0
 SHAPED_SECONDS = 3600.0
+#: Hours (start, end) s no choosing run may overlap, per source: the forecast bench's scored hour and the LSTM's
+#: training, validation and calibration slices (docs/forecasting.md, "The protocol"; predictors/models/lstm_kv.json).
 EXCLUDED_HOURS = {
     "servegen/data/reason/deepseek-r1": ((78000.0, 81600.0), (19200.0, 22800.0)),
     "servegen/data/multimodal/mm-image": ((53400.0, 57000.0), (15000.0, 18600.0), (21000.0, 24600.0)),
