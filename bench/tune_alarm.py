@@ -9,11 +9,11 @@ Data (none of it is scored by bench/forecast.py, trains, validates or calibrates
 - *calm runs*: two runs (seeds 710, 711) of the same fleet with the flash-sale customer's stream and the calendar
   event removed: 30 minutes of the regular 200 req/s;
 - *bursty runs* (`BURSTY_SOURCES`): request-level ServeGen hours replayed through the twin on a fleet sized the way
-  `predictors.evaluate` sizes the scored series (`predictors.sizing.sized_fleet`: the trace's busiest minutes push
-  KV usage over 0.8, fixed for the hour), the series the scored ones are (the fullest instance of the pool with the
-  highest peak).  Per source, the `HOURS_PER_SOURCE` busiest whole hours (by the 600 s rates, as
-  `predictors.evaluate` picks ServeGen's busiest hour) that overlap neither the scored hour nor any hour the LSTM
-  was trained, validated or calibrated on (`EXCLUDED_HOURS`, docs/forecasting.md's protocol) nor each other:
+  `infercast.predictors.evaluate` sizes the scored series (`infercast.predictors.sizing.sized_fleet`: the trace's
+  busiest minutes push KV usage over 0.8, fixed for the hour), the series the scored ones are (the fullest instance of
+  the pool with the highest peak).  Per source, the `HOURS_PER_SOURCE` busiest whole hours (by the 600 s rates, as
+  `infercast.predictors.evaluate` picks ServeGen's busiest hour) that overlap neither the scored hour nor any hour the
+  LSTM was trained, validated or calibrated on (`EXCLUDED_HOURS`, docs/forecasting.md's protocol) nor each other:
   `reason/deepseek-r1` (the scored series' source: on/off bursts of long reasoning requests) and
   `multimodal/mm-image`.  What else touched them: the LSTM's generated pre-training series are driven by these
   two models' 600 s rates over the whole day (time-warped, rescaled), never these hours at request level.
@@ -28,8 +28,8 @@ Data (none of it is scored by bench/forecast.py, trains, validates or calibrates
   These runs hold the traffic the sale and calm runs lack: ramps and bursts that come and go within minutes, where
   `predict_linear`'s extrapolation can reach the trigger before the band does.
 The series is what the predictive alert pages on, the fullest instance (`kv_usage_max`), at the 15 s step; the
-model is the one the service runs (`predictors.deployed.service_forecaster`: the shipped LSTM, online band, calendar
-prior; the bursty runs have no calendar, so the onset does not change their forecasts).
+model is the one the service runs (`infercast.predictors.deployed.service_forecaster`: the shipped LSTM, online band,
+calendar prior; the bursty runs have no calendar, so the onset does not change their forecasts).
 
 What the alert reads (`ALARMS`): `band`, the published upper band at the horizon (the alert today); the ensembles an
 SRE would write, adding Prometheus' own `predict_linear(usage[15m], 300)` of the same series (its point value, what
@@ -49,8 +49,8 @@ more than the others, so their recall is what "every sale's first crossing" beco
 lead (the median over the runs of each run's median lead); ties go to the simpler alarm (fewer expressions,
 `ALARMS` order), then the shorter persistence, then the smaller hysteresis, then the earlier onset.  When no setting
 meets 1-3, nothing changes: the choice is the setting deployed today (`deployed_setting`), marked as not meeting
-the rule.  Each row also carries the lead share (`predictors.scoring`) and the bursty runs' own recall and false
-alarms, for the reader: they choose nothing.  Prints every candidate; writes docs/results/alarm-tuning.json, and
+the rule.  Each row also carries the lead share (`infercast.predictors.scoring`) and the bursty runs' own recall and
+false alarms, for the reader: they choose nothing.  Prints every candidate; writes docs/results/alarm-tuning.json, and
 the docs render it (bench/results.py, part `choice`).
 """
 
@@ -119,7 +119,7 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
 
     from infercast.config import load_config
     from infercast.twin.run import run_scenario
-    from predictors.base import History
+    from infercast.predictors.base import History
 
     cfg = load_config(ROOT / "examples" / "flash-sale.yaml")
     sc = cfg.scenario.model_copy(update={"seed": seed, **({"streams": ()} if calm else {})})
@@ -140,7 +140,7 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
 
 def bursty_hours(t, rates, excluded, n: int) -> list[float]:
     """Starts of the `n` busiest whole hours of a ServeGen source (600 s rates `rates` at times `t`, the hour's mean
-    as `predictors.evaluate` ranks them) that overlap no `excluded` (start, end) and no hour picked before."""
+    as `infercast.predictors.evaluate` ranks them) that overlap no `excluded` (start, end) and no hour picked before."""
     import numpy as np
 
     hourly = np.convolve(np.nan_to_num(np.asarray(rates, float)), np.ones(6) / 6, mode="valid")
@@ -156,7 +156,7 @@ def bursty_hours(t, rates, excluded, n: int) -> list[float]:
 
 
 def _trace_series(path: Path, start: float, cache: Path | None = None):
-    """One ServeGen hour replayed on a sized fleet, as `predictors.evaluate` builds the scored series."""
+    """One ServeGen hour replayed on a sized fleet, as `infercast.predictors.evaluate` builds the scored series."""
     import pickle
 
     import numpy as np
@@ -164,7 +164,7 @@ def _trace_series(path: Path, start: float, cache: Path | None = None):
     key = f"{path.parent.name}-{path.name}-{start:g}.pkl"
     if cache is not None and (cache / key).exists():
         return pickle.loads((cache / key).read_bytes())
-    from predictors.evaluate import BacktestOptions, load_series
+    from infercast.predictors.evaluate import BacktestOptions, load_series
 
     data = load_series(str(path), BacktestOptions(series="kv", start=start, end=start + 3600.0))
     out = (data.history, (), float(np.nanmax(data.history.y)))
@@ -224,8 +224,8 @@ def shaped_trace(shape: str, seed: int):
 
 
 def _shaped_series(shape: str, seed: int, cache: Path | None = None):
-    """A `SHAPES` run replayed on a fleet sized as `predictors.evaluate` sizes a trace (`sized_fleet`): the series of
-    the pool with the highest peak, its fullest instance."""
+    """A `SHAPES` run replayed on a fleet sized as `infercast.predictors.evaluate` sizes a trace (`sized_fleet`): the
+    series of the pool with the highest peak, its fullest instance."""
     import pickle
 
     import numpy as np
@@ -234,8 +234,8 @@ def _shaped_series(shape: str, seed: int, cache: Path | None = None):
     if cache is not None and (cache / key).exists():
         return pickle.loads((cache / key).read_bytes())
     from infercast.config import load_config
-    from predictors.evaluate import DEFAULT_FLEET, _pool_history
-    from predictors.sizing import sized_fleet
+    from infercast.predictors.evaluate import DEFAULT_FLEET, _pool_history
+    from infercast.predictors.sizing import sized_fleet
 
     trace = shaped_trace(shape, seed)
     _, res, _ = sized_fleet(trace, load_config(DEFAULT_FLEET), 15.0)
@@ -249,9 +249,9 @@ def _shaped_series(shape: str, seed: int, cache: Path | None = None):
 
 def _forecasts(h, events, onset: float):
     from infercast.config import load_config
-    from predictors import registry
-    from predictors.backtest import run_backtest
-    from predictors.deployed import service_forecaster
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest
+    from infercast.predictors.deployed import service_forecaster
 
     pc = load_config(ROOT / "examples" / "flash-sale.yaml").predictor.model_copy(update={"event_onset_seconds": onset})
     lstm, note = registry.load_lstm()
@@ -267,9 +267,9 @@ def _baseline_signals(h, origins):
     or before the origin) and the Kalman baseline's upper band at 300 s (its own backtest, same origins)."""
     import numpy as np
 
-    from predictors import registry
-    from predictors.backtest import run_backtest
-    from predictors.linear import predict_linear
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest
+    from infercast.predictors.linear import predict_linear
 
     linear = np.array(
         [predict_linear(h.t, h.y, float(o), np.array([300.0]), LINEAR_RANGE_S)[0] for o in origins], float
@@ -320,7 +320,7 @@ def _score_setting(policy, alarm: str, runs, fcs, extras) -> dict:
     """Totals of one setting (an `AlarmPolicy` and what the alert reads) over the choosing runs."""
     import numpy as np
 
-    from predictors.scoring import breach_scores, breach_starts
+    from infercast.predictors.scoring import breach_scores, breach_starts
 
     tot = {
         "false_episodes": 0,
@@ -422,7 +422,7 @@ def _neg(r: dict) -> tuple:
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    from predictors.alarm import AlarmPolicy
+    from infercast.predictors.alarm import AlarmPolicy
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, default=None, help="also write the result here (default: publish)")
