@@ -17,7 +17,7 @@ last `band_origins` origins of the history, its errors' quantiles per step ahead
 
 The defaults (`CHOSEN`) are the settings with the lowest error on the training windows of the traffic protocol
 (ServeGen language/m-large, origins in days 1-4, 600 s ahead; docs/forecasting.md, "Traffic"), among the grid
-`bench/forecast.py` tries (`choose_seasonal`, which says so when its choice differs from these).  There the blend
+`bench/forecast.py` tries (`choose_traffic`, which says so when its choice differs from these).  There the blend
 did not beat the last value (mae 13.57 against 13.52 req/s), so it is scored beside the other models and is not the
 service's traffic model.
 """
