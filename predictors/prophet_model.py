@@ -216,7 +216,7 @@ class ProphetForecaster:
             raise RuntimeError("prophet: fit() first")
         times = np.asarray(times, dtype=float)
         regressors = {name: self._indicator(name, times) for name in self.regressors_}
-        if self.plan_ is not None:
+        if self.plan_ is not None and not np.any(np.diff(times) < 0):  # the plan reads the future as the tail
             return self.plan_.predict(self.epoch_s + times, regressors)
         pred = self.model_.predict(self._frame(times))
         yhat = pred["yhat"].to_numpy()
