@@ -431,7 +431,7 @@ def traffic_section(root: Path) -> dict:
     online), and the three candidates with the settings chosen on the training windows (`choose_traffic`: the
     seasonal blend, Prophet anchored, the small quantile model); each slice with its predictability bounds
     (`level_bound`, `seasonal_bound`).  The best candidate ships as the service's traffic model only if it has the
-    lowest error of every model on the training windows (`seasonal_ships`)."""
+    lowest error of every model on the training windows (`candidate_ships`)."""
     import numpy as np
 
     from infercast.config import PredictorConfig
@@ -494,7 +494,7 @@ def traffic_section(root: Path) -> dict:
         "seasonal_choice": choice,
         "seasonal_model": blend.name,
         "candidate": winner,  # the best of the chosen candidates on the training windows
-        "seasonal_ships": ships,  # whether it beat every baseline and the service's model there
+        "candidate_ships": ships,  # whether it beat every baseline and the service's model there
         "slices": slices,
         # the scored windows' figures, under the keys the goals table reads
         "models": scored["models"],
@@ -928,7 +928,7 @@ def render_traffic(tr: dict) -> str:
     verdict = (
         f"`{tr['candidate']}` has the lowest error of every model on the training windows, so it should be the "
         f"service's traffic model (`predictors/deployed.py`); the service's model here is `{tr['service_model']}`."
-        if tr["seasonal_ships"]
+        if tr["candidate_ships"]
         else f"None beats the last value there, so nothing ships: the service's traffic model stays "
         f"`{tr['service_model']}`."
     )
