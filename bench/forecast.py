@@ -6,7 +6,7 @@
    scenario): every model's scores, the two degenerate references (`always_alarm`, `never_alarm`) and the shipped
    LSTM with its band calibration switched off (`lstm_raw`), then the goal ratios: LSTM peak_mae / predict_linear's
    and / the best classical baseline's (lowest peak_mae of the four), band coverage - nominal, and the breach
-   scores of `predictors.scoring` at 0.75.
+   scores of `infercast.predictors.scoring` at 0.75.
 2. Prophet on ServeGen traffic (`language/m-large`, days 0-8, 600 s windows): origins every 6 h from day 1, Prophet
    fitted on everything before the origin and forecasting the next 6 h; for each day its peak hour (highest actual
    mean rate) is forecast from the last origin at or before the hour starts.  Error = |forecast - actual| / actual
@@ -100,7 +100,8 @@ ALARM_TARGETS = {"event_recall": 0.9, "false_alarms_per_hour": 1.0, "lead_share_
 ALARM_TARGETS |= {"calm_median_lead_seconds": 180.0, "peak_mae_vs_predict_linear": 0.8}
 #: The pagers the deployed alert is set against on every series, all through the same alert logic.
 ALARM_ROWS = ("predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
-#: The forecasting goals, as the `goals` table checks them (breach goals with the scores of `predictors.scoring`).
+#: The forecasting goals, as the `goals` table checks them (breach goals with the scores of
+#: `infercast.predictors.scoring`).
 GOALS = {
     "vs_predict_linear": 0.7,
     "vs_best_classical": 0.85,
@@ -120,7 +121,7 @@ GOALS = {
 
 def _opts(series: str, **kw):
     """`infercast backtest --series SERIES`'s options, as the command's defaults set them."""
-    from predictors.evaluate import BacktestOptions
+    from infercast.predictors.evaluate import BacktestOptions
 
     return BacktestOptions(series=series, **kw)
 
@@ -139,7 +140,7 @@ def _uncalibrated(lstm):
     """The same network with its band as trained (no calibration factors), scored as `lstm_raw`."""
     import copy
 
-    from predictors.lstm import CALIBRATION_KEY
+    from infercast.predictors.lstm import CALIBRATION_KEY
 
     raw = copy.copy(lstm)
     raw.meta_ = {k: v for k, v in lstm.meta_.items() if k != CALIBRATION_KEY}
@@ -148,8 +149,8 @@ def _uncalibrated(lstm):
 
 
 def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
-    from predictors import registry
-    from predictors.evaluate import backtest, load_series
+    from infercast.predictors import registry
+    from infercast.predictors.evaluate import backtest, load_series
 
     lstm, _ = registry.load_lstm()
     extra = [_uncalibrated(lstm)] if lstm is not None else []
@@ -183,7 +184,7 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
 
 
 def _kv_text(name: str, res: dict) -> str:
-    from predictors.evaluate import table
+    from infercast.predictors.evaluate import table
 
     g = res["goal"]
     lines = [table(res), f"# sizing: {res['meta'].get('sizing', res['meta'].get('fleet'))}"]
@@ -200,8 +201,8 @@ def _kv_text(name: str, res: dict) -> str:
 
 def rps_section(root: Path, names: list[str]) -> dict:
     """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
-    from predictors.evaluate import backtest, load_series, table
-    from predictors.naive import SeasonalNaive
+    from infercast.predictors.evaluate import backtest, load_series, table
+    from infercast.predictors.naive import SeasonalNaive
 
     out = {}
     for name in names:
@@ -233,8 +234,8 @@ def servegen_section(root: Path) -> dict:
     import numpy as np
 
     from infercast.traces import servegen_rates
-    from predictors.base import History
-    from predictors.prophet_model import ProphetForecaster
+    from infercast.predictors.base import History
+    from infercast.predictors.prophet_model import ProphetForecaster
 
     day = 86400.0
     t, r = servegen_rates(root / "servegen" / "data" / "language" / "m-large", 0.0, 9 * day)
@@ -249,7 +250,7 @@ def servegen_section(root: Path) -> dict:
         out[good] = r[idx[good]]
         return out
 
-    from predictors.anchored import AnchoredProphet
+    from infercast.predictors.anchored import AnchoredProphet
 
     origins = np.arange(day, 9 * day, 6 * 3600.0)
     forecasts, anchored = {}, {}
@@ -339,7 +340,7 @@ QUANTILE_GRID = {"seasonal": (False, True)}
 
 def _between(runs: dict, lo: float, hi: float) -> dict:
     """The runs' forecasts from origins in [lo, hi) only (a slice of the windows, scored on its own)."""
-    from predictors.backtest import ModelRun
+    from infercast.predictors.backtest import ModelRun
 
     out = {}
     for name, run in runs.items():
@@ -352,8 +353,8 @@ def _between(runs: dict, lo: float, hi: float) -> dict:
 
 def _prophet_candidate(changepoint_prior_scale: float, daily: bool | None, samples: int = 0):
     """Prophet anchored (as the service builds it, its band off unless `samples`) with one setting of `PROPHET_GRID`."""
-    from predictors.anchored import AnchoredProphet
-    from predictors.prophet_model import ProphetForecaster
+    from infercast.predictors.anchored import AnchoredProphet
+    from infercast.predictors.prophet_model import ProphetForecaster
 
     inner = ProphetForecaster(
         changepoint_prior_scale=changepoint_prior_scale, daily=daily, uncertainty_samples=samples, refit_growth=None
@@ -369,11 +370,11 @@ def choose_traffic(h, horizon_s: float, day: float) -> dict:
     error, and the baselines' errors on the same windows."""
     import itertools
 
-    from predictors import registry
-    from predictors.backtest import run_backtest, score_runs
-    from predictors.naive import SeasonalNaive
-    from predictors.quantile_ar import QuantileAR
-    from predictors.seasonal import SeasonalBlend
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.naive import SeasonalNaive
+    from infercast.predictors.quantile_ar import QuantileAR
+    from infercast.predictors.seasonal import SeasonalBlend
 
     lo, hi = (d * day for d in TRAFFIC_SPLIT["train"])
     train = h.upto(hi - horizon_s)  # the last target is the slice's last window (day 4's for the split's days 1-4)
@@ -436,13 +437,13 @@ def traffic_section(root: Path) -> dict:
 
     from infercast.config import PredictorConfig
     from infercast.traces import servegen_rates
-    from predictors import registry
-    from predictors.backtest import run_backtest, score_runs
-    from predictors.base import History
-    from predictors.deployed import service_forecaster
-    from predictors.naive import SeasonalNaive
-    from predictors.quantile_ar import QuantileAR
-    from predictors.seasonal import CHOSEN, SeasonalBlend
+    from infercast.predictors import registry
+    from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.base import History
+    from infercast.predictors.deployed import service_forecaster
+    from infercast.predictors.naive import SeasonalNaive
+    from infercast.predictors.quantile_ar import QuantileAR
+    from infercast.predictors.seasonal import CHOSEN, SeasonalBlend
 
     day, horizon = 86400.0, 600.0
     t, r = servegen_rates(root / "servegen" / "data" / "language" / "m-large", 0.0, 9 * day)
@@ -564,7 +565,7 @@ def seasonal_bound(h, season_s: float, horizon_steps: int = 1, smooth_steps: int
     None where the window holds fewer than two seasons."""
     import numpy as np
 
-    from predictors.seasonal import _smooth
+    from infercast.predictors.seasonal import _smooth
 
     step = h.step
     period = round(season_s / step)
@@ -592,9 +593,9 @@ def seasonal_bound(h, season_s: float, horizon_steps: int = 1, smooth_steps: int
 def cost_section(n_series: int = 50) -> dict:
     import numpy as np
 
-    from predictors.base import History
-    from predictors.kalman import Kalman
-    from predictors.prophet_model import ProphetForecaster
+    from infercast.predictors.base import History
+    from infercast.predictors.kalman import Kalman
+    from infercast.predictors.prophet_model import ProphetForecaster
 
     rng = np.random.default_rng(0)
     out = {}
@@ -636,9 +637,9 @@ def provenance(traces: Path) -> dict:
     import datetime
     import subprocess
 
-    from predictors.lstm import CALIBRATION_KEY, DEFAULT_MODEL
-    from predictors.modelfile import paths
-    from predictors.train_cli import twin_provenance
+    from infercast.predictors.lstm import CALIBRATION_KEY, DEFAULT_MODEL
+    from infercast.predictors.modelfile import paths
+    from infercast.predictors.train_cli import twin_provenance
 
     twin = twin_provenance(ROOT / "examples" / "flash-sale.yaml")
     changed = subprocess.run(
@@ -1361,7 +1362,8 @@ def _alarm_cells(b: dict) -> list[str]:
 
 def render_leads(result: dict) -> str:
     """docs/forecasting.md: per scored series, the deployed alert against the baselines' and the references' pagers,
-    every one through the same alert logic (persistence, hysteresis), with the lead scores of `predictors.scoring`."""
+    every one through the same alert logic (persistence, hysteresis), with the lead scores of
+    `infercast.predictors.scoring`."""
     out = [
         "| series (possible lead, median) | pager | crossings paged | event recall | lead share | "
         "median lead, calm crossings (n) | false alarms/h |",

@@ -31,9 +31,9 @@ def _time(fn, repeat: int) -> float:
 
 
 def measure(n_series: int, repeat: int) -> list[dict]:
-    from predictors.anchored import AnchoredProphet
-    from predictors.base import History
-    from predictors.prophet_model import ProphetForecaster
+    from infercast.predictors.anchored import AnchoredProphet
+    from infercast.predictors.base import History
+    from infercast.predictors.prophet_model import ProphetForecaster
 
     rng = np.random.default_rng(0)
     rows = []

@@ -6,7 +6,7 @@ minutes ahead it is often further from the truth than the last value, because th
 not the one the fleet is seeing now (on ServeGen clients 2.3-2.4x the last value's error), and a trend fitted
 across a surge extrapolates it (153,655 req/s five minutes after the flash sale's 12,000).  `AnchoredProphet`:
 
-1. **Shape**: Prophet (`predictors.prophet_model`, with the event calendar) forecasts the path `p(t)` over the
+1. **Shape**: Prophet (`infercast.predictors.prophet_model`, with the event calendar) forecasts the path `p(t)` over the
    horizon and its in-sample values over the last samples, with its trend held at its value at the newest sample
    (a trend fitted across a surge is not extrapolated; the daily/weekly shape and the event effects are kept).
 2. **Level**: the log residuals `r = log(y / p)` of the recent samples, smoothed by simple exponential smoothing
@@ -20,7 +20,7 @@ across a surge extrapolates it (153,655 req/s five minutes after the flash sale'
    the band: the history says what the fleet has ever seen; a forecast beyond it by more than half again is an
    extrapolation, not a forecast.  A learned event (an earlier occurrence in the history) raises the bound with it.
 
-The band is Prophet's, moved by the same factor; `predictors.conformal` calibrates it online in the service.
+The band is Prophet's, moved by the same factor; `infercast.predictors.conformal` calibrates it online in the service.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
-from predictors.prophet_model import ProphetForecaster
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.prophet_model import ProphetForecaster
 
 
 class AnchoredProphet:

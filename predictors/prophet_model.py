@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
 
 DAY = 86400.0
 

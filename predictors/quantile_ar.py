@@ -6,8 +6,8 @@ step ahead k and per quantile (the band's two and the median):
 
     y(i + k) - y(i)  ~  b0 + b1 (y(i) - y(i-1)) + b2 (y(i) - mean of the last 6) [+ b3 seasonal change(i, k)]
 
-where the seasonal change is the seasonal blend's (`predictors.seasonal`, weight 1: the median over the previous
-`days` of the change the same stretch took then, smoothed).  The forecast is the last value plus the median's
+where the seasonal change is the seasonal blend's (`infercast.predictors.seasonal`, weight 1: the median over the
+previous `days` of the change the same stretch took then, smoothed).  The forecast is the last value plus the median's
 prediction, the band the other two quantiles' (ordered around it).  The first two features are what a local-level
 or damped-trend model reads (how far the last sample is off the recent mean, and the last step); the regression
 decides how much of each to trust, per horizon.  With fewer than `MIN_ROWS` rows to learn from, it is the last value.
@@ -19,9 +19,9 @@ import warnings
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
-from predictors.naive import ffill
-from predictors.seasonal import DAY, SeasonalBlend, _dense
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.naive import ffill
+from infercast.predictors.seasonal import DAY, SeasonalBlend, _dense
 
 MIN_ROWS = 30
 RECENT = 6  # samples in the recent mean

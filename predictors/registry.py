@@ -1,6 +1,6 @@
 """Name -> forecaster, and which models a backtest or the service runs for a series.
 
-The LSTM is part B's (`predictors.lstm`): it is included when its module imports and its model file loads;
+The LSTM is part B's (`infercast.predictors.lstm`): it is included when its module imports and its model file loads;
 otherwise it is left out with a note saying why (module missing, file missing, file refused), never silently.
 """
 
@@ -10,11 +10,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from predictors.base import DEFAULT_BAND, Forecaster
-from predictors.holt_winters import HoltWinters
-from predictors.kalman import Kalman
-from predictors.linear import PredictLinear
-from predictors.naive import LastValue
+from infercast.predictors.base import DEFAULT_BAND, Forecaster
+from infercast.predictors.holt_winters import HoltWinters
+from infercast.predictors.kalman import Kalman
+from infercast.predictors.linear import PredictLinear
+from infercast.predictors.naive import LastValue
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,15 @@ def make(
     if name == "kalman":
         return Kalman(band=band, clip=clip)
     if name == "prophet":
-        from predictors.prophet_model import ProphetForecaster
+        from infercast.predictors.prophet_model import ProphetForecaster
 
         return ProphetForecaster(events=events, band=band, epoch_s=epoch_s)
     if name == "prophet_anchored":
-        from predictors.anchored import AnchoredProphet
+        from infercast.predictors.anchored import AnchoredProphet
 
         return AnchoredProphet(events=events, band=band, epoch_s=epoch_s)
     if name == "seasonal_blend":
-        from predictors.seasonal import SeasonalBlend
+        from infercast.predictors.seasonal import SeasonalBlend
 
         return SeasonalBlend(band=band, clip=clip)
     known = (*BASELINES, "prophet", "prophet_anchored", "seasonal_blend", "lstm")
@@ -66,11 +66,11 @@ def make(
 def load_lstm(path: str | Path | None = None) -> tuple[Forecaster | None, str]:
     """(the LSTM, "") when its module and model file load; (None, why not) otherwise."""
     try:
-        from predictors import lstm
+        from infercast.predictors import lstm
     except ImportError as e:
-        return None, f"lstm skipped: predictors.lstm cannot be imported ({e})"
+        return None, f"lstm skipped: infercast.predictors.lstm cannot be imported ({e})"
     model_path = Path(path) if path else lstm.DEFAULT_MODEL
-    from predictors.modelfile import paths
+    from infercast.predictors.modelfile import paths
 
     weights, meta = paths(model_path)
     if not weights.exists() and not meta.exists():
@@ -97,7 +97,7 @@ def models_for(
     notes: list[str] = []
     if prophet and series == "rps":
         try:
-            from predictors.prophet_model import import_prophet
+            from infercast.predictors.prophet_model import import_prophet
 
             import_prophet()
             models.append(make("prophet", series, band, events))

@@ -12,8 +12,8 @@ full seasonal difference).  Days without data at both ends are left out; with no
 season and a horizon) the forecast is the last value.  The stretch `o - d P + k + smooth_steps` must be in the past
 of the origin, so the horizon plus the smoothing must be shorter than the season.
 
-The band is the residual band of the local baselines (`predictors.naive.residual_band`): the same rule re-run at the
-last `band_origins` origins of the history, its errors' quantiles per step ahead.
+The band is the residual band of the local baselines (`infercast.predictors.naive.residual_band`): the same rule re-run
+at the last `band_origins` origins of the history, its errors' quantiles per step ahead.
 
 The defaults (`CHOSEN`) are the settings with the lowest error on the training windows of the traffic protocol
 (ServeGen language/m-large, origins in days 1-4, 600 s ahead; docs/forecasting.md, "Traffic"), among the grid
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import DEFAULT_BAND, Forecast, History, future_grid
-from predictors.naive import ffill, origin_indices, residual_band
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.naive import ffill, origin_indices, residual_band
 
 DAY = 86400.0
 #: days, weight, smooth_steps chosen on the training windows (see above)

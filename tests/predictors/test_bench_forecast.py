@@ -9,9 +9,9 @@ import json
 import subprocess
 import sys
 
-from predictors.lstm import DEFAULT_MODEL
-from predictors.modelfile import paths
-from predictors.train_cli import twin_provenance
+from infercast.predictors.lstm import DEFAULT_MODEL
+from infercast.predictors.modelfile import paths
+from infercast.predictors.train_cli import twin_provenance
 from tests.conftest import REPO
 
 BENCH = REPO / "bench" / "forecast.py"
@@ -72,7 +72,7 @@ def test_the_level_bound_is_what_the_best_level_forecast_reaches():
 
     import numpy as np
 
-    from predictors.base import History
+    from infercast.predictors.base import History
 
     rng = np.random.default_rng(5)
     n, q = 40_000, 1.5**2
@@ -119,7 +119,7 @@ def test_knowing_the_daily_shape_lowers_the_bound_only_where_there_is_one():
     two agree.  White noise around a fixed level: the mean halves the last value's error variance (ratio 0.71)."""
     import numpy as np
 
-    from predictors.base import History
+    from infercast.predictors.base import History
 
     bench = _bench()
     rng = np.random.default_rng(8)

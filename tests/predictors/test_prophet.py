@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from infercast.config import Event
-from predictors.base import History
-from predictors.naive import SeasonalNaive
-from predictors.prophet_model import ProphetForecaster, event_windows
+from infercast.predictors.base import History
+from infercast.predictors.naive import SeasonalNaive
+from infercast.predictors.prophet_model import ProphetForecaster, event_windows
 
 pytest.importorskip("prophet")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import History
-from predictors.naive import LastValue
-from predictors.quantile_ar import QuantileAR
+from infercast.predictors.base import History
+from infercast.predictors.naive import LastValue
+from infercast.predictors.quantile_ar import QuantileAR
 
 STEP = 600.0
 

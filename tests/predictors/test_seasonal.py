@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from predictors.base import History
-from predictors.naive import LastValue
-from predictors.seasonal import SeasonalBlend
+from infercast.predictors.base import History
+from infercast.predictors.naive import LastValue
+from infercast.predictors.seasonal import SeasonalBlend
 
 DAY = 86400.0
 STEP = 600.0
