@@ -87,12 +87,9 @@ class AnchoredProphet:
     def _shape(self, times: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Prophet at `times` with its trend held at its value at `times[n - 1]` (the newest sample) from there on:
         the daily/weekly shape and the calendar's effects, without the trend extrapolated across the horizon."""
-        pred = self.prophet.model_.predict(self.prophet._frame(times))
-        trend = pred["trend"].to_numpy()
+        trend, yhat, lo, hi = self.prophet.components_at(times)
         drift = np.where(np.arange(len(times)) >= n, trend - trend[n - 1], 0.0)
-        yhat = pred["yhat"].to_numpy() - drift
-        lo = pred["yhat_lower"].to_numpy() - drift if "yhat_lower" in pred else yhat
-        hi = pred["yhat_upper"].to_numpy() - drift if "yhat_upper" in pred else yhat
+        yhat, lo, hi = yhat - drift, lo - drift, hi - drift
         floor = 0.0
         return np.maximum(yhat, floor), np.maximum(lo, floor), np.maximum(hi, floor)
 

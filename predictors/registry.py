@@ -35,7 +35,7 @@ def make(
     epoch_s: float = 0.0,
 ) -> Forecaster:
     """A fresh forecaster by name (`last_value`, `predict_linear`, `holt_winters`, `kalman`, `prophet`,
-    `prophet_anchored`)."""
+    `prophet_anchored`, `seasonal_blend`)."""
     if series not in SERIES:
         raise ValueError(f"unknown series {series!r}; use one of {SERIES}")
     clip = CLIP[series]
@@ -55,7 +55,12 @@ def make(
         from infercast.predictors.anchored import AnchoredProphet
 
         return AnchoredProphet(events=events, band=band, epoch_s=epoch_s)
-    raise ValueError(f"unknown model {name!r}; known: {', '.join((*BASELINES, 'prophet', 'prophet_anchored', 'lstm'))}")
+    if name == "seasonal_blend":
+        from infercast.predictors.seasonal import SeasonalBlend
+
+        return SeasonalBlend(band=band, clip=clip)
+    known = (*BASELINES, "prophet", "prophet_anchored", "seasonal_blend", "lstm")
+    raise ValueError(f"unknown model {name!r}; known: {', '.join(known)}")
 
 
 def load_lstm(path: str | Path | None = None) -> tuple[Forecaster | None, str]:
@@ -85,7 +90,8 @@ def models_for(
 ) -> tuple[list[Forecaster], list[str]]:
     """The models a backtest scores on `series`, and notes on what was left out and why.
 
-    Prophet runs on traffic (`rps`), its job; the LSTM on KV usage (it is trained on that target).
+    Prophet and the seasonal blend run on traffic (`rps`), their job; the LSTM on KV usage (it is trained on that
+    target).
     """
     models: list[Forecaster] = [make(n, series, band) for n in BASELINES]
     notes: list[str] = []
@@ -98,6 +104,8 @@ def models_for(
             models.append(make("prophet_anchored", series, band, events))
         except ImportError as e:
             notes.append(f"prophet skipped: not installed ({e})")
+    if series == "rps":
+        models.append(make("seasonal_blend", series, band))
     if lstm and series == "kv":
         m, note = load_lstm(None if lstm is True else lstm)
         if m is not None:

@@ -111,3 +111,30 @@ def test_the_protocol_scores_at_least_five_slices_calm_and_surging_with_both_ref
         assert f"{res['service_model']} (deployed)" in leads
         for pager in bench.ALARM_ROWS:
             assert "alarm" in res["models"][pager], (name, pager)
+
+
+def test_knowing_the_daily_shape_lowers_the_bound_only_where_there_is_one():
+    """`seasonal_bound` removes the window's own daily profile before the local-level bound: on a daily shape plus
+    a wandering level and noise it is well under the local-level bound; on the same series without the shape the
+    two agree.  White noise around a fixed level: the mean halves the last value's error variance (ratio 0.71)."""
+    import numpy as np
+
+    from infercast.predictors.base import History
+
+    bench = _bench()
+    rng = np.random.default_rng(8)
+    t = np.arange(0, 8 * 86400, 600.0)
+    walk = np.cumsum(rng.normal(0, 1, len(t))) + rng.normal(0, 3, len(t))
+    shaped = History(t, 200 + 60 * np.sin(2 * np.pi * t / 86400) + walk)
+    flat = History(t, 200 + walk)
+    for h, seasonal in ((shaped, True), (flat, False)):
+        level = bench.level_bound(h, {}, horizon_steps=1)["best_rms_ratio"]
+        known = bench.seasonal_bound(h, 86400.0, horizon_steps=1)
+        assert (known["shape_share_of_variance"] > 0.5) == seasonal
+        if seasonal:
+            assert known["best_rms_ratio"] < level - 0.05, (known, level)
+        else:
+            assert abs(known["best_rms_ratio"] - level) < 0.03, (known, level)
+    noise = History(t, 100 + rng.normal(0, 1, len(t)))
+    assert abs(bench.level_bound(noise, {}, horizon_steps=20)["best_rms_ratio"] - 0.707) < 0.02
+    assert bench.seasonal_bound(History(t[:200], noise.y[:200]), 86400.0) is None  # under two days: no season

@@ -69,3 +69,66 @@ def test_refits_itself_when_the_history_has_grown_by_a_quarter():
     assert m.fitted_until_ == t[39]
     m.forecast(History(t[:60], y[:60]), 300)  # +300 s: 51% more, refits on what it was handed
     assert m.fitted_until_ == t[59]
+
+
+def _both_paths(model: ProphetForecaster, times: np.ndarray, seed: int = 7):
+    """The fast path's and Prophet's own `predict`'s (trend, yhat, lower, upper), each from the same random seed."""
+    np.random.seed(seed)
+    fast = model.components_at(times)
+    plan, model.plan_ = model.plan_, None
+    try:
+        np.random.seed(seed)
+        slow = model.components_at(times)
+    finally:
+        model.plan_ = plan
+    return fast, slow
+
+
+@pytest.mark.parametrize("samples", [0, 200])
+def test_the_fast_forecast_is_prophets_own(samples):
+    # Daily shape, a recurring promotion (an event regressor) and a real epoch (days since 1970 in the Fourier terms).
+    t = np.arange(0, 3 * 86400, 600.0)
+    promo = (t % 86400 >= 12 * 3600) & (t % 86400 < 13 * 3600)
+    y = 200 + 80 * np.sin(2 * np.pi * t / 86400) + 300 * promo + np.random.default_rng(2).normal(0, 5, len(t))
+    events = [
+        Event(name="promo", start=str(d * 86400 + 12 * 3600), end=str(d * 86400 + 13 * 3600 - 1)) for d in range(4)
+    ]
+    cut = 2 * 86400 + 11 * 3600
+    h = History(t[t <= cut], y[t <= cut])
+    m = ProphetForecaster(events=events, epoch_s=1.7e9, daily=True, uncertainty_samples=samples).fit([h])
+    assert m.plan_ is not None and m.regressors_ == ["event_promo"]
+    # What the anchored model asks for: the newest samples and the next 3 hours, across the next promotion.
+    times = np.concatenate([h.t[-24:], h.t[-1] + 600.0 * np.arange(1, 19)])
+    fast, slow = _both_paths(m, times)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    _trend, yhat, lower, upper = fast
+    during = (times % 86400 >= 12 * 3600) & (times % 86400 < 13 * 3600) & (times > cut)
+    assert yhat[during].mean() > yhat[~during & (times > cut)].mean() + 200  # the promotion is in the forecast
+    if samples:  # a band that widens into the future, as Prophet's does: the fitted span has none of its trend draws
+        assert np.all(lower <= yhat) and np.all(yhat <= upper)
+        assert (upper - lower)[-1] > (upper - lower)[0]
+
+
+def test_the_band_has_prophets_distribution_without_a_shared_seed():
+    t = np.arange(0, 2 * 86400, 900.0)
+    y = 100 + 0.001 * t + np.random.default_rng(3).normal(0, 4, len(t))
+    m = ProphetForecaster(uncertainty_samples=1000).fit([History(t, y)])
+    times = t[-1] + 900.0 * np.arange(1, 25)
+    np.random.seed(1)
+    fast = m.components_at(times)
+    plan, m.plan_ = m.plan_, None
+    np.random.seed(2)
+    slow = m.components_at(times)
+    m.plan_ = plan
+    width_fast, width_slow = fast[3] - fast[2], slow[3] - slow[2]
+    np.testing.assert_allclose(width_fast, width_slow, rtol=0.15)  # Monte Carlo error of 1000 draws
+
+
+def test_models_the_plan_does_not_cover_go_through_prophet():
+    t = np.arange(0, 86400, 600.0)
+    y = 100 + np.random.default_rng(4).normal(0, 4, len(t))
+    m = ProphetForecaster(growth="flat", uncertainty_samples=0).fit([History(t, y)])
+    assert m.plan_ is None
+    f = m.forecast(History(t, y), 3600)
+    assert np.all(np.abs(f.yhat - 100) < 5)
