@@ -901,12 +901,9 @@ def render_servegen(sg: dict) -> str:
 
 def render_traffic(tr: dict) -> str:
     """Traffic one window (600 s) ahead on ServeGen m-large, per slice of the protocol, with the bounds beside each,
-    and the traffic targets on every scored slice (the rps traces' too when handed the whole result).  A result
-    measured before the split (no `slices`) renders as it was published then."""
+    and the traffic targets on every scored slice (the rps traces' too when handed the whole result)."""
     rps = tr.get("rps", {})
     tr = tr.get("traffic", tr)
-    if "slices" not in tr:
-        return _render_traffic_unsplit(tr)
     sl = tr["slices"]
     parts = list(sl)
     head = "| model | " + " | ".join(f"{p} mae (days {sl[p]['days']}) | x best baseline" for p in parts)
@@ -1003,36 +1000,6 @@ def _bound_rows(tr: dict, rps: dict) -> list[str]:
         "over a tenth of the variance or the calendar announces an event."
     )
     return out
-
-
-def _render_traffic_unsplit(tr: dict) -> str:
-    """The traffic table as published before the protocol's split (kept so that JSON renders as it was)."""
-    tr = tr.get("traffic", tr)
-    out = ["| model | mae (req/s) | x best baseline | coverage (0.80) | pinball |", "|---|---:|---:|---:|---:|"]
-    best = tr["models"][tr["best_baseline"]]["mae"]
-    for name, s in tr["models"].items():
-        label = name + (" (service)" if name == tr["service_model"] else "")
-        label += " (best baseline)" if name == tr["best_baseline"] else ""
-        out.append(
-            f"| {label} | {_m(s.get('mae'), 2)} | {_m(_ratio(s.get('mae'), best), 2)} | {_m(s.get('coverage'), 2)} "
-            f"| {_m(s.get('pinball'), 2)} |"
-        )
-    out.append(
-        f"\nThe service's traffic model (`{tr['service_model']}`) has **{_m(tr['ratio_service_vs_best'], 2)}x** the "
-        f"mean error of the best baseline (`{tr['best_baseline']}`); Prophet alone "
-        f"{_m(tr['ratio_prophet_vs_best'], 2)}x ({_m(tr['ratio_prophet_vs_last_value'], 2)}x the last value's)."
-    )
-    lb = tr.get("level_bound")
-    if lb and "best_rms_ratio" in lb:
-        svc = lb["rms_ratio"].get(tr["service_model"])
-        out.append(
-            f"\nHow far the level can take a forecast here: the first differences of the series have a lag-1 "
-            f"autocorrelation of {lb['diff_autocorrelation']:.2f}. Read as a level that wanders plus noise (the "
-            f"local-level model), the best forecast of the next window has **{lb['best_rms_ratio']:.2f}x** the last "
-            f"value's RMS error; the service's model has {_m(svc, 2)}x. The goal's 0.85x needs more than the level: "
-            "what the daily shape and the calendar predict of the next 600 s (`bench/forecast.py`, `level_bound`)."
-        )
-    return "\n".join(out)
 
 
 def render_alarm(result: dict) -> str:
