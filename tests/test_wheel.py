@@ -43,10 +43,11 @@ def installed(tmp_path_factory) -> dict:
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(path, src / name)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", work / "dist", src],
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", work / "dist", src],
         check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
     (wheel,) = (work / "dist").glob("infercast-*.whl")
@@ -71,7 +72,7 @@ def installed(tmp_path_factory) -> dict:
     (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     empty = work / "empty"
     empty.mkdir()
-    return {"bin": venv / "bin", "site": site, "new_files": new_files, "cwd": empty}
+    return {"bin": venv / "bin", "site": site, "new_files": new_files, "cwd": empty, "build_log": build.stderr}
 
 
 def run(installed: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -105,6 +106,11 @@ def test_the_wheel_installs_one_package_named_infercast(installed):
         "predictors/models/lstm_kv.safetensors",
     ):
         assert (shipped / data).is_file(), data
+
+
+def test_the_build_lists_every_folder_it_ships(installed):
+    # a data folder left out of pyproject's packages still ships, with a warning that it "would be ignored"
+    assert "would be ignored" not in installed["build_log"], installed["build_log"][-2000:]
 
 
 def test_the_version_comes_from_the_installed_metadata(installed):
