@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    np.random.seed(0)  # Prophet's band is sampled from numpy's global generator: the same run prints the same scores
     try:
         opts = BacktestOptions.from_namespace(args)
         data = load_series(args.trace, opts)

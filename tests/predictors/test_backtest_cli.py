@@ -187,3 +187,17 @@ def test_the_table_prints_the_lead_share_and_the_calm_lead_with_the_alert_as_dep
     assert list(rows) == ["kalman_aci", "kalman_aci [alert]", "always_alarm", "never_alarm"]
     assert rows["kalman_aci [alert]"][-6:-3] == ["0.25", "90", "(2)"]
     assert rows["always_alarm"][-6:-3] == ["1", "300", "(2)"]
+
+
+def test_the_same_backtest_prints_the_same_prophet_scores_twice(capsys, data_dir):
+    # Prophet's band is sampled: a user rerunning a backtest to compare a change gets the same figures, not noise
+    trace = data_dir / "traces" / "mooncake" / "conversation_trace.jsonl"
+    args = ("--trace", str(trace), "--series", "rps", "--horizon", "60", "--warmup", "90", "--json")
+    first, second = (_run(capsys, *args) for _ in range(2))
+    assert first[0] == second[0] == 0, first[2]
+    timings = ("fit_seconds", "predict_seconds_per_series")  # wall-clock times: the only figures that may differ
+    scores = [
+        {k: v for k, v in json.loads(out)["models"]["prophet"].items() if k not in timings}
+        for _, out, _ in (first, second)
+    ]
+    assert scores[0] == scores[1] and scores[0]["coverage"] is not None and scores[0]["pinball"] > 0
