@@ -41,18 +41,20 @@ def dashboards_dir() -> Path:
 def checkout() -> Path | None:
     """The repository root when infercast runs from a checkout (editable or on PYTHONPATH), None when installed.
 
-    Only the commands that rewrite the repository's committed files (`python -m infercast.alertrules.generate`
-    without `--out`, `infercast k8s build` without `--out`) need one."""
+    Only the commands that work on the repository's own files need one: those that rewrite its committed files
+    (`python -m infercast.alertrules.generate` and `infercast k8s build` without `--out`) and `infercast k8s validate`
+    (the CRD schemas and validators vendored under deploy/kubernetes/crds)."""
     root = package_dir("infercast").parent
     return root if (root / "pyproject.toml").is_file() and (root / "exporters" / "__init__.py").is_file() else None
 
 
-def require_checkout(command: str) -> Path:
-    """`checkout()`, or a clear error for a command that writes the committed files of a repository."""
+#: why a command needs a checkout, when it does not say otherwise
+REWRITES = "without --out this rewrites the committed files of an infercast checkout"
+
+
+def require_checkout(command: str, needs: str = REWRITES, instead: str = "give --out DIR") -> Path:
+    """`checkout()`, or a clear error for a command that works on a checkout's own files."""
     root = checkout()
     if root is None:
-        raise SystemExit(
-            f"{command}: without --out this rewrites the committed files of an infercast checkout, and this "
-            "infercast is installed, not a checkout: give --out DIR"
-        )
+        raise SystemExit(f"{command}: {needs}, and this infercast is installed, not a checkout: {instead}")
     return root

@@ -164,3 +164,9 @@ def test_a_command_that_rewrites_the_checkout_refuses_clearly_when_installed(ins
     )
     assert gen.returncode == 0, gen.stderr
     assert (out / "alerts.yml").is_file()
+
+
+def test_validate_says_it_needs_a_checkout_when_installed(installed):
+    r = run(installed, "k8s", "validate")
+    assert r.returncode != 0
+    assert "vendored in an infercast checkout" in r.stderr and "Traceback" not in r.stderr

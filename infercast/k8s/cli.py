@@ -176,6 +176,11 @@ def _prometheus(args: argparse.Namespace) -> int:
 def _validate(paths: list[Path]) -> int:
     from .validate import ValidationError, overlays, render, validate_objects
 
+    require_checkout(
+        "infercast k8s validate",
+        "it checks against the CRD schemas and validators vendored in an infercast checkout (deploy/kubernetes/crds)",
+        "run it from a clone of the repository",
+    )
     failed = 0
     for overlay in paths or overlays():
         try:
