@@ -24,20 +24,14 @@ from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.policy import Decision, Outlook
 from infercast.actuators.recovery import reconcile_unknown
+from tests.actuators.shared_fleet import protected_flash_sale
 from tests.actuators.test_controller import ScriptedInputs
 
 
 @pytest.fixture()
-def setup(repo_root):
+def setup(repo_root, shared_results):
     """The protected flash-sale fleet in process, calm inputs (as tests/actuators/test_controller.py's)."""
-    from infercast.config import load_config
-    from infercast.twin import build_fleet
-    from infercast.twin.layout import protected_layout
-
-    cfg = protected_layout(load_config(repo_root / "examples" / "flash-sale.yaml"))
-    fleet = build_fleet(cfg, seed=0)
-    fleet.protect()
-    fleet.advance(30.0)
+    cfg, fleet = protected_flash_sale(shared_results, repo_root / "examples" / "flash-sale.yaml")  # once per run
     inputs = ScriptedInputs()
     inputs.outlook = {p: Outlook(p, 0.3, 0.3) for p in ("v4-short", "v4-long")}
     return cfg, fleet, inputs

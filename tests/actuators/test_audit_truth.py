@@ -32,6 +32,7 @@ from infercast.actuators.recovery import reconcile_unknown, resolve_in_flight
 from infercast.actuators.tick import TickReport
 from tests.actuators.doubles import Scripted
 from tests.actuators.faulty import FaultyServer, Step
+from tests.actuators.shared_fleet import protected_flash_sale
 from tests.actuators.test_controller import ScriptedInputs
 from tests.actuators.test_daemon import parts_for
 from tests.conftest import REPO
@@ -40,16 +41,9 @@ W = SetPoolWeight("v4-main", 0.25)
 
 
 @pytest.fixture()
-def setup(repo_root):
+def setup(repo_root, shared_results):
     """The protected flash-sale fleet in process, calm inputs (as tests/actuators/test_controller.py's)."""
-    from infercast.config import load_config
-    from infercast.twin import build_fleet
-    from infercast.twin.layout import protected_layout
-
-    cfg = protected_layout(load_config(repo_root / "examples" / "flash-sale.yaml"))
-    fleet = build_fleet(cfg, seed=0)
-    fleet.protect()
-    fleet.advance(30.0)
+    cfg, fleet = protected_flash_sale(shared_results, repo_root / "examples" / "flash-sale.yaml")  # once per run
     inputs = ScriptedInputs()
     calm = {p: Outlook(p, 0.3, 0.3) for p in ("v4-short", "v4-long")}
     inputs.outlook = dict(calm)

@@ -17,9 +17,8 @@ from infercast.actuators.controller import ControlLoop
 from infercast.actuators.guardrails import Guardrails, check_inputs
 from infercast.actuators.inputs import InputError, Inputs
 from infercast.actuators.policy import Decision, Outlook
-from infercast.config import GuardrailConfig, load_config
-from infercast.twin import build_fleet
-from infercast.twin.layout import protected_layout
+from infercast.config import GuardrailConfig
+from tests.actuators.shared_fleet import protected_flash_sale
 
 
 class ScriptedInputs:
@@ -38,11 +37,9 @@ class ScriptedInputs:
 
 
 @pytest.fixture()
-def setup(repo_root):
-    cfg = protected_layout(load_config(repo_root / "examples" / "flash-sale.yaml"))
-    fleet = build_fleet(cfg, seed=0)
-    fleet.protect()
-    fleet.advance(30.0)
+def setup(repo_root, shared_results):
+    # the protected fleet 30 s in, built once per run; this test's own copy (tests/actuators/shared_fleet.py)
+    cfg, fleet = protected_flash_sale(shared_results, repo_root / "examples" / "flash-sale.yaml")
     admin = TwinAdmin(fleet)
     inputs = ScriptedInputs()
     calm = {p: Outlook(p, 0.3, 0.3) for p in ("v4-short", "v4-long")}

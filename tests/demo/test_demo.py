@@ -19,22 +19,29 @@ DEMO_TIMEOUT_S = 1500
 
 
 @pytest.fixture(scope="module")
-def demo(repo_root, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("demo")
-    data = yaml.safe_load((repo_root / "examples" / "flash-sale.yaml").read_text())
-    sc = data["scenario"]
-    sc["duration_seconds"] = 900
-    sale = sc["streams"][0]["phases"]
-    sale[1]["start_seconds"], sale[2]["start_seconds"] = 600, 840
-    path = tmp / "short-sale.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    out = tmp / "out"
-    r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "demo", "--scenario", str(path), "--out", str(out), "--json"],
-        capture_output=True, text=True, cwd=repo_root, timeout=DEMO_TIMEOUT_S,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout), out, r.stderr
+def demo(repo_root, shared_results):
+    fleet_file = repo_root / "examples" / "flash-sale.yaml"
+    seconds, sale = 900, (600, 840)
+    flags = ["--json"]
+
+    def compute(tmp):
+        data = yaml.safe_load(fleet_file.read_text())
+        sc = data["scenario"]
+        sc["duration_seconds"] = seconds
+        phases = sc["streams"][0]["phases"]
+        phases[1]["start_seconds"], phases[2]["start_seconds"] = sale
+        path = tmp / "short-sale.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        out = tmp / "out"
+        r = subprocess.run(
+            [sys.executable, "-m", "infercast.cli", "demo", "--scenario", str(path), "--out", str(out), *flags],
+            capture_output=True, text=True, cwd=repo_root, timeout=DEMO_TIMEOUT_S,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout), out, r.stderr
+
+    # once per run, whichever worker asks first; the report and the arms' files stay in the shared folder (read only)
+    return shared_results.get("demo-short-sale", (fleet_file, seconds, sale, flags), compute)
 
 
 def test_every_arm_reports_the_numbers_the_issue_names(demo):

@@ -18,6 +18,7 @@ from infercast.predictors.base import Forecaster, History, future_grid
 from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
 from infercast.predictors.modelfile import ModelFileError
 from infercast.predictors.pretrain_data import generated_histories
+from tests.predictors.shared_lstm import trained_stem
 
 torch = pytest.importorskip("torch")
 
@@ -32,9 +33,10 @@ def data() -> list[History]:
 
 
 @pytest.fixture(scope="module")
-def model(data) -> LSTMForecaster:
+def model(data, shared_results) -> LSTMForecaster:
     torch.set_num_threads(1)
-    return LSTMForecaster(TINY, progress=False).fit(data)
+    # the same training as test_lstm_calibration.py's `stem`, once per run (tests/predictors/shared_lstm.py)
+    return LSTMForecaster.load(trained_stem(shared_results, TINY, data))
 
 
 def _bytes(f) -> bytes:

@@ -15,6 +15,7 @@ from infercast.predictors.base import History
 from infercast.predictors.lstm import CALIBRATION_KEY, LSTMForecaster, LSTMParams
 from infercast.predictors.modelfile import ModelFileError, paths
 from infercast.predictors.pretrain_data import generated_histories
+from tests.predictors.shared_lstm import trained_copy
 
 torch = pytest.importorskip("torch")
 
@@ -30,12 +31,12 @@ def data() -> list[History]:
 
 
 @pytest.fixture(scope="module")
-def stem(data, tmp_path_factory):
+def stem(data, tmp_path_factory, shared_results):
     """A saved tiny model without calibration (as every file written before the calibration existed)."""
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("cal") / "m"
-    LSTMForecaster(TINY, progress=False).fit(data).save(out)
-    return out
+    # the same training as test_lstm.py's `model`, once per run (tests/predictors/shared_lstm.py): a copy of its files
+    return trained_copy(shared_results, TINY, data, out)
 
 
 def _with_factors(stem, lower, upper):

@@ -21,10 +21,16 @@ def cfg(repo_root):
 
 
 @pytest.fixture(scope="module")
-def runs(cfg):
+def runs(cfg, repo_root, shared_results):
     # the first 20 minutes: ten before the sale, ten into it
-    short = cfg.model_copy(update={"scenario": cfg.scenario.model_copy(update={"duration_seconds": 1200.0})})
-    return {c: run_arm(short, c, seed=0, step_seconds=2.5) for c in ("none", "reactive")}
+    seconds, arms, seed, step = 1200.0, ("none", "reactive"), 0, 2.5
+
+    def compute(_):
+        short = cfg.model_copy(update={"scenario": cfg.scenario.model_copy(update={"duration_seconds": seconds})})
+        return {c: run_arm(short, c, seed=seed, step_seconds=step) for c in arms}
+
+    key = (repo_root / "examples" / "flash-sale.yaml", seconds, arms, seed, step)  # the file `cfg` is read from
+    return shared_results.get("flash-sale-runs", key, compute)
 
 
 def _first_failing_v4(result):
@@ -133,13 +139,19 @@ def bed_cfg(repo_root):
 
 
 @pytest.fixture(scope="module")
-def bed(bed_cfg):
+def bed(bed_cfg, repo_root, shared_results):
     """Seed 004's test bed and load test (examples/seed004-bench.yaml), every arm on the file's seed."""
-    s = {c: run_arm(bed_cfg, c, seed=0) for c in ("none", "basic", "reactive")}
-    s["perfect-forecast"] = run_arm(
-        bed_cfg, "perfect-forecast", seed=0, reference=reference_series(s["reactive"].timeseries)
-    )
-    return {c: r.summary for c, r in s.items()}
+    arms, seed = ("none", "basic", "reactive"), 0
+
+    def compute(_):
+        s = {c: run_arm(bed_cfg, c, seed=seed) for c in arms}
+        s["perfect-forecast"] = run_arm(
+            bed_cfg, "perfect-forecast", seed=seed, reference=reference_series(s["reactive"].timeseries)
+        )
+        return {c: r.summary for c, r in s.items()}
+
+    key = (repo_root / "examples" / "seed004-bench.yaml", arms, "perfect-forecast", seed)  # the file `bed_cfg` reads
+    return shared_results.get("seed004-bed-summaries", key, compute)
 
 
 def test_seed004_bed_runs_at_vllms_default_memory_utilization(bed_cfg):
