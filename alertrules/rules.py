@@ -31,6 +31,8 @@ from infercast.catalog import (
     KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
+    REC_ENGINE_KV_USAGE,
+    REC_FLEET_ENGINE_KV_USAGE,
     ROUTER_REQUESTS_TOTAL,
     TARGET_METRIC_MISSING,
     TARGET_PARSE_ERRORS_TOTAL,
@@ -62,6 +64,34 @@ JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
 
 
 def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
+    """The recording group; with `metrics_source` engines, the aggregates the engine rules record
+    (alertrules/sources.py) are left out and what reads them reads the engine rules (`for_source`)."""
+    groups = _recording_rules(s)
+    if s.metrics_source != "engines":
+        return groups
+    from .sources import engine_series
+
+    engine_path = engine_series(s.rate_window)
+    t = s.thresholds
+    rules = []
+    for rule in groups[0]["rules"]:
+        if rule["record"] in engine_path:
+            continue
+        if rule["record"] == FRAG_FULL:
+            # the exporter's fragmentation joined to the engine's own KV usage on the engine's address: scraped
+            # without honor_labels, the exporter's `instance` (the engine's address) is `exported_instance`
+            frag = f'label_replace({KV_CACHE_FRAGMENTATION_RATIO}, "instance", "$1", "exported_instance", "(.+)")'
+            rule = {
+                "record": FRAG_FULL,
+                "expr": f"max by (pool, version) ({frag} and on (pool, version, instance) "
+                f"({REC_ENGINE_KV_USAGE} >= {t.kv_forecast_trigger}))",
+            }
+        rules.append(rule)
+    rules.append({"record": REC_FLEET_ENGINE_KV_USAGE, "expr": f"avg({REC_ENGINE_KV_USAGE})"})
+    return [{"name": groups[0]["name"], "rules": rules}]
+
+
+def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
     t = s.thresholds
     return [
         {
@@ -515,8 +545,23 @@ GROUPS = {
 
 
 def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
-    """Every alert group, with its runbook links."""
-    return with_runbooks([{"name": name, "rules": build(s)} for name, build in GROUPS.items()], s.runbook_base_url)
+    """Every alert group, with its runbook links, reading the serving figures from `s.metrics_source`."""
+    groups = with_runbooks([{"name": name, "rules": build(s)} for name, build in GROUPS.items()], s.runbook_base_url)
+    return for_source(groups, s)
+
+
+def for_source(groups: list[dict[str, Any]], s: AlertSettings) -> list[dict[str, Any]]:
+    """The alert groups with every serving figure read where `s.metrics_source` says (alertrules/sources.py): the
+    expressions and the annotations' queries.  The forecast rules read the predictor's series either way."""
+    from .sources import translate
+
+    for group in groups:
+        for rule in group["rules"]:
+            rule["expr"] = translate(rule["expr"], s.metrics_source, s.rate_window)
+            rule["annotations"] = {
+                k: translate(v, s.metrics_source, s.rate_window) for k, v in rule["annotations"].items()
+            }
+    return groups
 
 
 def rule_files(s: AlertSettings) -> dict[str, dict[str, Any]]:
