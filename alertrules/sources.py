@@ -8,7 +8,7 @@
   generated `scrape_configs`); the exporter emits only what the engines do not give (`ENGINE_GIVEN`).
 
 `ENGINE_SERIES` is the one table: each exporter-path series -> the engine-path series that holds the same figure.
-Everything that reads a serving figure names the exporter-path series and goes through `series()` / `translate()`,
+Everything that reads a serving figure names the exporter-path series and goes through `series_name()` / `translate()`,
 so a reader cannot pick one path for the alerts and the other for the dashboards.  The recording rules that
 compute the exporter-path aggregates are left out in `engines` mode (`recording_rules` in rules.py): the engine
 rules record the same figures.
@@ -55,7 +55,7 @@ def engine_series(window: str = RATE_WINDOW) -> dict[str, str]:
     }
 
 
-def series(name: str, source: str = EXPORTER, window: str = RATE_WINDOW) -> str:
+def series_name(name: str, source: str = EXPORTER, window: str = RATE_WINDOW) -> str:
     """The series a reader reads for exporter-path `name` under `source`."""
     _check(source)
     return engine_series(window).get(name, name) if source == ENGINES else name
