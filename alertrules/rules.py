@@ -40,24 +40,25 @@ from infercast.catalog import (
 )
 from infercast.durations import duration
 
+from .recorded import (
+    BATCH_SAT_AVG,
+    DEGRADATION_BY_REASON,
+    DEGRADATION_RATE,
+    FAILURE_RATE,
+    FORECAST_UPPER,
+    FRAG_AVG,
+    FRAG_BAND,
+    FRAG_FULL,
+    FRAG_MAX,
+    GPU_MEM_RATIO,
+    KV_USAGE_AVG,
+    KV_USAGE_FLEET,
+    KV_USAGE_MAX,
+    REQ_RATE,
+    REQ_SHARE,
+)
 from .settings import AlertSettings
-
-# Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
-REQ_RATE = f"pool_version:{ROUTER_REQUESTS_TOTAL}:rate5m"
-REQ_SHARE = f"version:{ROUTER_REQUESTS_TOTAL}:share_rate5m"
-KV_USAGE_AVG = f"pool_version:{KV_CACHE_USAGE_RATIO}:avg"
-KV_USAGE_MAX = f"pool_version:{KV_CACHE_USAGE_RATIO}:max"
-KV_USAGE_FLEET = f"fleet:{KV_CACHE_USAGE_RATIO}:avg"
-FRAG_MAX = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max"
-FRAG_AVG = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:avg"
-FRAG_FULL = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max_over_trigger"
-FRAG_BAND = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:band"
-FAILURE_RATE = f"pool_version:{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}:rate5m"
-DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS_TOTAL}:rate5m"
-DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS_TOTAL}:rate5m"
-BATCH_SAT_AVG = f"pool_version:{BATCH_SATURATION_RATIO}:avg"
-FORECAST_UPPER = f"pool_version:{FORECAST_KV_CACHE_USAGE_RATIO}:max_yhat_upper"
-GPU_MEM_RATIO = f"node_gpu:{GPU_MEMORY_USED_BYTES}:ratio"
+from .sources import engine_series, translate
 
 #: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
 JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
@@ -69,8 +70,6 @@ def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
     groups = _recording_rules(s)
     if s.metrics_source != "engines":
         return groups
-    from .sources import engine_series
-
     engine_path = engine_series(s.rate_window)
     t = s.thresholds
     rules = []
@@ -553,8 +552,6 @@ def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
 def for_source(groups: list[dict[str, Any]], s: AlertSettings) -> list[dict[str, Any]]:
     """The alert groups with every serving figure read where `s.metrics_source` says (alertrules/sources.py): the
     expressions and the annotations' queries.  The forecast rules read the predictor's series either way."""
-    from .sources import translate
-
     for group in groups:
         for rule in group["rules"]:
             rule["expr"] = translate(rule["expr"], s.metrics_source, s.rate_window)

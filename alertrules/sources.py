@@ -26,7 +26,7 @@ from infercast.catalog import (
 from infercast.config import MetricsSource
 
 from .engines import RATE_WINDOW, names
-from .rules import BATCH_SAT_AVG, KV_USAGE_AVG, KV_USAGE_FLEET, KV_USAGE_MAX, REQ_RATE, REQ_SHARE
+from .recorded import BATCH_SAT_AVG, KV_USAGE_AVG, KV_USAGE_FLEET, KV_USAGE_MAX, REQ_RATE, REQ_SHARE
 
 EXPORTER: MetricsSource = "exporter"
 ENGINES: MetricsSource = "engines"
