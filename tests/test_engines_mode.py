@@ -109,3 +109,24 @@ def test_infercast_check_passes_on_the_rules_generated_for_an_engines_fleet(tmp_
     )
     assert res.returncode == 1
     assert "differ from what" in res.stdout and "infercast.alertrules.generate --fleet" in res.stdout
+
+
+def test_k8s_build_carries_the_mode_into_the_prometheusrule_and_dashboards(tmp_path: Path) -> None:
+    doc = yaml.safe_load((REPO / "examples" / "kubernetes.yaml").read_text())
+    doc["metrics"] = {"source": "engines"}
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "base"
+    res = subprocess.run(
+        [*CLI, "k8s", "build", f"--fleet={fleet}", f"--out={out}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert res.returncode == 0, res.stderr
+    for name in ("prometheusrule.yaml", "dashboards.yaml"):
+        text = (out / name).read_text()
+        assert engine_series()[KV_USAGE_MAX] in text and KV_USAGE_MAX not in text, name
+    # the exporter in the cluster reads the same fleet file: it runs reduced
+    assert load_config(out / "fleet.yaml").metrics.source == "engines"
