@@ -130,3 +130,23 @@ def test_k8s_build_carries_the_mode_into_the_prometheusrule_and_dashboards(tmp_p
         assert engine_series()[KV_USAGE_MAX] in text and KV_USAGE_MAX not in text, name
     # the exporter in the cluster reads the same fleet file: it runs reduced
     assert load_config(out / "fleet.yaml").metrics.source == "engines"
+
+
+def test_the_actuators_live_figures_come_from_the_engine_rules() -> None:
+    from infercast.actuators.admin import Observation, PoolState
+    from infercast.actuators.inputs import StoreInputs
+    from infercast.store.memory import MemoryStore
+
+    cfg = load_config(QUICKSTART)
+    n = engine_series()
+    store = MemoryStore()
+    now = 1_800_000_000.0
+    for t in (now - 30, now - 15, now):
+        for engine, kv in (("0", 0.62), ("1", 0.81)):
+            store.write(n[KV_CACHE_USAGE_RATIO], {"pool": "v4-main", "version": "v4", "engine": engine}, t, kv)
+        store.write(n[REQ_RATE], {"pool": "v4-main", "version": "v4"}, t, 42.0)
+        store.write(KV_CACHE_USAGE_RATIO, {"pool": "v4-main", "version": "v4", "instance": "x"}, t, 0.1)  # not read
+    fleet = Observation(now, (PoolState("v4-main", "v4", replicas=2, ready=2, weight=1.0),))
+    got = StoreInputs(store, cfg).read(now, fleet).outlook["v4-main"]
+    assert got.kv_now == 0.81  # the fullest engine
+    assert (got.rps_now, got.served_rps_now) == (42.0, 42.0)
