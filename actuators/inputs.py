@@ -18,6 +18,8 @@ import numpy as np
 
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.alertrules.recorded import REQ_RATE
+from infercast.alertrules.sources import ENGINES, series_name
 from infercast.catalog import (
     FORECAST_BREACH_ETA_SECONDS,
     FORECAST_KV_CACHE_USAGE_RATIO,
@@ -72,6 +74,12 @@ class StoreInputs:
         self.trigger = cfg.thresholds.kv_forecast_trigger
         self.surge = cfg.policy.traffic_surge_factor
         self.horizon = cfg.predictor.horizon_seconds
+        # `metrics.source: engines`: live KV usage from the engines' own per-engine rule (the exporter no longer
+        # emits its copy), traffic from the engines' finished requests per second (alertrules/sources.py)
+        m = cfg.metrics
+        self.engines = m.source == ENGINES
+        self.kv_metric = series_name(KV_CACHE_USAGE_RATIO, m.source, m.rate_window)
+        self.rate_metric = series_name(REQ_RATE, m.source, m.rate_window)
 
     def _q(self, metric: str, matchers: dict[str, str], start: float, end: float):
         try:
@@ -84,7 +92,7 @@ class StoreInputs:
         outlook, figures = {}, {}
         live_t, fc_t = -math.inf, -math.inf
         for p in serving(fleet):
-            kv_series = self._q(KV_CACHE_USAGE_RATIO, {"pool": p.name}, start, now)
+            kv_series = self._q(self.kv_metric, {"pool": p.name}, start, now)
             latest = [(_latest([s], now)) for s in kv_series]
             fresh = [v for v, t in latest if t >= now - 2 * self.step]
             kv_now = max(fresh) if fresh else math.nan
@@ -120,7 +128,12 @@ class StoreInputs:
 
     def _rates(self, pool: str, now: float) -> tuple[float, float]:
         """Requests per second the router sent the pool over the last minute (counter increase, reset-aware), and
-        those of them it answered (`outcome="ok"`): one query, split by the outcome label."""
+        those of them it answered (`outcome="ok"`): one query, split by the outcome label.  With `metrics.source:
+        engines`, the engines' own rate of finished requests, both: an engine never sees what a gateway refused."""
+        if self.engines:
+            rate, t = _latest(self._q(self.rate_metric, {"pool": pool}, now - 60.0, now), now)
+            rate = rate if math.isfinite(rate) and t >= now - 60.0 else 0.0
+            return rate, rate
         sent = answered = 0.0
         for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, now - 60.0, now):
             if len(s.v) < 2:

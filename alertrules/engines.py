@@ -108,8 +108,10 @@ def _models_regex(cfg: FleetConfig) -> str:
     return regex.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def engine_rules(cfg: FleetConfig, window: str = RATE_WINDOW) -> list[dict[str, Any]]:
-    """The rule groups (one group: Prometheus evaluates its rules in order, each seeing the ones before)."""
+def engine_rules(cfg: FleetConfig, window: str | None = None) -> list[dict[str, Any]]:
+    """The rule groups (one group: Prometheus evaluates its rules in order, each seeing the ones before); `window`:
+    the rates' window, by default the fleet file's `metrics.rate_window`."""
+    window = window or cfg.metrics.rate_window
     n = names(window)
     triton = f'{SCRAPED},model=~"{_models_regex(cfg)}"'
     cap = n["max_batch"]
@@ -168,6 +170,6 @@ def _union(exprs: list[str]) -> str:
     return " or ".join(f"({e})" for e in exprs)
 
 
-def engine_rule_file(cfg: FleetConfig, window: str = RATE_WINDOW) -> dict[str, Any]:
+def engine_rule_file(cfg: FleetConfig, window: str | None = None) -> dict[str, Any]:
     """The rules document, as Prometheus loads it (alertrules/rules/engines/engines.yml)."""
     return {"groups": engine_rules(cfg, window)}

@@ -31,6 +31,8 @@ from infercast.catalog import (
     KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
+    REC_ENGINE_KV_USAGE,
+    REC_FLEET_ENGINE_KV_USAGE,
     ROUTER_REQUESTS_TOTAL,
     TARGET_METRIC_MISSING,
     TARGET_PARSE_ERRORS_TOTAL,
@@ -38,30 +40,57 @@ from infercast.catalog import (
 )
 from infercast.durations import duration
 
+from .recorded import (
+    BATCH_SAT_AVG,
+    DEGRADATION_BY_REASON,
+    DEGRADATION_RATE,
+    FAILURE_RATE,
+    FORECAST_UPPER,
+    FRAG_AVG,
+    FRAG_BAND,
+    FRAG_FULL,
+    FRAG_MAX,
+    GPU_MEM_RATIO,
+    KV_USAGE_AVG,
+    KV_USAGE_FLEET,
+    KV_USAGE_MAX,
+    REQ_RATE,
+    REQ_SHARE,
+)
 from .settings import AlertSettings
-
-# Recorded series (the dashboards read these too; dashboards/queries.py imports the names from here).
-REQ_RATE = f"pool_version:{ROUTER_REQUESTS_TOTAL}:rate5m"
-REQ_SHARE = f"version:{ROUTER_REQUESTS_TOTAL}:share_rate5m"
-KV_USAGE_AVG = f"pool_version:{KV_CACHE_USAGE_RATIO}:avg"
-KV_USAGE_MAX = f"pool_version:{KV_CACHE_USAGE_RATIO}:max"
-KV_USAGE_FLEET = f"fleet:{KV_CACHE_USAGE_RATIO}:avg"
-FRAG_MAX = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max"
-FRAG_AVG = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:avg"
-FRAG_FULL = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:max_over_trigger"
-FRAG_BAND = f"pool_version:{KV_CACHE_FRAGMENTATION_RATIO}:band"
-FAILURE_RATE = f"pool_version:{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}:rate5m"
-DEGRADATION_RATE = f"from_version_to_version_reason:{DEGRADATIONS_TOTAL}:rate5m"
-DEGRADATION_BY_REASON = f"reason:{DEGRADATIONS_TOTAL}:rate5m"
-BATCH_SAT_AVG = f"pool_version:{BATCH_SATURATION_RATIO}:avg"
-FORECAST_UPPER = f"pool_version:{FORECAST_KV_CACHE_USAGE_RATIO}:max_yhat_upper"
-GPU_MEM_RATIO = f"node_gpu:{GPU_MEMORY_USED_BYTES}:ratio"
+from .sources import engine_series, translate
 
 #: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
 JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
 
 
 def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
+    """The recording group; with `metrics_source` engines, the aggregates the engine rules record
+    (alertrules/sources.py) are left out and what reads them reads the engine rules (`for_source`)."""
+    groups = _recording_rules(s)
+    if s.metrics_source != "engines":
+        return groups
+    engine_path = engine_series(s.rate_window)
+    t = s.thresholds
+    rules = []
+    for rule in groups[0]["rules"]:
+        if rule["record"] in engine_path:
+            continue
+        if rule["record"] == FRAG_FULL:
+            # the exporter's fragmentation joined to the engine's own KV usage on the engine's address: scraped
+            # without honor_labels, the exporter's `instance` (the engine's address) is `exported_instance`
+            frag = f'label_replace({KV_CACHE_FRAGMENTATION_RATIO}, "instance", "$1", "exported_instance", "(.+)")'
+            rule = {
+                "record": FRAG_FULL,
+                "expr": f"max by (pool, version) ({frag} and on (pool, version, instance) "
+                f"({REC_ENGINE_KV_USAGE} >= {t.kv_forecast_trigger}))",
+            }
+        rules.append(rule)
+    rules.append({"record": REC_FLEET_ENGINE_KV_USAGE, "expr": f"avg({REC_ENGINE_KV_USAGE})"})
+    return [{"name": groups[0]["name"], "rules": rules}]
+
+
+def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
     t = s.thresholds
     return [
         {
@@ -515,8 +544,21 @@ GROUPS = {
 
 
 def alerting_rules(s: AlertSettings) -> list[dict[str, Any]]:
-    """Every alert group, with its runbook links."""
-    return with_runbooks([{"name": name, "rules": build(s)} for name, build in GROUPS.items()], s.runbook_base_url)
+    """Every alert group, with its runbook links, reading the serving figures from `s.metrics_source`."""
+    groups = with_runbooks([{"name": name, "rules": build(s)} for name, build in GROUPS.items()], s.runbook_base_url)
+    return for_source(groups, s)
+
+
+def for_source(groups: list[dict[str, Any]], s: AlertSettings) -> list[dict[str, Any]]:
+    """The alert groups with every serving figure read where `s.metrics_source` says (alertrules/sources.py): the
+    expressions and the annotations' queries.  The forecast rules read the predictor's series either way."""
+    for group in groups:
+        for rule in group["rules"]:
+            rule["expr"] = translate(rule["expr"], s.metrics_source, s.rate_window)
+            rule["annotations"] = {
+                k: translate(v, s.metrics_source, s.rate_window) for k, v in rule["annotations"].items()
+            }
+    return groups
 
 
 def rule_files(s: AlertSettings) -> dict[str, dict[str, Any]]:

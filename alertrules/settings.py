@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from infercast.config import FleetConfig, PredictorConfig, Thresholds
+from infercast.config import FleetConfig, MetricsConfig, PredictorConfig, Thresholds
 
 #: The runbooks: one page per alert, shipped inside the package (alertrules/runbooks/*.md, package data) and in
 #: the images (deploy/Dockerfile.* copy alertrules/).
@@ -40,6 +40,10 @@ class AlertSettings:
     #: forecasts older than this are stale (the predictor's own staleness limit)
     forecast_stale_seconds: float = PredictorConfig().stale_after_seconds
     runbook_base_url: str = field(default_factory=runbook_base_url)
+    #: the fleet file's `metrics.source`: the serving figures from the exporter's series or the engine rules
+    #: (alertrules/sources.py), and `metrics.rate_window`, the engine rules' rate window
+    metrics_source: str = MetricsConfig().source
+    rate_window: str = MetricsConfig().rate_window
 
     # --- alert-only thresholds ------------------------------------------------------------------------------
     #: KV block allocation failures per second (5-minute rate) that count as "climbing"
@@ -92,6 +96,8 @@ class AlertSettings:
             forecast_horizon_seconds=int(cfg.predictor.horizon_seconds),
             forecast_stale_seconds=cfg.predictor.stale_after_seconds,
             for_forecast_breach=int(cfg.thresholds.kv_forecast_for_seconds),
+            metrics_source=cfg.metrics.source,
+            rate_window=cfg.metrics.rate_window,
         )
 
     def scaled(self, time_scale: float) -> AlertSettings:

@@ -42,7 +42,8 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from infercast.alertrules.settings import AlertSettings
-from infercast.config import FleetConfig, Thresholds, load_config
+from infercast.alertrules.sources import translate
+from infercast.config import FleetConfig, MetricsConfig, Thresholds, load_config
 from infercast.resources import example_fleet
 
 from . import queries as q
@@ -63,10 +64,19 @@ class DashboardSettings:
     versions: Mapping[str, str] = field(default_factory=dict)
     #: batch saturation that counts as pinned (the alert rules' `batch_pinned_ratio`)
     batch_pinned_ratio: float = AlertSettings().batch_pinned_ratio
+    #: the fleet file's `metrics.source` and `metrics.rate_window`: the panels read the serving figures from the
+    #: exporter's series or from the engine recording rules (alertrules/sources.py; `render` swaps the names)
+    metrics_source: str = MetricsConfig().source
+    rate_window: str = MetricsConfig().rate_window
 
     @classmethod
     def from_fleet(cls, cfg: FleetConfig) -> DashboardSettings:
-        return cls(thresholds=cfg.thresholds, versions={v: c.model.name for v, c in cfg.versions.items()})
+        return cls(
+            thresholds=cfg.thresholds,
+            versions={v: c.model.name for v, c in cfg.versions.items()},
+            metrics_source=cfg.metrics.source,
+            rate_window=cfg.metrics.rate_window,
+        )
 
     @classmethod
     def default(cls) -> DashboardSettings:
@@ -1237,12 +1247,28 @@ def annotations() -> list[dict[str, Any]]:
 def render(name: str, settings: DashboardSettings | None = None) -> str:
     """The dashboard's JSON text, stable byte for byte (sorted keys, panel ids numbered in order); `settings`:
     `DashboardSettings.default()` (the repository's fleet file) when None."""
-    model = DASHBOARDS[name](settings or DashboardSettings.default()).build()
+    settings = settings or DashboardSettings.default()
+    model = DASHBOARDS[name](settings).build()
     for pid, panel in enumerate(model.panels or [], start=1):
         panel.id_val = pid
     doc = json.loads(JSONEncoder(sort_keys=True).encode(model))
     doc["annotations"] = {"list": annotations()}
+    doc = _for_source(doc, settings)
     return json.dumps(doc, sort_keys=True, indent=2) + "\n"
+
+
+def _for_source(node: object, s: DashboardSettings) -> object:
+    """Every query of the dashboard (panel targets, variables, annotations) reading the serving figures where
+    `s.metrics_source` says: the queries are written once, on the exporter's names, and swapped here."""
+    if s.metrics_source == "exporter":
+        return node
+    if isinstance(node, dict):
+        return {k: _for_source(v, s) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_for_source(v, s) for v in node]
+    if isinstance(node, str):
+        return translate(node, s.metrics_source, s.rate_window)
+    return node
 
 
 def build_all(out_dir: Path = GENERATED, settings: DashboardSettings | None = None) -> list[Path]:

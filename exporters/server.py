@@ -27,11 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from infercast import exposition
+from infercast.alertrules.sources import ENGINE_GIVEN, ENGINES
 from infercast.catalog import (
     GPU_FAMILIES,
     TARGET_METRIC_MISSING,
@@ -59,6 +61,21 @@ from infercast.httpserve import (
 
 log = logging.getLogger(__name__)
 MAX_INGEST_BYTES = 1024 * 1024
+
+
+def engine_labels(labels: Mapping[str, str], target_name: str, url: str | None) -> dict[str, str]:
+    """A serving series' labels as the engine's own scrape gives them (`metrics.source: engines`): `instance` is
+    the engine's address (host:port of its URL: what Prometheus' engine job sets, so rules join the two on it), and
+    the part of the exporter's instance after the target name (vLLM's data-parallel `engine`, SGLang's `dp<rank>`,
+    Triton's `v<model version>`) goes to an `engine` label.  Scraped without honor_labels, Prometheus stores the
+    `instance` as `exported_instance` (the engines-mode rules read it there)."""
+    inst = labels.get("instance")
+    if url is None or inst is None or not (inst == target_name or inst.startswith(f"{target_name}/")):
+        return dict(labels)
+    out = {**labels, "instance": urlsplit(url).netloc}
+    if inst != target_name:
+        out["engine"] = inst.removeprefix(f"{target_name}/")
+    return out
 
 
 @dataclass
@@ -125,6 +142,9 @@ class Exporter:
         derived pool scores (they need the whole fleet's samples)."""
         self.config = config
         self.fleet_view = fleet_view
+        # `metrics.source: engines`: Prometheus scrapes the engines itself and their rules record KV usage and batch
+        # saturation, so those are not emitted again, and the rest keeps the engine's own address
+        self.reduced = config.metrics.source == ENGINES
         self.timeout = config.exporter.scrape_timeout_seconds
         self.staleness = config.exporter.staleness_seconds
         self.recorder = recorder if recorder is not None else RouterRecorder()
@@ -291,7 +311,28 @@ class Exporter:
             samples.extend(self._router_windows.apply(recorder_samples(self.recorder), now))
             forecasts = self._forecast_usage() if self._forecast_usage else None
             samples.extend(derive(self.config, samples, gpu_pools, forecasts))
+        if self.reduced:  # after the derived scores, which read them as the exporter names them
+            samples = self._engines_view(samples)
         return families(samples)
+
+    def _engines_view(self, samples: list[Sample]) -> list[Sample]:
+        """`metrics.source: engines`: no family the engines' rules record (`ENGINE_GIVEN`), and each engine
+        target's series under the engine's own address (`engine_labels`)."""
+        urls = {
+            st.source.name: url
+            for st in self.states
+            if (url := getattr(getattr(st.source, "target", None), "url", None)) is not None
+        }
+        out = []
+        for s in samples:
+            if s.name in ENGINE_GIVEN:
+                continue
+            inst = s.labels.get("instance")
+            name = inst.split("/", 1)[0] if inst is not None and "pool" in s.labels else None
+            if name in urls:
+                s = Sample(s.name, engine_labels(s.labels, name, urls[name]), s.value)
+            out.append(s)
+        return out
 
     def collect(self) -> Iterable[Metric]:
         return list(self._frame)

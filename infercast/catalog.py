@@ -190,6 +190,9 @@ REC_ENGINE_REQUESTS_POOL_RATE = "pool_version:engine_requests:rate5m"
 REC_ENGINE_REQUESTS_POOL_SHARE = "pool_version:engine_requests:share_rate5m"
 #: a version's share of the fleet's QPS (every pool serving it)
 REC_ENGINE_REQUESTS_VERSION_SHARE = "version:engine_requests:share_rate5m"
+#: the fleet's mean KV-cache usage over every engine (recorded with the alert rules when `metrics.source` is
+#: engines: alertrules/rules.py)
+REC_FLEET_ENGINE_KV_USAGE = "fleet:engine_kv_cache_usage:avg"
 
 
 def _g(name: str, unit: str, labels: tuple[str, ...], help: str, **kw) -> MetricSpec:

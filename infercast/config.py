@@ -141,6 +141,8 @@ class GpuSpec(Strict):
 
 
 EngineKind = Literal["vllm", "sglang", "tgi", "trtllm"]
+#: `metrics.source`: where the per-engine serving figures are read from (MetricsConfig)
+MetricsSource = Literal["exporter", "engines"]
 
 
 class PoolEngines(Strict):
@@ -529,6 +531,24 @@ class Event(Strict):
         None,
         description="the requests per second the organisers expect at the event's peak: the `scheduled` arm "
         "pre-scales for it (unset: it takes every spare node)",
+    )
+
+
+class MetricsConfig(Strict):
+    """Where the per-engine serving figures (KV-cache usage, batch saturation, requests per second) are read from."""
+
+    source: MetricsSource = Field(
+        "exporter",
+        description="exporter: the alerts, dashboards and predictor read the series the infercast exporter "
+        "re-emits from the engines (the default, as before); engines: they "
+        "read the recording rules on the engines' own metrics (pool_version:engine_kv_cache_usage:max, ...: "
+        "alertrules/engines.py, Prometheus scraping the engines itself), and the exporter emits only what the "
+        "engines do not give (docs/exporters.md)",
+    )
+    rate_window: str = Field(
+        "5m",
+        pattern=r"^\d+[smhd]$",
+        description="the engine rules' rate() window (the `rate5m` in their names); what reads them uses the same",
     )
 
 
@@ -1010,6 +1030,7 @@ class FleetConfig(Strict):
     thresholds: Thresholds = Thresholds()
     router: RouterConfig = RouterConfig()
     events: tuple[Event, ...] = ()
+    metrics: MetricsConfig = MetricsConfig()
     exporter: ExporterConfig = ExporterConfig()
     predictor: PredictorConfig = PredictorConfig()
     scenario: ScenarioConfig | None = None

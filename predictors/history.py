@@ -14,7 +14,10 @@ What is read, and how, comes from the predictor itself, so training and serving 
   traffic (`rps`: the rate of `infercast_router_requests_total` summed per pool and version, the predictor's
   `counter_rate`), each left out when Prometheus has none (the model masks a missing covariate; Prophet is then
   not fitted).
-All on the predictor's step grid, over [start, end].
+All on the predictor's step grid, over [start, end].  These are the exporter's series; with the fleet file's
+`metrics.source: engines` (`fetch(..., inputs=Inputs.of("engines"))`) the engine recording rules' instead:
+`pool_version:engine_kv_cache_usage:max/avg`, the per-engine `instance:engine_kv_cache_usage:ratio` as the raw
+fallback and `pool_version:engine_requests:rate5m` for traffic (`infercast.predictors.service.Inputs`).
 
 `split_times` cuts the common time axis into train / validation / held-out tail: by time, never shuffled, so no
 window of a later part is ever seen by an earlier one.  Pure apart from the store it is handed.
@@ -27,14 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infercast.catalog import KV_CACHE_USAGE_RATIO, ROUTER_REQUESTS_TOTAL
 from infercast.predictors.base import History
 from infercast.predictors.service import (
-    COVARIATE_METRICS,
-    KV_RULES,  # the predictor's KV aggregates -> the recording rule that records the same figure (one table)
     KV_SOURCES,
     SERIES,
     AlignedMatrix,
+    Inputs,  # what the predictor reads, by metrics.source: its KV rules, raw KV metric, covariates, traffic
     align_many,
     align_matrix,
 )
@@ -114,8 +115,12 @@ def fetch(
     matchers: dict[str, str] | None = None,
     source: str = "auto",
     need_s: float = 0.0,
+    inputs: Inputs | None = None,
 ) -> FleetHistory:
     """Read the fleet's history over [start, end] on the grid `start + k * step` (see the module docstring).
+
+    `inputs`: the series the predictor reads (`Inputs.of(metrics.source)`: the exporter's, the default, or the
+    engine recording rules'), so training reads what serving will.
 
     `need_s`: with `source="auto"`, the recording rules are used when they span at least this long (or as long as
     the raw metric).  Raises `HistoryError` when Prometheus cannot answer or holds no KV series.
@@ -127,65 +132,70 @@ def fetch(
     if n < 2:
         raise HistoryError(f"the range [{start:.0f}, {end:.0f}] holds fewer than two {step:g} s steps")
     t = g0 + step * np.arange(n)
+    ins = inputs or Inputs.of()
+    kv_rules, kv_raw = ins.kv_rules, ins.kv
     notes: list[str] = []
     kv: dict[str, dict[tuple[str, str], np.ndarray]] = {}
     metrics: dict[str, str] = {}
     used = "raw"
     try:
         if source in ("auto", "rules"):
-            rules = {how: _rows(align_matrix(_query(store, KV_RULES[how], matchers, t), g0, step, n, "max"))
+            rules = {how: _rows(align_matrix(_query(store, kv_rules[how], matchers, t), g0, step, n, "max"))
                      for how in KV_AGGREGATES}  # fmt: skip
             rule_span = _span_s(rules[KV_AGGREGATES[0]], t)
             if source == "rules":
                 if not rules[KV_AGGREGATES[0]]:
                     raise HistoryError(
-                        f"the recording rule {KV_RULES[KV_AGGREGATES[0]]} has no series"
+                        f"the recording rule {kv_rules[KV_AGGREGATES[0]]} has no series"
                         + _where(matchers)
-                        + " (load alertrules/rules/recording.yml, or use --source raw)"
+                        + " (load the recording rules, or use --source raw)"
                     )
                 kv, used = rules, "rules"
             elif rules[KV_AGGREGATES[0]] and rule_span >= need_s:
                 kv, used = rules, "rules"
             else:
-                raw = _raw_kv(store, matchers, t, g0, step, n)
+                raw = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
                 if rules[KV_AGGREGATES[0]] and _span_s(raw[KV_AGGREGATES[0]], t) <= rule_span:
                     kv, used = rules, "rules"
                 else:
                     kv = raw
                     notes.append(
-                        f"the recording rule {KV_RULES[KV_AGGREGATES[0]]} "
+                        f"the recording rule {kv_rules[KV_AGGREGATES[0]]} "
                         + (f"spans only {rule_span / 3600:.1f} h" if rules[KV_AGGREGATES[0]] else "has no series")
-                        + f"; read {KV_CACHE_USAGE_RATIO} combined over instances as the predictor does "
+                        + f"; read {kv_raw} combined over instances as the predictor does "
                         "(recording rules are not evaluated retroactively: `promtool tsdb create-blocks-from rules` "
                         "backfills them)"
                     )
         else:
-            kv = _raw_kv(store, matchers, t, g0, step, n)
+            kv = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
         for how in KV_AGGREGATES:
-            metrics[f"kv_{how}"] = (
-                KV_RULES[how] if used == "rules" else f"{how} by (pool, version) ({KV_CACHE_USAGE_RATIO})"
-            )
+            metrics[f"kv_{how}"] = kv_rules[how] if used == "rules" else f"{how} by (pool, version) ({kv_raw})"
         if not kv[KV_AGGREGATES[0]]:
             raise HistoryError(
-                f"Prometheus has no series of {KV_CACHE_USAGE_RATIO}"
-                + ("" if source == "raw" else f" nor of the recording rule {KV_RULES[KV_AGGREGATES[0]]}")
+                f"Prometheus has no series of {kv_raw}"
+                + ("" if source == "raw" else f" nor of the recording rule {kv_rules[KV_AGGREGATES[0]]}")
                 + f" with pool and version labels{_where(matchers)} between {_iso(t[0])} and {_iso(t[-1])}: is the "
                 "exporter (or the engines' PodMonitor and the recording rules) scraped by this Prometheus?"
             )
         covs: dict[str, dict[tuple[str, str], np.ndarray]] = {}
-        for name, (metric, how) in COVARIATE_METRICS.items():
+        for name, (metric, how) in ((k, v) for k, v in ins.covariates.items() if k != "rps"):
             rows = _rows(align_matrix(_query(store, metric, matchers, t), g0, step, n, how))
             if rows:
                 covs[name] = rows
                 metrics[name] = f"{how} by (pool, version) ({metric})"
-        rps = _rows(align_matrix(_query(store, ROUTER_REQUESTS_TOTAL, matchers, t), g0, step, n, "rate"))
+        rps_metric, rps_how = ins.rps
+        rps = _rows(align_matrix(_query(store, rps_metric, matchers, t), g0, step, n, rps_how))
     except StoreError as e:
         raise HistoryError(f"cannot read the history from Prometheus: {e}") from None
     if rps:
         covs["rps"] = rps
-        metrics["rps"] = f"rate of {ROUTER_REQUESTS_TOTAL} summed by (pool, version), as the predictor computes it"
+        metrics["rps"] = (
+            f"rate of {rps_metric} summed by (pool, version), as the predictor computes it"
+            if rps_how == "rate"
+            else f"{rps_metric}, the engines' rate as recorded"
+        )
     else:
-        notes.append(f"no {ROUTER_REQUESTS_TOTAL}: no traffic series, so Prophet is not fitted")
+        notes.append(f"no {rps_metric}: no traffic series, so Prophet is not fitted")
     out_kv: dict[str, list[History]] = {}
     for how in KV_AGGREGATES:
         out_kv[how] = [
@@ -196,8 +206,10 @@ def fetch(
     return FleetHistory(t, out_kv, rps_h, used, metrics, notes)
 
 
-def _raw_kv(store: Store, matchers, t, g0: float, step: float, n: int) -> dict[str, dict[tuple[str, str], np.ndarray]]:
-    raw = _query(store, KV_CACHE_USAGE_RATIO, matchers, t)
+def _raw_kv(
+    store: Store, metric: str, matchers, t, g0: float, step: float, n: int
+) -> dict[str, dict[tuple[str, str], np.ndarray]]:
+    raw = _query(store, metric, matchers, t)
     return {how: _rows(m) for how, m in align_many(raw, g0, step, n, KV_AGGREGATES).items()}
 
 

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from infercast.alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX
+from infercast.alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX, REQ_RATE
+from infercast.alertrules.sources import EXPORTER, series_name
 from infercast.catalog import (
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
@@ -85,6 +86,40 @@ Group = tuple[str, str]  # (pool, version)
 KV_RULES: dict[str, str] = {"max": KV_USAGE_MAX, "mean": KV_USAGE_AVG}
 #: where KV usage is read from: the recording rules, the raw metric, or the rules when they cover what is read
 KV_SOURCES = ("auto", "rules", "raw")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The series a tick reads, by the fleet file's `metrics.source` (alertrules/sources.py, the one table):
+    - `exporter`: KV usage per instance `infercast_kv_cache_usage_ratio` (its rules `KV_RULES`), traffic the rate
+      of the router's `infercast_router_requests_total` computed here;
+    - `engines`: KV usage per engine `instance:engine_kv_cache_usage:ratio` (its rules
+      `pool_version:engine_kv_cache_usage:max` / `:avg`), traffic the engines' finished requests per second per
+      pool and version (`pool_version:engine_requests:rate5m`, already a rate: summed, not differentiated).
+    The LSTM's other covariates (running, waiting, fragmentation) are the exporter's in both: no engine rule
+    records them (the reduced exporter still emits them, docs/exporters.md)."""
+
+    kv: str
+    kv_rules: dict[str, str]
+    rps: tuple[str, str]  # (metric, how its series are combined)
+    covariates: dict[str, tuple[str, str]]
+
+    @classmethod
+    def of(cls, source: str = EXPORTER, window: str = "5m") -> Inputs:
+        rps = (ROUTER_REQUESTS_TOTAL, "rate") if source == EXPORTER else (series_name(REQ_RATE, source, window), "sum")
+        return cls(
+            kv=series_name(KV_CACHE_USAGE_RATIO, source, window),
+            kv_rules={how: series_name(name, source, window) for how, name in KV_RULES.items()},
+            rps=rps,
+            covariates={**COVARIATE_METRICS, "rps": rps},
+        )
+
+    def series(self) -> tuple[tuple[str, str, str, str, str], ...]:
+        """`SERIES` with these inputs' metrics."""
+        return tuple(
+            (key, kind, self.kv if kind == "kv" else self.rps[0], how if kind == "kv" else self.rps[1], agg)
+            for key, kind, _, how, agg in SERIES
+        )
 
 
 @dataclass
@@ -491,6 +526,8 @@ class PredictorLoop:
     _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=dict)
     kv_source: str = "auto"  # KV_SOURCES: see `_kv_from_rules`
+    metrics_source: str = EXPORTER  # the fleet file's `metrics.source`: what `Inputs` the tick reads
+    rate_window: str = "5m"  # the fleet file's `metrics.rate_window` (the engine rules' names)
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
     _event_windows: list | None = None
@@ -503,6 +540,10 @@ class PredictorLoop:
     _rules_checked: float | None = None  # when `auto` last looked whether the rules cover the window
     _rules_on: bool = False
     _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
+    inputs: Inputs = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.inputs = Inputs.of(self.metrics_source, self.rate_window)
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
@@ -526,6 +567,8 @@ class PredictorLoop:
             except ImportError:
                 rps_model = registry.BEST_BASELINE["rps"]
                 log.warning("predictor: prophet is not installed; forecasting traffic with %s", rps_model)
+        kw.setdefault("metrics_source", cfg.metrics.source)
+        kw.setdefault("rate_window", cfg.metrics.rate_window)
         return cls(
             cfg.predictor,
             threshold=cfg.thresholds.kv_forecast_trigger,
@@ -631,11 +674,12 @@ class PredictorLoop:
         covs: dict[str, AlignedMatrix] | None = None
         slots: list[list[ForecastSample]] = []  # each series' samples, in SERIES order
         batch: list[_KVJob] = []
-        for series, kind, metric, how, aggregate in SERIES:
+        inputs = self.inputs.series()
+        for series, kind, metric, how, aggregate in inputs:
             slot: list[ForecastSample] = []
             slots.append(slot)
             if kind == "kv" and rules:  # the recorded figure per (pool, version): a series per group
-                metric, how = KV_RULES[how], "max"
+                metric, how = self.inputs.kv_rules[how], "max"
             fresh = metric not in blocks
             raw = read(metric)
             if fresh:
@@ -653,7 +697,7 @@ class PredictorLoop:
             w = self.series_span(kind, n, batch_model)
             ts = t[n - w :]  # this series' grid: the last `w` points of the tick's
             if (metric, how) not in aligned:  # KV's mean and max share one placement on the grid
-                hows = tuple(h for _, _, m, h, _ in SERIES if m == metric) or (how,)
+                hows = tuple(h for _, _, m, h, _ in inputs if m == metric) or (how,)
                 aligned.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
             am = aligned[(metric, how)]
             self._known[series] = set(am.groups)
@@ -876,7 +920,7 @@ class PredictorLoop:
         the few points before it a rate needs; the per-series path the KV series' whole grid); a covariate the store
         cannot give is left out (the model masks it)."""
         out: dict[str, AlignedMatrix] = {}
-        for name, (metric, how) in (*COVARIATE_METRICS.items(), ("rps", (ROUTER_REQUESTS_TOTAL, "rate"))):
+        for name, (metric, how) in self.inputs.covariates.items():
             b = read(metric)
             if not isinstance(b, StoreError):
                 out[name] = align_block(b.tail(tail), (how,))[how]
@@ -949,13 +993,13 @@ class PredictorLoop:
             return self._rules_on
         start, end, step = float(t[len(t) - w]), float(t[-1]), self.config.step_seconds
         try:
-            probe = store.query_range(KV_RULES["max"], None, start, end, step)
+            probe = store.query_range(self.inputs.kv_rules["max"], None, start, end, step)
         except StoreError:
             return self._rules_on  # asked again next tick
         self._rules_checked = now
         on = any(len(s.t) and s.labels.get("pool") and s.t[0] <= start + step / 2 for s in probe)
         if on != self._rules_on:
-            src = " and ".join(KV_RULES.values()) if on else KV_CACHE_USAGE_RATIO
+            src = " and ".join(self.inputs.kv_rules.values()) if on else self.inputs.kv
             log.info("predictor: reading KV usage from %s", src)
         self._rules_on = on
         return on
@@ -982,13 +1026,13 @@ class PredictorLoop:
         """metric -> grid points this tick reads of it (the longest of its uses): what the rolling history holds.
         `rules`: KV usage from its recording rules (`KV_RULES`) instead of the raw metric."""
         out: dict[str, int] = {}
-        for _, kind, metric, how, _ in SERIES:
+        for _, kind, metric, how, _ in self.inputs.series():
             if kind == "kv" and rules:
-                metric = KV_RULES[how]
+                metric = self.inputs.kv_rules[how]
             out[metric] = max(out.get(metric, 0), self.series_span(kind, n, batch_model))
         if self.lstm is not None and self.kv_model in (None, "lstm"):
             cov = self.series_span("kv", n, batch_model) if batch_model is None else self.covariate_span(n, batch_model)
-            for metric in (*(m for m, _ in COVARIATE_METRICS.values()), ROUTER_REQUESTS_TOTAL):
+            for metric, _ in self.inputs.covariates.values():
                 out[metric] = max(out.get(metric, 0), cov)
         self._rolling.forget(set(out))
         return out

@@ -73,7 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--val-servegen-hours", type=int, default=2, help="with --from-twin: validation ServeGen hours (default 2)"
     )
-    p.add_argument("--config", default=str(DEFAULT_FLEET), help="fleet file for the twin (default flash-sale)")
+    p.add_argument(
+        "--config",
+        default=str(DEFAULT_FLEET),
+        help="fleet file: the twin's; with --from-prometheus, its metrics.source says which series are read "
+        "(default flash-sale)",
+    )
     p.add_argument("--series", type=int, default=96, help="generated series (pools) (default 96)")
     p.add_argument("--hours", type=float, default=6.0, help="hours per generated series (default 6)")
     p.add_argument("--surges-per-hour", type=float, default=0.25, help="synthetic surges per series-hour")

@@ -178,6 +178,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _inputs(args: argparse.Namespace):
+    """What the deployed predictor of the fleet file (`--config`) reads: its `metrics.source` (the exporter's
+    series or the engine rules) and rate window, so the model trains on the series it will serve on."""
+    from infercast.config import ConfigError, load_config
+    from infercast.predictors.service import Inputs
+
+    path = getattr(args, "config", None)
+    if not path:
+        return Inputs.of()
+    try:
+        m = load_config(path).metrics
+    except ConfigError as e:
+        raise Refusal(f"--config: {e}") from None
+    return Inputs.of(m.source, m.rate_window)
+
+
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -219,7 +235,7 @@ def _run(args: argparse.Namespace) -> int:
     sel = matchers(args.matchers)
     _say(f"reading {_hours(end - start)} of KV usage from {shown} ({_iso(start)} to {_iso(end)}, step {step:g} s)")
     try:
-        fh = H.fetch(store, start, end, step, sel, args.source, need_s=need)
+        fh = H.fetch(store, start, end, step, sel, args.source, need_s=need, inputs=_inputs(args))
     except H.HistoryError as e:
         raise Refusal(str(e)) from None
     for n in fh.notes:
