@@ -46,7 +46,7 @@ from infercast.actuators.actions import ScalePool, SetPoolWeight, parse_action
 from infercast.actuators.admin import ActionRefused
 from infercast.alertrules.engines import names
 from infercast.alertrules.rules import KV_USAGE_MAX
-from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING
 from infercast.cli import build_parser
 from infercast.config import GatewayBackend, load_config, parse_config
 from infercast.k8s.scrape import meta_label
@@ -74,8 +74,18 @@ def page_block(marker: str) -> str:
     return m.group(1)
 
 
-def page_fleet() -> dict[str, Any]:
-    return yaml.safe_load(page_block("fleet"))
+#: the page's one-line switch (beside its fleet file) to the recording rules on the engines' own metrics
+ENGINES_MODE = "metrics: {source: engines}\n"
+
+
+def page_fleet_text(source: str = "exporter") -> str:
+    """The page's fleet file; with `source="engines"`, with the page's engines-mode line added."""
+    text = page_block("fleet")
+    return text + ENGINES_MODE if source == "engines" else text
+
+
+def page_fleet(source: str = "exporter") -> dict[str, Any]:
+    return yaml.safe_load(page_fleet_text(source))
 
 
 def page_commands() -> list[list[str]]:
@@ -112,10 +122,10 @@ def test_the_pages_fleet_file_passes_infercast_check(tmp_path: Path) -> None:
 
 
 # --- k8s build --fleet, rendered and validated ------------------------------------------------------------------
-def build(tmp_path: Path) -> Path:
+def build(tmp_path: Path, source: str = "exporter") -> Path:
     """`infercast k8s build --fleet my-fleet.yaml --out my-infercast/base` and the page's overlay beside it."""
     fleet = tmp_path / "my-fleet.yaml"
-    fleet.write_text(page_block("fleet"))
+    fleet.write_text(page_fleet_text(source))
     top = tmp_path / "my-infercast"
     res = subprocess.run(
         [*CLI, "k8s", "build", f"--fleet={fleet}", f"--out={top / 'base'}"],
@@ -348,11 +358,13 @@ def engines() -> Iterator[dict[str, FakeEngine]]:
         e.close()
 
 
-def the_users_fleet(tmp_path: Path, engines: dict[str, FakeEngine], kube_url: str) -> tuple[dict[str, Any], Path]:
+def the_users_fleet(
+    tmp_path: Path, engines: dict[str, FakeEngine], kube_url: str, source: str = "exporter"
+) -> tuple[dict[str, Any], Path]:
     """The page's fleet file as run here: the targets' URLs are the loopback engines', the actuator reaches the
     loopback API with a token (in the cluster: its service account) and keeps its audit in tmp_path, and the
     predictor works on a 1 s grid."""
-    doc = page_fleet()
+    doc = page_fleet(source)
     for t in doc["targets"]:
         t["url"] = f"http://{engines[t['pool']].address}/metrics"
     doc["predictor"] = {
@@ -371,14 +383,17 @@ def the_users_fleet(tmp_path: Path, engines: dict[str, FakeEngine], kube_url: st
 
 
 @pytest.mark.servers
+@pytest.mark.parametrize("source", ["exporter", "engines"])
 def test_the_quickstart_end_to_end_prometheus_forecasts_and_an_advisory_actuator(
-    tmp_path: Path, engines: dict[str, FakeEngine]
+    tmp_path: Path, engines: dict[str, FakeEngine], source: str
 ) -> None:
-    objs = objects(build(tmp_path))
-    doc0 = page_fleet()
+    # `engines`: the page's fleet file with its engines-mode line: the alerts, the predictor and the actuator read
+    # the recording rules on the engines' own metrics (through the PodMonitors), the exporter runs reduced
+    objs = objects(build(tmp_path, source))
+    doc0 = page_fleet(source)
     cluster = users_cluster(doc0["actuator"]["backend"])
     kube = FakeKube(cluster)
-    doc, fleet = the_users_fleet(tmp_path, engines, kube.url)
+    doc, fleet = the_users_fleet(tmp_path, engines, kube.url, source)
     procs: list[subprocess.Popen] = []
     prom = None
 
@@ -435,13 +450,26 @@ def test_the_quickstart_end_to_end_prometheus_forecasts_and_an_advisory_actuator
         inst = query(prom.url, n["kv_usage"])
         assert {s["metric"]["pod"] for s in inst} == {"vllm-v4-main-0", "vllm-v3.5-fallback-0"}
         assert sorted(s["metric"].get("engine", "") for s in inst if s["metric"]["pool"] == "v4-main") == ["0", "1"]
-        # the exporter's rules, which the alerts and the predictor read
-        wait_for(
-            "the exporter's KV rule recorded both pools",
-            lambda: set(keyed(query(prom.url, KV_USAGE_MAX))) == set(want_max),
-            60,
-            logs,
-        )
+        if source == "exporter":  # the exporter's rules, which the alerts and the predictor read
+            wait_for(
+                "the exporter's KV rule recorded both pools",
+                lambda: set(keyed(query(prom.url, KV_USAGE_MAX))) == set(want_max),
+                60,
+                logs,
+            )
+        else:  # nothing reads the exporter's copy, and it sends none: the engines' rules above are the figures
+            wait_for(
+                "the reduced exporter scraped",
+                lambda: [s for s in query(prom.url, 'up{job="infercast-exporter"}') if s["value"][1] == "1"],
+                60,
+                logs,
+            )
+            time.sleep(2)  # a scrape of its page, not only the up series
+            assert query(prom.url, KV_CACHE_USAGE_RATIO) == [], "the reduced exporter does not re-emit KV usage"
+            assert query(prom.url, KV_USAGE_MAX) == [], "no rule records the exporter-path KV figure"
+            assert query(prom.url, f'{{job="infercast-exporter",__name__=~"{REQUESTS_RUNNING}"}}'), (
+                "the exporter still sends what no engine rule records (running requests)"
+            )
 
         # 2. the predictor's forecasts, read back through Prometheus
         procs.append(
