@@ -46,7 +46,9 @@ from infercast.catalog import (
     REC_ENGINE_REQUESTS_POOL_RATE,
     REC_ENGINE_REQUESTS_POOL_SHARE,
     REC_ENGINE_REQUESTS_RATE,
+    REC_ENGINE_REQUESTS_RUNNING,
     REC_ENGINE_REQUESTS_VERSION_SHARE,
+    REC_ENGINE_REQUESTS_WAITING,
 )
 from infercast.config import FleetConfig
 
@@ -65,6 +67,8 @@ def names(window: str = RATE_WINDOW) -> dict[str, str]:
         "kv_usage": REC_ENGINE_KV_USAGE,
         "batch_saturation": REC_ENGINE_BATCH_SATURATION,
         "requests_rate": REC_ENGINE_REQUESTS_RATE,
+        "requests_running": REC_ENGINE_REQUESTS_RUNNING,
+        "requests_waiting": REC_ENGINE_REQUESTS_WAITING,
         "max_batch": REC_ENGINE_MAX_BATCH,
         "kv_usage_avg": REC_ENGINE_KV_USAGE_AVG,
         "kv_usage_max": REC_ENGINE_KV_USAGE_MAX,
@@ -137,6 +141,19 @@ def engine_rules(cfg: FleetConfig, window: str | None = None) -> list[dict[str, 
         f'nv_trt_llm_request_metrics{{{triton},request_type="active"}} / ignoring (request_type) '
         f'nv_trt_llm_request_metrics{{{triton},request_type="max"}}',
     ]
+    # the queue an engine reports: the LSTM's covariates and the dashboards' running/waiting panels
+    running = [
+        f"vllm:num_requests_running{{{SCRAPED}}}",
+        f"sglang:num_running_reqs{{{SCRAPED},{SGLANG_RANK0}}}",
+        f"tgi_batch_current_size{{{SCRAPED}}}",
+        f'max without (request_type) (nv_trt_llm_request_metrics{{{triton},request_type="active"}})',
+    ]
+    waiting = [
+        f"vllm:num_requests_waiting{{{SCRAPED}}}",
+        f"sglang:num_queue_reqs{{{SCRAPED},{SGLANG_RANK0}}}",
+        f"tgi_queue_size{{{SCRAPED}}}",
+        f'max without (request_type) (nv_trt_llm_request_metrics{{{triton},request_type="waiting"}})',
+    ]
     requests = [
         f"sum without (finished_reason) (rate(vllm:request_success_total{{{SCRAPED}}}[{window}]))",
         f"sum without (is_streaming) (rate(sglang:num_requests_total{{{SCRAPED}}}[{window}]))",
@@ -147,6 +164,8 @@ def engine_rules(cfg: FleetConfig, window: str | None = None) -> list[dict[str, 
         {"record": n["kv_usage"], "expr": _union(kv)},
         {"record": n["batch_saturation"], "expr": _union(saturation)},
         {"record": n["requests_rate"], "expr": _union(requests)},
+        {"record": n["requests_running"], "expr": _union(running)},
+        {"record": n["requests_waiting"], "expr": _union(waiting)},
         # per pool and version
         {"record": n["kv_usage_avg"], "expr": f"avg by (pool, version) ({n['kv_usage']})"},
         {"record": n["kv_usage_max"], "expr": f"max by (pool, version) ({n['kv_usage']})"},

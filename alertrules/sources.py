@@ -22,6 +22,8 @@ from infercast.catalog import (
     BATCH_SATURATION_RATIO,
     KV_CACHE_USAGE_RATIO,
     REC_FLEET_ENGINE_KV_USAGE,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
 )
 from infercast.config import MetricsSource
 
@@ -33,9 +35,11 @@ ENGINES: MetricsSource = "engines"
 SOURCES: tuple[MetricsSource, ...] = (EXPORTER, ENGINES)
 
 #: the exporter's families the engines give themselves (their rules record the same figure per engine): the
-#: exporter does not emit them in `engines` mode.  Running and waiting requests and the prefix-cache hit ratio
-#: have no engine rule yet, so the exporter still emits those (docs/exporters.md).
-ENGINE_GIVEN: frozenset[str] = frozenset({KV_CACHE_USAGE_RATIO, BATCH_SATURATION_RATIO})
+#: exporter does not emit them in `engines` mode.  The prefix-cache hit ratio has no engine rule yet (SGLang
+#: exports a ratio, vLLM two counters, TGI nothing), so the exporter still emits it (docs/exporters.md).
+ENGINE_GIVEN: frozenset[str] = frozenset(
+    {KV_CACHE_USAGE_RATIO, BATCH_SATURATION_RATIO, REQUESTS_RUNNING, REQUESTS_WAITING}
+)
 
 
 def engine_series(window: str = RATE_WINDOW) -> dict[str, str]:
@@ -52,6 +56,8 @@ def engine_series(window: str = RATE_WINDOW) -> dict[str, str]:
         # one series per engine (the predictor's raw fallback combines them per pool and version)
         KV_CACHE_USAGE_RATIO: n["kv_usage"],
         BATCH_SATURATION_RATIO: n["batch_saturation"],
+        REQUESTS_RUNNING: n["requests_running"],
+        REQUESTS_WAITING: n["requests_waiting"],
     }
 
 

@@ -177,6 +177,10 @@ REC_ENGINE_KV_USAGE = "instance:engine_kv_cache_usage:ratio"
 REC_ENGINE_BATCH_SATURATION = "instance:engine_batch_saturation:ratio"
 #: requests an engine finished per second (5-minute rate)
 REC_ENGINE_REQUESTS_RATE = "instance:engine_requests:rate5m"
+#: requests one engine is running now (in its batch), as it reports them
+REC_ENGINE_REQUESTS_RUNNING = "instance:engine_requests_running:count"
+#: requests waiting in one engine's queue, as it reports them
+REC_ENGINE_REQUESTS_WAITING = "instance:engine_requests_waiting:count"
 #: a pool's configured maximum batch (a constant series per pool, from the fleet file)
 REC_ENGINE_MAX_BATCH = "pool:engine_max_batch:config"
 REC_ENGINE_KV_USAGE_AVG = "pool_version:engine_kv_cache_usage:avg"

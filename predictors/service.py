@@ -96,8 +96,8 @@ class Inputs:
     - `engines`: KV usage per engine `instance:engine_kv_cache_usage:ratio` (its rules
       `pool_version:engine_kv_cache_usage:max` / `:avg`), traffic the engines' finished requests per second per
       pool and version (`pool_version:engine_requests:rate5m`, already a rate: summed, not differentiated).
-    The LSTM's other covariates (running, waiting, fragmentation) are the exporter's in both: no engine rule
-    records them (the reduced exporter still emits them, docs/exporters.md)."""
+    The LSTM's running and waiting covariates follow the same table (the engines' `instance:engine_requests_running
+    :count` / `_waiting:count`); fragmentation is the exporter's in both (no engine exports it)."""
 
     kv: str
     kv_rules: dict[str, str]
@@ -111,7 +111,10 @@ class Inputs:
             kv=series_name(KV_CACHE_USAGE_RATIO, source, window),
             kv_rules={how: series_name(name, source, window) for how, name in KV_RULES.items()},
             rps=rps,
-            covariates={**COVARIATE_METRICS, "rps": rps},
+            covariates={
+                **{k: (series_name(m, source, window), how) for k, (m, how) in COVARIATE_METRICS.items()},
+                "rps": rps,
+            },
         )
 
     def series(self) -> tuple[tuple[str, str, str, str, str], ...]:

@@ -46,7 +46,12 @@ from infercast.actuators.actions import ScalePool, SetPoolWeight, parse_action
 from infercast.actuators.admin import ActionRefused
 from infercast.alertrules.engines import names
 from infercast.alertrules.rules import KV_USAGE_MAX
-from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, KV_CACHE_USAGE_RATIO, REQUESTS_RUNNING
+from infercast.catalog import (
+    FORECAST_KV_CACHE_USAGE_RATIO,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
+    KV_CACHE_USAGE_RATIO,
+    REQUESTS_RUNNING,
+)
 from infercast.cli import build_parser
 from infercast.config import GatewayBackend, load_config, parse_config
 from infercast.k8s.scrape import meta_label
@@ -467,8 +472,11 @@ def test_the_quickstart_end_to_end_prometheus_forecasts_and_an_advisory_actuator
             time.sleep(2)  # a scrape of its page, not only the up series
             assert query(prom.url, KV_CACHE_USAGE_RATIO) == [], "the reduced exporter does not re-emit KV usage"
             assert query(prom.url, KV_USAGE_MAX) == [], "no rule records the exporter-path KV figure"
-            assert query(prom.url, f'{{job="infercast-exporter",__name__=~"{REQUESTS_RUNNING}"}}'), (
-                "the exporter still sends what no engine rule records (running requests)"
+            assert query(prom.url, REQUESTS_RUNNING) == [], "nor running requests: the engine rule below has them"
+            running = keyed(query(prom.url, f"sum by (pool, version) ({n['requests_running']})"))
+            assert running == pytest.approx({k: sum(v) for k, v in RUNNING.items()})
+            assert query(prom.url, f'{{job="infercast-exporter",__name__=~"{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}"}}'), (
+                "the exporter still sends what the engines do not give (block-allocation failures)"
             )
 
         # 2. the predictor's forecasts, read back through Prometheus

@@ -29,6 +29,7 @@ from infercast.alertrules.engines import names
 from infercast.catalog import (
     FORECAST_KV_CACHE_USAGE_RATIO,
     FORECAST_REQUESTS_PER_SECOND,
+    KV_BLOCK_ALLOCATION_FAILURES_TOTAL,
     KV_CACHE_USAGE_RATIO,
     REQUESTS_RUNNING,
 )
@@ -235,17 +236,17 @@ def test_the_quickstart_on_a_real_prometheus(tmp_path: Path) -> None:
         dcgm = query(prom.url, 'DCGM_FI_DEV_FB_USED{pod="vllm-chat-v4-6f9c8d7b5-x2k4q"}')
         assert len(dcgm) == 2
 
-        # 2. the exporter, reduced: no KV usage of its own (the engine rules record it); what it still emits is
-        # under the engine's address, which Prometheus keeps as exported_instance (no honor_labels)
-        running = wait_for(
+        # 2. the exporter, reduced: no KV usage or running requests of its own (the engine rules record them); what
+        # it still emits is under the engine's address, which Prometheus keeps as exported_instance (no honor_labels)
+        kept = wait_for(
             "the reduced exporter's series in Prometheus",
-            lambda: query(prom.url, f'{REQUESTS_RUNNING}{{job="infercast-exporter",pool="v4-main"}}'),
+            lambda: query(prom.url, f'{KV_BLOCK_ALLOCATION_FAILURES_TOTAL}{{job="infercast-exporter",pool="v4-main"}}'),
             60,
             logs,
         )
-        assert query(prom.url, KV_CACHE_USAGE_RATIO) == []
+        assert query(prom.url, KV_CACHE_USAGE_RATIO) == [] and query(prom.url, REQUESTS_RUNNING) == []
         v4_engine = urlsplit(doc["targets"][0]["url"]).netloc
-        assert {s["metric"].get("exported_instance") for s in running} == {v4_engine}
+        assert {s["metric"].get("exported_instance") for s in kept} == {v4_engine}
         assert {s["metric"]["instance"] for s in inst if s["metric"]["pool"] == "v4-main"} == {v4_engine}
 
         # 3. the alerts, on the engines' own KV usage: the fullest engine over the 0.80 breaker pages

@@ -47,9 +47,10 @@ def test_engines_mode_leaves_out_what_the_engine_rules_record(fixture_server):
     names_full = {n for n, _ in full}
     names_reduced = {n for n, _ in reduced}
     assert {KV_CACHE_USAGE_RATIO, BATCH_SATURATION_RATIO} <= names_full, "the default mode is unchanged"
-    assert not names_reduced & ENGINE_GIVEN, "KV usage and batch saturation come from the engine rules"
+    assert not names_reduced & ENGINE_GIVEN, "KV usage, batch saturation, running and waiting: the engine rules"
+    assert REQUESTS_RUNNING in names_full and REQUESTS_RUNNING not in names_reduced
     # what the engines give no rule for, and the exporter's own, stay
-    assert {REQUESTS_RUNNING, KV_BLOCK_ALLOCATION_FAILURES_TOTAL, TARGET_UP} <= names_reduced
+    assert {KV_BLOCK_ALLOCATION_FAILURES_TOTAL, TARGET_UP} <= names_reduced
     # the derived scores are still computed from the KV usage the exporter reads (it just does not re-emit it)
     assert get(reduced, HEALTH_SCORE, pool="v4-main", version="v4") == get(full, HEALTH_SCORE, pool="v4-main")
     assert get(reduced, AVALANCHE_RISK_SCORE, pool="v4-main") == get(full, AVALANCHE_RISK_SCORE, pool="v4-main")
@@ -62,19 +63,21 @@ def test_engines_mode_keeps_the_engines_own_address_and_engine_label(fixture_ser
     vllm = urlsplit(next(t["url"] for t in targets if t["name"] == "vllm-a")).netloc
     # vLLM's two data-parallel engines: the address Prometheus' engine job gives them, and their `engine`
     # (the fixture serves every engine from one address, so vLLM's are told apart by their engine label)
-    running = {
+    failures = {
         dict(lab)["engine"]: v
         for (n, lab), v in reduced.items()
-        if n == REQUESTS_RUNNING and dict(lab)["instance"] == vllm and "engine" in dict(lab)
+        if n == KV_BLOCK_ALLOCATION_FAILURES_TOTAL and dict(lab)["instance"] == vllm and "engine" in dict(lab)
     }
-    assert running == {"0": 128.0, "1": 134.0}
+    assert failures == {"0": 1870.0, "1": 2340.0}
     # the very address the generated scrape config scrapes that engine at: the rules join the two on it
     placed = [{**t, "pool": t.get("pool", "v4-main")} for t in targets if t["kind"] != "dcgm"]
     jobs = scrape_configs(_with_source("engines", placed))
     scraped = {a for job in jobs for sc in job["static_configs"] for a in sc["targets"]}
     assert vllm in scraped
     # a target with one engine gets no engine label (vLLM v3.5's)
-    v35 = [dict(lab) for (n, lab) in reduced if n == REQUESTS_RUNNING and dict(lab)["version"] == "v3.5"]
+    v35 = [
+        dict(lab) for (n, lab) in reduced if n == KV_BLOCK_ALLOCATION_FAILURES_TOTAL and dict(lab)["version"] == "v3.5"
+    ]
     assert v35 == [{"pool": "v3.5-fallback", "version": "v3.5", "instance": vllm}]
 
 
