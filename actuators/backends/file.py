@@ -1,7 +1,9 @@
 """A file a hot-reloading router reads, as a `FleetAdmin`: each change is an atomic replace of the whole document.
 
-Routers such as Envoy (file-based xDS), vLLM production-stack's router and many in-house gateways reload a YAML
-or JSON file when it changes.  The document (docs/router-admin-api.md, "File"):
+For a router that reloads a YAML or JSON file of this schema when it changes: an in-house gateway, or a small
+adapter in front of one.  It is infercast's own schema: Envoy's file-based xDS and the vLLM production-stack
+router read theirs, not this (Envoy Gateway has its own backend, `envoy_gateway.py`; production-stack's dynamic
+config holds no weights or breakers, docs/actuator.md).  The document (docs/router-admin-api.md, "File"):
 
     pools:                      # only the pools of the fleet file; other keys of a pool are kept as they are
       v4-main: {weight: 0.5, breaker_threshold_seconds: 0.4, replicas: 12, standby: false}
