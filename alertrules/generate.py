@@ -64,7 +64,7 @@ def generated_files(
     fleet: FleetConfig | None = None,
 ) -> dict[str, str]:
     """Repository-relative path -> text of every generated file (the engine rules of `fleet`, else of
-    `DEFAULT_FLEET` where it exists)."""
+    `DEFAULT_FLEET`)."""
     s = settings or default_settings()
     files = {f"alertrules/rules/{name}": dump(doc) for name, doc in rule_files(s).items()}
     files["alertrules/rules/engines/engines.yml"] = dump(engine_rule_file(fleet or default_fleet()))

@@ -80,9 +80,8 @@ class DashboardSettings:
 
     @classmethod
     def default(cls) -> DashboardSettings:
-        """From `DEFAULT_FLEET` in a repository checkout; the built-in defaults where it is absent (an installed
-        package: pass your fleet file to `infercast dashboards build --fleet`)."""
-        return cls.from_fleet(load_config(DEFAULT_FLEET)) if DEFAULT_FLEET.is_file() else cls()
+        """From `DEFAULT_FLEET`, the shipped example (installed or not: pass your own with `--fleet`)."""
+        return cls.from_fleet(load_config(DEFAULT_FLEET))
 
 
 def _steps(*steps: tuple[float | None, str]) -> ThresholdsConfig:

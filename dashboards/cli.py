@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="fleet file whose thresholds and version model names the dashboards use "
-        f"(default {DEFAULT_FLEET.name} in a repository checkout, else the built-in thresholds)",
+        f"(default: the shipped {DEFAULT_FLEET.name})",
     )
     p = sub.add_parser(
         "push", help="upload the dashboards to Grafana (GRAFANA_URL and GRAFANA_TOKEN from the environment)"

@@ -11,9 +11,13 @@ as its subpackages.
 from importlib import metadata
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
-if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "exporters" / "__init__.py").is_file():
-    __path__.append(str(_CHECKOUT))
+_ROOT = Path(__file__).resolve().parent.parent
+#: the repository root when this is a checkout (editable or on PYTHONPATH), None when installed
+CHECKOUT: Path | None = (
+    _ROOT if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "exporters" / "__init__.py").is_file() else None
+)
+if CHECKOUT is not None:
+    __path__.append(str(CHECKOUT))
 
 try:
     #: The one place the version is written is pyproject.toml; this reads what pip installed.

@@ -44,8 +44,9 @@ def checkout() -> Path | None:
     Only the commands that work on the repository's own files need one: those that rewrite its committed files
     (`python -m infercast.alertrules.generate` and `infercast k8s build` without `--out`) and `infercast k8s validate`
     (the CRD schemas and validators vendored under deploy/kubernetes/crds)."""
-    root = package_dir("infercast").parent
-    return root if (root / "pyproject.toml").is_file() and (root / "exporters" / "__init__.py").is_file() else None
+    import infercast
+
+    return infercast.CHECKOUT
 
 
 #: why a command needs a checkout, when it does not say otherwise
