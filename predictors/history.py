@@ -17,7 +17,8 @@ What is read, and how, comes from the predictor itself, so training and serving 
 All on the predictor's step grid, over [start, end].  These are the exporter's series; with the fleet file's
 `metrics.source: engines` (`fetch(..., inputs=Inputs.of("engines"))`) the engine recording rules' instead:
 `pool_version:engine_kv_cache_usage:max/avg`, the per-engine `instance:engine_kv_cache_usage:ratio` as the raw
-fallback and `pool_version:engine_requests:rate5m` for traffic (`infercast.predictors.service.Inputs`).
+fallback, `instance:engine_requests_running:count` / `_waiting:count` for those covariates and
+`pool_version:engine_requests:rate5m` for traffic (`infercast.predictors.service.Inputs`).
 
 `split_times` cuts the common time axis into train / validation / held-out tail: by time, never shuffled, so no
 window of a later part is ever seen by an earlier one.  Pure apart from the store it is handed.
