@@ -40,6 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling bench modules (traffic_runs, tune_alarm)
+import traffic_runs
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -211,7 +214,8 @@ def rps_section(root: Path, names: list[str]) -> dict:
         try:
             data = load_series(trace, _opts("rps"))
             # seasonal naive in every traffic table: on a trace shorter than a day it has nothing to say ("-")
-            res = backtest(data, _opts("rps"), extra_models=[SeasonalNaive(86400.0)])
+            extra = [SeasonalNaive(86400.0), *_calendar_ablation(data.events)]
+            res = backtest(data, _opts("rps"), extra_models=extra)
         except Exception as e:
             print(f"# {name} rps: FAILED: {e}\n", flush=True)
             continue
@@ -222,6 +226,23 @@ def rps_section(root: Path, names: list[str]) -> dict:
         out[name] = res
         print(table(res) + "\n", flush=True)
     return out
+
+
+#: The service's traffic pipeline without the calendar's announced rates, beside it where a calendar announces one.
+NO_CALENDAR = "service_without_expected_rps"
+
+
+def _calendar_ablation(events) -> list:
+    """[the service's traffic pipeline built without the events' expected rates] where some event has one; []."""
+    from infercast.config import load_config
+    from infercast.predictors.deployed import service_forecaster
+    from infercast.predictors.evaluate import DEFAULT_FLEET
+
+    if not any(getattr(e, "expected_rps", None) is not None for e in events):
+        return []
+    bare = tuple(e.model_copy(update={"expected_rps": None}) for e in events)
+    pipeline = service_forecaster("rps", load_config(DEFAULT_FLEET).predictor, events=bare)
+    return [traffic_runs.Renamed(pipeline, NO_CALENDAR)]
 
 
 def _f(v, nd=3):
@@ -462,6 +483,7 @@ def traffic_section(root: Path) -> dict:
     quantile = QuantileAR(**choice["quantile_chosen"], clip=registry.CLIP["rps"])
     quantile.name = "quantile_ar_chosen"
     models += [blend, tuned, quantile]
+    models.append(registry.make("local_level", "rps"))  # a candidate of the 15 s training runs (bench/traffic_runs.py)
     service = service_forecaster("rps", PredictorConfig(horizon_seconds=horizon, step_seconds=600.0))
     models.append(service)
     runs = run_backtest(h, models, horizon, warmup_s=day, refit_every_s=6 * 3600.0)
@@ -486,6 +508,9 @@ def traffic_section(root: Path) -> dict:
     ships = all((train[winner].get("mae") or math.inf) < (train[n].get("mae") or math.inf) for n in rivals)
     scored = slices["scored"]
     best = scored["best_baseline"]
+    # the ServeGen training days' errors, for the inner-model rule of the 15 s training runs
+    servegen_train = {n: train[n].get("mae") for n in (*CLASSICAL, *traffic_runs.CANDIDATES) if n in train}
+    servegen_train["service"] = train[service.name].get("mae")
     res = {
         "trace": "servegen/data/language/m-large",
         "window": "days 0-8 (the development slice), 600 s windows",
@@ -506,6 +531,7 @@ def traffic_section(root: Path) -> dict:
             scored["models"]["prophet"]["mae"], scored["models"]["last_value"]["mae"]
         ),
         "level_bound": scored["level_bound"],
+        "servegen_train": servegen_train,
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     print(TABLES["traffic"](res) + "\n", flush=True)
@@ -1431,6 +1457,7 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "servegen": render_servegen,
     "cost": render_cost,
     "traffic": render_traffic,
+    "traffic-runs": traffic_runs.render,
     "alarm": render_alarm,
     "goals": render_goals,
     "lstm": render_lstm,
@@ -1488,6 +1515,9 @@ def main() -> int:
     if not a.skip_traffic:
         _seed_sampling()
         result["traffic"] = traffic_section(root)
+        _seed_sampling()
+        result["traffic_runs"] = traffic_runs.section(result["traffic"]["servegen_train"])
+        print(TABLES["traffic-runs"](result) + "\n", flush=True)
     if not a.skip_cost:
         _seed_sampling()
         result["cost"] = cost_section()
@@ -1495,7 +1525,7 @@ def main() -> int:
         from infercast.runfiles import write_json
 
         write_json(Path(a.json), result)
-    complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "traffic", "cost")) and set(
+    complete = all(k in result for k in ("kv", "rps", "servegen_prophet", "traffic", "traffic_runs", "cost")) and set(
         result["kv"]
     ) == set(KV_TRACES)
     if a.no_publish:

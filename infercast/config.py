@@ -529,7 +529,8 @@ class Event(Strict):
     upper_window_seconds: Annotated[float, Field(ge=0)] = 0.0
     expected_rps: Rps | None = Field(
         None,
-        description="the requests per second the organisers expect at the event's peak: the `scheduled` arm "
+        description="the requests per second the organisers expect at the event's peak, fleet-wide: the traffic "
+        "forecast reads it before the event (spread over the pools as today's traffic is) and the `scheduled` arm "
         "pre-scales for it (unset: it takes every spare node)",
     )
 

@@ -4,8 +4,11 @@
   else the best baseline (`registry.BEST_BASELINE`); its band calibrated online per series
   (`infercast.predictors.conformal.AdaptiveBand`); then the calendar prior (`infercast.predictors.calendar.EventPrior`)
   for scheduled events never seen before.
-- Traffic (`rps`): Prophet anchored to the current level (`infercast.predictors.anchored.AnchoredProphet`) when Prophet
-  is installed, else the best baseline; band calibrated online the same way.
+- Traffic (`rps`): the online combination of the last value, predict_linear, Holt-Winters and the local level
+  (`infercast.predictors.combined.traffic_combination`: per series, the member with the lowest recent error at the
+  horizon; it replaced Prophet anchored, which needs Prophet and lost to it on the traffic protocol's training runs);
+  then the calendar's announced rates (`events[].expected_rps`, `infercast.predictors.announced.AnnouncedTraffic`);
+  band calibrated online the same way.  `model="prophet_anchored"` (or any registry name) runs another.
 
 `alarm_policy(thresholds, step)` is the predictive alert's logic (`infercast.predictors.alarm`) with the fleet file's
 numbers, as `alertrules` writes it for Prometheus.
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from infercast.config import PredictorConfig, Thresholds
 from infercast.predictors import registry
 from infercast.predictors.alarm import AlarmPolicy
+from infercast.predictors.announced import AnnouncedTraffic
 from infercast.predictors.base import Forecaster
 from infercast.predictors.calendar import EventPrior
 from infercast.predictors.conformal import AdaptiveBand, AdaptiveBandBank
@@ -27,10 +31,14 @@ from infercast.predictors.prophet_model import EventWindow, event_windows
 MIN_WIDTH = {"kv": 0.005, "rps": 1e-3}
 
 
-def inner_name(series: str, lstm: Forecaster | None, prophet: bool) -> str:
+#: The service's traffic model (`registry.make` name).
+TRAFFIC_MODEL = "combined"
+
+
+def inner_name(series: str, lstm: Forecaster | None) -> str:
     if series == "kv":
         return "lstm" if lstm is not None else registry.BEST_BASELINE["kv"]
-    return "prophet_anchored" if prophet else registry.BEST_BASELINE["rps"]
+    return TRAFFIC_MODEL
 
 
 def service_forecaster(
@@ -38,16 +46,16 @@ def service_forecaster(
     config: PredictorConfig,
     *,
     lstm: Forecaster | None = None,
-    prophet: bool = True,
     events: Sequence = (),
     epoch_s: float = 0.0,
     model: str | None = None,
 ) -> Forecaster:
     """A fresh pipeline for one series (it holds that series' online calibration state).
 
-    `model` names another inner model than the default (a baseline, or `prophet` for Prophet as it is).
+    `model` names another inner model than the default (a baseline, `prophet_anchored`, or `prophet` for Prophet as
+    it is).
     """
-    name = model or inner_name(series, lstm, prophet)
+    name = model or inner_name(series, lstm)
     windows = service_windows(events, epoch_s)
     if name == "lstm":
         inner: Forecaster = lstm  # type: ignore[assignment]
@@ -58,11 +66,23 @@ def service_forecaster(
     else:
         inner = registry.make(name, series, config.band, windows)
     out: Forecaster = inner
+    if series == "rps" and any(w.expected_rps is not None for w in windows):
+        out = AnnouncedTraffic(out, windows)
     if config.band_adaptation > 0:
-        out = AdaptiveBand(inner, config.band_adaptation, registry.CLIP[series], MIN_WIDTH[series])
+        out = AdaptiveBand(out, config.band_adaptation, registry.CLIP[series], MIN_WIDTH[series])
     if series == "kv" and windows:
         out = EventPrior(out, windows, ceiling=registry.CLIP["kv"][1], onset_s=config.event_onset_seconds)
     return out
+
+
+def set_traffic_share(model: Forecaster, share: float) -> None:
+    """Tell a traffic pipeline its series' share of the fleet's traffic (what the calendar's expected rates are
+    spread by); a pipeline without announced rates ignores it."""
+    while model is not None:
+        if isinstance(model, AnnouncedTraffic):
+            model.share = share
+            return
+        model = getattr(model, "inner", None)  # type: ignore[assignment]
 
 
 def service_windows(events: Sequence = (), epoch_s: float = 0.0) -> list[EventWindow]:

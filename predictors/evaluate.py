@@ -168,11 +168,8 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     # What the predictor service would run on this series, built as the service builds it (its online band state
     # starts fresh, as after a restart), scored as deployed: `service_model` names it.
     fleet = load_config(args.config or DEFAULT_FLEET)
-    prophet = any(m.name == "prophet" for m in models)
     lstm_model = next((m for m in models if m.name == "lstm"), None)
-    service = deployed.service_forecaster(
-        data.series, fleet.predictor, lstm=lstm_model, prophet=prophet, events=data.events
-    )
+    service = deployed.service_forecaster(data.series, fleet.predictor, lstm=lstm_model, events=data.events)
     models.append(service)
     if args.models:
         wanted = [m.strip() for m in args.models.split(",") if m.strip()]

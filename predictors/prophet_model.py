@@ -47,6 +47,8 @@ class EventWindow:
     name: str
     start_s: float
     end_s: float
+    #: the organisers' expected requests per second at the event's peak, fleet-wide (`events[].expected_rps`)
+    expected_rps: float | None = None
 
 
 def event_windows(events: Sequence, epoch_s: float = 0.0) -> list[EventWindow]:
@@ -71,7 +73,8 @@ def event_windows(events: Sequence, epoch_s: float = 0.0) -> list[EventWindow]:
         end = bounds[1] + float(getattr(ev, "upper_window_seconds", 0.0))
         if end <= start:
             raise ValueError(f"event {ev.name!r} ends before it starts")
-        out.append(EventWindow(_regressor_name(ev.name), start, end))
+        expected = getattr(ev, "expected_rps", None)
+        out.append(EventWindow(_regressor_name(ev.name), start, end, None if expected is None else float(expected)))
     return out
 
 

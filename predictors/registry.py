@@ -35,7 +35,7 @@ def make(
     epoch_s: float = 0.0,
 ) -> Forecaster:
     """A fresh forecaster by name (`last_value`, `predict_linear`, `holt_winters`, `kalman`, `prophet`,
-    `prophet_anchored`, `seasonal_blend`)."""
+    `prophet_anchored`, `seasonal_blend`, `local_level`, `combined`)."""
     if series not in SERIES:
         raise ValueError(f"unknown series {series!r}; use one of {SERIES}")
     clip = CLIP[series]
@@ -59,7 +59,15 @@ def make(
         from infercast.predictors.seasonal import SeasonalBlend
 
         return SeasonalBlend(band=band, clip=clip)
-    known = (*BASELINES, "prophet", "prophet_anchored", "seasonal_blend", "lstm")
+    if name == "local_level":
+        from infercast.predictors.local_level import LocalLevel
+
+        return LocalLevel(shift_sigmas=4.0, band=band, clip=clip)
+    if name == "combined":
+        from infercast.predictors.combined import traffic_combination
+
+        return traffic_combination(band, clip)
+    known = (*BASELINES, "prophet", "prophet_anchored", "seasonal_blend", "local_level", "combined", "lstm")
     raise ValueError(f"unknown model {name!r}; known: {', '.join(known)}")
 
 

@@ -4,9 +4,9 @@ Each tick reads the recent history of the forecast targets from the store (Prome
 same `query_range` interface), per (pool, version), through a rolling history (`infercast.predictors.rolling`): each
 metric's window is read whole on the first tick (so a restarted service forecasts on its first tick when the store has
 the history), then only its newest points.  The window is what the model needs (`spans`): the batched LSTM's KV
-window and covariates (about 15 min), the whole `history_seconds` for traffic (Prophet is fitted on hours) and for
-the per-series path and baselines.  KV usage comes from the recording rules `KV_RULES` when they cover the window
-(`kv_source`), else from the raw metric combined here:
+window and covariates (about 15 min), the whole `history_seconds` for traffic (its models look back an hour or
+more; Prophet, when chosen, is fitted on hours) and for the per-series path and baselines.  KV usage comes from the
+recording rules `KV_RULES` when they cover the window (`kv_source`), else from the raw metric combined here:
 - `kv`: `infercast_kv_cache_usage_ratio`, mean over the pool's instances, and `kv_max`: its fullest instance (what
   breaks first; published as `aggregate="max"`, the series the predictive alert and the actuator act on);
 - `rps`: the rate of `infercast_router_requests_total`, summed over the pool's label sets, computed here from the
@@ -28,9 +28,11 @@ calendar prior for KV): KV usage by the LSTM when `predictor.model_file` loads, 
 (`registry.BEST_BASELINE`);
 a refused model file is logged once and reported every tick as `infercast_forecast_skipped{series="kv:lstm",
 reason="model_error"}` (pool and version empty: it concerns every pool), while the baseline's forecasts are published
-with `forecaster="<baseline>_aci"`.  Traffic by Prophet anchored to the current level (events from
-`config.events`), else the best baseline.  Prophet is refitted every `refit_interval_seconds`; forecasts are
-made every tick.
+with `forecaster="<baseline>_aci"`.  Traffic by the online combination of the simple forecasters
+(`infercast.predictors.combined`) with the calendar's announced rates (events from `config.events`, each pool's
+share of an event's `expected_rps` set every tick from its share of the traffic now), published as
+`forecaster="combined_aci"`; `rps_model` names another (`prophet_anchored`: Prophet anchored to the current level,
+refitted every `refit_interval_seconds`).  Forecasts are made every tick.
 """
 
 from __future__ import annotations
@@ -519,7 +521,7 @@ class PredictorLoop:
     events: Sequence = ()
     lstm: Forecaster | None = None
     lstm_error: str | None = None
-    rps_model: str = "prophet"
+    rps_model: str | None = None  # None: the service's traffic model (`deployed.TRAFFIC_MODEL`); or a model by name
     kv_model: str | None = None  # None: the LSTM when it loaded, else the best baseline; or a baseline by name
     timer: Callable[[], float] = time.perf_counter
     _models: dict[tuple[str, Group], SeriesModel] = field(default_factory=dict)
@@ -561,15 +563,6 @@ class PredictorLoop:
         if kw.pop("load_lstm", True) and kw.get("kv_model") in (None, "lstm"):
             lstm, err = _load_lstm(cfg.predictor)
         rps_model = kw.pop("rps_model", None)
-        if rps_model is None:
-            try:
-                from infercast.predictors.prophet_model import import_prophet
-
-                import_prophet()
-                rps_model = "prophet"
-            except ImportError:
-                rps_model = registry.BEST_BASELINE["rps"]
-                log.warning("predictor: prophet is not installed; forecasting traffic with %s", rps_model)
         kw.setdefault("metrics_source", cfg.metrics.source)
         kw.setdefault("rate_window", cfg.metrics.rate_window)
         return cls(
@@ -594,8 +587,7 @@ class PredictorLoop:
                 )
                 fits = lstm is None
             else:
-                name = None if self.rps_model == "prophet" else self.rps_model
-                m = deployed.service_forecaster("rps", self.config, events=self.events, model=name)
+                m = deployed.service_forecaster("rps", self.config, events=self.events, model=self.rps_model)
                 fits = True
             self._models[(key, group)] = SeriesModel(m, fits=fits)
         return self._models[(key, group)]
@@ -716,10 +708,13 @@ class PredictorLoop:
             if kind == "kv" and batch_model is not None:
                 batch.append(_KVJob(series, aggregate, am, reasons, starts, slot))
                 continue
+            shares = traffic_shares(am.y) if kind == "rps" else None
             for i, group in enumerate(am.groups):
                 reason, start = reasons[i], int(starts[i])
                 if reason is None:
                     h = self._history(series, kind, group, ts, am.y[i], start, covs)
+                    if shares is not None:  # the calendar's fleet-wide expected rates, spread as today's traffic is
+                        deployed.set_traffic_share(self._model(series, kind, group).model, float(shares[i]))
                     fc, failed = self._forecast(series, kind, group, h, now)
                     for name in failed:
                         slot.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
@@ -1016,8 +1011,8 @@ class PredictorLoop:
         return max(lstm.params.lookback + RATE_WINDOW_STEPS, cfg.min_history_points + 1, horizon_steps + 2)
 
     def series_span(self, kind: str, n: int, batch_model: tuple[LSTMForecaster, float] | None) -> int:
-        """Grid points a series kind is read over: KV through the batched LSTM pass, its window; the rest (traffic
-        for Prophet, which is fitted on hours; the per-series path and the baselines), the whole `history_seconds`."""
+        """Grid points a series kind is read over: KV through the batched LSTM pass, its window; the rest (traffic,
+        whose models look back an hour or more; the per-series path and the baselines), the whole `history_seconds`."""
         if kind == "kv" and batch_model is not None:
             return min(n, self.kv_window(batch_model[0]))
         return n
@@ -1050,3 +1045,15 @@ class PredictorLoop:
             else:
                 log.warning("predictor: no forecast for %s %s/%s: %s", series, *group, reason)
         self._last_reason[key] = reason
+
+
+def traffic_shares(y: np.ndarray) -> np.ndarray:
+    """Each row's share of the rows' total traffic, from each row's newest finite rate (equal shares when the total
+    is 0 or unknown)."""
+    rows = y.shape[0]
+    last = np.zeros(rows)
+    for i in range(rows):
+        ok = np.flatnonzero(np.isfinite(y[i]))
+        last[i] = max(float(y[i, ok[-1]]), 0.0) if len(ok) else 0.0
+    total = float(last.sum())
+    return last / total if total > 0 else np.full(rows, 1.0 / max(rows, 1))

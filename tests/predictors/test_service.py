@@ -252,11 +252,20 @@ def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
     }
 
 
-def test_prophet_is_the_traffic_model_and_refits_on_schedule():
+def test_the_combination_is_the_traffic_model_by_default():
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, rps=80.0)
+    out = PredictorLoop(_cfg(), threshold=0.75).tick(T0 + 3585, st)
+    rps = {s.label_dict["band"]: s for s in out if s.name == "infercast_forecast_requests_per_second"}
+    assert rps["point"].label_dict["forecaster"] == "combined_aci"
+    assert rps["point"].value == pytest.approx(80.0, rel=0.02)
+
+
+def test_prophet_anchored_is_a_traffic_model_on_request_and_refits_on_schedule():
     pytest.importorskip("prophet")
     st = MemoryStore()
     _fill(st, T0, T0 + 3600, rps=80.0)
-    loop = PredictorLoop(_cfg(refit_interval_seconds=600.0), rps_model="prophet")
+    loop = PredictorLoop(_cfg(refit_interval_seconds=600.0), rps_model="prophet_anchored")
     out = loop.tick(T0 + 3585, st)
     rps = {s.label_dict["band"]: s.value for s in out if s.name == "infercast_forecast_requests_per_second"}
     assert rps["point"] == pytest.approx(80.0, rel=0.02)
@@ -418,3 +427,29 @@ def test_restart_forecasts_on_the_first_tick_from_the_stores_history():
     assert point["mean"] == pytest.approx(0.5, abs=0.01)
     assert point["max"] == pytest.approx(0.65, abs=0.01)
     assert not any(r == "too_short" for _, _, r in _skips(out))
+
+
+def test_an_announced_rate_is_spread_over_the_pools_as_todays_traffic_is():
+    """The calendar announces 12,000 req/s fleet-wide; the pools take 300 and 100 req/s now: their traffic
+    forecasts over the sale are 9,000 and 3,000."""
+    import datetime as dt
+
+    from infercast.config import Event
+
+    def iso(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.UTC).isoformat()
+
+    sale = Event(name="sale", start=iso(T0 + 3700), end=iso(T0 + 5000), expected_rps=12000)
+    st = MemoryStore()
+    _fill(st, T0, T0 + 3600, rps=300.0)
+    _fill(st, T0, T0 + 3600, rps=100.0, pool={"pool": "v4-long", "version": "v4"})
+    loop = PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman", events=(sale,))
+    out = loop.tick(T0 + 3585, st)
+    point = {
+        s.label_dict["pool"]: s.value
+        for s in out
+        if s.name == "infercast_forecast_requests_per_second" and s.label_dict["band"] == "point"
+    }
+    assert point == {"v4-main": pytest.approx(9000.0, rel=0.01), "v4-long": pytest.approx(3000.0, rel=0.01)}
+    calm = PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman").tick(T0 + 3585, st)
+    assert max(s.value for s in calm if s.name == "infercast_forecast_requests_per_second") < 1000.0

@@ -92,8 +92,8 @@ def test_predictor_once_prints_the_forecast_metrics(prom, tmp_path, repo_root):
             f'horizon="300s",ml_forecast="yhat",model="{kv_model}"'
         ) in r.stdout
     assert (
-        'infercast_forecast_requests_per_second{band="point",forecaster="prophet_anchored_aci",horizon="300s",'
-        'ml_forecast="yhat",model="prophet_anchored_aci"' in r.stdout
+        'infercast_forecast_requests_per_second{band="point",forecaster="combined_aci",horizon="300s",'
+        'ml_forecast="yhat",model="combined_aci"' in r.stdout
     )
     assert (
         'infercast_forecast_breach_eta_seconds{aggregate="max",pool="v4-main",threshold="0.75",version="v4"}'
