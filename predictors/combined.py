@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+from infercast.predictors.conformal import due_outcomes
 from infercast.predictors.holt_winters import HoltWinters
 from infercast.predictors.linear import PredictLinear
 from infercast.predictors.local_level import LocalLevel
@@ -100,22 +101,13 @@ class OnlineCombination:
         if t_now < self._last_t:
             self.reset()
         self._last_t = t_now
-        tol = history.step / 2 if len(history.t) > 1 else 0.0
-        keep = []
-        for f in self._pending:
-            if f.t_horizon > t_now + tol:
-                keep.append(f)
-                continue
-            i = int(np.clip(np.searchsorted(history.t, f.t_horizon), 0, len(history.t) - 1))
-            y = float(history.y[i])
-            if abs(history.t[i] - f.t_horizon) > tol or not np.isfinite(y):
-                continue  # the outcome at its horizon was never observed: nothing to learn
+        outcomes, self._pending = due_outcomes(self._pending, history, lambda f: f.t_horizon)
+        for f, y in outcomes:
             for name, yhat in f.yhat.items():
                 err = (y - yhat) ** 2
                 old = self.mse[name]
                 self.mse[name] = err if not math.isfinite(old) else self.decay * old + (1.0 - self.decay) * err
             self.outcomes += 1
-        self._pending = keep
 
     def forecast(self, history: History, horizon_s: float) -> Forecast:
         self._learn(history)

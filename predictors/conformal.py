@@ -36,6 +36,24 @@ FACTOR_BOUNDS = (0.05, 50.0)
 YSource = np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+def due_outcomes(pending: list, history: History, horizon_t: Callable[[object], float]) -> tuple[list, list]:
+    """Split forecasts awaiting their outcome: ([(forecast, the value observed at its horizon)], [still pending]).
+    A forecast whose horizon has passed without a finite sample there is dropped (nothing to learn from it)."""
+    t_now = float(history.t[-1])
+    tol = history.step / 2 if len(history.t) > 1 else 0.0
+    done, keep = [], []
+    for f in pending:
+        t_h = horizon_t(f)
+        if t_h > t_now + tol:
+            keep.append(f)
+            continue
+        i = int(np.clip(np.searchsorted(history.t, t_h), 0, len(history.t) - 1))
+        y = float(history.y[i])
+        if abs(history.t[i] - t_h) <= tol and np.isfinite(y):
+            done.append((f, y))
+    return done, keep
+
+
 @dataclass
 class _Issued:
     t: np.ndarray
@@ -78,16 +96,8 @@ class AdaptiveBand:
         if t_now < self._last_t:
             self.reset()
         self._last_t = t_now
-        tol = history.step / 2 if len(history.t) > 1 else 0.0
-        keep = []
-        for f in self._pending:
-            if f.t[-1] > t_now + tol:
-                keep.append(f)
-                continue
-            i = int(np.clip(np.searchsorted(history.t, f.t[-1]), 0, len(history.t) - 1))
-            y = float(history.y[i])
-            if abs(history.t[i] - f.t[-1]) > tol or not np.isfinite(y):
-                continue  # the outcome at its horizon was never observed: nothing to learn
+        outcomes, self._pending = due_outcomes(self._pending, history, lambda f: float(f.t[-1]))
+        for f, y in outcomes:
             band = getattr(self.inner, "band", (0.1, 0.9))
             miss_up = float(y > f.upper[-1])
             miss_lo = float(y < f.lower[-1])
@@ -95,7 +105,6 @@ class AdaptiveBand:
             self.log_up = min(hi_b, max(lo_b, self.log_up + self.gamma * (miss_up - (1.0 - band[1]))))
             self.log_lo = min(hi_b, max(lo_b, self.log_lo + self.gamma * (miss_lo - band[0])))
             self.updates += 1
-        self._pending = keep
 
     def forecast(self, history: History, horizon_s: float) -> Forecast:
         self._learn(history)
