@@ -40,11 +40,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling bench modules (traffic_runs, tune_alarm)
-import traffic_runs
-
 if TYPE_CHECKING:
     import numpy as np
+
+
+def _traffic_runs():
+    """bench/traffic_runs.py, loaded from beside this file when first needed (importing this module stays cheap)."""
+    import importlib.util
+
+    if "traffic_runs" not in sys.modules:
+        path = Path(__file__).resolve().parent / "traffic_runs.py"
+        spec = importlib.util.spec_from_file_location("traffic_runs", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["traffic_runs"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["traffic_runs"]
+
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSICAL = ("last_value", "predict_linear", "holt_winters", "kalman")
@@ -242,7 +253,7 @@ def _calendar_ablation(events) -> list:
         return []
     bare = tuple(e.model_copy(update={"expected_rps": None}) for e in events)
     pipeline = service_forecaster("rps", load_config(DEFAULT_FLEET).predictor, events=bare)
-    return [traffic_runs.Renamed(pipeline, NO_CALENDAR)]
+    return [_traffic_runs().Renamed(pipeline, NO_CALENDAR)]
 
 
 def _f(v, nd=3):
@@ -509,7 +520,7 @@ def traffic_section(root: Path) -> dict:
     scored = slices["scored"]
     best = scored["best_baseline"]
     # the ServeGen training days' errors, for the inner-model rule of the 15 s training runs
-    servegen_train = {n: train[n].get("mae") for n in (*CLASSICAL, *traffic_runs.CANDIDATES) if n in train}
+    servegen_train = {n: train[n].get("mae") for n in (*CLASSICAL, *_traffic_runs().CANDIDATES) if n in train}
     servegen_train["service"] = train[service.name].get("mae")
     res = {
         "trace": "servegen/data/language/m-large",
@@ -1457,7 +1468,7 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "servegen": render_servegen,
     "cost": render_cost,
     "traffic": render_traffic,
-    "traffic-runs": traffic_runs.render,
+    "traffic-runs": lambda result: _traffic_runs().render(result),
     "alarm": render_alarm,
     "goals": render_goals,
     "lstm": render_lstm,
@@ -1516,7 +1527,7 @@ def main() -> int:
         _seed_sampling()
         result["traffic"] = traffic_section(root)
         _seed_sampling()
-        result["traffic_runs"] = traffic_runs.section(result["traffic"]["servegen_train"])
+        result["traffic_runs"] = _traffic_runs().section(result["traffic"]["servegen_train"])
         print(TABLES["traffic-runs"](result) + "\n", flush=True)
     if not a.skip_cost:
         _seed_sampling()
