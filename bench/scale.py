@@ -420,7 +420,8 @@ def table_forecast(r: dict) -> str:
         "path (`batched=False`: each series through its own pipeline, as before issue 25) timed in the same run, on "
         "the first "
         f"{f['per_series_max']:,} groups and scaled where marked; max abs diff between the two paths' published "
-        f"values; traffic (Prophet) not included. {f['torch_threads']} torch thread; {r['machine']}; load average "
+        "values; traffic not included (its forecasts, per series, are timed in docs/results/forecast.md). "
+        f"{f['torch_threads']} torch thread; {r['machine']}; load average "
         f"{f['load_before']:.1f} before, {f['load_after']:.1f} after."
     )
     return "\n".join(rows)
