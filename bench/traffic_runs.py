@@ -213,7 +213,7 @@ def render(result: dict) -> str:
     out.append(
         f"\nError (mae) as a ratio to each run's best baseline, 300 s ahead at 15 s, on the training runs only "
         f"(`bench/traffic_runs.py`). `{SERVICE}` is the service's pipeline as deployed; `{ABLATION}` the same "
-        f"without the calendar's announced rates (its events still Prophet's regressors); `{NO_CALENDAR}` without "
-        f"any calendar. {verdict_cal} {verdict_inner}"
+        f"without the calendar's announced rates; `{NO_CALENDAR}` without any calendar (the same forecasts, as the "
+        f"combination reads no event; Prophet anchored reads them as regressors). {verdict_cal} {verdict_inner}"
     )
     return "\n".join(out)
