@@ -134,6 +134,12 @@ def section(servegen_train: dict | None = None) -> dict:
             "ratio": {n: _r(v / mae[best]) if v is not None and mae[best] else None for n, v in mae.items()},
         }
         print(f"# traffic training run {name}: " + ", ".join(f"{n} {v}" for n, v in per_run[name]["ratio"].items()))
+    return {**verdicts(per_run, servegen_train), "wall_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def verdicts(per_run: dict[str, dict], servegen_train: dict | None = None) -> dict:
+    """The two rules of the module docstring, on the training runs' scores (`section`'s `runs`): whether the announced
+    rates ship, each model's mean and worst ratio, and the models that beat the service's inner model on both."""
     calendar_ships = all(  # the announced rates' rule (module docstring)
         r["mae"][SERVICE] <= r["mae"][ABLATION] and (not r["announced"] or r["ratio"][SERVICE] < 1.0)
         for r in per_run.values()
@@ -165,7 +171,6 @@ def section(servegen_train: dict | None = None) -> dict:
         "servegen_train_included": bool(servegen_train),
         "expected_rps_ships": calendar_ships,
         "inner_better": better,  # candidates (or baselines) that beat the service's inner model on both counts
-        "wall_seconds": round(time.perf_counter() - t0, 1),
     }
 
 
