@@ -60,6 +60,7 @@ class OnlineCombination:
         min_outcomes: int = 4,
         band: tuple[float, float] = DEFAULT_BAND,
         clip: tuple[float, float] = (-math.inf, math.inf),
+        bound_factor: float | None = None,
     ) -> None:
         if not members:
             raise ValueError("combined: no member model")
@@ -70,6 +71,7 @@ class OnlineCombination:
         self.members = list(members)
         self.decay, self.mode, self.min_outcomes = float(decay), mode, int(min_outcomes)
         self.band, self.clip = band, clip
+        self.bound_factor = bound_factor
         self.reset()
 
     def reset(self) -> None:
@@ -131,6 +133,10 @@ class OnlineCombination:
             return sum(w[k] * getattr(f, attr)[:n] for k, f in fcs.items())  # type: ignore[return-value]
 
         lo, hi = self.clip
+        if self.bound_factor is not None:  # never above `bound_factor` x the highest value in the history
+            seen = history.y[np.isfinite(history.y)]
+            if len(seen) and float(seen.max()) > 0:
+                hi = min(hi, self.bound_factor * float(seen.max()))
         yhat = np.clip(mix("yhat"), lo, hi)
         lower = np.minimum(np.clip(mix("yhat_lower"), lo, hi), yhat)
         upper = np.maximum(np.clip(mix("yhat_upper"), lo, hi), yhat)
@@ -139,13 +145,16 @@ class OnlineCombination:
 
 
 def traffic_combination(
-    band: tuple[float, float] = DEFAULT_BAND, clip: tuple[float, float] = (0.0, math.inf)
+    band: tuple[float, float] = DEFAULT_BAND, clip: tuple[float, float] = (0.0, math.inf), bound_factor: float = 1.5
 ) -> OnlineCombination:
-    """The service's traffic model (module docstring): a fresh one, for one series."""
+    """The service's traffic model (module docstring): a fresh one, for one series.  Its path and band never go above
+    `bound_factor` (`predictor.traffic_bound_factor`) x the highest rate in the history: a line through a ramp, or a
+    trend fitted across a burst, is an extrapolation, not a forecast (the calendar's announced rates may still go
+    above it: `infercast.predictors.announced` acts on this model's forecast)."""
     members = [
         LastValue(band=band, clip=clip),
         PredictLinear(band=band, clip=clip),
         HoltWinters(band=band, clip=clip),
         LocalLevel(shift_sigmas=4.0, band=band, clip=clip),
     ]
-    return OnlineCombination(members, decay=0.95, mode="best", band=band, clip=clip)
+    return OnlineCombination(members, decay=0.95, mode="best", band=band, clip=clip, bound_factor=bound_factor)

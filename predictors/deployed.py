@@ -63,6 +63,10 @@ def service_forecaster(
         from infercast.predictors.anchored import AnchoredProphet
 
         inner = AnchoredProphet(windows, config.band, bound_factor=config.traffic_bound_factor)
+    elif name == "combined":
+        from infercast.predictors.combined import traffic_combination
+
+        inner = traffic_combination(config.band, registry.CLIP[series], config.traffic_bound_factor)
     else:
         inner = registry.make(name, series, config.band, windows)
     out: Forecaster = inner

@@ -69,3 +69,13 @@ def test_bad_settings_are_refused():
         OnlineCombination([Constant("a", 1.0)], mode="median")
     with pytest.raises(ValueError, match="no member"):
         OnlineCombination([])
+
+
+def test_the_traffic_model_never_forecasts_past_half_again_the_highest_rate_seen():
+    from infercast.predictors.combined import traffic_combination
+
+    t = np.arange(0.0, 3600.0, 15.0)
+    ramp = History(t, np.where(t < 3000, 10.0, 10.0 + (t - 3000) * 2.0))  # a steep ramp in the last 10 minutes
+    fc = traffic_combination(bound_factor=1.5).forecast(ramp, 300.0)
+    assert fc.yhat_upper.max() <= 1.5 * ramp.y.max() + 1e-9
+    assert fc.yhat.max() > ramp.y.max()  # the bound caps the extrapolation; it does not flatten it
