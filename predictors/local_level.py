@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from infercast.predictors.base import Forecast, History
 from infercast.predictors.naive import LocalForecaster, ffill, origin_indices
 
 #: Fewer samples than this in the window and the autocorrelation is not estimated: the last value (gain 1).
@@ -98,7 +99,7 @@ class LocalLevel(LocalForecaster):
         self.min_window_samples = int(min_window_samples)
         self.gain_: float = 1.0
 
-    def forecast(self, history, horizon_s):
+    def forecast(self, history: History, horizon_s: float) -> Forecast:
         # At coarse steps (ServeGen's 600 s windows) an hour is 6 samples: look back far enough to estimate rho.
         saved = self.window_s
         self.window_s = max(saved, self.min_window_samples * history.step)
