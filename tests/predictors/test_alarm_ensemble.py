@@ -6,17 +6,14 @@ docs/forecasting.md.)"""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from infercast.predictors.alarm import AlarmPolicy
 from infercast.predictors.base import History
 from infercast.predictors.scoring import breach_scores
+from tests.benches import load_bench
 
-TUNE = Path(__file__).resolve().parents[2] / "bench" / "tune_alarm.py"
 STEP = 15.0
 #: the alert as deployed: over 0.75 for 30 s (three evaluations), no hysteresis
 POLICY = AlarmPolicy(0.75, persistence=3)
@@ -26,10 +23,7 @@ RAMP = 0.301 + 0.0003 * STEP * np.arange(140)
 
 @pytest.fixture(scope="module")
 def tune():
-    spec = importlib.util.spec_from_file_location("bench_tune_alarm", TUNE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("tune_alarm", "bench_tune_alarm")
 
 
 def _page(tune, alarm: str, y: np.ndarray, band_above_last: float) -> dict:

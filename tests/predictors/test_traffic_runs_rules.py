@@ -4,20 +4,14 @@ days counted)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-RUNS = Path(__file__).resolve().parents[2] / "bench" / "traffic_runs.py"
+from tests.benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def tr():
-    spec = importlib.util.spec_from_file_location("bench_traffic_runs_rules", RUNS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("traffic_runs", "bench_traffic_runs_rules")
 
 
 def _run(tr, announced: bool, best: str = "last_value", **ratio: float) -> dict:

@@ -4,21 +4,15 @@ crossings, when two alerts tie, and when no setting meets it (the deployed alert
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-TUNE = Path(__file__).resolve().parents[2] / "bench" / "tune_alarm.py"
+from tests.benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def tune():
-    spec = importlib.util.spec_from_file_location("bench_tune_alarm_runs", TUNE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("tune_alarm", "bench_tune_alarm_runs")
 
 
 def test_the_busiest_hours_are_replayed_except_those_scored_or_used_by_the_lstm(tune):
