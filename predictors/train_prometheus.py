@@ -428,19 +428,22 @@ def pooled(scores: list[dict]) -> dict:
 
 
 def score_rps(hs, split, args, horizon_s: float) -> dict | None:
-    """Traffic: Prophet anchored (as the service runs it, fitted once on the time before the held-out tail) against
-    predict_linear and the last value, from the same origins (at most 100 per series: Prophet predicts slowly)."""
+    """Traffic: the service's traffic pipeline (`combined_aci`, `infercast.predictors.deployed`) and Prophet anchored
+    (when Prophet is installed; fitted once on the time before the held-out tail) against predict_linear and the
+    last value, from the same origins (at most 100 per series: Prophet predicts slowly)."""
     from infercast.config import PredictorConfig
     from infercast.predictors.anchored import AnchoredProphet
     from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.deployed import service_forecaster
     from infercast.predictors.prophet_model import import_prophet
     from infercast.predictors.registry import make
 
     try:
         import_prophet()
+        prophet = True
     except ImportError as e:
-        _say(f"note: Prophet is not installed ({e}): traffic not scored")
-        return None
+        _say(f"note: Prophet is not installed ({e}): Prophet anchored not scored")
+        prophet = False
     logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
     logging.getLogger("prophet").setLevel(logging.WARNING)
     pc = PredictorConfig()
@@ -450,11 +453,9 @@ def score_rps(hs, split, args, horizon_s: float) -> dict | None:
         if np.isfinite(h.y[h.t < split.test]).sum() < 10 or not np.isfinite(_held_out(h, split)).any():
             continue
         warmup, every = _origins(h, split, args, step, cap=min(100, args.max_score_origins))
-        models = [
-            AnchoredProphet(band=pc.band, bound_factor=pc.traffic_bound_factor),
-            make("predict_linear", "rps"),
-            make("last_value", "rps"),
-        ]
+        models = [service_forecaster("rps", pc), make("predict_linear", "rps"), make("last_value", "rps")]
+        if prophet:
+            models.append(AnchoredProphet(band=pc.band, bound_factor=pc.traffic_bound_factor))
         runs = run_backtest(h, models, horizon_s, warmup_s=warmup, refit_every_s=math.inf, origin_every_s=every)
         for name, sc in score_runs(h, runs, horizon_s).items():
             per_model.setdefault(name, []).append({**sc, "hours": _span_h(runs[name].origins, step)})

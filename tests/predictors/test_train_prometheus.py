@@ -85,7 +85,7 @@ def test_trains_on_the_fleets_history_and_scores_the_held_out_tail(prom, tmp_pat
     table = cap.out.split("held-out KV usage, mean")[0]
     for model in ("lstm (new)", "lstm (shipped)", "predict_linear", "last_value"):
         assert model in table, cap.out
-    assert "held-out traffic" in cap.out and "prophet_anchored" in cap.out
+    assert "held-out traffic" in cap.out and "combined_aci" in cap.out and "prophet_anchored" in cap.out
     # the same format as the shipped model: the predictor's loader takes it
     model = LSTMForecaster.load(out)
     assert model.params.step_s == STEP and model.params.hidden == 8
@@ -103,6 +103,7 @@ def test_trains_on_the_fleets_history_and_scores_the_held_out_tail(prom, tmp_pat
         assert row["series"] == 2 and row["n_origins"] > 40 and row["peak_mae"] is not None
     assert kv["lstm (new)"]["breach"]["origins_crossing"] == kv["predict_linear"]["breach"]["origins_crossing"]
     assert meta["held_out_scores"]["rps"]["prophet_anchored"]["n_origins"] > 0
+    assert meta["held_out_scores"]["rps"]["combined_aci"]["n_origins"] > 0  # the service's traffic pipeline
     # never over the shipped model
     assert paths(DEFAULT_MODEL)[0].resolve() != paths(out)[0].resolve()
 
