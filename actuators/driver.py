@@ -11,7 +11,8 @@ Prometheus and a real backend.  Arms by name (`ARMS`; `arms.py`, `plans.py`):
 - `scheduled`: `reactive` plus a pre-scale before each calendar event, sized from its expected peak (no forecast);
 - `last-value`, `predict-linear`, `predictive`: `reactive` plus infercast's control loop, one policy, fed three
   forecasts through the same pipeline (`FORECASTS`): the last value (with the calendar prior), Prometheus'
-  `predict_linear` over 15 m (no calendar: what a Prometheus user has), and the LSTM + Prophet (with the calendar);
+  `predict_linear` over 15 m (no calendar: what a Prometheus user has), and the LSTM + the traffic combination (with
+  the calendar);
 - `perfect-forecast`: the same loop fed the true future: the run's own offered traffic and the KV series of the
   `reactive` run of the same seed (what the fleet would do without foresight).  It was called `oracle`, which is
   still accepted; it is not an upper bound (the policy is the same heuristic);
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ForecastSpec:
     """What a forecast arm's predictor runs: the KV model (None: the deployed LSTM), the traffic model (None:
-    Prophet as deployed) and whether it reads the fleet file's event calendar."""
+    the traffic model as deployed) and whether it reads the fleet file's event calendar."""
 
     kv: str | None
     rps: str | None

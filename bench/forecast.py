@@ -297,7 +297,7 @@ def servegen_section(root: Path) -> dict:
         grid = o + step * np.arange(0, 36)  # the next 6 h of windows, starting at the origin
         pred = m.predict_at(grid).yhat
         forecasts[o] = dict(zip(grid.tolist(), pred.tolist(), strict=True))
-        # the service's traffic model on the same fit: Prophet's shape, anchored to the last window's level
+        # Prophet anchored on the same fit: Prophet's shape, anchored to the last window's level
         a = AnchoredProphet(prophet=m)
         a.fit([past])
         fa = a.forecast(past, grid[-1] - past.t[-1])

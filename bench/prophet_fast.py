@@ -5,7 +5,8 @@
 For each history shape the service meets (6 h of 15 s samples, its default; 8 days of 600 s windows), `--series`
 daily-shaped series are fitted once; then each forecaster forecasts 300 s (6h@15s) or 600 s (8d@600s) ahead
 `--repeat` times per series through both paths, in this run: Prophet as it is (`prophet`, its 200-draw band) and the
-service's traffic model (`prophet_anchored`, which asks Prophet for the newest samples and the horizon).  Prints
+anchored model (`prophet_anchored`, the service's traffic model until issue 27 and one setting away since, which
+asks Prophet for the newest samples and the horizon).  Prints
 ms/forecast for each path, their ratio, and the largest difference of the point forecasts (the bands are random
 draws: the same seed gives the same band, which tests/predictors/test_prophet.py checks).  Nothing is published.
 """

@@ -13,10 +13,10 @@
 5. Score on the held-out tail, every `--score-every` seconds: the new model, the shipped one (when its step
    matches), `predict_linear` (what a Prometheus user writes) and the last value; the scores are
    `infercast.predictors.scoring`'s (peak_mae, mae, band coverage, pinball, and the breach scores at `--threshold`),
-   pooled over the series.  Traffic (when Prometheus has it): Prophet anchored as the service runs it (fitted once on
-   the time before the held-out tail) against the same baselines.  Prophet has no model file: the service refits it
-   from its own history every `predictor.refit_interval_seconds`; fitting it here says whether it is worth it on
-   this fleet's traffic.
+   pooled over the series.  Traffic (when Prometheus has it): the service's traffic pipeline (`combined_aci`) and
+   Prophet anchored (fitted once on the time before the held-out tail) against the same baselines.  Neither has a
+   model file (the combination learns online; the service refits Prophet every `predictor.refit_interval_seconds`);
+   scoring them here says whether either is worth it on this fleet's traffic.
 6. Write OUT.safetensors / OUT.json (the shipped model's format) with where the data came from (URL without
    credentials, series, time range and split, series count, seed) and the held-out scores; the table is printed.
    The shipped model is never the default output.

@@ -322,7 +322,7 @@ moment the unprotected fleet (<code>none</code>) first had an instance over {res
 <p><b>none</b>: the fleet as the incident found it. <b>basic</b>: the gateway's token bucket alone. <b>reactive</b>: the
 seeds' own fixes with no foresight (per-request memory admission, a quota lane for the flash-sale customer, pools split
 by context length, a cold v3.5 standby, a failover headroom check, priority tiers, an HPA on current metrics).
-<b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and Prophet forecasts, the actuator's
+<b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and traffic forecasts, the actuator's
 control loop with guardrails). <b>perfect-forecast</b>: the same control loop fed the true future, an estimate of what
 better forecasts alone could add (not an upper bound: the policy is the same). <b>hindsight</b>, where shown: the bound,
 the best plan of standby floors and admission found knowing the run's whole future{_hindsight_plan(result)}.
