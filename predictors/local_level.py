@@ -29,7 +29,6 @@ import math
 
 import numpy as np
 
-from infercast.predictors.base import Forecast, History
 from infercast.predictors.naive import LocalForecaster, ffill, origin_indices
 
 #: Fewer samples than this in the window and the autocorrelation is not estimated: the last value (gain 1).
@@ -99,14 +98,9 @@ class LocalLevel(LocalForecaster):
         self.min_window_samples = int(min_window_samples)
         self.gain_: float = 1.0
 
-    def forecast(self, history: History, horizon_s: float) -> Forecast:
+    def window_seconds(self, step: float) -> float:
         # At coarse steps (ServeGen's 600 s windows) an hour is 6 samples: look back far enough to estimate rho.
-        saved = self.window_s
-        self.window_s = max(saved, self.min_window_samples * history.step)
-        try:
-            return super().forecast(history, horizon_s)
-        finally:
-            self.window_s = saved
+        return max(self.window_s, self.min_window_samples * step)
 
     def _paths(self, t, y, n, step):
         self.gain_ = steady_gain(diff_autocorrelation(y))

@@ -88,16 +88,21 @@ class LocalForecaster:
     def _paths(self, t: np.ndarray, y: np.ndarray, n: int, step: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
+    def window_seconds(self, step: float) -> float:
+        """Seconds of history a forecast at this sample step looks at."""
+        return self.window_s
+
     def forecast(self, history: History, horizon_s: float) -> Forecast:
         grid = future_grid(history, horizon_s)
         step = history.step
         # The window keeps missing samples as NaN, so index arithmetic stays time arithmetic on the regular grid
         # (each model skips NaN its own way) and the path is anchored at the history's end even when the last
         # samples are missing.
-        keep = history.t >= history.t[-1] - self.window_s
+        window = self.window_seconds(step)
+        keep = history.t >= history.t[-1] - window
         t, y = history.t[keep], np.where(np.isfinite(history.y[keep]), history.y[keep], np.nan)
         if not np.isfinite(y).any():
-            raise ValueError(f"{self.name}: no finite sample in the last {self.window_s:g} s")
+            raise ValueError(f"{self.name}: no finite sample in the last {window:g} s")
         path, origins, paths = self._paths(t, y, len(grid), step)
         if not np.isfinite(path).all():
             raise ValueError(f"{self.name}: no forecast from this history (too few finite samples)")
