@@ -28,9 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 SALE_SEEDS = (700, 701, 702, 703)
 CALM_SEEDS = (710, 711)
 HORIZON_S = 300.0
@@ -57,17 +55,14 @@ class Renamed:
 
 
 def _twin_run(seed: int, calm: bool):
-    """The flash-sale fleet's offered load (req/s, all streams) at 15 s, and its calendar (none for a calm run)."""
-    from infercast.config import load_config
+    """The flash-sale fleet's offered load (req/s, all streams) at 15 s, and its calendar (none for a calm run): the
+    alert tuning's choosing fleet (`tune_alarm.choosing_fleet`)."""
+    import tune_alarm
+
     from infercast.predictors.base import History
     from infercast.twin.run import run_scenario
 
-    cfg = load_config(ROOT / "examples" / "flash-sale.yaml")
-    sc = cfg.scenario.model_copy(update={"seed": seed, **({"streams": ()} if calm else {})})
-    update: dict = {"scenario": sc}
-    if calm:
-        update |= {"events": (), "protections": cfg.protections.model_copy(update={"quota_lanes": {}})}
-    cfg = cfg.model_copy(update=update)
+    cfg = tune_alarm.choosing_fleet(seed, calm)
     ts = run_scenario(cfg, "none", seed=seed, step_seconds=STEP_S).timeseries
     agg = ts.groupby("t")["offered_rps"].max()
     name = f"{'calm' if calm else 'sale'}-{seed}"

@@ -109,6 +109,19 @@ EXCLUDED_HOURS = {
 }
 
 
+def choosing_fleet(seed: int, calm: bool):
+    """The flash-sale fleet of a choosing run with arrival seed `seed`: as in the fleet file, or, `calm`, its regular
+    stream alone (no flash-sale customer, no calendar, no quota lane)."""
+    from infercast.config import load_config
+
+    cfg = load_config(ROOT / "examples" / "flash-sale.yaml")
+    sc = cfg.scenario.model_copy(update={"seed": seed, **({"streams": ()} if calm else {})})
+    update = {"scenario": sc}
+    if calm:
+        update |= {"events": (), "protections": cfg.protections.model_copy(update={"quota_lanes": {}})}
+    return cfg.model_copy(update=update)
+
+
 def _series(seed: int, calm: bool, cache: Path | None = None):
     import pickle
 
@@ -117,16 +130,10 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
     if cache is not None and (cache / f"{seed}.pkl").exists():
         return pickle.loads((cache / f"{seed}.pkl").read_bytes())
 
-    from infercast.config import load_config
     from infercast.predictors.base import History
     from infercast.twin.run import run_scenario
 
-    cfg = load_config(ROOT / "examples" / "flash-sale.yaml")
-    sc = cfg.scenario.model_copy(update={"seed": seed, **({"streams": ()} if calm else {})})
-    update = {"scenario": sc}
-    if calm:
-        update |= {"events": (), "protections": cfg.protections.model_copy(update={"quota_lanes": {}})}
-    cfg = cfg.model_copy(update=update)
+    cfg = choosing_fleet(seed, calm)
     ts = run_scenario(cfg, "none", seed=seed, step_seconds=15.0).timeseries
     df = ts[ts["pool"] == "v4-main"].sort_values("t")
     feats = {c: df[c].to_numpy(dtype=float) for c in ("rps", "long_share", "running", "waiting", "fragmentation")}
