@@ -25,12 +25,11 @@ The band is Prophet's, moved by the same factor; `infercast.predictors.conformal
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid, history_cap
 from infercast.predictors.prophet_model import ProphetForecaster
 
 
@@ -73,8 +72,7 @@ class AnchoredProphet:
         yhat_p, lower_p, upper_p = self._shape(np.concatenate([history.t[recent], t_f]), n)
         level = float(_ses(_log_ratio(history.y[recent], yhat_p[:n]), self.alpha_)[-1])
         factor = np.exp(level)
-        cap = self.bound_factor * float(np.nanmax(history.y[ok]))
-        cap = cap if cap > 0 else math.inf
+        cap = history_cap(history.y, self.bound_factor)
 
         def bounded(x: np.ndarray) -> np.ndarray:
             return np.clip(x, 0.0, cap)

@@ -10,6 +10,7 @@ Pure: arrays in, arrays out.  No clock, no I/O.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -85,6 +86,14 @@ class Forecaster(Protocol):
     def fit(self, histories: list[History]) -> Forecaster: ...
 
     def forecast(self, history: History, horizon_s: float) -> Forecast: ...
+
+
+def history_cap(y: np.ndarray, factor: float) -> float:
+    """`factor` x the highest finite value of `y` (a traffic forecast's bound, `predictor.traffic_bound_factor`); inf
+    when no finite value is above 0."""
+    seen = y[np.isfinite(y)]
+    top = float(seen.max()) if len(seen) else 0.0
+    return factor * top if top > 0 else math.inf
 
 
 def future_grid(history: History, horizon_s: float) -> np.ndarray:

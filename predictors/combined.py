@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History, history_cap
 from infercast.predictors.conformal import due_outcomes
 from infercast.predictors.holt_winters import HoltWinters
 from infercast.predictors.linear import PredictLinear
@@ -134,9 +134,7 @@ class OnlineCombination:
 
         lo, hi = self.clip
         if self.bound_factor is not None:  # never above `bound_factor` x the highest value in the history
-            seen = history.y[np.isfinite(history.y)]
-            if len(seen) and float(seen.max()) > 0:
-                hi = min(hi, self.bound_factor * float(seen.max()))
+            hi = min(hi, history_cap(history.y, self.bound_factor))
         yhat = np.clip(mix("yhat"), lo, hi)
         lower = np.minimum(np.clip(mix("yhat_lower"), lo, hi), yhat)
         upper = np.maximum(np.clip(mix("yhat_upper"), lo, hi), yhat)
