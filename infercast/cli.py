@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboards": ("infercast.dashboards.cli", "build the Grafana dashboards or push them to a Grafana"),
     "check": ("infercast.check", "validate a fleet file, the alert rules and the dashboards"),
     "k8s": ("infercast.k8s.cli", "generate and validate the Kubernetes manifests (deploy/kubernetes/)"),
+    "lab": (
+        "infercast.lab.cli",
+        "run real vLLM engines behind HAProxy with the whole stack (needs install.sh --engines)",
+    ),
 }
 
 

