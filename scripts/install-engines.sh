@@ -45,7 +45,7 @@ haproxy_package() {
 
 engine_venv() {
   local want stamp=$VENV/.infercast-engines
-  want=$(grep -v '^#' constraints-engines.txt | tr '\n' ' ')
+  want=$(grep -v '^#' constraints-engines.txt | xargs)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     kept="already there: $want"
     return 0

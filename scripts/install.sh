@@ -220,4 +220,6 @@ step 3 "torch $(torch_pin), CPU build" torch_cpu
 step 4 "Python packages (constraints.txt)" python_packages
 step 5 "node for the CRD validators" node_for_validators
 step 6 "CRD validators ($NPM_DIR)" crd_validators
+# --engines: also the real engine `infercast lab` runs, in its own venv (~3.5 GB; scripts/install-engines.sh)
+[ "${1:-}" != "--engines" ] || bash scripts/install-engines.sh
 echo "install.sh: ready (.venv/bin/infercast; details in $LOG)"

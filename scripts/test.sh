@@ -9,7 +9,7 @@
 # number of workers of the first run (default: the cores), INFERCAST_SERVER_TEST_JOBS of the second (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+bash scripts/install.sh --engines  # the real-engine tests (marked `engines`) need vLLM's CPU build: docs/lab.md
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
@@ -22,5 +22,7 @@ run() {
   fi
 }
 run -n "${INFERCAST_TEST_JOBS:-$(nproc)}" --dist loadfile -m "not servers" "$@"
-run -n "${INFERCAST_SERVER_TEST_JOBS:-2}" --dist loadfile -m servers "$@"
+run -n "${INFERCAST_SERVER_TEST_JOBS:-2}" --dist loadfile -m "servers and not engines" "$@"
+# Real vLLM engines (infercast lab): alone, since they load both cores.
+run -m engines "$@"
 exit "$status"

@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, interrupted)
+    # SIGINT too, explicitly: a lab started in the background of a script inherits SIGINT ignored
+    old = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGINT)}
     from infercast.lab.stack import start_lab
 
     def log(msg: str) -> None:
@@ -144,4 +145,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"infercast lab: {e}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -33,7 +33,8 @@ class Surge:
         """The rate multiplier at times `t` (1 outside the window)."""
         inside = (t >= self.start_s) & (t < self.start_s + self.seconds)
         if self.ramp_s > 0:
-            up = np.clip((t - self.start_s) / self.ramp_s, 0.0, 1.0)
+            with np.errstate(over="ignore", divide="ignore"):  # a ramp of a few picoseconds is a step
+                up = np.clip((t - self.start_s) / self.ramp_s, 0.0, 1.0)
             f = 1.0 + (self.factor - 1.0) * up
         else:
             f = np.full(t.shape, self.factor)
