@@ -46,6 +46,7 @@ SIMULATOR = (
     "infercast.twin",
     "infercast.demo",
     "infercast.traces",
+    "infercast.lab",  # the engine lab replays traces against real engines, beside the twin
     "infercast.actuators.arms",
     "infercast.actuators.driver",
     "infercast.actuators.plans",

@@ -20,7 +20,7 @@ EXCEPTIONS: dict[str, tuple[frozenset[str] | None, str]] = {
     "infercast/catalog.py": (None, "the catalog: the one place names are spelt"),
     "predictors/train_cli.py": (frozenset({"infercast_version"}), "a key of the model file's metadata, not a metric"),
 }
-SKIP_DIRS = {"tests", ".venv", ".git", "node_modules", "runs", "__pycache__"}
+SKIP_DIRS = {"tests", ".venv", ".engines", ".git", "node_modules", "runs", "__pycache__"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

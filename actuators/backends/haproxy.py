@@ -47,8 +47,8 @@ from infercast.actuators.admin import ActionRefused, Admission, BackendError, Ob
 from infercast.actuators.stamp import Stamp
 
 BACKEND = "engines"
-KEYS_TABLE = "infercast_keys"
-FENCE_TABLE = "infercast_fence"
+KEYS_TABLE = "ic_action_keys"
+FENCE_TABLE = "ic_fence"
 FENCE_KEY = "token"
 #: `set weight` takes 0-256
 MAX_WEIGHT = 256

@@ -9,8 +9,8 @@ which is what lets the actuator's backend (actuators/backends/haproxy.py) check 
 listens on a UNIX socket (mode 600) in the lab's directory, never on a TCP port.
 
 Two stick tables hold what the actuator's backend must remember in the proxy itself (so that it survives the
-actuator, as Redis' and the file backend's state does): `infercast_keys` (idempotency key -> a 31-bit digest of
-the action applied under it) and `infercast_fence` (the highest fencing token seen).
+actuator, as Redis' and the file backend's state does): `ic_action_keys` (idempotency key -> a 31-bit digest of
+the action applied under it) and `ic_fence` (the highest fencing token seen).
 """
 
 from __future__ import annotations

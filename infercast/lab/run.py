@@ -22,6 +22,7 @@ from infercast.actuators.admin import apply_with_retries
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.haproxy import HAProxyAdmin, RuntimeAPI
 from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.exporters.base import parse_text
 from infercast.lab.control import PAGE_ALERT, ControlState, Observed, Policy
 from infercast.lab.engines import MODEL_NAME
@@ -162,7 +163,7 @@ def wait_for_forecasts(lab: Lab, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         lab.check_alive()
-        if prometheus_value(lab.prometheus_url, "infercast_forecast_kv_cache_usage_ratio") is not None:
+        if prometheus_value(lab.prometheus_url, FORECAST_KV_CACHE_USAGE_RATIO) is not None:
             return True
         time.sleep(1.0)
     return False

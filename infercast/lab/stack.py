@@ -77,6 +77,26 @@ def lab_fleet(s: LabSettings, engine_ports: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def prometheus_config(engine_ports: dict[str, int], every_s: int, rule_files: tuple[str, ...]) -> dict[str, Any]:
+    """Prometheus in engines mode: one job scraping the engines with their pool and version as target labels (what
+    `infercast k8s prometheus` writes for a plain Prometheus), the rules beside it."""
+    return {
+        "global": {"scrape_interval": f"{every_s}s", "evaluation_interval": f"{every_s}s"},
+        "rule_files": list(rule_files),
+        "scrape_configs": [
+            {
+                "job_name": "vllm-lab",
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{p}" for p in engine_ports.values()],
+                        "labels": {"pool": POOL, "version": VERSION},
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def alertmanager_config(webhook_url: str) -> str:
     """Every alert to the lab's webhook, at once (group_wait 0) and again on every change within a second."""
     return yaml.safe_dump(
@@ -145,7 +165,6 @@ def start_lab(s: LabSettings, workdir: Path, engines_dir: Path = ENGINES_DIR, lo
     from infercast.alertrules.settings import AlertSettings
     from infercast.alertrules.webhook import WebhookRecorder
     from infercast.config import parse_config
-    from infercast.k8s.scrape import prometheus_config
 
     workdir = workdir.resolve()  # the servers run in their own directories
     if workdir.exists():
@@ -176,7 +195,7 @@ def start_lab(s: LabSettings, workdir: Path, engines_dir: Path = ENGINES_DIR, lo
         lab.predictor_url = f"http://127.0.0.1:{predictor_port}"
         settings = AlertSettings.from_fleet(cfg)
         rules = {"engines.yml": engine_rule_file(cfg), **rule_files(settings)}
-        prom_doc = prometheus_config(cfg, interval=f"{s.scrape_seconds}s", rule_files=tuple(rules))
+        prom_doc = prometheus_config(ports, s.scrape_seconds, tuple(rules))
         prom_doc["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [am.url.removeprefix("http://")]}]}]}
         for job, port in (("infercast-exporter", exporter_port), ("infercast-predictor", predictor_port)):
             prom_doc["scrape_configs"].append(

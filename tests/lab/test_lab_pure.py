@@ -128,3 +128,15 @@ def test_the_report_counts_preemptions_from_each_engines_counter_and_the_page_le
         summarize(ok, samples, duration_s=10, ttft_slo_s=1, page_s=None, actions=[], engine="")["page_lead_seconds"]
         is None
     )
+
+
+def test_the_labs_scrape_job_is_the_one_infercast_k8s_prometheus_writes_for_its_fleet() -> None:
+    from infercast.config import parse_config
+    from infercast.k8s.scrape import prometheus_config as k8s_config
+    from infercast.lab.stack import LabSettings, lab_fleet, prometheus_config
+
+    ports = {"engine-0": 8001, "engine-1": 8002}
+    mine = prometheus_config(ports, 2, ("engines.yml",))
+    theirs = k8s_config(parse_config(lab_fleet(LabSettings(), ports)), interval="2s", rule_files=("engines.yml",))
+    strip = lambda jobs: [{k: v for k, v in j.items() if k not in ("metrics_path", "scheme")} for j in jobs]  # noqa: E731
+    assert strip(mine["scrape_configs"]) == strip(theirs["scrape_configs"])
