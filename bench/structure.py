@@ -71,6 +71,7 @@ MAY_IMPORT = {
 GROUPS = (
     "infercast.twin",
     "infercast.demo",
+    "infercast.lab",
     *PRODUCT,
     "infercast.k8s",
 )
