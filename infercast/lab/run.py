@@ -264,3 +264,23 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
     import json
 
     path.write_text(json.dumps(doc, indent=1))
+
+
+def settle(lab: Lab, plan: list[Planned], timeout_s: float = 180.0, log=print) -> bool:
+    """Between two runs on one lab: lift any concurrency limit (a reset, not a control decision: not audited),
+    then wait until every engine is idle with an empty KV cache and the predictive page is no longer firing.
+    False when that did not happen within `timeout_s` (the next run then starts from a busier lab: reported)."""
+    from infercast.actuators.actions import SetAdmission
+
+    admin = HAProxyAdmin(RuntimeAPI(lab.proxy_socket), {POOL: list(lab.engine_urls)}, {POOL: "tiny"},
+                         full_concurrency=full_concurrency(lab, plan))  # fmt: skip
+    admin.apply(SetAdmission(memory_limit=1.0))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        lab.check_alive()
+        idle = all(read_engine(u)[0] == 0 and read_engine(u)[2:] == (0, 0) for u in lab.engine_urls.values())
+        if idle and not page_firing(lab):
+            return True
+        time.sleep(2.0)
+    log("lab: the engines or the page did not settle before the next run")
+    return False
