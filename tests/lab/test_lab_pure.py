@@ -16,6 +16,7 @@ from infercast.lab.load import Outcome, Planned, scale_tokens
 from infercast.lab.run import EngineSample, summarize
 from infercast.lab.surge import Surge, SurgeError, apply_surge, parse_surge
 from infercast.traces import Trace
+from tests.conftest import REPO
 
 
 def trace(n: int = 200, seconds: float = 100.0, seed: int = 1) -> Trace:
@@ -140,3 +141,24 @@ def test_the_labs_scrape_job_is_the_one_infercast_k8s_prometheus_writes_for_its_
     theirs = k8s_config(parse_config(lab_fleet(LabSettings(), ports)), interval="2s", rule_files=("engines.yml",))
     strip = lambda jobs: [{k: v for k, v in j.items() if k not in ("metrics_path", "scheme")} for j in jobs]  # noqa: E731
     assert strip(mine["scrape_configs"]) == strip(theirs["scrape_configs"])
+
+
+TRACE = "tests/data/traces/azure/AzureLLMInferenceTrace_conv.csv"
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--surge", "50,30,2"], "outside the trace"),
+        (["--surge", "10,30,0"], "FACTOR must be > 0"),
+        (["--surge", "10,30,2,40"], "RAMP"),
+        (["--rate-scale", "0"], "--rate-scale must be > 0"),
+        (["--start", "590", "--seconds", "60"], "not the 60s asked for"),
+    ],
+)
+def test_lab_run_refuses_bad_input_before_starting_anything(extra: list[str], says: str, capsys, tmp_path) -> None:
+    from infercast.cli import main
+
+    with pytest.raises(SystemExit, match=says):
+        main(["lab", "run", "--trace", str(REPO / TRACE), "--seconds", "60", "--dir", str(tmp_path / "lab"), *extra])
+    assert not (tmp_path / "lab").exists()  # nothing was started
