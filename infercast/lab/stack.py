@@ -36,6 +36,12 @@ from infercast.servers import Server, free_port, start_alertmanager, start_prome
 
 POOL = "lab"
 VERSION = "tiny"
+#: the file that marks a directory as the lab's own (the only kind it deletes)
+LAB_MARK = ".infercast-lab"
+
+
+class LabDirError(RuntimeError):
+    """--dir names a directory the lab did not make."""
 
 
 @dataclass(frozen=True)
@@ -167,9 +173,15 @@ def start_lab(s: LabSettings, workdir: Path, engines_dir: Path = ENGINES_DIR, lo
     from infercast.config import parse_config
 
     workdir = workdir.resolve()  # the servers run in their own directories
-    if workdir.exists():
+    if workdir.exists() and any(workdir.iterdir()):
+        # a previous lab's directory is replaced; anything else is never deleted
+        if not (workdir / LAB_MARK).is_file():
+            raise LabDirError(
+                f"{workdir} is not empty and not a lab's directory (no {LAB_MARK}): give --dir an empty or new one"
+            )
         shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / LAB_MARK).write_text("a directory `infercast lab` made; it deletes and remakes it on its next start\n")
     lab = Lab(workdir, s)
     try:
         haproxy = which("haproxy")

@@ -162,3 +162,14 @@ def test_lab_run_refuses_bad_input_before_starting_anything(extra: list[str], sa
     with pytest.raises(SystemExit, match=says):
         main(["lab", "run", "--trace", str(REPO / TRACE), "--seconds", "60", "--dir", str(tmp_path / "lab"), *extra])
     assert not (tmp_path / "lab").exists()  # nothing was started
+
+
+def test_the_lab_never_deletes_a_directory_it_did_not_make(tmp_path) -> None:
+    from infercast.lab.stack import LabDirError, LabSettings, start_lab
+
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work")
+    with pytest.raises(LabDirError, match="not a lab's directory"):
+        start_lab(LabSettings(), mine)
+    assert (mine / "thesis.txt").read_text() == "years of work"
