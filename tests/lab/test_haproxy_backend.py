@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from infercast.actuators.actions import PrewarmPool, ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import apply_with_retries
@@ -131,3 +133,35 @@ def test_a_proxy_that_is_not_there_fails_after_retries(tmp_path: Path) -> None:
     h = admin(RuntimeAPI(tmp_path / "absent.sock", timeout=0.5))
     r = apply_with_retries(h, SetPoolWeight("a", 0.5), attempts=2, sleep=lambda _: None)
     assert r.status == "failed" and "absent.sock" in r.detail and r.attempts == 2
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 250), st.integers(0, 5)), min_size=1, max_size=8
+    )
+)
+def test_the_proxy_ends_at_the_last_weight_applied_and_a_replayed_key_changes_nothing(proxy, steps) -> None:
+    """For any sequence of weights, each under a key (some keys replayed): the proxy holds, per pool, the weight
+    of the last action whose key was new; a replay of an earlier key is answered without a write."""
+    h = admin(proxy)
+    for pool in POOLS:  # the fixture's proxy is shared by the examples: start each from the configured weights
+        for name in POOLS[pool]:
+            proxy.write(f"set weight engines/{name} 100")
+    want = {"a": 100, "b": 100}
+    used: dict[str, SetPoolWeight] = {}
+    run = len(proxy.command("show table ic_action_keys"))  # keys from earlier examples: a fresh prefix
+    for pool, weight, k in steps:
+        key = f"p{run}-{pool}-{k}"
+        action = SetPoolWeight(pool, weight / 100)
+        res = apply_with_retries(stamped(h, Stamp(key, 1)), action)
+        if key in used and used[key] != action:
+            assert res.status == "refused"
+        elif key in used:
+            assert "replayed" in res.detail
+        else:
+            assert res.status == "applied"
+            used[key] = action
+            want[pool] = weight
+    states = proxy.servers()
+    assert {pool: states[POOLS[pool][0]].weight for pool in POOLS} == want
