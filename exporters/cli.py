@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from infercast.catalog import TARGET_UP
 from infercast.config import ConfigError, load_config, parse_listen
 from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.exporters.nvml import NvmlSource, find_gpus
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="nvml",
         action="store_true",
         default=None,
-        help='read this node\'s GPUs through NVML even when none is found (then infercast_target_up{kind="nvml"} '
+        help=f'read this node\'s GPUs through NVML even when none is found (then {TARGET_UP}{{kind="nvml"}} '
         "says 0); default: only when NVML finds a GPU (NVML is optional: dcgm-exporter targets or --gpus-only "
         "DaemonSets give the GPU series too)",
     )
