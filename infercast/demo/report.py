@@ -189,7 +189,14 @@ def plot_traffic(result: DemoResult) -> str:
     share = (long_rps / routed.replace(0, np.nan)).rolling(6, min_periods=1).mean()
     fig, ax = plt.subplots(figsize=(11, 2.6))
     ax.plot(offered.index, offered.rolling(6, min_periods=1).mean(), color="#1f77b4", lw=1.1)
+    o = overload(result)
+    if o is not None and o["capacity_rps"] > 0:  # the overload the first screen states, drawn
+        ax.axhline(o["capacity_rps"], color="#2ca02c", lw=0.9, ls="--")
+        ax.annotate(f"the most any arm served: {fmt_cell(o['capacity_rps'])} req/s", (0.01, o["capacity_rps"]),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=8,
+                    color="#2ca02c")  # fmt: skip
     ax.set_yscale("symlog", linthresh=100)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("offered req/s", color="#1f77b4")
     ax2 = ax.twinx()
     ax2.plot(share.index, share, color="#ff7f0e", lw=1.0)
@@ -210,7 +217,7 @@ def plot_p99(result: DemoResult) -> str:
     ax.set_yscale("log")
     ax.set_ylabel("urgent P99 (s)")
     _mark_surge(ax, result)
-    ax.legend(fontsize=8, ncol=5, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, ncol=len(result.arms), loc="upper left", frameon=False)
     ax.set_xlabel("seconds (window end)")
     fig.tight_layout()
     return _svg(fig)
@@ -392,7 +399,12 @@ def _calendar_html(result: DemoResult) -> str:
 
 
 def _page_source(result: DemoResult, pred) -> str:
-    """Where the predictive page's lead comes from: an announced event's ceiling, or the series."""
+    """Where the predictive page's lead comes from: an announced event's ceiling, or the series.
+
+    From `event_onset_seconds` into an announced event the KV upper band is the ceiling (predictors/calendar.py), and
+    a forecast looks `horizon_seconds` ahead: the band reaches the ceiling as soon as the horizon reaches the
+    event's onset, `horizon` before it.  A page from then to a couple of minutes after the onset (the rule's
+    persistence, a tick or two) is the calendar's doing."""
     if pred.page_seconds is None:
         return "Its forecast page never fired."
     t = pred.page_seconds
@@ -400,28 +412,20 @@ def _page_source(result: DemoResult, pred) -> str:
     lead_s = (
         f", {fmt_cell(lead)} s before the unprotected fleet crossed {result.trigger:.2f}" if lead is not None else ""
     )
+    page = f"Its page ({html.escape(pred.page_alert)}) fired at {fmt_cell(t)} s{lead_s}"
     for e in result.events:
-        # from `event_onset_seconds` into an announced event the KV upper band is the ceiling (predictors/calendar.py):
-        # a page there (give it the rule's persistence and a tick or two) is the calendar's doing
-        if e["start"] <= t <= e["start"] + result.event_onset_seconds + 120.0:
+        onset = e["start"] + result.event_onset_seconds
+        if onset - result.horizon_seconds <= t <= onset + 120.0:
+            when = f"{fmt_cell(e['start'] - t)} s before" if t < e["start"] else f"{fmt_cell(t - e['start'])} s after"
             return (
-                f"Its page ({html.escape(pred.page_alert)}) fired at {fmt_cell(t)} s{lead_s}: "
-                f"{fmt_cell(t - e['start'])} s after <code>{html.escape(e['name'])}</code>'s announced start, "
-                "where the KV forecast's upper band "
-                f"is the ceiling by design from {fmt_cell(result.event_onset_seconds)} s into an announced event "
-                "(<code>predictor.event_onset_seconds</code>). <b>That lead is the calendar's</b>, not the forecast "
-                "models'; docs/control.md's <code>flash-sale-unannounced</code> runs the same sale with no event."
+                f"{page}: {when} <code>{html.escape(e['name'])}</code>'s announced start. From "
+                f"{fmt_cell(result.event_onset_seconds)} s into an announced event the KV forecast's upper band is "
+                f"the ceiling by design (<code>predictor.event_onset_seconds</code>), and the forecasts look "
+                f"{fmt_cell(result.horizon_seconds)} s ahead, so the band reached the ceiling as soon as the horizon "
+                f"reached {fmt_cell(onset)} s. <b>That lead is the calendar's</b>, not the forecast models' "
+                "(docs/control.md's <code>flash-sale-unannounced</code> runs the same sale with no event)."
             )
-    before = [e for e in result.events if t < e["start"]]
-    where = (
-        f"{fmt_cell(before[0]['start'] - t)} s before <code>{html.escape(before[0]['name'])}</code>'s announced start"
-        if before
-        else "outside the announced events' first minutes"
-    )
-    return (
-        f"Its page ({html.escape(pred.page_alert)}) fired at {fmt_cell(t)} s{lead_s}, {where}: that lead comes from "
-        "the series the forecasts read, not from the calendar's ceiling."
-    )
+    return f"{page}, outside the announced events' reach: that lead comes from the series the forecasts read."
 
 
 def _pool_note(result: DemoResult) -> str:

@@ -99,3 +99,52 @@ def test_the_command_refuses_at_once_without_the_plotting_library(repo_root):
     assert "infercast[demo]" in r.stderr and "download.pytorch.org/whl/cpu" in r.stderr
     assert "[none]" not in r.stderr
     assert not (repo_root / "runs" / "never").exists()
+
+
+def _run(name: str, pools: list[str], served: float, page: float | None = None, **summary):
+    import pandas as pd
+
+    from infercast.demo.run import ArmRun
+
+    rows = [
+        {"t": t, "pool": p, "kv_usage": 0.5, "kv_usage_max": 0.6, "served_rps": served / len(pools),
+         "offered_rps": 12_000.0 if t >= 600 else 200.0, "rps": 1.0, "long_share": 0.1}
+        for t in range(0, 900, 5)
+        for p in pools
+    ]  # fmt: skip
+    s = {"oom_events": 0, "p99_latency_ms": 4000.0, "urgent_goodput_rps": 80.0, "offered": 1000, "rejected": 950,
+         "alert_lead_seconds": None, **summary}  # fmt: skip
+    empty = pd.DataFrame()
+    return ArmRun(name, s, pd.DataFrame(rows), [], empty, empty, page_seconds=page, page_alert="X")
+
+
+def test_the_reports_first_screen_says_how_overloaded_and_what_the_calendar_knew():
+    """Issue 38 item 9: every arm rejected ~95% and the report did not say the sale was far beyond the fleet; the
+    predictive arm's lead came from the calendar and the report did not say so; pool names changed unexplained."""
+    from infercast.demo.report import _calendar_html, _overload_html, _pool_note, overload
+    from infercast.demo.run import DemoResult
+
+    r = DemoResult("flash-sale", 0, horizon_seconds=300.0, event_onset_seconds=30.0,
+                   events=[{"name": "flash-sale", "start": 600.0, "end": 1500.0, "expected_rps": 12000.0}])  # fmt: skip
+    r.arms = {
+        "none": _run("none", ["v4-main", "v3.5-fallback"], 150.0, rejected=960),
+        "scheduled": _run("scheduled", ["v4-short", "v4-long"], 300.0, urgent_goodput_rps=84.5),
+        "predictive": _run(
+            "predictive", ["v4-short", "v4-long"], 300.0, page=345.0, urgent_goodput_rps=84.7, alert_lead_seconds=295.0
+        ),
+    }
+    o = overload(r)
+    assert o["peak_offered_rps"] == 12_000.0 and o["capacity_rps"] == 300.0 and o["ratio"] == 40.0
+    text = _overload_html(r)
+    assert "<b>40x the fleet's capacity</b>" in text and "(95% to 96% of the requests over the run)" in text
+    cal = _calendar_html(r)
+    assert "<code>flash-sale</code> from 600 s to 1,500 s at 12,000 req/s" in cal
+    assert "(+0.2 on <code>scheduled</code>)" in cal
+    # 345 s: the horizon (300 s) reached the event's onset (600 + 30 s) at 330 s: the calendar's
+    assert "fired at 345 s, 295 s before" in cal and "<b>That lead is the calendar's</b>" in cal
+    r.arms["predictive"].page_seconds = 100.0
+    assert "from the series the forecasts read" in _calendar_html(r)
+    r.events = []
+    assert "announces no event" in _calendar_html(r)
+    note = _pool_note(r)
+    assert "The pool names change between arms" in note and "v4-short, v4-long" in note
