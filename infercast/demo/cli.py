@@ -212,6 +212,17 @@ def missing(arms: list[str] | tuple[str, ...], importable=None) -> list[str]:
     return out
 
 
+def lstm_refused(arms, model_file: str | None) -> str | None:
+    """Why the predictive arm's LSTM would not load (its model file missing or broken), or None: said before any arm
+    runs, never a quiet switch to the Kalman baseline an hour later."""
+    if not set(arms) & LSTM_ARMS:
+        return None
+    from infercast.predictors.registry import load_lstm
+
+    lstm, note = load_lstm(model_file)
+    return None if lstm is not None else note
+
+
 def _importable(module: str) -> bool:
     import importlib
 
@@ -312,6 +323,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name}: the fleet file has no scenario: section")
     if problems := missing(arms):
         print(f"infercast demo: cannot run: {'; '.join(problems)}; {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if why := lstm_refused(arms, cfg.predictor.model_file):
+        print(f"infercast demo: cannot run the predictive arm: {why} (it would forecast KV usage with a baseline "
+              "instead); fix the model file, or leave predictive out with --arms", file=sys.stderr)  # fmt: skip
         return 2
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
     if args.arms is None and trace is None and stored_hindsight_plan(name, seed) is not None:

@@ -148,3 +148,12 @@ def test_the_reports_first_screen_says_how_overloaded_and_what_the_calendar_knew
     assert "announces no event" in _calendar_html(r)
     note = _pool_note(r)
     assert "The pool names change between arms" in note and "v4-short, v4-long" in note
+
+
+def test_a_model_file_that_does_not_load_stops_the_demo_before_the_predictive_arm(tmp_path):
+    from infercast.demo.cli import lstm_refused
+
+    assert lstm_refused(["none", "reactive"], str(tmp_path / "nope")) is None  # no arm needs it
+    assert lstm_refused(["predictive"], None) is None  # the shipped model loads
+    why = lstm_refused(["predictive"], str(tmp_path / "nope"))
+    assert why is not None and "no model file" in why
