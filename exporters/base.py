@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from infercast.catalog import (
+    BATCH_SATURATION_RATIO,
     CATALOG,
     ENGINE_EXTENSION,
 )
@@ -75,6 +76,21 @@ def served_models(fleet: FleetConfig) -> dict[str, str]:
     return {v.model.name: name for name, v in fleet.versions.items()}
 
 
+def target_max_batch(t: TargetConfig, fleet: FleetConfig) -> int | None:
+    """A target's maximum batch, for its batch saturation: the target's own `max_batch`, else its pool's
+    `pools.<pool>.engines.max_batch`, else its version's `batcher.max_batch` (vLLM's default --max-num-seqs, 256,
+    unless the fleet file gives another) -- the same figure the engines-mode rules divide by
+    (`infercast.alertrules.engines.pool_max_batch`).  An engine that exports its own limit (Triton, older SGLang)
+    is read first by its parser.  None for a target with neither pool nor version."""
+    if t.max_batch is not None:
+        return t.max_batch
+    pool = fleet.pools.get(t.pool) if t.pool is not None else None
+    if pool is not None and pool.engines.max_batch is not None:
+        return pool.engines.max_batch
+    version = fleet.versions.get(t.version or (pool.version if pool is not None else ""))
+    return version.batcher.max_batch if version is not None else None
+
+
 @dataclass(frozen=True)
 class Target:
     """A configured source, with what the fleet file says about it (pool, version, batch limit)."""
@@ -97,12 +113,14 @@ class Target:
         models: dict[str, str] = {}
         pools: dict[str, str] = {}
         pool_versions: dict[str, str] = {}
+        max_batch = t.max_batch
         if fleet is not None:
             models = served_models(fleet)
             for pname, p in fleet.pools.items():
                 pools.setdefault(p.version, pname)
                 pool_versions[pname] = p.version
-        return cls(t.name, t.kind, t.url, t.pool, t.version, t.node, t.max_batch, models, pools, pool_versions)
+            max_batch = target_max_batch(t, fleet)
+        return cls(t.name, t.kind, t.url, t.pool, t.version, t.node, max_batch, models, pools, pool_versions)
 
     def serving_labels(self, model_name: str | None, instance: str) -> dict[str, str]:
         """pool, version and instance labels for a series of `model_name` (None where the engine has no model label).
@@ -358,6 +376,11 @@ def saturation(running: float | None, max_batch: float | None) -> float | None:
     return running / max_batch
 
 
+_OVER_BATCH = (
+    "more running than the maximum batch (the engine's, else the fleet file's targets[].max_batch, "
+    "pools.<pool>.engines.max_batch or batcher.max_batch, default 256): give the engines' --max-num-seqs there"
+)
+
 #: catalog family -> its label names (what `Emitter.add` checks); names starting with `_` are internal
 _FAMILY_LABELS = {m.name: frozenset(m.labels) for m in (*CATALOG, *ENGINE_EXTENSION)}
 
@@ -366,7 +389,9 @@ class Emitter:
     """Collects samples for one parse; skips None values so that what a source lacks stays absent.
 
     The last line of defence for derived values: a `_ratio` over 1 (beyond rounding) and two series of one page
-    landing on the same labels (two model versions overwriting each other) are ScrapeErrors, never exported.
+    landing on the same labels (two model versions overwriting each other) are ScrapeErrors, never exported; but
+    a batch saturation over 1 (its divisor the fleet file's word, not the page's) drops only that family, saying
+    why (`FAMILY_DROPPED`).
     A sample must name a catalog family (or an internal `_` name) and carry every label the catalog gives it; a
     collector may add attribution labels (dcgm-exporter's pod, namespace, container).  A miss is a ValueError: a bug
     in the collector, not in the page.
@@ -375,9 +400,10 @@ class Emitter:
     def __init__(self) -> None:
         self.samples: list[Sample] = []
         self._keys: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        self._dropped: set[str] = set()
 
     def add(self, name: str, labels: dict[str, str], value: float | None) -> None:
-        if value is None:
+        if value is None or name in self._dropped:
             return
         want = _FAMILY_LABELS.get(name)
         if (want is not None and not want <= labels.keys()) or (want is None and not name.startswith("_")):
@@ -386,6 +412,12 @@ class Emitter:
         where = labels.get("instance") or labels.get("node") or ""
         if not math.isfinite(value) or value < 0:
             raise ScrapeError(f"{name} of {where!r} would be {value!r}")
+        if name == BATCH_SATURATION_RATIO and value > 1.0 + RATIO_SLACK:
+            # its divisor is usually the fleet file's (a target's, the pool's or the version's default 256), not the
+            # page's: the family goes with the reason (logged once, counted in infercast_target_parse_errors_total),
+            # the target and the rest of its page stay
+            self._drop(name, f"{name} of {where!r} would be {value:.4g}, over 1: {_OVER_BATCH}")
+            return
         if name.endswith("_ratio") and value > 1.0 + RATIO_SLACK:
             raise ScrapeError(f"{name} of {where!r} would be {value:.4g}, over 1: the page's values disagree")
         key = (name, tuple(sorted(labels.items())))
@@ -393,3 +425,11 @@ class Emitter:
             raise ScrapeError(f"two series of the page map to {name}{dict(key[1])} (a model or version label lost?)")
         self._keys.add(key)
         self.samples.append(Sample(name, labels, min(value, 1.0) if name.endswith("_ratio") else value))
+
+    def _drop(self, family: str, reason: str) -> None:
+        """Leave every series of `family` out of this parse, saying why once (a `FAMILY_DROPPED` diagnostic)."""
+        self.samples = [s for s in self.samples if s.name != family]
+        self._keys = {k for k in self._keys if k[0] != family}
+        if family not in self._dropped:
+            self._dropped.add(family)
+            self.samples.append(Sample(FAMILY_DROPPED, {"family": family, "reason": reason[:400]}, 1.0))

@@ -12,9 +12,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from infercast.catalog import TARGET_UP
 from infercast.config import ConfigError, load_config, parse_listen
 from infercast.exporters.forecasts import PrometheusForecasts
-from infercast.exporters.nvml import NvmlSource
+from infercast.exporters.nvml import NvmlSource, find_gpus
 from infercast.exporters.server import Exporter, ExporterServer, build_sources, plugin_source
 from infercast.wallclock import Paced
 
@@ -41,7 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="serving mode: simulated seconds the twin advances per wall second (default 1 = real time)",
     )
-    p.add_argument("--nvml", dest="nvml", action="store_true", default=True, help="read this node's GPUs (default)")
+    p.add_argument(
+        "--nvml",
+        dest="nvml",
+        action="store_true",
+        default=None,
+        help=f'read this node\'s GPUs through NVML even when none is found (then {TARGET_UP}{{kind="nvml"}} '
+        "says 0); default: only when NVML finds a GPU (NVML is optional: dcgm-exporter targets or --gpus-only "
+        "DaemonSets give the GPU series too)",
+    )
     p.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not read GPUs through NVML")
     p.add_argument("--node", default=None, help="node name for NVML series (default: the host name)")
     p.add_argument(
@@ -75,13 +84,25 @@ def build(args: argparse.Namespace):
         name = next(t.name for t in config.targets if t.kind == "twin")
         twin = plugin_source(config, "twin", name)
     sources = build_sources(config, twin=twin)
-    if args.nvml:
+    if use_nvml(args.nvml):
         sources.append(NvmlSource(node=args.node))
     # the twin's router counters come through its source (on simulated time); the exporter's own recorder takes
     # what other routers POST to /ingest/router
     forecasts_url = args.forecasts_from or config.predictor.prometheus_url
     forecasts = PrometheusForecasts(forecasts_url) if forecasts_url else None
     return config, twin, Exporter(config, sources, forecast_usage=forecasts)
+
+
+def use_nvml(asked: bool | None, find=find_gpus) -> bool:
+    """`--nvml`: yes; `--no-nvml`: no; neither: yes when NVML finds a GPU on this host (said in the log either way)."""
+    if asked is not None:
+        return asked
+    n, why = find()
+    if n:
+        log.info("NVML: %d GPU(s) on this host; reading them (--no-nvml to stop)", n)
+    else:
+        log.info("NVML: not reading GPUs: %s (optional; --nvml to insist)", why)
+    return bool(n)
 
 
 def run(args: argparse.Namespace) -> int:

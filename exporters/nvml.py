@@ -12,6 +12,7 @@ and the rest of the exporter keeps running.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -36,6 +37,30 @@ def _load_pynvml() -> ModuleType:
     import pynvml  # nvidia-ml-py; imported lazily so the exporter runs without it
 
     return pynvml
+
+
+def find_gpus(nvml: ModuleType | None = None) -> tuple[int, str | None]:
+    """How many GPUs NVML sees on this node, and why none when 0 (pynvml missing, no driver, no device).
+
+    `infercast exporter` reads GPUs through NVML only when this finds one (or `--nvml` asks): on a host without
+    GPUs an NVML source is a permanent `infercast_target_up{kind="nvml"} 0` and a `InfercastTargetDown` that never
+    clears (issue 38 item 3)."""
+    try:
+        nv = nvml if nvml is not None else _load_pynvml()
+    except ImportError:
+        return 0, "pynvml is not installed (the `gpu` extra: nvidia-ml-py)"
+    try:
+        nv.nvmlInit()
+    except Exception as e:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return 0, f"no NVIDIA driver ({e})"
+    try:
+        n = int(nv.nvmlDeviceGetCount())
+    except Exception as e:
+        return 0, f"NVML could not count the GPUs ({e})"
+    finally:
+        with contextlib.suppress(Exception):  # an older or fake pynvml without it, or already shut down
+            nv.nvmlShutdown()
+    return n, None if n else "NVML sees no GPU"
 
 
 class NvmlSource:

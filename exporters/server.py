@@ -36,6 +36,7 @@ from infercast import exposition
 from infercast.alertrules.sources import ENGINE_GIVEN, ENGINES
 from infercast.catalog import (
     GPU_FAMILIES,
+    ROUTER_REQUESTS_TOTAL,
     TARGET_METRIC_MISSING,
     TARGET_PARSE_ERRORS_TOTAL,
     TARGET_SCRAPE_DURATION_SECONDS,
@@ -148,9 +149,14 @@ class Exporter:
         self.timeout = config.exporter.scrape_timeout_seconds
         self.staleness = config.exporter.staleness_seconds
         self.recorder = recorder if recorder is not None else RouterRecorder()
-        # the label sets the fleet file announces start at 0: rate() and alerts work from the first scrape
-        if fleet_view:
-            self.recorder.preset(*known_label_sets(config))
+        # The label sets the fleet file announces start at 0 (rate() and alerts work from the first scrape) once a
+        # router is known to count into this exporter: the fleet twin's (a twin target) or a router's recorder
+        # handed in at once, any other on its first POST to /ingest/router (`router_reported`).  Without a router
+        # there are no router series at all: zero-valued counters made the predictor forecast 0 req/s for a busy
+        # fleet (issue 38 item 2).
+        self._router_preset = False
+        if fleet_view and (recorder is not None or any(t.kind == "twin" for t in config.targets)):
+            self.router_reported()
         self._router_windows = Windows(config.exporter.hit_ratio_window_seconds)
         self._forecast_usage = forecast_usage
         self._clock = clock
@@ -172,6 +178,13 @@ class Exporter:
         self._frame: list[Metric] = []
         self.last_cycle_seconds = 0.0
         self.last_cycle_at: float | None = None
+
+    def router_reported(self) -> None:
+        """A router counts into this exporter: start the fleet file's router label sets at 0 (once)."""
+        if self.fleet_view and not self._router_preset:
+            self.recorder.preset(*known_label_sets(self.config))
+            self._router_preset = True
+            log.info("a router reports to this exporter: its counters (%s) start at 0", ROUTER_REQUESTS_TOTAL)
 
     # --- scraping ----------------------------------------------------------------------------------------------
     @staticmethod
@@ -420,6 +433,7 @@ class ExporterServer:
             n = apply_ingest(self.exporter.recorder, body, self.exporter.config)
         except ValueError as e:
             raise HttpError(400, f"rejected, nothing applied: {e}") from None
+        self.exporter.router_reported()
         return Response.json({"applied": n})
 
     def start(self) -> ExporterServer:

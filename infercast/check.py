@@ -1,6 +1,10 @@
 """`infercast check`: validate a fleet file, the alert rules (and that they were built from that fleet file's
 thresholds), the Alertmanager configuration and the dashboards.
 
+With `--config FILE`, everything is checked against that fleet: the rules, Alertmanager configuration and dashboards
+it builds, unless `--rules` / `--alertmanager` / `--dashboards` name the files to check instead (named rules must
+then also be the ones FILE builds).  Without `--config`: the shipped example fleet and the files built from it.
+
 Each check prints one line (`ok`, `FAILED` with the reason, or `skipped` with why) and the command exits non-zero
 when any check failed.  A file or directory it was asked to check (or its default: the shipped example fleet, rules
 and dashboards) that is missing or empty is a failure, never a silent pass.  Rules and the Alertmanager file are
@@ -262,6 +266,63 @@ def run_checks(
     return results
 
 
+def check_fleet_builds(
+    config: Path,
+    *,
+    promtool: str | None,
+    amtool: str | None,
+    runner: Runner = run_tool,
+    rules: bool = True,
+    alertmanager: bool = True,
+    dashboards: bool = True,
+) -> list[CheckResult]:
+    """The alert rules, Alertmanager configuration and dashboards that the fleet file `config` builds (what
+    `python -m infercast.alertrules.generate --fleet` and `infercast dashboards build --fleet` write),
+    checked as the files on disk are: promtool, amtool, the dashboards' JSON.  `infercast check --config FILE`
+    runs this for each FILE unless `--rules` / `--alertmanager` / `--dashboards` name the files to check instead:
+    before, it checked the shipped example's files and said "ok" for a fleet they were not built from (issue 38).
+    Each line names the fleet file and the generated file (`FILE -> alerts.yml`).  Nothing when the fleet file does
+    not load (its own line says why)."""
+    import tempfile
+
+    try:
+        cfg = load_config(config)
+    except ConfigError:
+        return []
+    from infercast.alertrules.generate import generated_files
+    from infercast.alertrules.settings import AlertSettings
+    from infercast.dashboards.build import DASHBOARDS, DashboardSettings, render
+
+    results: list[CheckResult] = []
+    with tempfile.TemporaryDirectory(prefix="infercast-check-") as tmp:
+        out = Path(tmp)
+        files = generated_files(AlertSettings.from_fleet(cfg), compose=False, fleet=cfg)
+        for rel, text in files.items():
+            dest = out / ("alertmanager" if Path(rel).name == AM_FILE else "rules") / Path(rel).name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text)
+        if dashboards:
+            settings = DashboardSettings.from_fleet(cfg)
+            (out / "dashboards").mkdir()
+            for name in DASHBOARDS:
+                (out / "dashboards" / f"{name}.json").write_text(render(name, settings))
+
+        def named(rs: list[CheckResult]) -> list[CheckResult]:
+            """`FILE -> alerts.yml` in place of the temporary path."""
+            return [
+                CheckResult(r.what, f"{_rel(config)} -> {Path(r.target).name}", r.status, r.detail.replace(tmp, "."))
+                for r in rs
+            ]
+
+        if rules:
+            results += named(check_rules(out / "rules", promtool, runner))
+        if alertmanager:
+            results += named([check_alertmanager(out / "alertmanager" / AM_FILE, amtool, runner)])
+        if dashboards:
+            results += named(check_dashboards(out / "dashboards"))
+    return results
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
@@ -274,20 +335,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rules",
         type=Path,
         metavar="DIR",
-        help=f"alert rules to check (default {_rel(rules_dir())}, built from the example fleet); given, they must "
-        "also be the rules each --config file builds",
+        help=f"alert rules to check (default: with --config, the rules each fleet file builds; without, "
+        f"{_rel(rules_dir())}, built from the example fleet); given, they must also be the rules each --config file "
+        "builds",
     )
     parser.add_argument(
         "--alertmanager",
         type=Path,
         metavar="FILE",
-        help="Alertmanager config (default: alertmanager.yml in DIR, else beside it)",
+        help="Alertmanager config (default: alertmanager.yml in the --rules DIR, else beside it; with --config and "
+        "no --rules, the one each fleet file builds)",
     )
     parser.add_argument(
         "--dashboards",
         type=Path,
         metavar="DIR",
-        help=f"Grafana dashboards (*.json) to check (default {_rel(dashboards_dir())})",
+        help=f"Grafana dashboards (*.json) to check (default: with --config, the dashboards each fleet file builds; "
+        f"without, {_rel(dashboards_dir())})",
     )
     parser.add_argument(
         "--strict", action="store_true", help="count skipped checks (promtool or amtool not installed) as failed"
@@ -295,25 +359,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    configs = args.config or [example_fleet()]
-    rules = args.rules or rules_dir()
-    beside = rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`
-    alertmanager = args.alertmanager or (beside if beside.is_file() else rules.parent / AM_FILE)
-    # the shipped rules are the example fleet's: compared with your fleet file only when you name the rules
-    rules_of = configs if args.rules is not None or not args.config else []
-    results = run_checks(
-        configs,
-        rules,
-        alertmanager,
-        args.dashboards or dashboards_dir(),
-        promtool=_tool("promtool"),
-        amtool=_tool("amtool"),
-        rules_of=rules_of,
-    )
+    promtool, amtool = _tool("promtool"), _tool("amtool")
+    if args.config:
+        results = _run_for_fleets(args, promtool, amtool)
+    else:  # the shipped example fleet and the files built from it
+        rules = args.rules or rules_dir()
+        beside = rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`
+        results = run_checks(
+            [example_fleet()],
+            rules,
+            args.alertmanager or (beside if beside.is_file() else rules.parent / AM_FILE),
+            args.dashboards or dashboards_dir(),
+            promtool=promtool,
+            amtool=amtool,
+            rules_of=[example_fleet()],
+        )
     for r in results:
         print(r.line())
+    if args.config and None in (args.rules, args.dashboards):
+        print(
+            "checked the rules, Alertmanager configuration and dashboards each fleet file builds; to check the "
+            "files you deployed, name them: --rules DIR --dashboards DIR (written by python -m "
+            "infercast.alertrules.generate --fleet FILE --out DIR and infercast dashboards build --fleet FILE "
+            "--out DIR)",
+            file=sys.stderr,
+        )
     failed = [r for r in results if r.status == "FAILED" or (args.strict and r.status == "skipped")]
     ok = sum(r.status == "ok" for r in results)
     skipped = sum(r.status == "skipped" for r in results)
     print(f"{ok} ok, {sum(r.status == 'FAILED' for r in results)} failed, {skipped} skipped", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _run_for_fleets(args: argparse.Namespace, promtool: str | None, amtool: str | None) -> list[CheckResult]:
+    """`--config FILE...`: everything against those fleets.  Files named with `--rules` / `--alertmanager` /
+    `--dashboards` are checked as given (the rules also against each fleet file: `check_rules_built_from`); what is
+    not named is built from each fleet file and checked (`check_fleet_builds`), never the shipped example's."""
+    configs: list[Path] = args.config
+    results = [check_config(c) for c in configs]
+    if args.rules is not None:
+        results += check_rules(args.rules, promtool)
+        results += [r for r in (check_rules_built_from(c, args.rules) for c in configs) if r is not None]
+    alertmanager = args.alertmanager
+    if alertmanager is None and args.rules is not None:
+        beside = args.rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`
+        alertmanager = beside if beside.is_file() else args.rules.parent / AM_FILE
+    if alertmanager is not None:
+        results.append(check_alertmanager(alertmanager, amtool))
+    if args.dashboards is not None:
+        results += check_dashboards(args.dashboards)
+    for c in configs:
+        results += check_fleet_builds(
+            c,
+            promtool=promtool,
+            amtool=amtool,
+            rules=args.rules is None,
+            alertmanager=alertmanager is None,
+            dashboards=args.dashboards is None,
+        )
+    return results

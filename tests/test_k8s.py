@@ -24,16 +24,18 @@ from infercast.k8s.build import BASE, base_files, stale
 from infercast.k8s.manifests import matcher
 from infercast.k8s.settings import K8sSettings
 from infercast.k8s.validate import (
+    NO_KUBECTL,
     OPERATOR_PACKAGE,
     VALIDATORS,
     crd_schemas,
+    kubectl,
     overlays,
     render,
     validate_objects,
 )
 from tests.conftest import REPO
 
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl renders the Kustomize tree")
+needs_kubectl = pytest.mark.skipif(kubectl() is None, reason=NO_KUBECTL)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -230,7 +232,7 @@ def test_operator_objects_fail_when_the_validators_cannot_run(tmp_path, monkeypa
 
 @needs_kubectl
 def test_validate_cli_exits_non_zero_without_node(tmp_path) -> None:
-    (tmp_path / "kubectl").symlink_to(shutil.which("kubectl"))
+    (tmp_path / "kubectl").symlink_to(kubectl())
     r = subprocess.run(
         [sys.executable, "-m", "infercast.cli", "k8s", "validate", "deploy/kubernetes/overlays/demo"],
         capture_output=True,

@@ -19,7 +19,7 @@ from infercast.k8s.fleet import cluster_fleet
 from infercast.k8s.keda import forecast_query, scaled_objects
 from infercast.k8s.manifests import actuator
 from infercast.k8s.settings import K8sSettings
-from infercast.k8s.validate import render, validate_objects
+from infercast.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
 from tests.conftest import REPO
 
 FLASH_SALE = REPO / "examples" / "flash-sale.yaml"
@@ -97,7 +97,7 @@ def test_the_trigger_follows_the_forecast_and_holds_without_one(tmp_path: Path) 
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl renders the Kustomize tree")
+@pytest.mark.skipif(kubectl() is None, reason=NO_KUBECTL)
 def test_an_overlay_with_the_keda_component_renders_and_validates(tmp_path: Path) -> None:
     base = Path(shutil.copytree(BASE, tmp_path / "base"))
     (tmp_path / "overlay").mkdir()

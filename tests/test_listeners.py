@@ -167,7 +167,8 @@ def test_ingest_checks_pools_and_versions_against_the_fleet_file():
             assert r.status_code == 400 and reason in r.json()["error"], r.text
             assert "nothing applied" in r.json()["error"]
         text = requests.get(f"{url}/metrics", timeout=10).text
-        assert 'outcome="ok",pool="v4-main",priority="urgent",version="v4"} 0.0' in text  # nothing of those applied
+        # nothing of those applied: no router series at all (a refused body is no router reporting; issue 38 item 2)
+        assert "infercast_router_requests_total{" not in text
         assert "nope" not in text and "v9" not in text
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,10 +35,30 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
-def _python_files() -> list[Path]:
+def _python_files(root: Path = ROOT) -> list[Path]:
+    """The repository's own Python: what git tracks or would (`git ls-files --cached --others --exclude-standard`),
+    so ignored output -- `build/lib/...` after `pip wheel .`, a venv, runs -- is never scanned (issue 38 item 10: a
+    user's clone failed on its build/ copy).  Outside a git checkout (an unpacked sdist), every file but
+    `SKIP_DIRS`."""
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        res = None
+    if res is not None and res.returncode == 0:
+        names = [n for n in res.stdout.decode().split("\0") if n]
+        return sorted(
+            root / n
+            for n in names
+            if not SKIP_DIRS & set(Path(n).parts[:-1]) and not Path(n).name.startswith(".") and (root / n).is_file()
+        )
     # os.walk prunes the skipped folders instead of listing .venv's thousands of files and dropping them after
     found = []
-    for folder, dirs, files in os.walk(ROOT):
+    for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
         found += [Path(folder) / f for f in files if f.endswith(".py") and not f.startswith(".")]
     return sorted(found)
@@ -74,3 +96,18 @@ def test_the_check_finds_a_literal(tmp_path):
 def test_every_exception_still_exists():
     for rel in EXCEPTIONS:
         assert (ROOT / rel).is_file(), rel
+
+
+def test_ignored_build_output_is_not_scanned(tmp_path):
+    """After `pip wheel .` a clone holds build/lib/infercast/... (ignored by .gitignore): scanning it failed the
+    suite on a copy of the code.  Git's ignore rules decide what is scanned."""
+    if shutil.which("git") is None:
+        import pytest
+
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "mod.py").write_text("X = 1\n")
+    (tmp_path / "build" / "lib").mkdir(parents=True)
+    (tmp_path / "build" / "lib" / "copy.py").write_text("Q = 'infercast_target_up'\n")
+    assert _python_files(tmp_path) == [tmp_path / "mod.py"]

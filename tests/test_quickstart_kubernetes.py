@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -55,7 +54,7 @@ from infercast.catalog import (
 from infercast.cli import build_parser
 from infercast.config import GatewayBackend, load_config, parse_config
 from infercast.k8s.scrape import meta_label
-from infercast.k8s.validate import render, validate_objects
+from infercast.k8s.validate import kubectl, render, validate_objects
 from infercast.servers import free_port, start_prometheus
 from tests.actuators.kube_replay import merged, recorded
 from tests.alerting.fake_engines import FakeEngine
@@ -152,7 +151,7 @@ def objects(top: Path) -> list[dict[str, Any]]:
     """The overlay's objects as `kubectl kustomize` renders them; without kubectl, the base's and the engines
     Component's generated objects as written (no overlay patch, no ConfigMap generator: the fleet ConfigMap and the
     model mount are then not checked, and the test says so by the absence of the model volume)."""
-    if shutil.which("kubectl") is not None:
+    if kubectl() is not None:
         return render(top / "overlay")
     docs = []
     for f in sorted((top / "base").rglob("*.yaml")):
@@ -166,7 +165,7 @@ def test_k8s_build_with_the_pages_fleet_renders_and_every_object_validates(tmp_p
     report = validate_objects(objs, "quickstart overlay")
     assert report.errors == [] and report.unchecked == [], report.errors + report.unchecked
     assert len(report.checked) == len(objs), "every object is checked against a schema"
-    if shutil.which("kubectl") is not None:  # the overlay's patch of step 6 applied by Kustomize
+    if kubectl() is not None:  # the overlay's patch of step 6 applied by Kustomize
         pred = next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "infercast-predictor")
         assert {"name": "model", "configMap": {"name": "infercast-model"}} in pred["spec"]["template"]["spec"][
             "volumes"

@@ -188,7 +188,7 @@ def test_the_quickstart_on_a_real_prometheus(tmp_path: Path) -> None:
         exporter_port, predictor_port = free_port(), free_port()
         procs.append(
             spawn(
-                [*CLI, "exporter", f"--config={fleet}", f"--listen=127.0.0.1:{exporter_port}", "--no-nvml"],
+                [*CLI, "exporter", f"--config={fleet}", f"--listen=127.0.0.1:{exporter_port}"],
                 tmp_path / "exporter.log",
             )
         )

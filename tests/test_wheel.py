@@ -170,3 +170,58 @@ def test_validate_says_it_needs_a_checkout_when_installed(installed):
     r = run(installed, "k8s", "validate")
     assert r.returncode != 0
     assert "vendored in an infercast checkout" in r.stderr and "Traceback" not in r.stderr
+
+
+def _readme_install_block() -> str:
+    text = (REPO / "README.md").read_text()
+    block = text.split("<!-- test: wheel-install -->", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    assert "## Installed as a package" in text.split("<!-- test: wheel-install -->", 1)[0]
+    return block
+
+
+def test_the_readmes_install_takes_torch_from_the_cpu_index_pinned_in_constraints():
+    """Issue 38 item 6: `pip install 'infercast[ml]'` pulled a CUDA torch (2.14.1+cu130, a 5.9 GB venv).  The README's
+    commands install torch first from the CPU index at the pin of constraints.txt (the one place it is pinned)."""
+    lines = [ln.split("#")[0].split() for ln in _readme_install_block().splitlines() if ln.startswith("pip ")]
+    torch_line, extra_line = lines
+    assert torch_line[:5] == ["pip", "install", "-c", "constraints.txt", "torch"]
+    assert torch_line[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"]
+    assert extra_line[:4] == ["pip", "install", "-c", "constraints.txt"]
+    pins = [ln for ln in (REPO / "constraints.txt").read_text().splitlines() if ln.startswith("torch==")]
+    assert len(pins) == 1
+    assert "torch" not in (REPO / "pyproject.toml").read_text().split("[project.optional-dependencies]")[0]
+
+
+@pytest.mark.timeout(1800)
+def test_the_demo_runs_from_the_wheel_with_the_extra_the_readme_names(installed, tmp_path):
+    """The installed wheel's `infercast demo` (a short sale: three arms, 10 minutes simulated) writes its report.  The
+    extra is the one the README's install names; the wheel declares it, and what it carries imports there (the demo
+    checks that itself before any arm runs: tests/demo/test_demo_explains.py)."""
+    import yaml
+
+    (extra,) = [w.split("[")[1].split("]")[0] for w in _readme_install_block().split() if w.startswith("'.[")]
+    assert extra == "demo"
+    (dist_info,) = [n for n in installed["new_files"] if n.endswith(".dist-info")]
+    metadata = (installed["site"] / dist_info / "METADATA").read_text()
+    assert f"Provides-Extra: {extra}" in metadata
+    code = "from infercast.demo.cli import DEFAULT_ARMS, missing; print(missing(DEFAULT_ARMS))"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    r = subprocess.run([installed["bin"] / "python", "-c", code], capture_output=True, text=True, cwd=installed["cwd"],
+                       env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    sc = data["scenario"]
+    sc["duration_seconds"] = 600
+    phases = sc["streams"][0]["phases"]
+    phases[1]["start_seconds"], phases[2]["start_seconds"] = 300, 480
+    scenario = tmp_path / "short-sale.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "demo"
+    r = run(installed, "demo", "--scenario", str(scenario), "--arms", "none,scheduled,predictive", "--out", str(out),
+            "--no-progress", timeout=1500)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["arms"]) == ["none", "scheduled", "predictive"]
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and "offered" in page
+    assert "Traceback" not in r.stderr and "matplotlib" not in r.stderr  # no stray INFO line of the plotting library

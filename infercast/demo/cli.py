@@ -1,8 +1,9 @@
 """`infercast demo [--scenario flash-sale|seed004-bench|FILE | --trace FILE] [--seed N] [--out DIR] [--json]
 [--prometheus URL --alertmanager URL [--speed S]]`.
 
-Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `predictive`, `perfect-forecast`)
-with the same seed, shows a progress bar per arm and what the controls do, prints the comparison table and writes
+Replays the scenario on the twin under every arm (`none`, `basic`, `reactive`, `scheduled`, `predictive`,
+`perfect-forecast`) with the same seed, shows a progress bar per arm, how long is left, and what the controls do
+(each line tagged with its arm), prints the comparison table and writes
 `DIR/report.html` (self-contained), `DIR/summary.json` and each arm's `DIR/ARM/timeseries.csv` and `events.json`
 (each arm's as soon as it is done).  With `--prometheus` and `--alertmanager`, `predictive` runs live through
 those servers on the wall clock (`live.py`; the servers are checked first, `live_check.py`).
@@ -24,7 +25,9 @@ from infercast.runfiles import to_json, write_json
 
 # every arm may be asked for; the default five are the demo's story, plus `hindsight` (the bound) where the control
 # bench (bench/control.py, which runs them all) has found its plan for the scenario and seed: the demo replays it
-DEFAULT_ARMS = ("none", "basic", "reactive", "predictive", "perfect-forecast")
+# `scheduled` (the calendar alone) stands beside `predictive` so the report can say what the forecast added to what the
+# calendar knew; another arm is one more name here (and in infercast/arm_names.py, the driver's list)
+DEFAULT_ARMS = ("none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,9 +60,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class Progress:
-    """One tqdm bar per arm on a terminal, plain lines otherwise; the controls' actions as lines under the bars."""
+    """One tqdm bar per arm on a terminal, plain lines otherwise; the controls' actions and every log line of an arm
+    as lines under the bars, each tagged with its arm; and how long the whole demo has left (`eta_seconds`): on
+    the terminal as a line above the bars, otherwise a status line at most every `status_every` seconds.
 
-    def __init__(self, enabled: bool, stream=sys.stderr) -> None:
+    `progress(arm, frac, lines)`: `frac` None adds lines without moving the arm's bar (a log line from its run)."""
+
+    def __init__(
+        self,
+        enabled: bool,
+        stream=sys.stderr,
+        *,
+        arms: list[str] | tuple[str, ...] = (),
+        jobs: int = 1,
+        clock=time.perf_counter,
+        status_every: float = 20.0,
+    ) -> None:
         self.stream = stream
         self.bars: dict = {}
         self.tqdm = None
@@ -67,34 +83,154 @@ class Progress:
             from tqdm import tqdm
 
             self.tqdm = tqdm
+        self.arms = list(arms)
+        self.jobs = max(1, jobs)
+        self.clock = clock
+        self.status_every = status_every
+        self.t0 = clock()
         self.started: dict[str, float] = {}
+        self.fraction: dict[str, float] = {}
+        self.took: dict[str, float] = {}
         self.finished: set[str] = set()
+        self._said_status = self.t0
+        self._overall = None
+        if self.tqdm is not None and self.arms:
+            self._overall = self.tqdm(total=0, bar_format="{desc}", file=self.stream, position=0)
+        self.width = max((len(a) for a in self.arms), default=10)
 
-    def __call__(self, arm: str, frac: float, lines: list[str]) -> None:
+    def _say(self, msg: str) -> None:
+        if self.tqdm is not None:
+            self.tqdm.write(msg, file=self.stream)
+        else:
+            print(msg, file=self.stream, flush=True)
+
+    def __call__(self, arm: str, frac: float | None, lines: list[str]) -> None:
         if arm in self.finished:
             return
+        now = self.clock()
         if arm not in self.started:
-            self.started[arm] = time.perf_counter()
+            self.started[arm] = now
+            if arm not in self.arms:
+                self.arms.append(arm)
             if self.tqdm is not None:
                 fmt = "{desc} {bar} {percentage:3.0f}% [{elapsed}<{remaining}]"
-                self.bars[arm] = self.tqdm(total=100, desc=f"{arm:10s}", file=self.stream, bar_format=fmt)
+                self.bars[arm] = self.tqdm(total=100, desc=f"{arm:{self.width}s}", file=self.stream, bar_format=fmt)
             else:
-                print(f"demo: running {arm} ...", file=self.stream, flush=True)
+                print(f"demo: [{arm}] running ...", file=self.stream, flush=True)
         for line in lines:
-            msg = f"  {arm:10s} {line}"
-            if self.tqdm is not None:
-                self.tqdm.write(msg, file=self.stream)
-            else:
-                print(msg, file=self.stream, flush=True)
+            self._say(f"  [{arm}] {line}")
+        if frac is None:
+            return
+        self.fraction[arm] = frac
         if frac >= 1.0:
             self.finished.add(arm)
+            self.took[arm] = now - self.started[arm]
         bar = self.bars.get(arm)
         if bar is not None:
             bar.update(round(frac * 100) - bar.n)
             if frac >= 1.0:
                 bar.close()
         elif frac >= 1.0:
-            print(f"demo: {arm} done in {time.perf_counter() - self.started[arm]:.0f} s", file=self.stream, flush=True)
+            print(f"demo: [{arm}] done in {self.took[arm]:.0f} s", file=self.stream, flush=True)
+        self._status(now)
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Wall seconds the demo has left: each running arm's own projection (its elapsed time over its fraction
+        done), and the arms not started yet at the mean time of those finished or projected, `jobs` at a time.
+        None until some arm has moved far enough to project from (2%)."""
+        now = self.clock() if now is None else now
+        projected = dict(self.took)
+        running_left = []
+        for arm, t in self.started.items():
+            f = self.fraction.get(arm, 0.0)
+            if arm in self.finished or f < 0.02:
+                continue
+            total = (now - t) / f
+            projected[arm] = total
+            running_left.append(total * (1.0 - f))
+        if not projected:
+            return None
+        mean = sum(projected.values()) / len(projected)
+        waiting = [a for a in self.arms if a not in self.started]
+        slow_starters = [a for a in self.started if a not in self.finished and self.fraction.get(a, 0.0) < 0.02]
+        work = sum(running_left) + mean * (len(waiting) + len(slow_starters))
+        return work / self.jobs
+
+    def _status(self, now: float) -> None:
+        eta = self.eta_seconds(now)
+        done = len(self.finished)
+        text = f"demo: {done} of {len(self.arms)} arms done, {now - self.t0:.0f} s so far" + (
+            f", about {_duration(eta)} left" if eta is not None and done < len(self.arms) else ""
+        )
+        if self._overall is not None:
+            self._overall.set_description_str(text)
+        elif now - self._said_status >= self.status_every and done < len(self.arms):
+            self._said_status = now
+            running = ", ".join(
+                f"{a} {100 * self.fraction.get(a, 0):.0f}%" for a in self.started if a not in self.finished
+            )
+            print(text + (f" (running: {running})" if running else ""), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._overall is not None:
+            self._overall.close()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(5, round(seconds / 5) * 5):.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+#: what each part of the demo imports beyond the core, and the extra that carries it (pyproject.toml)
+NEEDS = {
+    "the report (report.html)": ("matplotlib",),
+    "the predictive arm's LSTM": ("torch", "safetensors"),
+}
+#: arms that forecast with the LSTM (the others need none of the predictor's models)
+LSTM_ARMS = frozenset({"predictive"})
+INSTALL_HINT = (
+    'install the demo\'s extra with the CPU build of torch (README, "Installed as a package"): '
+    "pip install -c constraints.txt torch --index-url https://download.pytorch.org/whl/cpu && "
+    "pip install -c constraints.txt 'infercast[demo]'"
+)
+
+
+def missing(arms: list[str] | tuple[str, ...], importable=None) -> list[str]:
+    """What the demo would miss for these arms, in words ("the report (report.html) needs matplotlib"); empty when
+    everything is there.  Checked before any arm runs: an install without the plotting library ran 11.5 minutes and
+    then failed writing the report, and one without torch ran the predictive arm on the Kalman baseline with one log
+    line (issue 38)."""
+    importable = importable or _importable
+    out = []
+    for what, modules in NEEDS.items():
+        if what.startswith("the predictive") and not set(arms) & LSTM_ARMS:
+            continue
+        absent = [m for m in modules if not importable(m)]
+        if absent:
+            out.append(f"{what} needs {' and '.join(absent)}")
+    return out
+
+
+def lstm_refused(arms, model_file: str | None) -> str | None:
+    """Why the predictive arm's LSTM would not load (its model file missing or broken), or None: said before any arm
+    runs, never a quiet switch to the Kalman baseline an hour later."""
+    if not set(arms) & LSTM_ARMS:
+        return None
+    from infercast.predictors.registry import load_lstm
+
+    lstm, note = load_lstm(model_file)
+    return None if lstm is not None else note
+
+
+def _importable(module: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def _version() -> str:
@@ -185,6 +321,13 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_scenario(name)
         if cfg.scenario is None:
             raise ConfigError(f"{name}: the fleet file has no scenario: section")
+    if problems := missing(arms):
+        print(f"infercast demo: cannot run: {'; '.join(problems)}; {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if why := lstm_refused(arms, cfg.predictor.model_file):
+        print(f"infercast demo: cannot run the predictive arm: {why} (it would forecast KV usage with a baseline "
+              "instead); fix the model file, or leave predictive out with --arms", file=sys.stderr)  # fmt: skip
+        return 2
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
     if args.arms is None and trace is None and stored_hindsight_plan(name, seed) is not None:
         arms.append("hindsight")
@@ -197,10 +340,11 @@ def run(args: argparse.Namespace) -> int:
         written.append(r.name)
 
     live = None
+    progress = Progress(not args.no_progress, arms=arms, jobs=args.jobs)
     try:
         live = _open_live(args, arms, trace.duration_s if trace is not None else cfg.scenario.duration_seconds)
-        result = run_demo(cfg, arms, seed, name, Progress(not args.no_progress), trace=trace, jobs=args.jobs,
-                          live=live, done=done)  # fmt: skip
+        result = run_demo(cfg, arms, seed, name, progress, trace=trace, jobs=args.jobs, live=live,
+                          done=done)  # fmt: skip
     except (ValueError, LiveError) as e:
         if isinstance(e, ConfigError):
             raise
@@ -210,6 +354,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ninfercast demo: interrupted; {_interrupted(live, out, written)}", file=sys.stderr, flush=True)
         return 130
     finally:
+        progress.close()
         if live is not None:
             live.close()
     summary = result.summary()

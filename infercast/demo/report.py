@@ -25,6 +25,7 @@ ARM_COLOURS = {
     "none": "#888888",
     "basic": "#9467bd",
     "reactive": "#1f77b4",
+    "scheduled": "#ff7f0e",
     "predictive": "#2ca02c",
     "perfect-forecast": "#d62728",
 }
@@ -103,8 +104,22 @@ def text_table(result: DemoResult) -> str:
 
 
 # --- plots --------------------------------------------------------------------------------------------------------
-def _svg(fig) -> str:
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend, its own log quiet: its INFO line ("generated new fontManager")
+    was a stray line in the demo's output between the arms' lines."""
+    import logging
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _svg(fig) -> str:
+    plt = _pyplot()
 
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
@@ -121,10 +136,9 @@ def _mark_surge(ax, result: DemoResult) -> None:
 
 
 def plot_kv(result: DemoResult) -> str:
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     arms = list(result.arms.values())
-    fig, axes = plt.subplots(len(arms), 1, figsize=(11, 2.3 * len(arms)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(arms), 1, figsize=(12, 2.4 * len(arms)), sharex=True, squeeze=False)
     for ax, run in zip(axes[:, 0], arms, strict=True):
         ts = run.timeseries
         pools = [p for p in dict.fromkeys(ts["pool"]) if ts[ts.pool == p]["kv_usage_max"].fillna(0).max() > 0]
@@ -141,9 +155,11 @@ def plot_kv(result: DemoResult) -> str:
                     .max()
                 )
                 if len(f):
+                    # light fill, with its upper edge drawn: the upper band is what the page compares with the trigger
                     at = f.index.to_numpy() + result.horizon_seconds
-                    ax.fill_between(at, f["yhat_lower"], f["yhat_upper"], color=c, alpha=0.3, lw=0,
-                                    label=f"{pool} forecast band, issued 5 min before")  # fmt: skip
+                    issued = f"{pool} band, issued {result.horizon_seconds / 60:g} min before"
+                    ax.fill_between(at, f["yhat_lower"], f["yhat_upper"], color=c, alpha=0.12, lw=0, label=issued)
+                    ax.plot(at, f["yhat_upper"], color=c, lw=0.7, ls="--", label=f"{pool} upper band")
         ax.axhline(result.trigger, color="#d62728", lw=0.8)
         for e in run.events:
             if e["event"] == "oom":
@@ -155,15 +171,15 @@ def plot_kv(result: DemoResult) -> str:
         ax.set_xlim(0, float(ts["t"].max()))  # bands issued near the end are about times after it
         ax.set_ylabel("KV usage")
         ax.set_title(f"{run.name}: {run.summary['oom_events']} OOM", loc="left", fontsize=10)
-        ax.legend(fontsize=7, ncol=4, loc="upper left", frameon=False)
+        # beside the plot, never over the curves and bands
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False, borderaxespad=0)
     axes[-1, 0].set_xlabel("seconds (dashed: surge starts; dotted red: the unprotected fleet crosses the trigger)")
     fig.tight_layout()
     return _svg(fig)
 
 
 def plot_traffic(result: DemoResult) -> str:
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     run = result.arms.get("none") or next(iter(result.arms.values()))
     ts = run.timeseries
     by_t = ts.groupby("t")
@@ -173,7 +189,14 @@ def plot_traffic(result: DemoResult) -> str:
     share = (long_rps / routed.replace(0, np.nan)).rolling(6, min_periods=1).mean()
     fig, ax = plt.subplots(figsize=(11, 2.6))
     ax.plot(offered.index, offered.rolling(6, min_periods=1).mean(), color="#1f77b4", lw=1.1)
+    o = overload(result)
+    if o is not None and o["capacity_rps"] > 0:  # the overload the first screen states, drawn
+        ax.axhline(o["capacity_rps"], color="#2ca02c", lw=0.9, ls="--")
+        ax.annotate(f"the most any arm served: {fmt_cell(o['capacity_rps'])} req/s", (0.01, o["capacity_rps"]),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=8,
+                    color="#2ca02c")  # fmt: skip
     ax.set_yscale("symlog", linthresh=100)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("offered req/s", color="#1f77b4")
     ax2 = ax.twinx()
     ax2.plot(share.index, share, color="#ff7f0e", lw=1.0)
@@ -186,8 +209,7 @@ def plot_traffic(result: DemoResult) -> str:
 
 
 def plot_p99(result: DemoResult) -> str:
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 3.0))
     for name, run in result.arms.items():
         p = run.p99
@@ -195,7 +217,7 @@ def plot_p99(result: DemoResult) -> str:
     ax.set_yscale("log")
     ax.set_ylabel("urgent P99 (s)")
     _mark_surge(ax, result)
-    ax.legend(fontsize=8, ncol=5, loc="upper left", frameon=False)
+    ax.legend(fontsize=8, ncol=len(result.arms), loc="upper left", frameon=False)
     ax.set_xlabel("seconds (window end)")
     fig.tight_layout()
     return _svg(fig)
@@ -213,8 +235,7 @@ def _timeline_events(run) -> list[dict]:
 
 
 def plot_actions(result: DemoResult) -> str:
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     names = list(result.arms)
     fig, ax = plt.subplots(figsize=(11, 0.5 + 0.45 * len(names)))
     kinds: dict[str, int] = {}
@@ -256,7 +277,7 @@ td:first-child,th:first-child{text-align:left}th{background:#f6f6f6}.muted{color
 def _headline(result: DemoResult) -> str:
     arms = result.arms
     parts = []
-    for name in ("none", "reactive", "predictive", "perfect-forecast", "hindsight"):
+    for name in ("none", "reactive", "scheduled", "predictive", "perfect-forecast", "hindsight"):
         if name in arms:
             s = arms[name].summary
             parts.append(
@@ -272,6 +293,159 @@ def _headline(result: DemoResult) -> str:
         else ""
     )
     return "; ".join(parts) + "." + page
+
+
+def _served_per_second(run, window: int = 6) -> float:
+    """The most the arm's fleet served per second (every pool, `window` samples' moving average: 30 s)."""
+    ts = run.timeseries
+    if "served_rps" not in ts or ts.empty:
+        return float("nan")
+    served = ts.groupby("t")["served_rps"].sum().sort_index()
+    return float(served.rolling(window, min_periods=1).mean().max())
+
+
+def overload(result: DemoResult) -> dict | None:
+    """How far the scenario's traffic is beyond the fleet: the peak offered rate (30 s average), the most any arm
+    served (the fleet's capacity as the runs measured it) and each arm's share of the offered requests rejected.
+    None without the figures (no arm, or no `offered_rps` series)."""
+    if not result.arms:
+        return None
+    ref = result.arms.get("none") or next(iter(result.arms.values()))
+    ts = ref.timeseries
+    if "offered_rps" not in ts or ts.empty:
+        return None
+    offered = ts.groupby("t")["offered_rps"].first().sort_index()
+    peak = float(offered.rolling(6, min_periods=1).mean().max())
+    capacity = max(_served_per_second(r) for r in result.arms.values())
+    rejected = {
+        name: r.summary["rejected"] / r.summary["offered"]
+        for name, r in result.arms.items()
+        if r.summary.get("offered") and r.summary.get("rejected") is not None
+    }
+    return {"peak_offered_rps": peak, "capacity_rps": capacity, "ratio": peak / capacity if capacity > 0 else None,
+            "rejected_share": rejected}  # fmt: skip
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _overload_html(result: DemoResult) -> str:
+    o = overload(result)
+    if o is None or o["ratio"] is None:
+        return ""
+    shares = sorted(o["rejected_share"].values())
+    rejected = (
+        f"{_pct(shares[0])}" if len(shares) == 1 or _pct(shares[0]) == _pct(shares[-1])
+        else f"{_pct(shares[0])} to {_pct(shares[-1])}"
+    )  # fmt: skip
+    if o["ratio"] < 1.2:
+        return (
+            f"<p><b>Load.</b> The scenario offers up to {fmt_cell(o['peak_offered_rps'])} req/s (30 s average); the "
+            f"fleet served up to {fmt_cell(o['capacity_rps'])} req/s under the best arm: it is not overloaded, and the "
+            f"arms reject {rejected} of the requests offered.</p>"
+        )
+    return (
+        f"<p><b>How overloaded the sale is.</b> It offers up to {fmt_cell(o['peak_offered_rps'])} req/s (30 s "
+        f"average); the most any arm's fleet served was {fmt_cell(o['capacity_rps'])} req/s: the sale is "
+        f"<b>{o['ratio']:.0f}x the fleet's capacity</b>. So every arm rejects most of what is offered ({rejected} "
+        "of the requests over the run), and no control can change that: the arms differ in what the fleet serves "
+        "well (urgent goodput, P99, OOMs, recovery), not in serving the sale.</p>"
+    )
+
+
+def _calendar_html(result: DemoResult) -> str:
+    """What the calendar knew (the fleet file's events) and what the forecasts added to it: `scheduled` (the
+    calendar alone) beside `predictive` (the calendar and the forecasts), and where the predictive page came from."""
+    arms = result.arms
+    if not result.events:
+        return (
+            "<p><b>What the calendar knew.</b> Nothing: the fleet file announces no event, so whatever the forecasts "
+            "did, they did from the series alone.</p>"
+        )
+    said = []
+    for e in result.events:
+        rate = f" at {fmt_cell(e['expected_rps'])} req/s" if e.get("expected_rps") else ""
+        said.append(
+            f"<code>{html.escape(e['name'])}</code> from {fmt_cell(e['start'])} s to {fmt_cell(e['end'])} s{rate}"
+        )
+    text = f"<p><b>What the calendar knew.</b> The fleet file announces {'; '.join(said)} (<code>events:</code>)."
+    sched, pred = arms.get("scheduled"), arms.get("predictive")
+    if sched is not None:
+        s = sched.summary
+        text += (
+            f" <code>scheduled</code> acts on that alone (a pre-scale sized from the announced peak, no forecast): "
+            f"{fmt_cell(s['oom_events'])} OOM, urgent goodput {fmt_cell(s.get('urgent_goodput_rps'), 1)} req/s, "
+            f"urgent P99 {fmt_cell(s['p99_latency_ms'])} ms."
+        )
+    if pred is not None:
+        p = pred.summary
+        text += "</p><p><b>What the forecast added.</b> "
+        if sched is not None:
+            s = sched.summary
+            d_good = (p.get("urgent_goodput_rps") or 0) - (s.get("urgent_goodput_rps") or 0)
+            text += (
+                f"<code>predictive</code> (the calendar and the forecasts): {fmt_cell(p['oom_events'])} OOM, urgent "
+                f"goodput {fmt_cell(p.get('urgent_goodput_rps'), 1)} req/s ({d_good:+.1f} on <code>scheduled</code>), "
+                f"urgent P99 {fmt_cell(p['p99_latency_ms'])} ms."
+            )
+        else:
+            text += (
+                "<code>scheduled</code> did not run here (<code>--arms</code>), so what the calendar alone does is "
+                "not shown beside it."
+            )
+        text += " " + _page_source(result, pred)
+    return text + "</p>"
+
+
+def _page_source(result: DemoResult, pred) -> str:
+    """Where the predictive page's lead comes from: an announced event's ceiling, or the series.
+
+    From `event_onset_seconds` into an announced event the KV upper band is the ceiling (predictors/calendar.py), and
+    a forecast looks `horizon_seconds` ahead: the band reaches the ceiling as soon as the horizon reaches the
+    event's onset, `horizon` before it.  A page from then to a couple of minutes after the onset (the rule's
+    persistence, a tick or two) is the calendar's doing."""
+    if pred.page_seconds is None:
+        return "Its forecast page never fired."
+    t = pred.page_seconds
+    lead = pred.summary.get("alert_lead_seconds")
+    lead_s = (
+        f", {fmt_cell(lead)} s before the unprotected fleet crossed {result.trigger:.2f}" if lead is not None else ""
+    )
+    page = f"Its page ({html.escape(pred.page_alert)}) fired at {fmt_cell(t)} s{lead_s}"
+    for e in result.events:
+        onset = e["start"] + result.event_onset_seconds
+        if onset - result.horizon_seconds <= t <= onset + 120.0:
+            when = f"{fmt_cell(e['start'] - t)} s before" if t < e["start"] else f"{fmt_cell(t - e['start'])} s after"
+            return (
+                f"{page}: {when} <code>{html.escape(e['name'])}</code>'s announced start. From "
+                f"{fmt_cell(result.event_onset_seconds)} s into an announced event the KV forecast's upper band is "
+                f"the ceiling by design (<code>predictor.event_onset_seconds</code>), and the forecasts look "
+                f"{fmt_cell(result.horizon_seconds)} s ahead, so the band reached the ceiling as soon as the horizon "
+                f"reached {fmt_cell(onset)} s. <b>That lead is the calendar's</b>, not the forecast models' "
+                "(docs/control.md's <code>flash-sale-unannounced</code> runs the same sale with no event)."
+            )
+    return f"{page}, outside the announced events' reach: that lead comes from the series the forecasts read."
+
+
+def _pool_note(result: DemoResult) -> str:
+    """A note when the arms' fleets have different pools (the fixes split pools by context length, add standbys)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name, run in result.arms.items():
+        pools = tuple(dict.fromkeys(run.timeseries["pool"])) if "pool" in run.timeseries else ()
+        groups.setdefault(pools, []).append(name)
+    if len(groups) <= 1:
+        return ""
+    parts = [
+        f"{', '.join(f'<code>{html.escape(a)}</code>' for a in names)}: {', '.join(html.escape(p) for p in pools)}"
+        for pools, names in groups.items()
+    ]
+    return (
+        "<p class=muted><b>The pool names change between arms</b>: the seeds' fixes that <code>reactive</code> and the "
+        "arms built on it set up split the fleet file's pools by context length "
+        "(<code>protections.context_pools</code>) and keep a cold standby, so a colour is a pool of that arm's own "
+        f"fleet. Pools per arm: {'; '.join(parts)}.</p>"
+    )
 
 
 def render_html(result: DemoResult, meta: dict) -> str:
@@ -301,6 +475,8 @@ def render_html(result: DemoResult, meta: dict) -> str:
 <p class="muted">Scenario <code>{html.escape(result.scenario)}</code>, seed {result.seed}, the same arrivals for every
 arm; {html.escape(meta.get("command", ""))}; {when}; {html.escape(meta.get("version", ""))}.</p>
 <p class="lead">{_headline(result)}</p>
+{_overload_html(result)}
+{_calendar_html(result)}
 <h2>Comparison</h2>
 {table}
 <p class="muted">Urgent P99 is measured from the surge start to the end of the load test; the figure in brackets is
@@ -310,6 +486,7 @@ moment the unprotected fleet (<code>none</code>) first had an instance over {res
 <ul>{pages}</ul>
 {f"<p>{html.escape(note)}</p>" if (note := live_note(result.summary())) else ""}
 <h2>KV-cache usage per pool</h2>
+{_pool_note(result)}
 <div class="plot" id="plot-kv">{plot_kv(result)}</div>
 <h2>Traffic</h2>
 <div class="plot" id="plot-traffic">{plot_traffic(result)}</div>

@@ -20,8 +20,10 @@ instead, and its summary says so (`alert_source`: "alertmanager" rather than "co
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,9 @@ class DemoResult:
     surge_start_seconds: float | None = None
     trigger: float = 0.75
     horizon_seconds: float = 300.0
+    #: what the calendar knew: the fleet file's `events` on the run's clock (name, start, end, expected_rps)
+    events: list[dict] = field(default_factory=list)
+    event_onset_seconds: float = 30.0  # predictor.event_onset_seconds: when an announced event's ceiling starts
 
     def summary(self) -> dict:
         return {
@@ -209,6 +214,18 @@ def forecast_page(fc: pd.DataFrame, policy) -> float | None:
     return first
 
 
+def calendar(cfg: FleetConfig) -> list[dict]:
+    """The fleet file's events whose times are seconds on the run's clock (an ISO date is another run's)."""
+    out = []
+    for e in cfg.events:
+        try:
+            start, end = float(e.start), float(e.end)
+        except ValueError:
+            continue
+        out.append({"name": e.name, "start": start, "end": end, "expected_rps": e.expected_rps})
+    return out
+
+
 # --- running ------------------------------------------------------------------------------------------------------
 def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> tuple[object, str] | None:
     """(the plan, where it comes from) that `bench/control.py` found for `hindsight` on this scenario and seed, as
@@ -226,6 +243,59 @@ def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> 
         if cell.get("scenario") == scenario and cell.get("seed") == seed and plan is not None:
             return Plan.from_dict(plan), f"the plan bench/control.py found ({path.name}, search {cell.get('search')})"
     return None
+
+
+class _TagArm(logging.Filter):
+    """Puts `[arm] ` before every record a handler of this process prints while the arm runs."""
+
+    def __init__(self, arm: str) -> None:
+        super().__init__()
+        self.arm = arm
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "demo_arm", None):
+            record.msg, record.args, record.demo_arm = f"[{self.arm}] {record.getMessage()}", None, self.arm
+        return True
+
+
+class _ToProgress(logging.Handler):
+    """A worker process's log records (warnings and worse, what it printed before) sent to the parent as the arm's
+    lines: printed under the arm's name with its progress, never as a bare line under another arm's bar."""
+
+    def __init__(self, arm: str, progress) -> None:
+        super().__init__(logging.WARNING)
+        self.arm, self.progress = arm, progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.progress(self.arm, None, [f"{record.levelname.lower()}: {record.getMessage()}"])
+        except Exception:  # a closed queue at shutdown: the line is lost, the run is not
+            self.handleError(record)
+
+
+@contextmanager
+def arm_logs(arm: str, progress) -> Iterator[None]:
+    """Every log line of the arm's run says which arm it is (issue 38: `actuator frozen at 0: ...` printed under
+    another arm's heading).  In a process with logging set up (the command line's), its handlers tag each line
+    `[arm]`; in a worker process with none, the lines go to `progress` as the arm's lines."""
+    root = logging.getLogger()
+    if root.handlers:
+        tag = _TagArm(arm)
+        handlers = list(root.handlers)
+        for h in handlers:
+            h.addFilter(tag)
+        try:
+            yield
+        finally:
+            for h in handlers:
+                h.removeFilter(tag)
+    else:
+        handler = _ToProgress(arm, progress)
+        root.addHandler(handler)
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
 
 
 def run_one(
@@ -246,9 +316,11 @@ def run_one(
         narrator(fleet, arm)
 
     t0 = time.perf_counter()
-    res = run_arm(
-        cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast", plans=plans
-    )
+    with arm_logs(name, progress):
+        res = run_arm(
+            cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast",
+            plans=plans,
+        )  # fmt: skip
     s = dict(res.summary)
     s["actions"] = sum(1 for e in res.events if e["event"] == "action")
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -269,7 +341,7 @@ class _QueueProgress:
     def __init__(self, queue) -> None:
         self.queue = queue
 
-    def __call__(self, arm: str, frac: float, lines: list[str]) -> None:
+    def __call__(self, arm: str, frac: float | None, lines: list[str]) -> None:
         self.queue.put((arm, frac, lines))
 
 
@@ -298,7 +370,12 @@ def run_demo(
     from infercast.predictors.deployed import alarm_policy
 
     out = DemoResult(
-        scenario, seed, trigger=cfg.thresholds.kv_forecast_trigger, horizon_seconds=cfg.predictor.horizon_seconds
+        scenario,
+        seed,
+        trigger=cfg.thresholds.kv_forecast_trigger,
+        horizon_seconds=cfg.predictor.horizon_seconds,
+        events=calendar(cfg),
+        event_onset_seconds=cfg.predictor.event_onset_seconds,
     )
     runs: dict[str, ArmRun] = {}
     for name in [a for a in arms if live is not None and a in live.arms]:
@@ -365,8 +442,8 @@ def _drain(q, progress, empty) -> None:
             arm, frac, lines = q.get_nowait()
         except empty:
             return
-        if frac < 1.0 or lines:
-            progress(arm, min(frac, 0.99), lines)
+        if frac is None or frac < 1.0 or lines:
+            progress(arm, None if frac is None else min(frac, 0.99), lines)
 
 
 def _alert_leads(out: DemoResult, cfg: FleetConfig, rules, policy) -> None:

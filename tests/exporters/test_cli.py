@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import subprocess
 import sys
 
@@ -11,6 +12,8 @@ import yaml
 
 from infercast.config import ConfigError
 from infercast.exporters import cli
+from infercast.exporters.cli import use_nvml
+from infercast.exporters.nvml import find_gpus
 from tests.exporters.conftest import REPO, good_targets
 
 
@@ -37,11 +40,43 @@ def test_once_with_nvml_on_a_machine_without_gpus_still_prints(fixture_server, t
     data["targets"] = good_targets(fixture_server)[:1]
     cfg = tmp_path / "fleet.yaml"
     cfg.write_text(yaml.safe_dump(data))
-    assert cli.run(args(cfg, "--once", "--node", "here")) == 0
+    assert cli.run(args(cfg, "--once", "--node", "here", "--nvml")) == 0
     out = capsys.readouterr().out
     assert 'infercast_target_up{kind="vllm",target="vllm-a"} 1.0' in out
-    # without a driver: up 0 for nvml (with one: its GPUs)
+    # --nvml insists: without a driver up 0 for nvml (with one: its GPUs)
     assert 'infercast_target_up{kind="nvml",target="nvml"} 0.0' in out or "infercast_gpu_memory_total_bytes" in out
+
+
+def test_nvml_is_read_by_default_only_where_a_gpu_is_found(fixture_server, tmp_path, capsys, caplog):
+    """Issue 38 item 3: on a host without GPUs the quickstart's command (no --no-nvml) served
+    `infercast_target_up{kind="nvml"} 0` forever, and InfercastTargetDown{kind="nvml"} never cleared."""
+    data = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+    data["targets"] = good_targets(fixture_server)[:1]
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    gpus, why = find_gpus()
+    with caplog.at_level(logging.INFO, logger="infercast.exporters.cli"):
+        assert cli.run(args(cfg, "--once", "--node", "here")) == 0
+    out = capsys.readouterr().out
+    assert 'infercast_target_up{kind="vllm",target="vllm-a"} 1.0' in out
+    if gpus == 0:  # this host (CI, a laptop): no NVML target at all, and the log says why
+        assert 'kind="nvml"' not in out
+        assert any("NVML: not reading GPUs" in r.getMessage() and why in r.getMessage() for r in caplog.records)
+    else:
+        assert "infercast_gpu_memory_total_bytes" in out
+    # the decision, on every kind of host
+    assert use_nvml(None, find=lambda: (0, "no NVIDIA driver")) is False
+    assert use_nvml(None, find=lambda: (2, None)) is True
+    assert use_nvml(True, find=lambda: (0, "x")) is True and use_nvml(False, find=lambda: (8, None)) is False
+
+
+def test_find_gpus_says_why_none():
+    from tests.exporters.fakes import fake_pynvml
+
+    assert find_gpus(fake_pynvml(gpus=2)) == (2, None)
+    assert find_gpus(fake_pynvml(gpus=0)) == (0, "NVML sees no GPU")
+    n, why = find_gpus(fake_pynvml(available=False))
+    assert n == 0 and why.startswith("no NVIDIA driver") and "Not Found" in why
 
 
 def test_bad_listen_and_missing_config_are_clear_errors(tmp_path):

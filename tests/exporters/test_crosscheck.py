@@ -12,7 +12,7 @@ import pytest
 from infercast.catalog import KV_CACHE_USAGE_RATIO
 from infercast.config import TargetConfig, load_config
 from infercast.exporters import dcgm, sglang, tgi, trtllm, vllm
-from infercast.exporters.base import Sample, ScrapeError, Target
+from infercast.exporters.base import FAMILY_DROPPED, Sample, ScrapeError, Target
 from infercast.exporters.derive import avalanche_risk, derive, health
 from infercast.exporters.server import Exporter, build_sources
 from tests.exporters.conftest import REPO, fleet
@@ -94,9 +94,15 @@ def test_derived_ratios_over_1_are_errors():
             text.replace(tokens, tokens.rsplit(" ", 1)[0] + " 1018880"),
             target("tgi", pool="v4-main", version="v4"),
         )
-    # 212 running on an engine the fleet file says takes 128: the fleet file or the engine is wrong; say so
-    with pytest.raises(ScrapeError, match=r"infercast_batch_saturation_ratio of 'node-a' would be 1\.656"):
-        sglang.parse(payload("sglang.prom"), target("sglang", max_batch=128))
+    # 212 running on an engine the fleet file says takes 128: the fleet file or the engine is wrong; say so.  The
+    # divisor is the fleet file's (since issue 38 a default one too: vLLM's 256), so only that family goes, with
+    # the reason; the target and the rest of its page stay
+    out = sglang.parse(payload("sglang.prom"), target("sglang", max_batch=128))
+    dropped = [s for s in out if s.name == FAMILY_DROPPED]
+    assert [s.labels["family"] for s in dropped] == ["infercast_batch_saturation_ratio"]
+    assert "would be 1.656, over 1" in dropped[0].labels["reason"] and "--max-num-seqs" in dropped[0].labels["reason"]
+    assert "infercast_batch_saturation_ratio" not in {s.name for s in out}
+    assert "infercast_kv_cache_usage_ratio" in {s.name for s in out}
 
 
 def test_an_out_of_range_value_drops_its_family_with_the_reason(fixture_server, caplog):

@@ -103,7 +103,9 @@ def test_the_serving_exporter_with_every_fault_at_once():
     # 15x the timeout, 1.4 GiB above idle; docs/hardening.md has both runs
     from bench.faults import run
 
-    r = run(cycles=3, timeout=2.0)
+    # honest slack for this script's own requests (issue 38 item 10: a POST waited past 10 s on a machine at load
+    # 7-11 and failed with ReadTimeout while the exporter was right); no wall-clock assertion
+    r = run(cycles=3, timeout=2.0, client_timeout=120.0)
     assert r["exporter_exited"] is None
     assert r["metrics_status"] == [200, 200, 200] and r["good_target_up"]
     # every /metrics answered (above) is the test; how long each took against the timeout is the bench's figure

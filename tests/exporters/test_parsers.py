@@ -68,7 +68,9 @@ def test_vllm_removed_family_names_are_mapped():
 def test_vllm_docs_excerpt_without_engine_label():
     s = vllm.parse(payload("vllm.docs-excerpt.prom"), target(version="v4", pool="v4-main"))
     assert one(s, "infercast_requests_running", instance="node-a", pool="v4-main", version="v4") == 8
-    assert names(s) == {"infercast_requests_running"}
+    # its batch saturation divides by v4's batcher (the fleet file's, else vLLM's default 256)
+    assert one(s, "infercast_batch_saturation_ratio") == 8 / CONFIG.versions["v4"].batcher.max_batch
+    assert names(s) == {"infercast_requests_running", "infercast_batch_saturation_ratio"}
 
 
 def test_vllm_with_engine_extension():
@@ -176,3 +178,33 @@ def test_emitter_checks_labels_against_the_catalog():
         e.add(KV_CACHE_USAGE_RATIO, {"pool": "p", "instance": "i"}, 0.5)  # no version
     with pytest.raises(ValueError, match="no such family"):
         e.add("infercast_kv_cache_usage", {"pool": "p", "version": "v", "instance": "i"}, 0.5)
+
+
+def test_batch_saturation_defaults_to_the_pools_engines_then_the_versions_batcher():
+    """Issue 38 item 1: a fleet file that gives `pools.<pool>.engines.max_batch` (or nothing: vLLM's 256) and no
+    per-target `max_batch` got no `infercast_batch_saturation_ratio` at all; the user sees it now, with the same
+    divisor as the engines-mode rules (`pool_max_batch`)."""
+    from infercast.alertrules.engines import pool_max_batch
+    from infercast.config import parse_config
+
+    doc = CONFIG.model_dump(mode="json", exclude_none=True)
+    doc["pools"]["v3.5-fallback"]["engines"] = {"max_batch": 128}
+    cfg = parse_config(doc)
+    text = payload("vllm-chat-v3.5.prom")
+
+    def parsed(**kw):
+        tc = TargetConfig(name="node-a", kind="vllm", url="http://127.0.0.1:1/metrics", **kw)
+        return vllm.parse(text, Target.from_config(tc, cfg))
+
+    running = one(parsed(pool="v3.5-fallback"), "infercast_requests_running")
+    assert one(parsed(pool="v3.5-fallback"), "infercast_batch_saturation_ratio") == pytest.approx(running / 128)
+    assert pool_max_batch(cfg, "v3.5-fallback") == 128  # the engines-mode rules divide by the same
+    # no engines.max_batch: the version's batcher, which a fleet file without one has at vLLM's default 256
+    assert cfg.versions["v3.5"].batcher.max_batch != 256  # the twin's fixed batcher of this fleet file, ...
+    del doc["versions"]["v3.5"]["batcher"]
+    cfg = parse_config(doc)  # ... left out
+    assert one(parsed(version="v3.5"), "infercast_batch_saturation_ratio") == pytest.approx(running / 256)
+    # the target's own max_batch still wins
+    assert one(parsed(pool="v3.5-fallback", max_batch=100), "infercast_batch_saturation_ratio") == pytest.approx(
+        running / 100
+    )
