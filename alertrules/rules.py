@@ -42,14 +42,11 @@ from infercast.durations import duration
 
 from .recorded import (
     BATCH_SAT_AVG,
-    DEGRADATION_BY_REASON,
     DEGRADATION_RATE,
     FAILURE_RATE,
     FORECAST_UPPER,
     FRAG_AVG,
-    FRAG_BAND,
     FRAG_FULL,
-    FRAG_MAX,
     GPU_MEM_RATIO,
     KV_USAGE_AVG,
     KV_USAGE_FLEET,
@@ -110,7 +107,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                 {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
                 {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
                 {"record": KV_USAGE_FLEET, "expr": f"avg({KV_CACHE_USAGE_RATIO})"},
-                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {
                     # the worst fragmentation among the instances whose KV usage is at or over the forecast
@@ -122,13 +118,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                     ),
                 },
                 {
-                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of `config.Thresholds`
-                    "record": FRAG_BAND,
-                    "expr": (
-                        f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"
-                    ),
-                },
-                {
                     "record": FAILURE_RATE,
                     "expr": f"sum by (pool, version) (rate({KV_BLOCK_ALLOCATION_FAILURES_TOTAL}[5m]))",
                 },
@@ -136,7 +125,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                     "record": DEGRADATION_RATE,
                     "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS_TOTAL}[5m]))",
                 },
-                {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
                 {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SATURATION_RATIO})"},
                 {
                     # the most pessimistic forecaster's upper band, per pool, version and horizon

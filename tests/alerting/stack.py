@@ -194,7 +194,11 @@ def running_stack(
         am_dir = tmp / "am"
         shutil.copytree(ALERTRULES / "templates", am_dir / "templates")
         receivers = Receivers(
-            actuator_url=f"{hook.url}/actuator", pager_url=f"{hook.url}/pager", chat_url=f"{hook.url}/chat"
+            actuator_url=f"{hook.url}/actuator",
+            pager_url=f"{hook.url}/pager",
+            chat_url=f"{hook.url}/chat",
+            ticket_url=f"{hook.url}/ticket",
+            watchdog_url=f"{hook.url}/watchdog",
         )
         am_doc = hooked(alertmanager, hook.url) if alertmanager is not None else alertmanager_config(receivers)
         am = start_alertmanager(yaml.safe_dump(am_doc), workdir=am_dir)
