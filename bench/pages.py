@@ -283,11 +283,29 @@ def render_timeline(result: dict) -> str:
     for x in labels:
         r = runs[x]
         refused = ", ".join(f"{p} from {t:.0f} s" for p, t in r["first_refusal_sim_s"].items()) or "none"
-        bad = sum(h["while_refused"] for h in r["inhibited"])
+        severity = {(f["alert"], f["pool"]): f["severity"] for f in r["firing"]}
+        hidden_pages = sum(
+            h["while_refused"] for h in r["inhibited"] if severity.get((h["alert"], h["pool"])) == "critical"
+        )
+        folded = sorted(
+            {
+                h["alert"]
+                for h in r["inhibited"]
+                if h["while_refused"] and severity.get((h["alert"], h["pool"])) != "critical"
+            }
+        )
+        first = min((n["first_sim_s"] for n in r["notified"] if _kind(n["receiver"]) == "page"), default=None)
         pages = sorted({n["alert"] for n in r["notified"] if _kind(n["receiver"]) == "page"})
         rows.append(
-            f"- **{x}**: requests refused or failed: {refused}; alert polls inhibited while their pool refused "
-            f"requests: **{bad}**; pages: {', '.join(f'`{a}`' for a in pages) or 'none'}."
+            f"- **{x}**: requests refused or failed: {refused}; first page at "
+            f"{'-' if first is None else f'{first:.0f} s'}: {', '.join(f'`{a}`' for a in pages) or 'none'}; "
+            f"polls (every 0.5 s) with a page inhibited while its pool refused requests: **{hidden_pages}**"
+            + (
+                f"; warnings folded into that pool's page meanwhile: {', '.join(f'`{a}`' for a in folded)}"
+                if folded
+                else ""
+            )
+            + f"; actions the busy actuator applied: {sum(r['actions_applied'].values())}."
         )
     return "\n".join(rows)
 
