@@ -38,6 +38,10 @@ VLLM_SUCCESS = "vllm:request_success_total"
 VLLM_TTFT = "vllm:time_to_first_token_seconds"
 #: only the engines scraped under the generated jobs carry the fleet file's pool (alertrules/engines.py)
 SCRAPED = 'pool!=""'
+#: what the SLIs are kept per: the pool and version, and the namespace the series were scraped in where they carry
+#: one (Kubernetes), so the dashboards' $namespace selects them; without the label (compose, a single Prometheus)
+#: the series are the pool's alone
+BY = "namespace, pool, version"
 #: window role -> the name its recorded series carries (the real-time window, also in a time-scaled set)
 WINDOW_NAMES = {"fast_long": "1h", "fast_short": "5m", "slow_long": "6h", "slow_short": "30m"}
 
@@ -85,17 +89,17 @@ def _availability(s: AlertSettings, w: str) -> str:
         bad = f"{SCRAPED},{bad}"
     else:
         counter, bad, ok = ROUTER_REQUESTS_TOTAL, f'outcome=~"{BAD_OUTCOMES}"', 'outcome!="retried"'
-    total = f"sum by (pool, version) (rate({counter}{{{ok}}}[{w}]))"
+    total = f"sum by ({BY}) (rate({counter}{{{ok}}}[{w}]))"
     # `or 0 * total`: a pool with no failed request yet has no bad series at all; its ratio is 0, not absent
-    return f"(sum by (pool, version) (rate({counter}{{{bad}}}[{w}])) or 0 * {total}) / {total}"
+    return f"(sum by ({BY}) (rate({counter}{{{bad}}}[{w}])) or 0 * {total}) / {total}"
 
 
 def _latency(s: AlertSettings, w: str) -> str:
     within = " or ".join(
         f"rate({VLLM_TTFT}_bucket{{{pool},{le_matcher(ttft)}}}[{w}])" for pool, ttft in pool_groups(s.slo, _ttft)
     )
-    total = f"sum by (pool, version) (rate({VLLM_TTFT}_count{{{SCRAPED}}}[{w}]))"
-    return f"1 - sum by (pool, version) ({within}) / {total}"
+    total = f"sum by ({BY}) (rate({VLLM_TTFT}_count{{{SCRAPED}}}[{w}]))"
+    return f"1 - sum by ({BY}) ({within}) / {total}"
 
 
 def _ttft(objectives: tuple[float, float, float]) -> float:
@@ -147,9 +151,7 @@ def slo_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         for suffix, speed, factor, severity, for_s in levels:
             long, short = f"{speed}_long", f"{speed}_short"
             sel = f'{{slo="{sli}"}}'
-            expr = (
-                f"{burn_rate(long)}{sel} > {factor:g} and on (pool, version, slo) {burn_rate(short)}{sel} > {factor:g}"
-            )
+            expr = f"{burn_rate(long)}{sel} > {factor:g} and on ({BY}, slo) {burn_rate(short)}{sel} > {factor:g}"
             out.append(
                 _alert(
                     name=f"Infercast{title}{suffix}",

@@ -10,7 +10,8 @@ Scope: a raw series is selected with `cluster=~"$cluster",namespace=~"$namespace
 external label of a multi-cluster Prometheus, Thanos or Mimir) and the namespace it was scraped in.  A regex that
 matches the empty string also matches a series without the label, so with "All" (`.*`) every query works where
 neither label exists (a single Prometheus, docker-compose).  Recorded series are aggregated over namespaces by the
-recording rules, so they are selected by `$cluster` only (`CLUSTER`).
+recording rules, so they are selected by `$cluster` only (`CLUSTER`), except the SLO series, which keep the
+namespace (alertrules/slo.py) and so respect `$namespace` (`SPV`).
 
 vLLM's own families (`VLLM_*`, for the latency panels) are read as Prometheus scrapes them from the engines: labels
 `model_name` (the served model name) and `engine`; the version is the fleet file's `versions.<v>.model.name`
@@ -90,6 +91,9 @@ DEGRADATIONS_BY_PATH = Q(
 )
 
 # --- what users get: outcomes and the SLOs (alertrules/slo.py) ---------------------------------------------------
+#: the SLO series are recorded per namespace too (alertrules/slo.py): they respect $namespace
+SPV = PV
+
 #: failed requests per second by outcome (`retried`: an attempt the client tries again)
 ERRORS_BY_OUTCOME = Q(
     f'sum by (pool, version, outcome) (rate({metric.ROUTER_REQUESTS_TOTAL}{{{PV},outcome!="ok"}}[$__rate_interval]))',
@@ -100,15 +104,15 @@ ERRORS_BY_OUTCOME = Q(
 def slo_errors(sli: str) -> tuple[Q, Q]:
     """The share of requests that missed the `sli` objective over 5 minutes and 1 hour (the fast page's windows)."""
     return (
-        Q(f'{error_ratio("fast_short")}{{{RPV},slo="{sli}"}}', "{{pool}} / {{version}} 5m"),
-        Q(f'{error_ratio("fast_long")}{{{RPV},slo="{sli}"}}', "{{pool}} / {{version}} 1h"),
+        Q(f'{error_ratio("fast_short")}{{{SPV},slo="{sli}"}}', "{{pool}} / {{version}} 5m"),
+        Q(f'{error_ratio("fast_long")}{{{SPV},slo="{sli}"}}', "{{pool}} / {{version}} 1h"),
     )
 
 
 def slo_burn(sli: str) -> tuple[Q, ...]:
     """The `sli` burn rates the pages compare: fast (1 h and 5 m) and slow (6 h and 30 m)."""
     return tuple(
-        Q(f'{burn_rate(role)}{{{RPV},slo="{sli}"}}', f"{{{{pool}}}} / {{{{version}}}} {window}")
+        Q(f'{burn_rate(role)}{{{SPV},slo="{sli}"}}', f"{{{{pool}}}} / {{{{version}}}} {window}")
         for role, window in (("fast_long", "1h"), ("fast_short", "5m"), ("slow_long", "6h"), ("slow_short", "30m"))
     )
 

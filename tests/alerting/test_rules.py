@@ -167,7 +167,7 @@ def test_rules_use_only_catalog_names_and_recording_names():
             for word in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr):
                 if word in promql_words or word in {"pool", "version", "from_version", "to_version", "reason"}:
                     continue
-                if word in {"horizon", "node", "gpu", "uuid", "xid", "forecaster", "instance", "slo"}:
+                if word in {"horizon", "node", "gpu", "uuid", "xid", "forecaster", "instance", "slo", "namespace"}:
                     continue
                 assert word in allowed, f"{rule.get('alert') or rule.get('record')}: {word} is not a catalog name"
 
