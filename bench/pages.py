@@ -58,11 +58,14 @@ class BusyActuator:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 body = outer.metrics().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Prometheus gave up on a slow scrape (a loaded machine): its `up` says so
 
             def log_message(self, *args) -> None:
                 pass
@@ -294,11 +297,17 @@ def render_timeline(result: dict) -> str:
                 if h["while_refused"] and severity.get((h["alert"], h["pool"])) != "critical"
             }
         )
-        first = min((n["first_sim_s"] for n in r["notified"] if _kind(n["receiver"]) == "page"), default=None)
+        # the first page once a pool refused (a page before that, e.g. a starved scrape on a loaded machine, is not
+        # about the sale)
+        since = min(r["first_refusal_sim_s"].values(), default=0.0)
+        harm = [n for n in r["notified"] if _kind(n["receiver"]) == "page" and n["first_sim_s"] >= since]
+        first = min(harm, key=lambda n: n["first_sim_s"], default=None)
+        first_text = "none" if first is None else f"`{first['alert']}` at {first['first_sim_s']:.0f} s"
         pages = sorted({n["alert"] for n in r["notified"] if _kind(n["receiver"]) == "page"})
         rows.append(
-            f"- **{x}**: requests refused or failed: {refused}; first page at "
-            f"{'-' if first is None else f'{first:.0f} s'}: {', '.join(f'`{a}`' for a in pages) or 'none'}; "
+            f"- **{x}**: requests refused or failed: {refused}; first page after that: "
+            f"{first_text}; all pages: "
+            f"{', '.join(f'`{a}`' for a in pages) or 'none'}; "
             f"polls (every 0.5 s) with a page inhibited while its pool refused requests: **{hidden_pages}**"
             + (
                 f"; warnings folded into that pool's page meanwhile: {', '.join(f'`{a}`' for a in folded)}"
