@@ -597,10 +597,13 @@ def _page_inputs(s: AlertSettings) -> list[tuple[str, str]]:
     from .slo import SCRAPED, VLLM_SUCCESS, VLLM_TTFT
 
     if s.metrics_source == "engines":
-        return [
-            (f"up{{{SCRAPED}}}", "scrape of any engine"),
+        vllm = [
             (f"{VLLM_SUCCESS}{{{SCRAPED}}}", "engines' finished requests (the availability SLO)"),
             (f"{VLLM_TTFT}_count{{{SCRAPED}}}", "engines' time to first token (the latency SLO)"),
+        ]
+        return [
+            (f"up{{{SCRAPED}}}", "scrape of any engine"),
+            *(vllm if s.vllm_engines else []),  # no other engine gives them: their absence is no one's fault
             (KV_CACHE_USAGE_RATIO, "KV-cache usage (InfercastKVCacheUsageHigh)"),
         ]
     return [

@@ -55,6 +55,9 @@ class AlertSettings:
     rate_window: str = MetricsConfig().rate_window
     #: the fleet file's `slo:` (objectives per pool: the burn-rate rules inline them, as every threshold)
     slo: SloConfig = field(default_factory=SloConfig)
+    #: some pool's engines are vLLM (`pools.<pool>.engines.kind`): in engines mode only vLLM gives the SLIs' counters,
+    #: so only then is their absence a blind page (InfercastPageInputAbsent)
+    vllm_engines: bool = True
 
     # --- SLO burn rates (config.SLO_BURN_*) and their windows (seconds) ----------------------------------------
     burn_fast: float = SLO_BURN_FAST
@@ -132,6 +135,7 @@ class AlertSettings:
             metrics_source=cfg.metrics.source,
             rate_window=cfg.metrics.rate_window,
             slo=cfg.slo,
+            vllm_engines=any(p.engines.kind == "vllm" for p in cfg.pools.values()),
             runbook_base_url=cfg.alerting.runbook_base_url or runbook_base_url(),
         )
 

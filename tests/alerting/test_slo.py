@@ -134,3 +134,24 @@ def test_a_pools_own_objective_pages_it_while_the_fleets_does_not(tmp_path, prom
     (tmp_path / "override.test.yml").write_text(yaml.safe_dump(test))
     res = run([promtool, "test", "rules", str(tmp_path / "override.test.yml")])
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_engines_mode_checks_the_vllm_counters_only_where_engines_are_vllm():
+    """With `metrics.source: engines`, InfercastPageInputAbsent pages when vLLM's finished-request counter or TTFT
+    histogram is absent - but only for a fleet with vLLM engines: an SGLang fleet has no such counter, and a page
+    for its absence would wake someone every night for nothing."""
+    from infercast.alertrules.rules import alerting_rules
+
+    def absent_expr(kind: str) -> str:
+        doc = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+        doc["metrics"] = {"source": "engines"}
+        for pool in doc["pools"].values():
+            pool["engines"] = {"kind": kind}
+        s = AlertSettings.from_fleet(parse_config(doc))
+        return next(
+            r["expr"] for g in alerting_rules(s) for r in g["rules"] if r["alert"] == "InfercastPageInputAbsent"
+        )
+
+    assert "vllm:request_success_total" in absent_expr("vllm")
+    assert "vllm:time_to_first_token_seconds_count" in absent_expr("vllm")
+    assert "vllm:" not in absent_expr("sglang") and 'absent(up{pool!=""})' in absent_expr("sglang")
