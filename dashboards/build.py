@@ -522,15 +522,25 @@ def kv_cache_health(s: DashboardSettings) -> Dashboard:
             ts(
                 "Fragmentation by pool and version",
                 q.FRAGMENTATION,
+                unit="percentunit",
+                thresholds=b.frag,
+                lo=0,
+                description=f"The pool's mean, what InfercastKVCacheFragmentationHigh reads (orange from "
+                f"{t.fragmentation_warning:g}; red from {t.fragmentation_release:g}, the full-instance alert's "
+                "threshold): the fleet file's thresholds.",
+                width=18,
+            )
+        )
+        .with_panel(
+            ts(
+                "Fragmentation of full instances",
                 q.FRAGMENTATION_FULL,
                 unit="percentunit",
                 thresholds=b.frag,
                 lo=0,
-                description=f"What the alerts read: the pool's mean (InfercastKVCacheFragmentationHigh at "
-                f"{t.fragmentation_warning:g}, orange) and the worst instance among those at KV usage "
-                f"{t.kv_forecast_trigger:g} or more (InfercastKVCacheFragmentationCritical at "
-                f"{t.fragmentation_release:g}, red): the fleet file's thresholds.",
-                width=18,
+                description=f"The worst instance among those at KV usage {t.kv_forecast_trigger:g} or more, what "
+                f"InfercastKVCacheFragmentationCritical reads (red from {t.fragmentation_release:g}); empty while "
+                "no instance is that full.",
             )
         )
         .with_panel(

@@ -381,6 +381,7 @@ NO_DATA_FROM_TWIN: dict[str, str] = {
     "Latency: first tokens over target (5m and 1h)": "the latency SLI reads the engines' own TTFT histograms, which "
     "Prometheus scrapes from the engines (PodMonitors, engines mode); the exporter over the twin does not re-emit them",
     "Latency burn rate": "the latency SLI reads the engines' TTFT histograms (see above)",
+    "Fragmentation of full instances": "no twin instance reaches 0.75 KV usage in the test's calm minutes",
     "Engines up and down by pool": "the twin's nodes are the exporter's `twin` targets, not engine targets with a pool",
     "Live backtest: mean absolute error by forecaster": "needs one forecast horizon (5 minutes) of forecasts",
     "Expected metrics missing by source": "the exporter expects engine families (vLLM, SGLang, ...) only from "
