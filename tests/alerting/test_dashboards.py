@@ -480,3 +480,12 @@ def test_panels_against_the_real_exporter_and_predictor(tmp_path):
         for p in procs:
             stop(p)
         prom.close()
+
+
+def test_lines_of_a_panel_have_distinct_legends():
+    """Two lines of one panel never share a legend: "Prefill and decode time p99 by version" once gave prefill and
+    decode the same one, so a reader could not tell which phase was slow."""
+    for name in DASHBOARDS:
+        for panel in _load(name)["panels"]:
+            legends = [t.get("legendFormat", "") for t in panel.get("targets") or []]
+            assert len(legends) == len(set(legends)), f"{name}: {panel['title']!r} repeats a legend: {legends}"
