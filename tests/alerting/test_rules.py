@@ -207,3 +207,19 @@ def test_a_hysteresis_holds_one_page_while_the_band_wobbles_under_the_trigger(pr
     (tmp_path / "hysteresis.test.yml").write_text((Path(__file__).parent / "data" / "hysteresis.test.yml").read_text())
     res = run([promtool, "test", "rules", str(tmp_path / "hysteresis.test.yml")])
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_every_recording_rule_is_read_by_an_alert_a_rule_or_a_panel():
+    """A recorded series nothing reads costs Prometheus and misleads a reader looking for what an alert uses (the
+    fragmentation band and the degradations by reason were read by nothing)."""
+    import json
+
+    readers = [json.dumps(r) for g in alerting_rules(AlertSettings()) for r in g["rules"]]
+    readers += [p.read_text() for p in (REPO / "dashboards" / "generated").glob("*.json")]
+    rules = [r for g in recording_rules(AlertSettings()) for r in g["rules"]]
+    for rule in rules:
+        name = rule["record"]
+        used = [r["expr"] for r in rules if r["record"] != name] + readers
+        assert any(re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", text) for text in used), (
+            f"{name} is read by nothing"
+        )
