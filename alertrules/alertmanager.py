@@ -35,6 +35,10 @@ class Receivers:
     actuator_token_file: str | None = None
     pager_url: str = "http://127.0.0.1:9095/pager"
     chat_url: str = "http://127.0.0.1:9095/chat"
+    #: where tickets go (a ticketing bridge's webhook): a slow burn of the error budget, no one woken
+    ticket_url: str = "http://127.0.0.1:9095/ticket"
+    #: the dead man's switch: InfercastWatchdog arrives here every minute; whatever watches it pages when it stops
+    watchdog_url: str = "http://127.0.0.1:9095/watchdog"
     pager: Literal["webhook", "pagerduty"] = "webhook"
     chat: Literal["webhook", "slack"] = "webhook"
     pagerduty_key_file: str = "/etc/alertmanager/secrets/pagerduty-routing-key"
@@ -96,6 +100,7 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
             "receiver": f"chat-{team}",
             "routes": [
                 {"matchers": ['severity="critical"'], "receiver": f"pager-{team}"},
+                {"matchers": ['severity="ticket"'], "receiver": f"ticket-{team}"},
                 {"matchers": ['severity="warning"'], "receiver": f"chat-{team}"},
             ],
         }
@@ -105,12 +110,22 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
         "global": {"resolve_timeout": "5m"},
         "templates": [f"{r.template_dir}/{TEMPLATE_FILE}"],
         "route": {
-            "receiver": "pager-platform",
+            # an alert no route matches (no team label) reaches the platform chat: only a critical with a team pages
+            "receiver": "chat-platform",
             "group_by": ["alertname", "pool", "version"],
             "group_wait": "30s",
             "group_interval": "5m",
             "repeat_interval": "4h",
             "routes": [
+                # The dead man's switch, alone and every minute: its silence is what pages (outside Alertmanager).
+                {
+                    "matchers": ['alertname="InfercastWatchdog"'],
+                    "receiver": "watchdog",
+                    "group_by": ["alertname"],
+                    "group_wait": "0s",
+                    "group_interval": "1m",
+                    "repeat_interval": "1m",
+                },
                 # Information only (e.g. "the actuator acted"): visible in Alertmanager, never notified.
                 {"matchers": ['severity="info"'], "receiver": "blackhole"},
                 # What the actuator acts on reaches it at once, and then people as usual (continue).
@@ -134,11 +149,19 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
                 "target_matchers": ['severity="warning"', 'kind!="predictive"'],
                 "equal": ["pool"],
             },
-            # Once the actuator has acted on a forecast breach, the threshold alert does not page again.
+            # The threshold alert is hidden only while the actuator's action is verified working: the Mitigated
+            # alert holds only while the fullest instance's KV usage falls and no request of the pool was refused
+            # or failed in 5 minutes (rules.py).  Nothing hides the SLO pages.
             {
                 "source_matchers": ['alertname="InfercastKVCacheForecastBreachMitigated"'],
                 "target_matchers": ['alertname="InfercastKVCacheUsageHigh"'],
                 "equal": ["pool", "version"],
+            },
+            # An SLO page for a pool silences the same SLO's ticket there (the page says more, and sooner).
+            {
+                "source_matchers": ['alertname=~"Infercast(Availability|Latency)BurnRate(Fast|Slow)"'],
+                "target_matchers": ['severity="ticket"'],
+                "equal": ["pool", "version", "slo"],
             },
         ],
         "receivers": [
@@ -146,6 +169,11 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
             {"name": "infercast-actuator", "webhook_configs": [_actuator_webhook(r)]},
             *[_pager(r, t) for t in TEAMS],
             *[_chat(r, t) for t in TEAMS],
+            *[
+                {"name": f"ticket-{t}", "webhook_configs": [{"url": r.ticket_url, "send_resolved": True}]}
+                for t in TEAMS
+            ],
+            {"name": "watchdog", "webhook_configs": [{"url": r.watchdog_url, "send_resolved": False}]},
         ],
     }
     return cfg

@@ -50,6 +50,8 @@ COMPOSE_RECEIVERS = Receivers(
     actuator_url="http://actuator:9402/api/v1/alerts",
     pager_url="http://alert-log:9095/pager",
     chat_url="http://alert-log:9095/chat",
+    ticket_url="http://alert-log:9095/ticket",
+    watchdog_url="http://alert-log:9095/watchdog",
 )
 
 

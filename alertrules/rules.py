@@ -42,14 +42,11 @@ from infercast.durations import duration
 
 from .recorded import (
     BATCH_SAT_AVG,
-    DEGRADATION_BY_REASON,
     DEGRADATION_RATE,
     FAILURE_RATE,
     FORECAST_UPPER,
     FRAG_AVG,
-    FRAG_BAND,
     FRAG_FULL,
-    FRAG_MAX,
     GPU_MEM_RATIO,
     KV_USAGE_AVG,
     KV_USAGE_FLEET,
@@ -58,6 +55,7 @@ from .recorded import (
     REQ_SHARE,
 )
 from .settings import AlertSettings
+from .slo import error_ratio, slo_alerts, slo_recording_rules
 from .sources import engine_series, translate
 
 #: the jobs Prometheus scrapes infercast's own services under (deploy/prometheus*.yml use these names)
@@ -65,8 +63,13 @@ JOBS = ("infercast-exporter", "infercast-predictor", "infercast-actuator")
 
 
 def recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
-    """The recording group; with `metrics_source` engines, the aggregates the engine rules record
-    (alertrules/sources.py) are left out and what reads them reads the engine rules (`for_source`)."""
+    """The recording group, then the SLO group (alertrules/slo.py); with `metrics_source` engines, the aggregates the
+    engine rules record (alertrules/sources.py) are left out and what reads them reads the engine rules
+    (`for_source`)."""
+    return [*_serving_recording_rules(s), *slo_recording_rules(s)]
+
+
+def _serving_recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
     groups = _recording_rules(s)
     if s.metrics_source != "engines":
         return groups
@@ -104,7 +107,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                 {"record": KV_USAGE_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
                 {"record": KV_USAGE_MAX, "expr": f"max by (pool, version) ({KV_CACHE_USAGE_RATIO})"},
                 {"record": KV_USAGE_FLEET, "expr": f"avg({KV_CACHE_USAGE_RATIO})"},
-                {"record": FRAG_MAX, "expr": f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {
                     # the worst fragmentation among the instances whose KV usage is at or over the forecast
@@ -116,13 +118,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                     ),
                 },
                 {
-                    # 0 green (< green), 1 yellow (< release), 2 red: the bands of `config.Thresholds`
-                    "record": FRAG_BAND,
-                    "expr": (
-                        f"({FRAG_MAX} >= bool {t.fragmentation_green}) + ({FRAG_MAX} >= bool {t.fragmentation_release})"
-                    ),
-                },
-                {
                     "record": FAILURE_RATE,
                     "expr": f"sum by (pool, version) (rate({KV_BLOCK_ALLOCATION_FAILURES_TOTAL}[5m]))",
                 },
@@ -130,7 +125,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                     "record": DEGRADATION_RATE,
                     "expr": f"sum by (from_version, to_version, reason) (rate({DEGRADATIONS_TOTAL}[5m]))",
                 },
-                {"record": DEGRADATION_BY_REASON, "expr": f"sum by (reason) ({DEGRADATION_RATE})"},
                 {"record": BATCH_SAT_AVG, "expr": f"avg by (pool, version) ({BATCH_SATURATION_RATIO})"},
                 {
                     # the most pessimistic forecaster's upper band, per pool, version and horizon
@@ -228,14 +222,21 @@ def predictive_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastKVCacheForecastBreachMitigated",
-            expr=f"({upper} > {trig}) and on (pool) ({ACTIONS_APPLIED})",
+            # Verified working, never merely applied: an action in the pool, the fullest instance's KV usage
+            # falling, and not one request refused or failed in the pool over the short SLO window.  Only then does
+            # it hide InfercastKVCacheUsageHigh (alertmanager.py); a busy actuator whose actions do not help hides
+            # nothing, and no inhibition ever touches the SLO pages.
+            expr=f"({upper} > {trig}) and on (pool) ({ACTIONS_APPLIED}) "
+            f"and on (pool, version) (deriv({KV_USAGE_MAX}[{duration(s.for_symptom_falling)}]) < 0) "
+            f'unless on (pool, version) ({error_ratio("fast_short")}{{slo="availability"}} > 0)',
             for_s=s.for_mitigated,
             severity="info",
             team="serving",
-            summary="The actuator has acted on a forecast KV-cache breach; the threshold alert is inhibited.",
-            description=f"The {horizon} forecast for {PV} is {{{{ $value | humanizePercentage }}}} and the actuator "
-            "applied "
-            "at least one action to the pool in the last 10 minutes, so InfercastKVCacheUsageHigh does not page again.",
+            summary="The actuator's action on a forecast KV-cache breach is working; the threshold alert is inhibited.",
+            description=f"The {horizon} forecast for {PV} is {{{{ $value | humanizePercentage }}}}, the actuator "
+            "applied an action to the pool in the last 10 minutes, the fullest instance's KV usage has been falling "
+            f"for {duration(s.for_symptom_falling)} and no request was refused or failed there in the last "
+            "5 minutes, so InfercastKVCacheUsageHigh does not page while this holds.",
             kind="predictive",
         ),
     ]
@@ -280,7 +281,7 @@ def kv_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             # failing node.  The worst instance alone is above 0.25 for minutes on a calm, lightly loaded fleet.
             expr=f"{FRAG_FULL} > {t.fragmentation_release}",
             for_s=s.for_fragmentation_critical,
-            severity="critical",
+            severity="warning",  # a cause: the actuator already releases batches; the SLO pages say if users feel it
             team="serving",
             summary=f"KV-cache fragmentation is above {_pct(t.fragmentation_release)} on a full instance.",
             description=f"{{{{ $value | humanizePercentage }}}} of the allocated KV capacity of an instance of {PV} "
@@ -339,7 +340,7 @@ def router_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             expr=f'label_replace(sum by (from_version, to_version) ({DEGRADATION_RATE}) > 0, "version", "$1", '
             f'"to_version", "(.*)") and on (to_version) ({to_upper} > {trig})',
             for_s=s.for_failover_headroom,
-            severity="critical",
+            severity="warning",  # a forecast about the failover target: the SLO pages say when users feel it
             team="serving",
             summary="Traffic is failing over to a model version without forecast headroom.",
             description=f'The router degrades {{{{ $value | printf "%.2f" }}}} requests per second from '
@@ -357,6 +358,7 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     gpu_id = "GPU {{ $labels.gpu }} on {{ $labels.node }}"
     ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}[10m])) > {s.ecc_spike_errors}"
     ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}{{type="uncorrectable"}}[10m])) > 0'
+    hardware = "|".join(str(x) for x in s.hardware_xids)
     return [
         _alert(
             name="InfercastGPUTemperatureHigh",
@@ -380,12 +382,23 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastGPUXIDErrors",
-            expr=f"sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}[10m])) > 0",
+            expr=f'sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}{{xid=~"{hardware}"}}[10m])) > 0',
             for_s=0,
             severity="critical",
             team="hardware",
-            summary="The GPU driver reports XID errors.",
-            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes.",
+            summary="The GPU driver reports a hardware XID error.",
+            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes: "
+            "one of the XIDs that mean the GPU needs a reset, a drain or a replacement.",
+        ),
+        _alert(
+            name="InfercastGPUXIDErrorsNonHardware",
+            expr=f'sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}{{xid!~"{hardware}"}}[10m])) > 0',
+            for_s=0,
+            severity="warning",
+            team="hardware",
+            summary="The GPU driver reports an XID error that is not a hardware fault.",
+            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes "
+            "(an application or driver event, not on the hardware list: look at the process that caused it).",
         ),
     ]
 
@@ -397,6 +410,40 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     upper = _forecast_upper(s)
     jobs = "|".join(JOBS)
     return [
+        _alert(
+            name="InfercastWatchdog",
+            # always firing: a dead man's switch.  Alertmanager sends it to the `watchdog` receiver every minute;
+            # whatever watches that receiver pages when it stops (Prometheus, its rules or Alertmanager are down)
+            expr="vector(1)",
+            for_s=0,
+            severity="none",
+            team="platform",
+            summary="Always firing: the alerting pipeline works (a dead man's switch).",
+            description="Prometheus evaluates infercast's rules and Alertmanager delivers them; if this stops "
+            "arriving at the watchdog receiver, no page can arrive either.",
+        ),
+        _alert(
+            name="InfercastPageInputAbsent",
+            expr=" or ".join(
+                f'label_replace({gone}, "input", "{what}", "", "")' for gone, what in _page_inputs(s)
+            ),
+            for_s=s.for_page_input_absent,
+            severity="critical",
+            team="platform",
+            summary="A series the pages read is absent: those pages are blind.",
+            description="Prometheus has no {{ $labels.input }}: the pages that read it cannot fire "
+            "(docs/alerting.md lists what each page reads).",
+        ),
+        _alert(
+            name="InfercastEnginesDown",
+            expr=f"(count by (pool) ({_engines_up(s)} == 0) / count by (pool) ({_engines_up(s)})) >= 0.5",
+            for_s=s.for_engines_down,
+            severity="critical",
+            team="serving",
+            summary="Half or more of a pool's engines are down.",
+            description="{{ $value | humanizePercentage }} of the engines of pool {{ $labels.pool }} do not answer "
+            "their scrape: the pool serves at half its capacity or less.",
+        ),
         _alert(
             name="InfercastTargetDown",
             expr=f"{TARGET_UP} == 0",
@@ -479,7 +526,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             # the trail unusable (latched until a restart), or rows it could not write (logged whole instead)
             expr=f"({ACTUATOR_AUDIT_FAILED} == 1) or (increase({ACTUATOR_AUDIT_UNRECORDED_TOTAL}[15m]) > 0)",
             for_s=s.for_actuator_audit_failed,
-            severity="critical",
+            severity="warning",  # the fleet keeps serving; automation is advisory until someone restores the file
             team="platform",
             summary="The actuator's audit trail cannot be written: it does not act.",
             description="The audit trail of the actuator at {{ $labels.instance }} was deleted, replaced or "
@@ -491,7 +538,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             name="InfercastActuatorFenced",
             expr=f"{ACTUATOR_FENCED} == 1",
             for_s=s.for_actuator_fenced,
-            severity="critical",
+            severity="warning",  # the fleet keeps serving; the actuator acts on nothing until re-acquired
             team="platform",
             summary="The actuator leads but is fenced: its fencing token is behind its backend's.",
             description="The leader at {{ $labels.instance }} holds a fencing token behind the one its backend "
@@ -533,8 +580,46 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     ]
 
 
+#: the engines' kinds among the exporter's targets (catalog.TARGET_KINDS less GPUs, the router and the twin)
+ENGINE_KINDS = "vllm|sglang|tgi|trtllm"
+
+
+def _engines_up(s: AlertSettings) -> str:
+    """One series per engine, 1 up and 0 down, with its pool: Prometheus' own scrape of the engines in engines mode,
+    else the exporter's view of its engine targets (those with a pool)."""
+    if s.metrics_source == "engines":
+        return 'up{pool!=""}'
+    return f'{TARGET_UP}{{kind=~"{ENGINE_KINDS}",pool!=""}}'
+
+
+def _page_inputs(s: AlertSettings) -> list[tuple[str, str]]:
+    """(an expression that is 1 when the series is gone, what it is) for every scrape the pages rely on: each fires
+    InfercastPageInputAbsent.  The router's counter exists only where a router reports to the exporter (no series
+    are invented without one, issue 38): its absence pages only once it has been seen in the last 6 hours, so a
+    fleet without a router is not paged forever for a counter it never had."""
+    from .slo import SCRAPED, VLLM_SUCCESS, VLLM_TTFT
+
+    if s.metrics_source == "engines":
+        vllm = [
+            (f"absent({VLLM_SUCCESS}{{{SCRAPED}}})", "engines' finished requests (the availability SLO)"),
+            (f"absent({VLLM_TTFT}_count{{{SCRAPED}}})", "engines' time to first token (the latency SLO)"),
+        ]
+        return [
+            (f"absent(up{{{SCRAPED}}})", "scrape of any engine"),
+            *(vllm if s.vllm_engines else []),  # no other engine gives them: their absence is no one's fault
+            (f"absent({KV_CACHE_USAGE_RATIO})", "KV-cache usage (InfercastKVCacheUsageHigh)"),
+        ]
+    router_gone = f"(absent({ROUTER_REQUESTS_TOTAL}) and on () (count(last_over_time({ROUTER_REQUESTS_TOTAL}[6h])) > 0))"
+    return [
+        ('absent(up{job="infercast-exporter"})', "scrape of infercast-exporter"),
+        (router_gone, "router's request counter (the availability SLO)"),
+        (f"absent({KV_CACHE_USAGE_RATIO})", "KV-cache usage (InfercastKVCacheUsageHigh)"),
+    ]
+
+
 #: alert group -> its rules, in the order of the rules file (one function per group above)
 GROUPS = {
+    "infercast.slo": slo_alerts,
     "infercast.predictive": predictive_alerts,
     "infercast.kv-cache": kv_alerts,
     "infercast.router": router_alerts,

@@ -11,7 +11,16 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from infercast.config import FleetConfig, MetricsConfig, PredictorConfig, Thresholds
+from infercast.config import (
+    SLO_BURN_FAST,
+    SLO_BURN_SLOW,
+    SLO_BURN_TICKET,
+    FleetConfig,
+    MetricsConfig,
+    PredictorConfig,
+    SloConfig,
+    Thresholds,
+)
 
 #: The runbooks: one page per alert, shipped inside the package (alertrules/runbooks/*.md, package data) and in
 #: the images (deploy/Dockerfile.* copy alertrules/).
@@ -44,6 +53,24 @@ class AlertSettings:
     #: (alertrules/sources.py), and `metrics.rate_window`, the engine rules' rate window
     metrics_source: str = MetricsConfig().source
     rate_window: str = MetricsConfig().rate_window
+    #: the fleet file's `slo:` (objectives per pool: the burn-rate rules inline them, as every threshold)
+    slo: SloConfig = field(default_factory=SloConfig)
+    #: some pool's engines are vLLM (`pools.<pool>.engines.kind`): in engines mode only vLLM gives the SLIs' counters,
+    #: so only then is their absence a blind page (InfercastPageInputAbsent)
+    vllm_engines: bool = True
+
+    # --- SLO burn rates (config.SLO_BURN_*) and their windows (seconds) ----------------------------------------
+    burn_fast: float = SLO_BURN_FAST
+    burn_slow: float = SLO_BURN_SLOW
+    burn_ticket: float = SLO_BURN_TICKET
+    #: (long, short) windows of the fast page and of the slow page and ticket; the recorded series keep the names
+    #: of these real-time windows (`ratio_rate1h`) when `scaled` shortens them for an accelerated twin
+    window_fast: tuple[int, int] = (3600, 300)
+    window_slow: tuple[int, int] = (21600, 1800)
+    #: NVIDIA's XIDs that mean hardware needs a person (DCGM's and NVIDIA's XID catalogue: double-bit ECC, row
+    #: remapping, NVLink, fallen off the bus, GSP, contained / uncontained ECC): these page; any other XID (an
+    #: application's MMU fault 31, a graphics exception 13, a preemptive cleanup 45) is a warning
+    hardware_xids: tuple[int, ...] = (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140)
 
     # --- alert-only thresholds ------------------------------------------------------------------------------
     #: KV block allocation failures per second (5-minute rate) that count as "climbing"
@@ -86,6 +113,15 @@ class AlertSettings:
     #: InfercastTargetMetricMissing: an expected family absent from a source's page (a ticket, not a page)
     for_target_metric_missing: int = 600
     for_mitigated: int = 0
+    #: InfercastKVCacheForecastBreachMitigated: the window over which the fullest instance's KV usage must be falling
+    for_symptom_falling: int = 120
+    #: InfercastEnginesDown: half or more of a pool's engines unreachable this long
+    for_engines_down: int = 120
+    #: InfercastPageInputAbsent: a series the pages read absent this long
+    for_page_input_absent: int = 300
+    for_slo_fast: int = 120
+    for_slo_slow: int = 900
+    for_slo_ticket: int = 3600
 
     @classmethod
     def from_fleet(cls, cfg: FleetConfig) -> AlertSettings:
@@ -98,6 +134,9 @@ class AlertSettings:
             for_forecast_breach=int(cfg.thresholds.kv_forecast_for_seconds),
             metrics_source=cfg.metrics.source,
             rate_window=cfg.metrics.rate_window,
+            slo=cfg.slo,
+            vllm_engines=any(p.engines.kind == "vllm" for p in cfg.pools.values()),
+            runbook_base_url=cfg.alerting.runbook_base_url or runbook_base_url(),
         )
 
     def scaled(self, time_scale: float) -> AlertSettings:
@@ -110,4 +149,8 @@ class AlertSettings:
             for name in self.__dataclass_fields__
             if name.startswith("for_")
         }
-        return replace(self, **changes)
+        windows = {
+            name: tuple(max(1, round(w / time_scale)) for w in getattr(self, name))
+            for name in ("window_fast", "window_slow")
+        }
+        return replace(self, **changes, **windows)

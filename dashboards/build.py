@@ -43,7 +43,7 @@ from grafana_foundation_sdk.models.dashboard import (
 
 from infercast.alertrules.settings import AlertSettings
 from infercast.alertrules.sources import translate
-from infercast.config import FleetConfig, MetricsConfig, Thresholds, load_config
+from infercast.config import FleetConfig, MetricsConfig, SloConfig, Thresholds, load_config
 from infercast.resources import example_fleet
 
 from . import queries as q
@@ -68,10 +68,16 @@ class DashboardSettings:
     #: exporter's series or from the engine recording rules (alertrules/sources.py; `render` swaps the names)
     metrics_source: str = MetricsConfig().source
     rate_window: str = MetricsConfig().rate_window
+    #: the fleet file's objectives (the SLO panels' lines: the fleet's, a pool's own are in its burn rate)
+    slo: SloConfig = field(default_factory=SloConfig)
+    #: the burn rates of the pages (the burn-rate panels' lines)
+    burn_fast: float = AlertSettings().burn_fast
+    burn_slow: float = AlertSettings().burn_slow
 
     @classmethod
     def from_fleet(cls, cfg: FleetConfig) -> DashboardSettings:
         return cls(
+            slo=cfg.slo,
             thresholds=cfg.thresholds,
             versions={v: c.model.name for v, c in cfg.versions.items()},
             metrics_source=cfg.metrics.source,
@@ -96,15 +102,26 @@ class Bands:
     frag: ThresholdsConfig
     temp: ThresholdsConfig
     batch: ThresholdsConfig
+    #: the SLO panels: each SLI's budget (1 - objective), the pages' burn rates, the TTFT target
+    availability: ThresholdsConfig
+    latency: ThresholdsConfig
+    burn: ThresholdsConfig
+    ttft: ThresholdsConfig
 
     @classmethod
     def of(cls, s: DashboardSettings) -> Bands:
         t = s.thresholds
         return cls(
             kv=_steps((None, "green"), (t.kv_forecast_trigger, "orange"), (t.memory_breaker, "red")),
-            frag=_steps((None, "green"), (t.fragmentation_green, "yellow"), (t.fragmentation_release, "red")),
+            # the alerts' own thresholds: the pool's mean warns at `fragmentation_warning`, a full instance at
+            # `fragmentation_release` (InfercastKVCacheFragmentationHigh / Critical)
+            frag=_steps((None, "green"), (t.fragmentation_warning, "orange"), (t.fragmentation_release, "red")),
             temp=_steps((None, "green"), (t.gpu_temperature_celsius - 5, "orange"), (t.gpu_temperature_celsius, "red")),
             batch=_steps((None, "green"), (0.9, "orange"), (s.batch_pinned_ratio, "red")),
+            availability=_steps((None, "green"), (round(1 - s.slo.availability, 9), "red")),
+            latency=_steps((None, "green"), (round(1 - s.slo.latency, 9), "red")),
+            burn=_steps((None, "green"), (1.0, "yellow"), (s.burn_slow, "orange"), (s.burn_fast, "red")),
+            ttft=_steps((None, "green"), (s.slo.ttft_seconds, "red")),
         )
 
 
@@ -256,12 +273,13 @@ def fleet_overview(s: DashboardSettings) -> Dashboard:
         .with_row(Row("Now"))
         .with_panel(
             stat(
-                "Fleet KV-cache usage",
+                "Fleet KV-cache usage (fullest instance)",
                 q.FLEET_KV,
                 "percentunit",
                 b.kv,
-                description=f"Mean KV-cache usage over every instance of the fleet. Orange from "
-                f"{t.kv_forecast_trigger:g} (the predictive trigger), red from {t.memory_breaker:g} (the memory "
+                description=f"KV-cache usage of the fullest instance of the selected pools: what the memory breaker "
+                f"and InfercastKVCacheUsageHigh act on (a fleet mean stays green while one pool refuses). Orange "
+                f"from {t.kv_forecast_trigger:g} (the predictive trigger), red from {t.memory_breaker:g} (the memory "
                 "breaker): the fleet file's thresholds.",
             )
         )
@@ -294,6 +312,76 @@ def fleet_overview(s: DashboardSettings) -> Dashboard:
                 "+Inf: no breach within the horizon.",
             )
         )
+        .with_row(Row("What users get (SLOs)"))
+        .with_panel(
+            ts(
+                "Failed requests per second by outcome",
+                q.ERRORS_BY_OUTCOME,
+                unit="reqps",
+                lo=0,
+                description="Requests that did not end ok, per second, by outcome (error, timeout, rejected: the "
+                "memory breaker or a full queue, shed: no pool could take it; retried: a failed attempt the client "
+                "tries again).",
+            )
+        )
+        .with_panel(
+            ts(
+                "Availability: requests failed (5m and 1h)",
+                *q.slo_errors("availability"),
+                unit="percentunit",
+                thresholds=b.availability,
+                lo=0,
+                description=f"Share of requests that ended in error, timeout, rejected or shed (the availability "
+                f"SLI). Red line: the error budget of the {s.slo.availability:g} objective (the fleet file's slo:, "
+                "a pool's own in its burn rate).",
+            )
+        )
+        .with_panel(
+            ts(
+                "Availability burn rate",
+                *q.slo_burn("availability"),
+                unit="none",
+                thresholds=b.burn,
+                lo=0,
+                description=f"The failed share over the pool's error budget, over the pages' windows: the fast page "
+                f"fires when 1h and 5m are both above {s.burn_fast:g} (red), the slow page when 6h and 30m are above "
+                f"{s.burn_slow:g} (orange), the ticket above 1 (yellow).",
+            )
+        )
+        .with_panel(
+            ts(
+                "Latency: first tokens over target (5m and 1h)",
+                *q.slo_errors("latency"),
+                unit="percentunit",
+                thresholds=b.latency,
+                lo=0,
+                description=f"Share of requests whose first token came after {s.slo.ttft_seconds:g} s (the latency "
+                f"SLI, from the engines' TTFT buckets). Red line: the error budget of the {s.slo.latency:g} "
+                "objective.",
+            )
+        )
+        .with_panel(
+            ts(
+                "Latency burn rate",
+                *q.slo_burn("latency"),
+                unit="none",
+                thresholds=b.burn,
+                lo=0,
+                description=f"The late share over the pool's latency budget: fast page above {s.burn_fast:g} on 1h "
+                f"and 5m (red), slow page above {s.burn_slow:g} on 6h and 30m (orange), ticket above 1 (yellow).",
+            )
+        )
+        .with_panel(
+            ts(
+                "Engines up and down by pool",
+                q.ENGINES_UP,
+                q.ENGINES_DOWN,
+                unit="short",
+                lo=0,
+                description="Engines answering their scrape per pool (Prometheus' own scrape of the engines, or the "
+                "exporter's engine targets); InfercastEnginesDown pages at half of a pool down.",
+            )
+        )
         .with_row(Row("Traffic"))
         .with_panel(
             ts(
@@ -321,10 +409,11 @@ def fleet_overview(s: DashboardSettings) -> Dashboard:
                 "Time to first token p99 by version",
                 q.latency_quantile(q.VLLM_TTFT, 0.99, s.versions, q.SCOPE),
                 unit="s",
+                thresholds=b.ttft,
                 lo=0,
                 description="99th percentile of vLLM's time to first token, per version (the fleet file maps "
-                "model names to versions), over every engine in the cluster and namespace; "
-                "the Serving latency dashboard has the rest.",
+                "model names to versions), over every engine in the cluster and namespace; red line: the latency "
+                f"SLO's target ({s.slo.ttft_seconds:g} s). The Serving latency dashboard has the rest.",
             )
         )
         .with_panel(
@@ -343,11 +432,13 @@ def fleet_overview(s: DashboardSettings) -> Dashboard:
                 "KV-cache usage by pool and version",
                 q.KV_BY_POOL,
                 q.KV_MAX_BY_POOL,
+                q.FLEET_KV_MEAN,
                 unit="percentunit",
                 thresholds=b.kv,
                 lo=0,
                 hi=1,
-                description=f"Mean and fullest instance per pool and version. Orange line: the predictive trigger "
+                description=f"Mean and fullest instance per pool and version, and the fleet's mean over every "
+                f"instance. Orange line: the predictive trigger "
                 f"({t.kv_forecast_trigger:g}); red: the memory breaker ({t.memory_breaker:g}), from the fleet file.",
             )
         )
@@ -423,8 +514,8 @@ def kv_cache_health(s: DashboardSettings) -> Dashboard:
                 q.FRAGMENTATION_NOW,
                 "percentunit",
                 b.frag,
-                description="The highest share of allocated KV capacity that holds no token, over the selected "
-                "pools and versions.",
+                description=f"The highest pool mean of the share of allocated KV capacity that holds no token: what "
+                f"InfercastKVCacheFragmentationHigh reads (orange from {t.fragmentation_warning:g}).",
             )
         )
         .with_panel(
@@ -434,9 +525,22 @@ def kv_cache_health(s: DashboardSettings) -> Dashboard:
                 unit="percentunit",
                 thresholds=b.frag,
                 lo=0,
-                description=f"Worst instance per pool and version. Green below {t.fragmentation_green:g}, yellow "
-                f"below {t.fragmentation_release:g}, red above (the fleet file's thresholds).",
+                description=f"The pool's mean, what InfercastKVCacheFragmentationHigh reads (orange from "
+                f"{t.fragmentation_warning:g}; red from {t.fragmentation_release:g}, the full-instance alert's "
+                "threshold): the fleet file's thresholds.",
                 width=18,
+            )
+        )
+        .with_panel(
+            ts(
+                "Fragmentation of full instances",
+                q.FRAGMENTATION_FULL,
+                unit="percentunit",
+                thresholds=b.frag,
+                lo=0,
+                description=f"The worst instance among those at KV usage {t.kv_forecast_trigger:g} or more, what "
+                f"InfercastKVCacheFragmentationCritical reads (red from {t.fragmentation_release:g}); empty while "
+                "no instance is that full.",
             )
         )
         .with_panel(
@@ -638,7 +742,9 @@ def latency(s: DashboardSettings) -> Dashboard:
                 "Time to first token p99 (worst version)",
                 q.latency_worst(q.VLLM_TTFT, 0.99, v),
                 "s",
-                description="The highest 99th percentile of time to first token over the selected models' versions.",
+                b.ttft,
+                description="The highest 99th percentile of time to first token over the selected models' versions; "
+                f"red above the latency SLO's target ({s.slo.ttft_seconds:g} s).",
             )
         )
         .with_panel(
@@ -674,8 +780,11 @@ def latency(s: DashboardSettings) -> Dashboard:
                 q.latency_quantile(q.VLLM_TTFT, 0.9, v),
                 q.latency_quantile(q.VLLM_TTFT, 0.99, v),
                 unit="s",
+                thresholds=b.ttft,
                 lo=0,
-                description=f"p50, p90 and p99 of vLLM's time to first token {by_version}: queueing plus prefill.",
+                description=f"p50, p90 and p99 of vLLM's time to first token {by_version}: queueing plus prefill. "
+                f"Red line: the latency SLO's target ({s.slo.ttft_seconds:g} s; objective: {s.slo.latency:g} of "
+                "requests within it).",
             )
         )
         .with_panel(
@@ -726,15 +835,34 @@ def latency(s: DashboardSettings) -> Dashboard:
         .with_panel(
             ts(
                 "Prefill and decode time p99 by version",
-                q.latency_quantile(q.VLLM_PREFILL, 0.99, v),
-                q.latency_quantile(q.VLLM_DECODE, 0.99, v),
+                q.latency_quantile(q.VLLM_PREFILL, 0.99, v, what="prefill"),
+                q.latency_quantile(q.VLLM_DECODE, 0.99, v, what="decode"),
                 unit="s",
                 lo=0,
-                description="p99 of the time requests spent in prefill (A) and in decode (B): which phase the "
+                description="p99 of the time requests spent in prefill and in decode: which phase the "
                 "end-to-end latency comes from.",
             )
         )
         .with_row(Row("Load"))
+        .with_panel(
+            ts(
+                "Prompt and generation tokens per second by version",
+                q.vllm_by_version(
+                    f"rate({q.VLLM_PROMPT_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
+                    v,
+                    "prompt {{version}} ({{model_name}})",
+                ),
+                q.vllm_by_version(
+                    f"rate({q.VLLM_GENERATION_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
+                    v,
+                    "generation {{version}} ({{model_name}})",
+                ),
+                unit="short",
+                lo=0,
+                description="Tokens the engines prefilled (prompt) and generated per second, summed per version: the "
+                "throughput behind the latencies.",
+            )
+        )
         .with_panel(
             ts(
                 "Requests running and waiting by version",

@@ -10,7 +10,8 @@ Scope: a raw series is selected with `cluster=~"$cluster",namespace=~"$namespace
 external label of a multi-cluster Prometheus, Thanos or Mimir) and the namespace it was scraped in.  A regex that
 matches the empty string also matches a series without the label, so with "All" (`.*`) every query works where
 neither label exists (a single Prometheus, docker-compose).  Recorded series are aggregated over namespaces by the
-recording rules, so they are selected by `$cluster` only (`CLUSTER`).
+recording rules, so they are selected by `$cluster` only (`CLUSTER`), except the SLO series, which keep the
+namespace (alertrules/slo.py) and so respect `$namespace` (`SPV`).
 
 vLLM's own families (`VLLM_*`, for the latency panels) are read as Prometheus scrapes them from the engines: labels
 `model_name` (the served model name) and `engine`; the version is the fleet file's `versions.<v>.model.name`
@@ -31,7 +32,8 @@ from infercast.alertrules.rules import (
     BATCH_SAT_AVG,
     DEGRADATION_RATE,
     FAILURE_RATE,
-    FRAG_MAX,
+    FRAG_AVG,
+    FRAG_FULL,
     GPU_MEM_RATIO,
     KV_USAGE_AVG,
     KV_USAGE_FLEET,
@@ -39,6 +41,7 @@ from infercast.alertrules.rules import (
     REQ_RATE,
     REQ_SHARE,
 )
+from infercast.alertrules.slo import burn_rate, error_ratio
 from infercast.config import PredictorConfig
 
 
@@ -67,7 +70,9 @@ def _forecast(band: str, metric: str = metric.FORECAST_KV_CACHE_USAGE_RATIO) -> 
 # --- Fleet overview ----------------------------------------------------------------------------------------------
 REQUEST_SHARE = Q(f'{REQ_SHARE}{{{CLUSTER},version=~"$version"}}', "{{version}}")
 REQUEST_RATE = Q(f"{REQ_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
-FLEET_KV = Q(f"avg({KV_USAGE_FLEET}{{{CLUSTER}}})", "fleet", instant=True)
+#: the fullest instance of the selected pools: what the memory breaker (and InfercastKVCacheUsageHigh) acts on
+FLEET_KV = Q(f"max({KV_USAGE_MAX}{{{RPV}}})", "fullest instance", instant=True)
+FLEET_KV_MEAN = Q(f"avg({KV_USAGE_FLEET}{{{CLUSTER}}})", "fleet mean")
 KV_BY_POOL = Q(f"{KV_USAGE_AVG}{{{RPV}}}", "{{pool}} / {{version}} avg")
 KV_MAX_BY_POOL = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "{{pool}} / {{version}} fullest")
 AVALANCHE_RISK = Q(f"{metric.AVALANCHE_RISK_SCORE}{{{P}}}", "{{pool}}")
@@ -85,10 +90,55 @@ DEGRADATIONS_BY_PATH = Q(
     "{{from_version}} -> {{to_version}}",
 )
 
+# --- what users get: outcomes and the SLOs (alertrules/slo.py) ---------------------------------------------------
+#: the SLO series are recorded per namespace too (alertrules/slo.py): they respect $namespace
+SPV = PV
+
+#: failed requests per second by outcome (`retried`: an attempt the client tries again)
+ERRORS_BY_OUTCOME = Q(
+    f'sum by (pool, version, outcome) (rate({metric.ROUTER_REQUESTS_TOTAL}{{{PV},outcome!="ok"}}[$__rate_interval]))',
+    "{{pool}} / {{version}} {{outcome}}",
+)
+
+
+def slo_errors(sli: str) -> tuple[Q, Q]:
+    """The share of requests that missed the `sli` objective over 5 minutes and 1 hour (the fast page's windows)."""
+    return (
+        Q(f'{error_ratio("fast_short")}{{{SPV},slo="{sli}"}}', "{{pool}} / {{version}} 5m"),
+        Q(f'{error_ratio("fast_long")}{{{SPV},slo="{sli}"}}', "{{pool}} / {{version}} 1h"),
+    )
+
+
+def slo_burn(sli: str) -> tuple[Q, ...]:
+    """The `sli` burn rates the pages compare: fast (1 h and 5 m) and slow (6 h and 30 m)."""
+    return tuple(
+        Q(f'{burn_rate(role)}{{{SPV},slo="{sli}"}}', f"{{{{pool}}}} / {{{{version}}}} {window}")
+        for role, window in (("fast_long", "1h"), ("fast_short", "5m"), ("slow_long", "6h"), ("slow_short", "30m"))
+    )
+
+
+#: engines answering their scrape per pool: Prometheus' own (engines scraped with a pool label) or the exporter's
+ENGINE_KINDS = "vllm|sglang|tgi|trtllm"
+ENGINES_UP = Q(
+    f'sum by (pool) (up{{{P},pool!=""}}) or sum by (pool) ({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}})',
+    "{{pool}} up",
+)
+ENGINES_DOWN = Q(
+    f'sum by (pool) (up{{{P},pool!=""}} == bool 0) or sum by (pool) '
+    f'({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}} == bool 0)',
+    "{{pool}} down",
+)
+ENGINES_UP_NOW = Q(
+    f'sum(up{{{P},pool!=""}}) or sum({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}})', "engines up", instant=True
+)
+
 # --- KV-cache health ---------------------------------------------------------------------------------------------
-FRAGMENTATION = Q(f"{FRAG_MAX}{{{RPV}}}", "{{pool}} / {{version}}")
+#: what the fragmentation alerts read: the pool's mean (InfercastKVCacheFragmentationHigh) and the worst instance
+#: among the full ones (InfercastKVCacheFragmentationCritical)
+FRAGMENTATION = Q(f"{FRAG_AVG}{{{RPV}}}", "{{pool}} / {{version}} mean")
+FRAGMENTATION_FULL = Q(f"{FRAG_FULL}{{{RPV}}}", "{{pool}} / {{version}} worst full instance")
 FRAGMENTATION_BY_INSTANCE = Q(f"{metric.KV_CACHE_FRAGMENTATION_RATIO}{{{PV}}}", "{{instance}}")
-FRAGMENTATION_NOW = Q(f"max({FRAG_MAX}{{{RPV}}})", "worst", instant=True)
+FRAGMENTATION_NOW = Q(f"max({FRAG_AVG}{{{RPV}}})", "worst pool mean", instant=True)
 KV_USAGE_BY_INSTANCE = Q(f"{metric.KV_CACHE_USAGE_RATIO}{{{PV}}}", "{{instance}}")
 ALLOCATION_FAILURES = Q(f"{FAILURE_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
 ALLOCATION_FAILURES_BY_INSTANCE = Q(
@@ -243,10 +293,12 @@ VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
 VLLM_KV_USAGE = "vllm:kv_cache_usage_perc"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 #: every vLLM family the dashboards read (the test checks each against vLLM's exposition)
 VLLM_FAMILIES = (
     VLLM_TTFT, VLLM_TPOT, VLLM_ITL, VLLM_E2E, VLLM_QUEUE, VLLM_PREFILL, VLLM_DECODE, VLLM_SUCCESS, VLLM_RUNNING,
-    VLLM_WAITING, VLLM_PREEMPTIONS, VLLM_KV_USAGE,
+    VLLM_WAITING, VLLM_PREEMPTIONS, VLLM_KV_USAGE, VLLM_PROMPT_TOKENS, VLLM_GENERATION_TOKENS,
 )  # fmt: skip
 VLLM = f'{SCOPE},model_name=~"$model_name"'
 
@@ -262,12 +314,13 @@ def versioned(expr: str, versions: Mapping[str, str]) -> str:
     return out
 
 
-def latency_quantile(family: str, q: float, versions: Mapping[str, str], selector: str = VLLM) -> Q:
-    """The `q` quantile of a vLLM latency histogram per version, over every engine of that version."""
+def latency_quantile(family: str, q: float, versions: Mapping[str, str], selector: str = VLLM, what: str = "") -> Q:
+    """The `q` quantile of a vLLM latency histogram per version, over every engine of that version; `what` starts
+    the legend where two families share a panel (prefill, decode)."""
     rates = versioned(f"rate({family}_bucket{{{selector}}}[$__rate_interval])", versions)
     return Q(
         f"histogram_quantile({q:g}, sum by (le, model_name, version) ({rates}))",
-        f"p{q * 100:g} {{{{version}}}} ({{{{model_name}}}})",
+        f"{what + ' ' if what else ''}p{q * 100:g} {{{{version}}}} ({{{{model_name}}}})",
     )
 
 

@@ -198,6 +198,13 @@ REC_ENGINE_REQUESTS_VERSION_SHARE = "version:engine_requests:share_rate5m"
 #: engines: alertrules/rules.py)
 REC_FLEET_ENGINE_KV_USAGE = "fleet:engine_kv_cache_usage:avg"
 
+# --- recorded SLO series (alertrules/slo.py): one name per window, the `slo` label says which SLI --------------------
+#: the share of a pool and version's requests that missed the objective (availability: ended in error, timeout,
+#: rejected or shed; latency: first token later than the pool's target) over the window in the suffix (`...rate1h`)
+REC_SLO_ERROR_RATIO = "pool_version:slo_errors:ratio_rate"
+#: that share over the pool's error budget (1 - objective): 1 spends the budget exactly as fast as it accrues
+REC_SLO_BURN_RATE = "pool_version:slo_errors:burnrate"
+
 
 def _g(name: str, unit: str, labels: tuple[str, ...], help: str, **kw) -> MetricSpec:
     return MetricSpec(name, Kind.GAUGE, unit, labels, help, **kw)

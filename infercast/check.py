@@ -28,7 +28,7 @@ from typing import Literal
 import yaml
 
 from infercast.config import ConfigError, load_config
-from infercast.resources import dashboards_dir, example_fleet, rules_dir
+from infercast.resources import dashboards_dir, example_fleet, package_dir, rules_dir
 
 Status = Literal["ok", "FAILED", "skipped"]
 TOOL_TIMEOUT_S = 60.0
@@ -191,6 +191,68 @@ def check_rules_built_from(config: Path, rules_dir: Path) -> CheckResult | None:
     )
 
 
+def check_runbooks(rules_dir: Path, configs: Iterable[Path] = ()) -> CheckResult | None:
+    """Can the person paged open each alert's runbook?  Every infercast alert in `rules_dir` needs a `runbook_url`; an
+    http(s) link is what a pager opens (`ok`); a path (the default: the runbooks' place in the package, no published
+    base URL) is `skipped`, a failure with --strict; a path to a page that does not exist, or links that are not
+    under the `alerting.runbook_base_url` a fleet file in `configs` sets, fail.  None (no line) where the directory
+    holds none of infercast's alerts."""
+    what = "runbooks"
+    if not rules_dir.is_dir():
+        return None
+    from infercast.alertrules.rules import alert_names
+
+    ours = set(alert_names())  # your own alerts are not looked at, as by rules-vs-fleet
+    urls: dict[str, str | None] = {}
+    for f in rule_files(rules_dir):
+        try:
+            doc = yaml.safe_load(f.read_text())
+        except (OSError, yaml.YAMLError):
+            continue  # the rules check says what is wrong with it
+        for (name, _), rule in _rule_index([doc]).items():
+            if "alert" in rule and name in ours:
+                ann = rule.get("annotations") if isinstance(rule.get("annotations"), dict) else {}
+                urls[name] = ann.get("runbook_url")
+    if not urls:
+        return None
+    missing = sorted(n for n, u in urls.items() if not u)
+    if missing:
+        return CheckResult(what, _rel(rules_dir), "FAILED", f"no runbook_url on {', '.join(missing[:5])}")
+    for config in configs:
+        try:
+            base = load_config(config).alerting.runbook_base_url
+        except ConfigError:
+            continue  # its own line says why
+        wrong = sorted(n for n, u in urls.items() if base and not str(u).startswith(base + "/"))
+        if wrong:
+            return CheckResult(
+                what,
+                _rel(rules_dir),
+                "FAILED",
+                f"{len(wrong)} of {len(urls)} alerts do not link under {_rel(config)}'s alerting.runbook_base_url "
+                f"{base} (first: {wrong[0]} -> {urls[wrong[0]]}); rebuild them: python -m "
+                f"infercast.alertrules.generate --fleet {config} --out <dir>",
+            )
+    links = {n: str(u) for n, u in urls.items() if re.match(r"https?://", str(u))}
+    paths = {n: str(u) for n, u in urls.items() if n not in links}
+    # the default path is the runbooks' place inside the package (alertrules/runbooks/<alert>.md)
+    roots = (Path.cwd(), package_dir("infercast.alertrules").parent, rules_dir)
+    absent = sorted(n for n, u in paths.items() if not any((root / u).is_file() for root in roots))
+    if absent:
+        return CheckResult(
+            what, _rel(rules_dir), "FAILED", f"runbook pages not found: {', '.join(paths[n] for n in absent[:3])}"
+        )
+    if paths:
+        return CheckResult(
+            what,
+            _rel(rules_dir),
+            "skipped",
+            f"{_count(len(paths), 'alert')} link to a path ({next(iter(paths.values()))}), not a page a pager can "
+            "open: publish alertrules/runbooks/ and set alerting.runbook_base_url in the fleet file",
+        )
+    return CheckResult(what, _rel(rules_dir), "ok", f"{_count(len(links), 'alert')} link to an http(s) runbook")
+
+
 def check_alertmanager(path: Path, amtool: str | None, runner: Runner = run_tool) -> CheckResult:
     if not path.is_file():
         return CheckResult("alertmanager", _rel(path), "FAILED", "no such file")
@@ -261,6 +323,7 @@ def run_checks(
     results = [check_config(c) for c in configs]
     results += check_rules(rules_dir, promtool, runner)
     results += [r for r in (check_rules_built_from(c, rules_dir) for c in rules_of) if r is not None]
+    results += [r for r in (check_runbooks(rules_dir, rules_of),) if r is not None]
     results.append(check_alertmanager(alertmanager, amtool, runner))
     results += check_dashboards(dashboards_dir)
     return results
@@ -316,6 +379,7 @@ def check_fleet_builds(
 
         if rules:
             results += named(check_rules(out / "rules", promtool, runner))
+            results += named([r for r in (check_runbooks(out / "rules", (config,)),) if r is not None])
         if alertmanager:
             results += named([check_alertmanager(out / "alertmanager" / AM_FILE, amtool, runner)])
         if dashboards:
@@ -400,6 +464,7 @@ def _run_for_fleets(args: argparse.Namespace, promtool: str | None, amtool: str 
     if args.rules is not None:
         results += check_rules(args.rules, promtool)
         results += [r for r in (check_rules_built_from(c, args.rules) for c in configs) if r is not None]
+        results += [r for r in (check_runbooks(args.rules, configs),) if r is not None]
     alertmanager = args.alertmanager
     if alertmanager is None and args.rules is not None:
         beside = args.rules / AM_FILE  # the layout of `infercast.alertrules.generate --out DIR`

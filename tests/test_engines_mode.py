@@ -90,7 +90,11 @@ def test_translate_swaps_whole_names_only() -> None:
 
 def test_infercast_check_passes_on_the_rules_generated_for_an_engines_fleet(tmp_path: Path) -> None:
     out = tmp_path / "rules"
-    gen = [sys.executable, "-m", "infercast.alertrules.generate", f"--fleet={QUICKSTART}", f"--out={out}"]
+    # --strict: the runbooks must be links a pager opens (a path is a skipped check: issue 43)
+    gen = [
+        sys.executable, "-m", "infercast.alertrules.generate", f"--fleet={QUICKSTART}", f"--out={out}",
+        "--runbook-base-url=https://runbooks.example.org/infercast",
+    ]  # fmt: skip
     res = subprocess.run(gen, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert res.returncode == 0, res.stderr
     assert KV_USAGE_MAX not in (out / "alerts.yml").read_text()

@@ -481,6 +481,8 @@ def alertmanager_config_object(s: K8sSettings) -> Obj:
         actuator_token_file="(the Secret)",  # any value: the receiver then carries the Secret's token
         pager_url=s.alert_log_url("pager"),
         chat_url=s.alert_log_url("chat"),
+        ticket_url=s.alert_log_url("ticket"),
+        watchdog_url=s.alert_log_url("watchdog"),
     )
     am = alertmanager_config(receivers)
     inhibit = [

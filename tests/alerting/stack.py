@@ -150,9 +150,36 @@ def scaled_fleet(tmp: Path, speed: float, doc: dict, started: float, warmup: flo
     return path
 
 
+def hooked(am_config: dict, hook_url: str) -> dict:
+    """`am_config` (an Alertmanager config) with every webhook sent to `hook_url`, keeping each URL's path (so a
+    set of files generated for another place, as another revision's generator writes them, reaches the test's
+    recorder: the receiver's name is in every notification)."""
+    from urllib.parse import urlsplit
+
+    cfg = copy.deepcopy(am_config)
+    for receiver in cfg.get("receivers", []):
+        for hook in receiver.get("webhook_configs", []):
+            hook["url"] = hook_url + urlsplit(hook["url"]).path
+    return cfg
+
+
 @contextmanager
-def running_stack(tmp: Path, doc: dict, speed: float, warmup: float, predictor: bool = True) -> Iterator[Stack]:
-    """Start the stack over the fleet `doc` (parsed YAML) at twin speed `speed` from `warmup` simulated seconds."""
+def running_stack(
+    tmp: Path,
+    doc: dict,
+    speed: float,
+    warmup: float,
+    predictor: bool = True,
+    *,
+    rules: dict[str, str] | None = None,
+    alertmanager: dict | None = None,
+    extra_jobs: dict[str, str] | None = None,
+) -> Iterator[Stack]:
+    """Start the stack over the fleet `doc` (parsed YAML) at twin speed `speed` from `warmup` simulated seconds.
+
+    `rules` (file name -> text) and `alertmanager` (a config; its webhooks are sent to the recorder by `hooked`)
+    replace the ones the current generator builds (bench/pages.py replays another revision's); `extra_jobs` are
+    more scrape jobs (job -> host:port)."""
     from infercast.alertrules.alertmanager import Receivers, alertmanager_config
     from infercast.alertrules.rules import rule_files
     from infercast.alertrules.settings import AlertSettings
@@ -167,21 +194,25 @@ def running_stack(tmp: Path, doc: dict, speed: float, warmup: float, predictor: 
         am_dir = tmp / "am"
         shutil.copytree(ALERTRULES / "templates", am_dir / "templates")
         receivers = Receivers(
-            actuator_url=f"{hook.url}/actuator", pager_url=f"{hook.url}/pager", chat_url=f"{hook.url}/chat"
+            actuator_url=f"{hook.url}/actuator",
+            pager_url=f"{hook.url}/pager",
+            chat_url=f"{hook.url}/chat",
+            ticket_url=f"{hook.url}/ticket",
+            watchdog_url=f"{hook.url}/watchdog",
         )
-        am = start_alertmanager(yaml.safe_dump(alertmanager_config(receivers)), workdir=am_dir)
+        am_doc = hooked(alertmanager, hook.url) if alertmanager is not None else alertmanager_config(receivers)
+        am = start_alertmanager(yaml.safe_dump(am_doc), workdir=am_dir)
         servers.append(am)
         fleet = tmp / "fleet.yaml"
         fleet.write_text(yaml.safe_dump(doc, sort_keys=False))
         exporter_port, predictor_port = free_port(), free_port()
         settings = AlertSettings(forecast_horizon_seconds=round(300 / speed), forecast_stale_seconds=120 / speed)
-        rules = {name: yaml.safe_dump(d, sort_keys=False) for name, d in rule_files(settings.scaled(speed)).items()}
-        jobs = {"infercast-exporter": f"127.0.0.1:{exporter_port}"}
+        if rules is None:
+            rules = {name: yaml.safe_dump(d, sort_keys=False) for name, d in rule_files(settings.scaled(speed)).items()}
+        jobs = {"infercast-exporter": f"127.0.0.1:{exporter_port}", **(extra_jobs or {})}
         if predictor:
             jobs["infercast-predictor"] = f"127.0.0.1:{predictor_port}"
-        config = prometheus_config(
-            jobs, interval="500ms", rule_files=("recording.yml", "alerts.yml"), alertmanager=f"127.0.0.1:{am.port}"
-        )
+        config = prometheus_config(jobs, interval="500ms", rule_files=tuple(rules), alertmanager=f"127.0.0.1:{am.port}")
         prom = start_prometheus(config, rule_files=rules, workdir=tmp / "prom")
         servers.append(prom)
         procs.append(

@@ -65,7 +65,10 @@ def test_thirty_calm_minutes_page_nobody(tmp_path):
                 'count(infercast_forecast_kv_cache_usage_ratio{aggregate="max"})', stack.started, end, 2.0
             )
             assert forecasts, f"the predictor published no forecast: {stack.logs()}"
-            firing = stack.query_range('ALERTS{alertstate="firing"}', stack.started, end, 1.0)
+            # the Watchdog always fires (a dead man's switch): everything else must stay quiet
+            firing = stack.query_range(
+                'ALERTS{alertstate="firing",alertname!="InfercastWatchdog"}', stack.started, end, 1.0
+            )
             fired = sorted({(m["alertname"], m.get("kind", "plain")) for m, _, _ in firing})
             assert fired == [], f"alerts fired on a calm fleet: {fired}"
             models = stack.query_range(
@@ -78,7 +81,8 @@ def test_thirty_calm_minutes_page_nobody(tmp_path):
                 "the calm fleet was not forecast by the LSTM"
             )
             time.sleep(2)  # a notification already on its way
-            received = [(n.path, n.alertnames) for n in stack.hook.received()]
+            received = [(n.path, n.alertnames) for n in stack.hook.received() if n.path != "/watchdog"]
+            assert any(n.path == "/watchdog" for n in stack.hook.received()), "the dead man's switch never arrived"
             assert received == [], f"a calm fleet notified: {received}"
     except ServerUnavailable as e:
         pytest.skip(str(e))

@@ -22,13 +22,15 @@ from infercast.dashboards.build import DASHBOARDS, DEFAULT_FLEET, GENERATED, Das
 from infercast.servers import ServerUnavailable, free_port, prometheus_config, start_prometheus
 
 from .conftest import ALERTRULES, run
-from .fake_engines import DATA, PAYLOADS, FakeEngine, scrape_job
+from .fake_engines import DATA, PAYLOADS, FakeEngine
 from .fake_fleet import FakeFleetServer, history
 
 #: what Grafana sends for "All" (every variable's allValue)
 VARIABLES = {"pool": ".*", "version": ".*", "node": ".*", "cluster": ".*", "namespace": ".*", "model_name": ".*"}
 #: the target labels the test Prometheus puts on the vLLM engines (and on nothing else)
 ENGINE_LABELS = {"cluster": "test-cluster", "namespace": "inference"}
+#: the pool and version of each engine's model (examples/flash-sale.yaml)
+POOL_OF = {"chat-v4": {"pool": "v4-main", "version": "v4"}, "chat-v3.5": {"pool": "v3.5-fallback", "version": "v3.5"}}
 # What Grafana substitutes for its built-in variables, at a 1 s scrape interval: concrete values for the test.
 BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
 
@@ -165,7 +167,7 @@ def test_vllm_families_are_vllms_own():
         base = family.removesuffix("_total")
         kind = types.get(family) or types.get(base)
         assert kind, f"{family} is not in vLLM's exposition"
-        if family in (q.VLLM_SUCCESS, q.VLLM_PREEMPTIONS):
+        if family in (q.VLLM_SUCCESS, q.VLLM_PREEMPTIONS, q.VLLM_PROMPT_TOKENS, q.VLLM_GENERATION_TOKENS):
             assert kind == "counter", family
         elif family in (q.VLLM_RUNNING, q.VLLM_WAITING, q.VLLM_KV_USAGE):
             assert kind == "gauge", family
@@ -183,7 +185,7 @@ def test_queries_use_catalog_names_or_recorded_series():
     known |= vllm | {"ALERTS", "up"}  # Prometheus' own series
     functions = {
         "sum", "max", "min", "avg", "by", "on", "rate", "increase", "time", "abs", "offset", "bottomk", "group_left",
-        "label_values", "histogram_quantile", "label_replace",
+        "label_values", "histogram_quantile", "label_replace", "or", "bool",
     }  # fmt: skip
     for name in DASHBOARDS:
         doc = _load(name)
@@ -224,9 +226,17 @@ def prometheus(tmp_path_factory):
         pytest.skip("promtool is not installed")
     assert promtool.returncode == 0, promtool.stderr
     engines = [FakeEngine(payload) for payload in PAYLOADS]
-    config = prometheus_config(
-        {"infercast-exporter": f"127.0.0.1:{fleet_port}"}, rule_files=("recording.yml", "alerts.yml")
-    ) + scrape_job("vllm", [e.address for e in engines], ENGINE_LABELS)
+    # each engine with the pool and version its PodMonitor adds (infercast/k8s/scrape.py): the SLO rules read them
+    config = (
+        prometheus_config({"infercast-exporter": f"127.0.0.1:{fleet_port}"}, rule_files=("recording.yml", "alerts.yml"))
+        + "  - job_name: vllm\n    static_configs:\n"
+        + "".join(
+            f"    - {{targets: ['{e.address}'], labels: {{"
+            + ", ".join(f"{k}: '{v}'" for k, v in {**ENGINE_LABELS, **POOL_OF[model]}.items())
+            + "}}\n"
+            for e, model in zip(engines, PAYLOADS.values(), strict=True)
+        )
+    )
     rules = {n: (ALERTRULES / "rules" / n).read_text() for n in ("recording.yml", "alerts.yml")}
     try:
         prom = start_prometheus(config, rule_files=rules, workdir=wd)
@@ -368,6 +378,11 @@ NO_DATA_FROM_TWIN: dict[str, str] = {
     "Degradations by reason": "the twin degrades nothing until the surge's failover, minutes into the flash sale",
     "Degradation paths": "the twin degrades nothing until the surge's failover, minutes into the flash sale",
     "Prefix-cache hit ratio": "the twin models no prefix cache, so the exporter leaves the series absent",
+    "Latency: first tokens over target (5m and 1h)": "the latency SLI reads the engines' own TTFT histograms, which "
+    "Prometheus scrapes from the engines (PodMonitors, engines mode); the exporter over the twin does not re-emit them",
+    "Latency burn rate": "the latency SLI reads the engines' TTFT histograms (see above)",
+    "Fragmentation of full instances": "no twin instance reaches 0.75 KV usage in the test's calm minutes",
+    "Engines up and down by pool": "the twin's nodes are the exporter's `twin` targets, not engine targets with a pool",
     "Live backtest: mean absolute error by forecaster": "needs one forecast horizon (5 minutes) of forecasts",
     "Expected metrics missing by source": "the exporter expects engine families (vLLM, SGLang, ...) only from "
     "engines; the twin is read whole (the backfilled test and tests/exporters/test_scrape_faults.py have it)",
@@ -465,3 +480,12 @@ def test_panels_against_the_real_exporter_and_predictor(tmp_path):
         for p in procs:
             stop(p)
         prom.close()
+
+
+def test_lines_of_a_panel_have_distinct_legends():
+    """Two lines of one panel never share a legend: "Prefill and decode time p99 by version" once gave prefill and
+    decode the same one, so a reader could not tell which phase was slow."""
+    for name in DASHBOARDS:
+        for panel in _load(name)["panels"]:
+            legends = [t.get("legendFormat", "") for t in panel.get("targets") or []]
+            assert len(legends) == len(set(legends)), f"{name}: {panel['title']!r} repeats a legend: {legends}"

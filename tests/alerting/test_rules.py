@@ -11,7 +11,7 @@ import yaml
 from infercast.alertrules.generate import generated_files
 from infercast.alertrules.rules import alert_names, alerting_rules, recording_rules
 from infercast.alertrules.settings import RUNBOOK_BASE_URL, RUNBOOK_ENV, RUNBOOKS, AlertSettings
-from infercast.catalog import names
+from infercast.catalog import REC_SLO_BURN_RATE, REC_SLO_ERROR_RATIO, names
 from infercast.config import Thresholds
 from infercast.durations import duration, parse_duration
 
@@ -68,18 +68,22 @@ def test_every_alert_is_tested_firing_and_quiet():
             for t in case.get("alert_rule_test", []):
                 (fired if t.get("exp_alerts") else quiet).add(t["alertname"])
     assert set(alert_names()) <= fired, f"never seen firing: {set(alert_names()) - fired}"
-    assert set(alert_names()) <= quiet, f"never seen quiet: {set(alert_names()) - quiet}"
+    always = {"InfercastWatchdog"}  # the dead man's switch is never quiet
+    assert set(alert_names()) - always <= quiet, f"never seen quiet: {set(alert_names()) - always - quiet}"
 
 
 def test_every_alert_has_labels_annotations_and_a_runbook():
     for group in alerting_rules(AlertSettings()):
         for rule in group["rules"]:
             name = rule["alert"]
-            assert rule["labels"]["severity"] in {"info", "warning", "critical"}, name
+            # critical pages, ticket files a ticket, warning goes to chat, info is never notified, none: the Watchdog
+            assert rule["labels"]["severity"] in {"info", "warning", "ticket", "critical", "none"}, name
+            assert (rule["labels"]["severity"] == "none") == (name == "InfercastWatchdog"), name
             assert rule["labels"]["team"] in {"serving", "hardware", "platform"}, name
             ann = rule["annotations"]
             assert ann["summary"] and ann["description"], name
-            assert "{{" in ann["description"], f"{name}: the description should carry the values that matter"
+            if name != "InfercastWatchdog":  # always firing, nothing to tell
+                assert "{{" in ann["description"], f"{name}: the description should carry the values that matter"
             # the default: the runbook's path in the package (tests/alerting: with INFERCAST_RUNBOOK_BASE_URL unset)
             assert ann["runbook_url"] == f"{RUNBOOK_BASE_URL}/{name}.md", name
             page = RUNBOOKS / f"{name}.md"
@@ -132,7 +136,7 @@ def test_the_fleet_files_thresholds_reach_the_rules(tmp_path, promtool):
     assert rules["InfercastKVCacheFragmentationCritical"]["expr"].endswith("> 0.31")
     assert rules["InfercastGPUTemperatureHigh"]["expr"].endswith("> 77")
     recording = (out / "recording.yml").read_text()
-    assert ">= 0.61" in recording and ">= bool 0.31" in recording  # the trigger and the fragmentation bands
+    assert ">= 0.61" in recording  # the trigger (the fragmentation bands are the alerts' own: no recorded band)
     assert run([promtool, "check", "rules", str(out / "alerts.yml"), str(out / "recording.yml")]).returncode == 0
     # the committed rules are the repository's fleet file's
     assert default_settings() == AlertSettings.from_fleet(load_config(DEFAULT_FLEET))
@@ -146,11 +150,15 @@ def test_rules_use_only_catalog_names_and_recording_names():
     allowed = names() | recorded | {"up", "ALERTS"}
     for r in recorded:
         level, metric, ops = r.split(":")
-        assert level and ops and metric in names(), r
+        # the SLO series are named after the SLI (one name for the router's and the engines' source), by the catalog
+        assert level and ops and (metric in names() or r.startswith((REC_SLO_ERROR_RATIO, REC_SLO_BURN_RATE))), r
     promql_words = {
         "sum", "max", "min", "avg", "count", "by", "on", "and", "or", "unless", "rate", "increase", "time", "absent",
-        "label_replace", "group_left", "bool", "quantile_over_time",
+        "label_replace", "group_left", "bool", "quantile_over_time", "deriv", "vector",
     }  # fmt: skip
+    # the engines' own families the SLO rules read (vLLM's names, as the engine rules read theirs)
+    allowed |= {"vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket"}
+    allowed |= {"vllm:time_to_first_token_seconds_count"}
     for group in (*recording_rules(AlertSettings()), *alerting_rules(AlertSettings())):
         for rule in group["rules"]:
             expr = re.sub(r'"[^"]*"', "", rule["expr"])  # drop label values
@@ -159,7 +167,7 @@ def test_rules_use_only_catalog_names_and_recording_names():
             for word in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", expr):
                 if word in promql_words or word in {"pool", "version", "from_version", "to_version", "reason"}:
                     continue
-                if word in {"horizon", "node", "gpu", "uuid", "xid", "forecaster", "instance"}:
+                if word in {"horizon", "node", "gpu", "uuid", "xid", "forecaster", "instance", "slo", "namespace"}:
                     continue
                 assert word in allowed, f"{rule.get('alert') or rule.get('record')}: {word} is not a catalog name"
 
@@ -199,3 +207,19 @@ def test_a_hysteresis_holds_one_page_while_the_band_wobbles_under_the_trigger(pr
     (tmp_path / "hysteresis.test.yml").write_text((Path(__file__).parent / "data" / "hysteresis.test.yml").read_text())
     res = run([promtool, "test", "rules", str(tmp_path / "hysteresis.test.yml")])
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_every_recording_rule_is_read_by_an_alert_a_rule_or_a_panel():
+    """A recorded series nothing reads costs Prometheus and misleads a reader looking for what an alert uses (the
+    fragmentation band and the degradations by reason were read by nothing)."""
+    import json
+
+    readers = [json.dumps(r) for g in alerting_rules(AlertSettings()) for r in g["rules"]]
+    readers += [p.read_text() for p in (REPO / "dashboards" / "generated").glob("*.json")]
+    rules = [r for g in recording_rules(AlertSettings()) for r in g["rules"]]
+    for rule in rules:
+        name = rule["record"]
+        used = [r["expr"] for r in rules if r["record"] != name] + readers
+        assert any(re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", text) for text in used), (
+            f"{name} is read by nothing"
+        )
