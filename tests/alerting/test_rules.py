@@ -154,7 +154,7 @@ def test_rules_use_only_catalog_names_and_recording_names():
         assert level and ops and (metric in names() or r.startswith((REC_SLO_ERROR_RATIO, REC_SLO_BURN_RATE))), r
     promql_words = {
         "sum", "max", "min", "avg", "count", "by", "on", "and", "or", "unless", "rate", "increase", "time", "absent",
-        "label_replace", "group_left", "bool", "quantile_over_time", "deriv", "vector",
+        "label_replace", "group_left", "bool", "quantile_over_time", "deriv", "vector", "last_over_time",
     }  # fmt: skip
     # the engines' own families the SLO rules read (vLLM's names, as the engine rules read theirs)
     allowed |= {"vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket"}
