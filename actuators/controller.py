@@ -5,7 +5,9 @@ Each tick, in order:
 1. read the fleet's settings (`FleetAdmin.observe`) and the inputs (`InputSource.read`); freeze — decide nothing,
    say why — if either fails or the inputs are stale, NaN, infinite or negative;
 2. verify what was applied a verification window ago: roll back (apply the backend's `previous`) an action that
-   had no visible effect, or a shift or relaxation after which the pool got worse;
+   had no visible effect, or a shift or relaxation after which the pool got worse; an action a newer one has
+   superseded (it changed one of the same settings since) is neither judged nor rolled back: its undo would put
+   back an older state over the newer one;
 3. ask the policy for decisions and put each through the guardrails (bounds, cooldown, change budget);
 4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them; an apply
    whose answer was lost is read back from the target (`infercast.actuators.recovery.settle`): `applied`, `failed` (read
@@ -40,6 +42,7 @@ from infercast.actuators.inputs import InputError, Inputs, InputSource, StoreInp
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.recovery import Settled, record_settled, settle
 from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.actuators.steadiness import settings_of
 from infercast.actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
@@ -98,6 +101,9 @@ class ControlLoop:
         self.frozen: str | None = None
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
+        # setting (actuators/steadiness.py) -> (when, what) it was last changed by an applied action or rollback:
+        # an older action whose setting a newer one changed is superseded, never judged or rolled back
+        self.changed: dict[str, tuple[float, str]] = {}
         self.log: list[dict] = []
         self._fed: dict[Any, float] = {}  # audit ids of applied rows the guardrails count -> when decided
         self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
@@ -186,7 +192,7 @@ class ControlLoop:
             self.guard.record_applied(now, d.action)
             self._counted(audit_id, now)
             self.policy.note_applied(d, res.previous)
-            self._remember(d.action)
+            self._remember(d.action, now)
             self.pending.append(Pending(now, now + self._window(d.action), d, res, self._kv(inputs), audit_id))
 
     def _audit_decision(
@@ -256,9 +262,22 @@ class ControlLoop:
     def _kv(inputs: Inputs) -> dict[str, float]:
         return {p: o.kv_now for p, o in inputs.outlook.items()}
 
-    def _remember(self, a: Action) -> None:
+    def _remember(self, a: Action, now: float) -> None:
         if isinstance(a, SetPoolWeight):
             self.last_set[("weight", a.pool)] = a.weight
+        for setting in settings_of(a):
+            self.changed[setting] = (now, a.describe())
+
+    def _superseded(self, p: Pending) -> str | None:
+        """What changed a setting of `p`'s action after it was applied (None: nothing did).  Its effect can no
+        longer be seen, and its undo would put back a value older than the newer change: before, verification found
+        "no effect" and rolled it back, undoing the newer state (a relaxed `max_context_tokens` 16000 set back to
+        8192 a minute later, the policy at level 0 and nothing to relax it again, issue 36)."""
+        for setting in settings_of(p.decision.action):
+            when, what = self.changed.get(setting, (-math.inf, ""))
+            if when > p.at:
+                return f"superseded: {setting} changed since by {what} at {when:.0f}; not judged, not rolled back"
+        return None
 
     # --- verification -------------------------------------------------------------------------------------
     def _verify(
@@ -267,7 +286,8 @@ class ControlLoop:
         due = [p for p in self.pending if p.due <= now + 1e-9]
         self.pending = [p for p in self.pending if p.due > now + 1e-9]
         for p in due:
-            verdict, why = self._verdict(p, fleet, inputs)
+            superseded = self._superseded(p)
+            verdict, why = ("superseded", superseded) if superseded else self._verdict(p, fleet, inputs)
             report.verdicts.append((p.decision, verdict, why))
             if self.audit is not None and p.audit_id is not None:
                 try:
@@ -275,11 +295,13 @@ class ControlLoop:
                     # worse), as infercast_actuator_verdicts_total counts it
                     if verdict in ("verified", "no_effect"):
                         self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                    elif verdict == "superseded":  # its effect cannot be told apart from the newer change's
+                        self.audit.mark_verdict(p.audit_id, "no_effect", why, now)
                     else:
                         self.audit.mark_verdict(p.audit_id, "rolled_back", f"{verdict}: {why}", now)
                 except AuditError as e:
                     log.error("actuator: verdict on %s not in the audit trail: %s", p.decision.action.describe(), e)
-            if verdict == "verified" or p.result.previous is None:
+            if verdict in ("verified", "superseded") or p.result.previous is None:
                 self.log.append(self._row(now, p.decision, "verified" if verdict == "verified" else verdict, why))
                 continue
             undo = Decision(p.result.previous, f"roll back ({verdict}): {why}", p.decision.inputs, "rollback")
@@ -319,7 +341,8 @@ class ControlLoop:
         if outcome == "rolled_back":
             self.guard.record_applied(now, undo.action)
             self._counted(audit_id, now)
-            self.policy.note_rolled_back(p.decision)
+            self._remember(undo.action, now)
+            self.policy.note_rolled_back(p.decision, undo.action, now)
 
     def _verdict(self, p: Pending, fleet: Observation, inputs: Inputs) -> tuple[str, str]:
         """`verified`, `no_effect` (the fleet does not show the change) or `worse` (after a shift or relaxation
@@ -432,7 +455,13 @@ def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Calla
     ]
     verdicts = []
     for d, verdict, why in r.verdicts:
-        v = verdict if verdict in ("verified", "no_effect") else "rolled_back"
+        v = (
+            verdict
+            if verdict in ("verified", "no_effect")
+            else "no_effect"
+            if verdict == "superseded"
+            else "rolled_back"
+        )
         verdicts.append(VerdictOutcome(d.action, v, why))
     budget = loop.guard.budget_used(now) / loop.cfg.guardrails.change_budget_per_hour
     return TickReport(

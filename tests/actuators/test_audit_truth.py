@@ -63,7 +63,7 @@ class One:
     def note_applied(self, d, prev):
         pass
 
-    def note_rolled_back(self, d):
+    def note_rolled_back(self, d, *_):
         pass
 
 
