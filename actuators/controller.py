@@ -107,6 +107,10 @@ class ControlLoop:
         self.log: list[dict] = []
         self._fed: dict[Any, float] = {}  # audit ids of applied rows the guardrails count -> when decided
         self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
+        # advisory proposals logged: (kind, target) -> the action last logged for it.  A proposal is logged when it
+        # appears and when it changes, not every tick (issue 38: the same three proposals every 15 s)
+        self._proposals: dict[tuple[str, str], str] = {}
+        self._proposed_now: set[tuple[str, str]] = set()
         # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
         self.alerting = alert_book(cfg)
 
@@ -134,12 +138,15 @@ class ControlLoop:
         self._sync_guardrails(now)
         self._verify(now, fleet, inputs, report, ctx, active)
         decisions = self.policy.decide(now, fleet, self._with_alerts(inputs.outlook))
+        self._proposed_now = set()
         for j in self.guard.judge(now, decisions, fleet):
             if not j.allowed:
                 self._record(now, j.decision, "refused", j.reason, report)
                 self._audit_refusal(now, j.decision, j.reason)
             else:
                 self._carry_out(now, j.decision, inputs, report, ctx, active)
+        for gone in set(self._proposals) - self._proposed_now:  # no longer proposed: logged again if it comes back
+            del self._proposals[gone]
         return report
 
     def _active(self, ctx: Any) -> bool:
@@ -385,9 +392,28 @@ class ControlLoop:
         self.counts[(d.action.kind, d.action.target, outcome)] += 1
         self.log.append(self._row(now, d, outcome, detail))
         level = logging.INFO if outcome in ("applied", "rolled_back", "advisory") else logging.WARNING
+        if outcome == "advisory":
+            what, said = (d.action.kind, d.action.target), d.action.describe()
+            self._proposed_now.add(what)
+            if self._proposals.get(what) == said:  # proposed as before: said once already
+                level = logging.DEBUG
+            self._proposals[what] = said
+            detail = f"{detail}; {self._bounds(now, d)}"
         log.log(
             level, "%s %s (%s): %s%s", outcome, d.action.describe(), d.intent, d.reason, f"; {detail}" * bool(detail)
         )
+
+    def _bounds(self, now: float, d: Decision) -> str:
+        """The guardrails that bound a proposal, as a reader of the advisory log needs them to judge it."""
+        g = self.cfg.guardrails
+        used = self.guard.budget_used(now)
+        out = f"guardrails: one {d.action.kind} on {d.action.target} per {g.cooldown_seconds:.0f} s, "
+        out += f"{used} of {g.change_budget_per_hour} changes an hour used"
+        if isinstance(d.action, ScalePool):
+            out += f", at most {g.max_replicas_step} replicas a step"
+        if isinstance(d.action, SetPoolWeight) and self.guard.max_weight is not None:
+            out += f", weights at most {self.guard.max_weight:g}"
+        return out
 
     @staticmethod
     def _row(now: float, d: Decision, outcome: str, detail: str) -> dict:

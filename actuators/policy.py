@@ -123,6 +123,24 @@ def _share_spare(asks: dict[str, int], pools: dict[str, PoolState], value: dict[
     return grants
 
 
+def _shares(serving: list[PoolState], weights: dict[str, float], serves: tuple[bool, bool]) -> str:
+    """The traffic the pools serving the same prompts take, as shares summing to 1 by version and, within each
+    version, by pool, after `weights` (issue 38: a bare `weight=1.2935` for a fallback pool on another version said
+    nothing of what it meant), e.g. "traffic shares after: v4 0.44 (v4-main 0.44), v3.5 0.56 (v3.5-fallback 0.56)"."""
+    pools = [(p.name, p.version, weights.get(p.name, p.weight)) for p in serving if _serves(p) == serves]
+    total = sum(w for _, _, w in pools)
+    if total <= 0:
+        return "no traffic shares (every weight 0)"
+    by_version: dict[str, list[tuple[str, float]]] = {}
+    for name, version, w in pools:
+        by_version.setdefault(version, []).append((name, w / total))
+    parts = []
+    for version, shares in sorted(by_version.items(), key=lambda kv: -sum(s for _, s in kv[1])):
+        inside = ", ".join(f"{n} {s:.2f}" for n, s in shares)
+        parts.append(f"{version} {sum(s for _, s in shares):.2f} ({inside})")
+    return "traffic shares after: " + ", ".join(parts)
+
+
 def _serves(p: PoolState) -> tuple[bool, bool]:
     """(takes prompts up to 8k, takes longer ones)."""
     return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
@@ -318,12 +336,14 @@ class PredictivePolicy:
             moved = min(p.weight * self.p.max_weight_shift, q.weight * headroom)
             if moved <= 0.01 * p.weight:
                 continue
-            why = (
-                f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
-                f"{oq.pressure_peak:.2f})"
-            )
             # each carries the weight before it: what relaxing goes back to, once it is applied
             lower, raise_ = round(p.weight - moved, 4), round(q.weight + moved, 4)
+            why = (
+                f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
+                f"{oq.pressure_peak:.2f}); moving {moved:.4g} of weight, at most {self.p.max_weight_shift:.0%} of "
+                f"{p.name}'s (policy.max_weight_shift) and no more than {q.name}'s forecast headroom to "
+                f"{self.trigger:.2f} takes; {_shares(serving, {p.name: lower, q.name: raise_}, _serves(p))}"
+            )
             out.append(
                 Decision(SetPoolWeight(p.name, lower), why, self._inputs(outlook[name], weight=p.weight), "shift")
             )
@@ -406,6 +426,16 @@ class PredictivePolicy:
 
     def _warning(self, o: Outlook) -> str:
         if o.kv_breach_eta_seconds <= o.rps_surge_eta_seconds:
+            if o.kv_now >= self.trigger:  # never "crosses 0.80 in 3 s" of a pool already over it (issue 38)
+                return (
+                    f"KV usage {o.kv_now:.2f} is over {self.trigger:.2f} now (forecast upper band peaks at "
+                    f"{o.kv_upper_peak:.2f})"
+                )
+            if o.kv_breach_eta_seconds <= 0 and o.kv_upper_peak < self.trigger:  # a firing alert, not the forecast
+                return (
+                    f"a breach is warned of now (a firing alert about the pool; KV {o.kv_now:.2f}, forecast upper "
+                    f"band {o.kv_upper_peak:.2f})"
+                )
             return (
                 f"KV forecast upper band {o.kv_upper_peak:.2f} crosses {self.trigger:.2f} in "
                 f"{o.kv_breach_eta_seconds:.0f} s"
