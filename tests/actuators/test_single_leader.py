@@ -151,3 +151,46 @@ def test_infercast_actuator_refuses_to_start_a_second_acting_daemon_through_a_sy
             run(argparse.Namespace(config=str(tmp_path / "fleet.yaml"), mode="active", tick=None))
     finally:
         first.close()
+
+
+def test_of_two_infercast_actuator_processes_on_one_trail_named_two_ways_exactly_one_acts(tmp_path):
+    """Issue 36 item 3 end to end: two `infercast actuator --mode active` processes, `leader: single`, on a file
+    backend, the first naming the audit trail by its absolute path and the second through a symlink to the file.
+    Before: both ran and acted (`infercast_actuator_active` 1 on both; here the second ran until killed).  Now the
+    second exits 2 naming the first's pid, and the first keeps running."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link.db").symlink_to(tmp_path / "data" / "audit.db")
+    paths = []
+    for name, audit in (("first", tmp_path / "data" / "audit.db"), ("second", tmp_path / "link.db")):
+        doc = yaml.safe_load((REPO / "examples" / "flash-sale.yaml").read_text())
+        doc["actuator"] = {"backend": {"kind": "file", "path": str(tmp_path / "router.json")},
+                           "audit_db": str(audit), "listen": "127.0.0.1:0"}  # fmt: skip
+        paths.append(tmp_path / f"{name}.yaml")
+        paths[-1].write_text(yaml.safe_dump(doc))
+    env = {**os.environ, "INFERCAST_ACTUATOR_TOKEN": "t0k"}
+    cmd = [sys.executable, "-m", "infercast.cli", "actuator", "--mode", "active", "--config"]
+    first = subprocess.Popen([*cmd, str(paths[0])], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        lock = tmp_path / "data" / "audit.db.lock"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip() == str(first.pid)):
+            assert first.poll() is None, first.stderr.read()[-2000:]
+            time.sleep(0.2)
+        try:
+            second = subprocess.run([*cmd, str(paths[1])], cwd=REPO, env=env, capture_output=True, text=True,
+                                    timeout=90, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the second daemon kept running: two acting daemons on one audit trail") from None
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"another acting daemon (pid {first.pid}) holds" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert first.poll() is None, "the first one still runs"
+    finally:
+        first.terminate()
+        first.wait(timeout=60)
