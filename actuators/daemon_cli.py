@@ -188,7 +188,11 @@ def hold_audit(path: str) -> Any:
     import os
 
     real = os.path.realpath(path)
-    f = open(f"{real}.lock", "a+")  # noqa: SIM115 -- held open for the daemon's life
+    try:
+        os.makedirs(os.path.dirname(real) or ".", exist_ok=True)  # as the audit trail makes its directory
+        f = open(f"{real}.lock", "a+")  # noqa: SIM115 -- held open for the daemon's life
+    except OSError as e:
+        raise ConfigError(f"actuator: cannot lock the audit trail {path} (actuator.audit_db): {e}") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         trail = _lock_trail(real)

@@ -194,3 +194,13 @@ def test_of_two_infercast_actuator_processes_on_one_trail_named_two_ways_exactly
     finally:
         first.terminate()
         first.wait(timeout=60)
+
+
+def test_an_audit_trail_in_a_directory_not_made_yet_is_locked_and_one_that_cannot_be_is_a_config_error(tmp_path):
+    """The lock is taken before the audit trail makes its directory: it makes it too, and a place it cannot write
+    is a ConfigError naming `actuator.audit_db` (rc 2), not a traceback."""
+    held = hold_audit(str(tmp_path / "new" / "dir" / "audit.db"))
+    held.close()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"cannot lock the audit trail .* \(actuator.audit_db\)"):
+        hold_audit(str(tmp_path / "file" / "audit.db"))
