@@ -1325,6 +1325,11 @@ def load_config(path: str | Path) -> FleetConfig:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{p}: cannot read: {e}") from None
+    if _DEEP_FLOW.search(text):  # the reader would scan every bracket before the depth check sees one
+        raise ConfigError(
+            f"{p}: not valid YAML: nested deeper than a fleet file can be (over {MAX_FLEET_FILE_DEPTH} levels of "
+            "brackets in a row)"
+        )
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -1332,6 +1337,11 @@ def load_config(path: str | Path) -> FleetConfig:
     except RecursionError:  # "{" * 5000: the reader recurses once per level (found by bench/hostile.py)
         raise ConfigError(f"{p}: not valid YAML: nested deeper than the reader can follow") from None
     return parse_config(data, str(p))
+
+
+#: more opening brackets in a row than a fleet file nests: PyYAML's scanner reads all of `{` x 5000 looking for a
+#: simple key (1.2 s on a busy machine) before the composer's depth check can stop it
+_DEEP_FLOW = re.compile(r"(?:[\[{]\s*){" + str(MAX_FLEET_FILE_DEPTH + 1) + "}")
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -91,12 +91,21 @@ def test_a_fleet_file_over_the_size_cap_is_refused_before_it_is_parsed(tmp_path)
 
 
 @pytest.mark.parametrize(
-    "text", ["{" * 5000, "[" * 5000, "a:\n" + "".join(f"{' ' * (i + 1)}k{i}:\n" for i in range(80))]
+    "text",
+    [
+        "{" * 5000,
+        "[" * 5000,
+        "[ " * 5000,
+        "[1, " * 5000,
+        "{a: " * 5000,
+        "- " * 3000 + "x",
+        "a:\n" + "".join(f"{' ' * (i + 1)}k{i}:\n" for i in range(80)),
+    ],
 )
 def test_a_fleet_file_nested_deeper_than_a_fleet_file_is_refused_as_it_is_read(tmp_path, text):
     path = tmp_path / "deep.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=r"nested deeper than a fleet file can be \(over 64 levels\)"):
+    with pytest.raises(ConfigError, match=r"nested deeper than a fleet file can be \(over 64 levels"):
         load_config(path)
 
 
