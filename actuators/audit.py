@@ -189,6 +189,19 @@ class Audit:
         log.error("audit: NOT RECORDED (%s): %s %s", problem, what, _dumps(dict(row)))
         raise AuditError(f"the audit trail is unusable, {what} not recorded (logged instead): {problem}")
 
+    def _write_failed(self, what: str, row: Mapping[str, Any], e: sqlite3.Error) -> AuditError:
+        """A write SQLite refused (a read-only or immutable file, a full disk, an I/O error): the trail is broken
+        from now on, like a deleted one (issue 36: with the file and its WAL immutable, every decision failed "disk
+        I/O error" while `/metrics` said `audit_failed` 0 and `active` 1, and only WARNING lines were logged).  The
+        row is logged whole at ERROR and counted; the daemon's next check runs the tick advisory and pages."""
+        problem = f"{self.path} cannot be written: {e}"
+        if self.broken is None:
+            self.broken = problem
+            log.error("audit: %s", problem)
+        self.unrecorded += 1
+        log.error("audit: NOT RECORDED (%s): %s %s", problem, what, _dumps(dict(row)))
+        return AuditError(f"the audit trail is unusable, {what} not recorded (logged instead): {problem}")
+
     # --- writing ---------------------------------------------------------------------------------------------
     def record_decision(
         self,
@@ -230,7 +243,7 @@ class Audit:
                     return int(cur.lastrowid)  # type: ignore[arg-type]
                 return int(self._db.execute("SELECT id FROM decisions WHERE key = ?", (key,)).fetchone()[0])
             except sqlite3.Error as e:
-                raise AuditError(f"{self.path}: cannot record a decision: {e}") from None
+                raise self._write_failed("decision", {"key": key, "decided_at": now, "action": action}, e) from None
 
     def mark_applied(self, decision_id: int, result: Result, now: float) -> None:
         """Record the backend's answer (applied, refused or failed) to a decided action."""
@@ -281,7 +294,7 @@ class Audit:
                     (status, float(now), detail, previous, attempts, decision_id, was),
                 )
             except sqlite3.Error as e:
-                raise AuditError(f"{self.path}: cannot record an answer: {e}") from None
+                raise self._write_failed("answer", {"id": decision_id, "status": status, "detail": detail}, e) from None
             if cur.rowcount != 1:
                 raise AuditError(self._why_not(decision_id, "an answer", was))
 
@@ -298,7 +311,9 @@ class Audit:
                     (verdict, reason, float(now), decision_id),
                 )
             except sqlite3.Error as e:
-                raise AuditError(f"{self.path}: cannot record a verdict: {e}") from None
+                raise self._write_failed(
+                    "verdict", {"id": decision_id, "verdict": verdict, "reason": reason}, e
+                ) from None
             if cur.rowcount != 1:
                 raise AuditError(self._why_not(decision_id, "a verdict", "applied and without a verdict"))
 

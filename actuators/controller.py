@@ -5,7 +5,9 @@ Each tick, in order:
 1. read the fleet's settings (`FleetAdmin.observe`) and the inputs (`InputSource.read`); freeze — decide nothing,
    say why — if either fails or the inputs are stale, NaN, infinite or negative;
 2. verify what was applied a verification window ago: roll back (apply the backend's `previous`) an action that
-   had no visible effect, or a shift or relaxation after which the pool got worse;
+   had no visible effect, or a shift or relaxation after which the pool got worse; an action a newer one has
+   superseded (it changed one of the same settings since) is neither judged nor rolled back: its undo would put
+   back an older state over the newer one;
 3. ask the policy for decisions and put each through the guardrails (bounds, cooldown, change budget);
 4. apply the allowed ones with retries — or, in `advisory` mode and on a follower, only record them; an apply
    whose answer was lost is read back from the target (`infercast.actuators.recovery.settle`): `applied`, `failed` (read
@@ -40,6 +42,7 @@ from infercast.actuators.inputs import InputError, Inputs, InputSource, StoreInp
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.recovery import Settled, record_settled, settle
 from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.actuators.steadiness import settings_of
 from infercast.actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
@@ -98,9 +101,16 @@ class ControlLoop:
         self.frozen: str | None = None
         self.counts: Counter[tuple[str, str, str]] = Counter()  # (action kind, target, outcome) -> n
         self.last_set: dict[tuple[str, str], float] = {}  # ("weight"|"breaker", pool) -> value last applied
+        # setting (actuators/steadiness.py) -> (when, what) it was last changed by an applied action or rollback:
+        # an older action whose setting a newer one changed is superseded, never judged or rolled back
+        self.changed: dict[str, tuple[float, str]] = {}
         self.log: list[dict] = []
         self._fed: dict[Any, float] = {}  # audit ids of applied rows the guardrails count -> when decided
         self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
+        # advisory proposals logged: (kind, target) -> the action last logged for it.  A proposal is logged when it
+        # appears and when it changes, not every tick (issue 38: the same three proposals every 15 s)
+        self._proposals: dict[tuple[str, str], str] = {}
+        self._proposed_now: set[tuple[str, str]] = set()
         # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
         self.alerting = alert_book(cfg)
 
@@ -128,12 +138,15 @@ class ControlLoop:
         self._sync_guardrails(now)
         self._verify(now, fleet, inputs, report, ctx, active)
         decisions = self.policy.decide(now, fleet, self._with_alerts(inputs.outlook))
+        self._proposed_now = set()
         for j in self.guard.judge(now, decisions, fleet):
             if not j.allowed:
                 self._record(now, j.decision, "refused", j.reason, report)
                 self._audit_refusal(now, j.decision, j.reason)
             else:
                 self._carry_out(now, j.decision, inputs, report, ctx, active)
+        for gone in set(self._proposals) - self._proposed_now:  # no longer proposed: logged again if it comes back
+            del self._proposals[gone]
         return report
 
     def _active(self, ctx: Any) -> bool:
@@ -186,7 +199,7 @@ class ControlLoop:
             self.guard.record_applied(now, d.action)
             self._counted(audit_id, now)
             self.policy.note_applied(d, res.previous)
-            self._remember(d.action)
+            self._remember(d.action, now)
             self.pending.append(Pending(now, now + self._window(d.action), d, res, self._kv(inputs), audit_id))
 
     def _audit_decision(
@@ -256,9 +269,22 @@ class ControlLoop:
     def _kv(inputs: Inputs) -> dict[str, float]:
         return {p: o.kv_now for p, o in inputs.outlook.items()}
 
-    def _remember(self, a: Action) -> None:
+    def _remember(self, a: Action, now: float) -> None:
         if isinstance(a, SetPoolWeight):
             self.last_set[("weight", a.pool)] = a.weight
+        for setting in settings_of(a):
+            self.changed[setting] = (now, a.describe())
+
+    def _superseded(self, p: Pending) -> str | None:
+        """What changed a setting of `p`'s action after it was applied (None: nothing did).  Its effect can no
+        longer be seen, and its undo would put back a value older than the newer change: before, verification found
+        "no effect" and rolled it back, undoing the newer state (a relaxed `max_context_tokens` 16000 set back to
+        8192 a minute later, the policy at level 0 and nothing to relax it again, issue 36)."""
+        for setting in settings_of(p.decision.action):
+            when, what = self.changed.get(setting, (-math.inf, ""))
+            if when > p.at:
+                return f"superseded: {setting} changed since by {what} at {when:.0f}; not judged, not rolled back"
+        return None
 
     # --- verification -------------------------------------------------------------------------------------
     def _verify(
@@ -267,7 +293,8 @@ class ControlLoop:
         due = [p for p in self.pending if p.due <= now + 1e-9]
         self.pending = [p for p in self.pending if p.due > now + 1e-9]
         for p in due:
-            verdict, why = self._verdict(p, fleet, inputs)
+            superseded = self._superseded(p)
+            verdict, why = ("superseded", superseded) if superseded else self._verdict(p, fleet, inputs)
             report.verdicts.append((p.decision, verdict, why))
             if self.audit is not None and p.audit_id is not None:
                 try:
@@ -275,11 +302,13 @@ class ControlLoop:
                     # worse), as infercast_actuator_verdicts_total counts it
                     if verdict in ("verified", "no_effect"):
                         self.audit.mark_verdict(p.audit_id, verdict, why, now)
+                    elif verdict == "superseded":  # its effect cannot be told apart from the newer change's
+                        self.audit.mark_verdict(p.audit_id, "no_effect", why, now)
                     else:
                         self.audit.mark_verdict(p.audit_id, "rolled_back", f"{verdict}: {why}", now)
                 except AuditError as e:
                     log.error("actuator: verdict on %s not in the audit trail: %s", p.decision.action.describe(), e)
-            if verdict == "verified" or p.result.previous is None:
+            if verdict in ("verified", "superseded") or p.result.previous is None:
                 self.log.append(self._row(now, p.decision, "verified" if verdict == "verified" else verdict, why))
                 continue
             undo = Decision(p.result.previous, f"roll back ({verdict}): {why}", p.decision.inputs, "rollback")
@@ -319,7 +348,8 @@ class ControlLoop:
         if outcome == "rolled_back":
             self.guard.record_applied(now, undo.action)
             self._counted(audit_id, now)
-            self.policy.note_rolled_back(p.decision)
+            self._remember(undo.action, now)
+            self.policy.note_rolled_back(p.decision, undo.action, now)
 
     def _verdict(self, p: Pending, fleet: Observation, inputs: Inputs) -> tuple[str, str]:
         """`verified`, `no_effect` (the fleet does not show the change) or `worse` (after a shift or relaxation
@@ -362,9 +392,28 @@ class ControlLoop:
         self.counts[(d.action.kind, d.action.target, outcome)] += 1
         self.log.append(self._row(now, d, outcome, detail))
         level = logging.INFO if outcome in ("applied", "rolled_back", "advisory") else logging.WARNING
+        if outcome == "advisory":
+            what, said = (d.action.kind, d.action.target), d.action.describe()
+            self._proposed_now.add(what)
+            if self._proposals.get(what) == said:  # proposed as before: said once already
+                level = logging.DEBUG
+            self._proposals[what] = said
+            detail = f"{detail}; {self._bounds(now, d)}"
         log.log(
             level, "%s %s (%s): %s%s", outcome, d.action.describe(), d.intent, d.reason, f"; {detail}" * bool(detail)
         )
+
+    def _bounds(self, now: float, d: Decision) -> str:
+        """The guardrails that bound a proposal, as a reader of the advisory log needs them to judge it."""
+        g = self.cfg.guardrails
+        used = self.guard.budget_used(now)
+        out = f"guardrails: one {d.action.kind} on {d.action.target} per {g.cooldown_seconds:.0f} s, "
+        out += f"{used} of {g.change_budget_per_hour} changes an hour used"
+        if isinstance(d.action, ScalePool):
+            out += f", at most {g.max_replicas_step} replicas a step"
+        if isinstance(d.action, SetPoolWeight) and self.guard.max_weight is not None:
+            out += f", weights at most {self.guard.max_weight:g}"
+        return out
 
     @staticmethod
     def _row(now: float, d: Decision, outcome: str, detail: str) -> dict:
@@ -432,7 +481,13 @@ def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Calla
     ]
     verdicts = []
     for d, verdict, why in r.verdicts:
-        v = verdict if verdict in ("verified", "no_effect") else "rolled_back"
+        v = (
+            verdict
+            if verdict in ("verified", "no_effect")
+            else "no_effect"
+            if verdict == "superseded"
+            else "rolled_back"
+        )
         verdicts.append(VerdictOutcome(d.action, v, why))
     budget = loop.guard.budget_used(now) / loop.cfg.guardrails.change_budget_per_hour
     return TickReport(

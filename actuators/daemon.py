@@ -36,7 +36,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -44,13 +44,16 @@ from infercast.actuators.leader import LeaderElector, Leadership
 from infercast.actuators.metrics import ActuatorMetrics
 from infercast.actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
 from infercast.actuators.webhook import Offer, WebhookReceiver
-from infercast.catalog import ACTUATOR_AUDIT_FAILED, ACTUATOR_FENCED
+from infercast.catalog import ACTUATOR_AUDIT_FAILED, ACTUATOR_FENCED, ACTUATOR_FROZEN
 from infercast.clock import Clock, WallClock
 from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
 
 log = logging.getLogger(__name__)
 
 JOBS: tuple[Loop, ...] = ("scheduled", "alert")  # the scheduler's job ids are the `loop` label's values
+#: runs in a row that raise or are skipped late before the daemon says it is not acting (one is a blip; three at
+#: the 15 s interval are 45 s of a loop that does nothing)
+RUNS_FAILING = 3
 #: where the webhook's token may come from (named in the refusal)
 TOKEN_SOURCES = f"actuator.webhook.token_env (default $INFERCAST_ACTUATOR_TOKEN), actuator.webhook.token_file, " \
     f"${TOKEN_ENV} or ${TOKEN_FILE_ENV}"  # fmt: skip
@@ -103,6 +106,8 @@ class Daemon:
             reconcile  # settles rows a lost answer left unknown (infercast.actuators.recovery.reconcile_unknown)
         )
         self._audit_broken = False
+        self._failing_runs = 0  # runs in a row that raised or were skipped late (RUNS_FAILING: not acting)
+        self._leading = False  # whether the last run's elector said this replica leads
         self.fence_reader = fence_reader  # the highest fencing token the backend has seen (None: it keeps none)
         self._fenced = False
         self.elector = elector
@@ -136,7 +141,7 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(misfire_grace))},
             timezone=UTC,
         )
-        self.scheduler.add_listener(self._missed, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+        self.scheduler.add_listener(self._missed, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
         self._stopped = threading.Event()
         self._lead_lock = threading.Lock()  # the renew job and a tick's check never ask the elector at once
 
@@ -156,7 +161,8 @@ class Daemon:
         broken = self._check_audit(now)
         acting = self.mode == "active" and lead.is_leader and not fenced and not broken
         stateless = self._check_state(lead, now, acting)
-        active = acting and not stateless
+        active = acting and not stateless and self._failing_runs < RUNS_FAILING
+        self._leading = lead.is_leader
         self.metrics.leadership(lead.is_leader, active)
         self.metrics.fenced(fenced)
         if self.mode == "active" and not lead.is_leader:
@@ -167,14 +173,39 @@ class Daemon:
         except Exception:
             log.exception("actuator: %s tick failed", loop)
             self.metrics.tick(loop, "error")
+            self._run_failed(loop, "raised")
             return None
         finally:
-            if self.audit is not None:  # rows the tick could not write count at once
+            if self.audit is not None:  # rows the tick could not write count at once, and a write that failed
+                # broke the trail: paged now (`audit_failed` 1, not active), not at the next tick's check
+                if getattr(self.audit, "broken", None) is not None and not self._audit_broken:
+                    self._audit_broken = True
+                    self.metrics.leadership(lead.is_leader, False)
+                    log.error(
+                        "actuator: not acting (advisory) from the next tick: the audit trail is unusable: %s; "
+                        "restore it and restart the daemon (%s 1)", self.audit.broken, ACTUATOR_AUDIT_FAILED,
+                    )  # fmt: skip
                 self.metrics.audit(self._audit_broken, None, int(getattr(self.audit, "unrecorded", 0)))
+        if self._failing_runs >= RUNS_FAILING:
+            log.warning("actuator: %s tick ran again after %d failed runs", loop, self._failing_runs)
+        self._failing_runs = 0
         self.metrics.record(report, loop)
         self.metrics.tick(loop, "ok")
         self.last_report = report
         return report
+
+    def _run_failed(self, loop: str, how: str) -> None:
+        """A run that raised or was skipped.  After RUNS_FAILING in a row (none ran through since) the daemon is not
+        acting and says so as loudly as a broken audit trail: `active` 0, `frozen` 1 (reason `other`: the
+        InfercastActuatorFrozen page) and an ERROR line per failed run, until a run goes through (issue 36: with
+        `misfire_grace_seconds: 1e300` every scheduled run failed inside APScheduler while `/metrics` said active)."""
+        self._failing_runs += 1
+        if self._failing_runs < RUNS_FAILING:
+            return
+        why = f"the last {self._failing_runs} runs of the control loop failed (the latest, {loop}, {how})"
+        log.error("actuator: not acting: %s; see the errors above (%s 1)", why, ACTUATOR_FROZEN)
+        self.metrics.leadership(self._leading, False)
+        self.metrics.record(TickReport(frozen=True, freeze_reason="other", note=why), loop)
 
     def _check_audit(self, now: float) -> bool:
         """Whether the audit trail is broken (the tick then runs advisory); settles `unknown` rows when it is not."""
@@ -333,6 +364,10 @@ class Daemon:
         if loop in JOBS:
             log.warning("actuator: %s tick skipped (late or still running)", loop)
             self.metrics.tick(loop, "missed")
+            if event.code == EVENT_JOB_MISSED:  # an overrun (max instances) is a run still going, not a failure
+                self._run_failed(loop, "skipped: late")
+        elif event.code == EVENT_JOB_ERROR and loop in JOBS:
+            self._run_failed(loop, "raised in the scheduler")
 
     def _metrics(self, _) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

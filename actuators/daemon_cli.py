@@ -176,14 +176,26 @@ def build_daemon(
 
 
 def hold_audit(path: str) -> Any:
-    """An exclusive lock on `<audit_db>.lock` for as long as the returned file stays open: two acting daemons on one
-    audit trail (`leader: single` started twice) is a ConfigError naming the other's pid, not two silent actors."""
+    """An exclusive lock on the audit trail for as long as the returned file stays open: two acting daemons on one
+    audit trail (`leader: single` started twice) is a ConfigError naming the other's pid, not two silent actors.
+
+    One trail is one file however its path is written (issue 36 item 3: two daemons reaching it through a symlink
+    both acted): the lock file is `<resolved path>.lock` (relative, absolute, a symlink or `..` all resolve to one
+    name), and the audit file itself is `flock`ed too, which holds on its inode, so a bind mount or a hard link of
+    the file (another name no resolving can tell) finds the same lock.  (`flock` and SQLite's POSIX locks do not
+    interact on Linux; the descriptor stays open for the daemon's life, so SQLite's locks are never dropped by it.)"""
     import fcntl
     import os
 
-    f = open(f"{path}.lock", "a+")  # noqa: SIM115 -- held open for the daemon's life
+    real = os.path.realpath(path)
+    try:
+        os.makedirs(os.path.dirname(real) or ".", exist_ok=True)  # as the audit trail makes its directory
+        f = open(f"{real}.lock", "a+")  # noqa: SIM115 -- held open for the daemon's life
+    except OSError as e:
+        raise ConfigError(f"actuator: cannot lock the audit trail {path} (actuator.audit_db): {e}") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        trail = _lock_trail(real)
     except BlockingIOError:
         f.seek(0)
         other = f.read().strip()[:20] or "?"
@@ -195,7 +207,50 @@ def hold_audit(path: str) -> Any:
     f.truncate(0)
     f.write(str(os.getpid()))
     f.flush()
-    return f
+    return _Held(f, trail)
+
+
+class _Held:
+    """The held locks: the lock file (its `name`, `close`) and the audit file's own descriptor."""
+
+    def __init__(self, f: Any, trail: int | None) -> None:
+        self._f, self._trail = f, trail
+        self.name = f.name
+
+    def close(self) -> None:
+        import os
+
+        if self._trail is not None:
+            os.close(self._trail)
+            self._trail = None
+        self._f.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+
+def _lock_trail(real: str) -> int | None:
+    """`flock` the audit file itself (created empty when missing: SQLite takes an empty file as a new database);
+    BlockingIOError when another daemon holds it.  None when the file cannot be opened at all (its directory is
+    read-only): the lock file alone then stands, and the audit trail reports the rest."""
+    import fcntl
+    import os
+
+    fd = None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            fd = os.open(real, flags, 0o600)
+            break
+        except OSError:
+            continue
+    if fd is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def run(args: argparse.Namespace) -> int:

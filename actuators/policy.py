@@ -32,10 +32,13 @@ from typing import Any
 
 from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import Observation, PoolState
+from infercast.actuators.steadiness import settings_of
 from infercast.config import FleetConfig
 from infercast.fairshare import share_by_value
 
 LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
+#: `memory_limit` 1.0: a node admits until its memory is full, i.e. no memory admission limit (what None means)
+NO_MEMORY_LIMIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,24 @@ def _share_spare(asks: dict[str, int], pools: dict[str, PoolState], value: dict[
     return grants
 
 
+def _shares(serving: list[PoolState], weights: dict[str, float], serves: tuple[bool, bool]) -> str:
+    """The traffic the pools serving the same prompts take, as shares summing to 1 by version and, within each
+    version, by pool, after `weights` (issue 38: a bare `weight=1.2935` for a fallback pool on another version said
+    nothing of what it meant), e.g. "traffic shares after: v4 0.44 (v4-main 0.44), v3.5 0.56 (v3.5-fallback 0.56)"."""
+    pools = [(p.name, p.version, weights.get(p.name, p.weight)) for p in serving if _serves(p) == serves]
+    total = sum(w for _, _, w in pools)
+    if total <= 0:
+        return "no traffic shares (every weight 0)"
+    by_version: dict[str, list[tuple[str, float]]] = {}
+    for name, version, w in pools:
+        by_version.setdefault(version, []).append((name, w / total))
+    parts = []
+    for version, shares in sorted(by_version.items(), key=lambda kv: -sum(s for _, s in kv[1])):
+        inside = ", ".join(f"{n} {s:.2f}" for n, s in shares)
+        parts.append(f"{version} {sum(s for _, s in shares):.2f} ({inside})")
+    return "traffic shares after: " + ", ".join(parts)
+
+
 def _serves(p: PoolState) -> tuple[bool, bool]:
     """(takes prompts up to 8k, takes longer ones)."""
     return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
@@ -138,6 +159,10 @@ class PredictivePolicy:
         self.state = PolicyState()
         self.floor: dict[str, int] = {}
         self._decided_at = 0.0  # the last tick's `now`: what `note_applied` hears about was decided then
+        self.held: dict[str, float] = {}  # setting (actuators/steadiness.py) -> until when a rollback holds it
+
+    def _held(self, now: float, *settings: str) -> bool:
+        return any(self.held.get(s, -math.inf) > now for s in settings)
 
     # --- the tick -------------------------------------------------------------------------------------------
     def decide(self, now: float, fleet: Observation, outlook: dict[str, Outlook]) -> list[Decision]:
@@ -186,11 +211,22 @@ class PredictivePolicy:
                 st.base_replicas.pop(a.pool, None)
                 self.floor.pop(a.pool, None)
 
-    def note_rolled_back(self, d: Decision) -> None:
-        """A decision was undone after verification: wait a full hold before relaxing again."""
+    def note_rolled_back(self, d: Decision, restored: Action | None = None, now: float | None = None) -> None:
+        """A decision was undone after verification (`restored`: the undo applied): wait a full hold before relaxing
+        again.  A shift undone back to the weight the policy found is no longer its doing: nothing to relax (before,
+        the relax re-applied the weight already there, a change spent on nothing)."""
         self.state.calm_since = None
+        # the lever stays where the rollback left it for a dwell (the relax hold): retried at once, a shift undone
+        # because its sibling got worse went out, back and out again inside a minute (a flap)
+        until = (self._decided_at if now is None else now) + self.p.relax_hold_seconds
+        for setting in settings_of(d.action):
+            self.held[setting] = max(self.held.get(setting, -math.inf), until)
         if isinstance(d.action, ScalePool) and d.intent == "protect":
             self.floor.pop(d.action.pool, None)
+        if isinstance(restored, SetPoolWeight) and d.intent == "shift":
+            base = self.state.base_weights.get(restored.pool)
+            if base is not None and math.isclose(base, restored.weight, rel_tol=1e-9, abs_tol=1e-9):
+                del self.state.base_weights[restored.pool]
 
     def _prewarm_lead(self) -> float:
         return self.cold_start + self.p.prewarm_margin_seconds
@@ -201,6 +237,8 @@ class PredictivePolicy:
         for p in serving:
             o = outlook[p.name]
             if o.breach_eta_seconds > self._prewarm_lead() or p.spare <= 0:
+                continue
+            if self._held(self._decided_at, f"replicas:{p.name}"):
                 continue
             want = math.ceil(max(p.replicas, 1) * o.pressure_peak / self.p.target_kv - 1e-9)
             asks[p.name] = max(0, want - p.replicas)
@@ -244,6 +282,8 @@ class PredictivePolicy:
         if self.state.level >= len(self.state.levels):
             return []
         step = self.state.levels[self.state.level]
+        if self._held(self._decided_at, *(f"admission:{k}" for k in step)):
+            return []
         level = self.state.level + 1  # where the policy is once this step is applied (`note_applied`)
         worst = min(close, key=lambda p: outlook[p.name].breach_eta_seconds)
         o = outlook[worst.name]
@@ -286,7 +326,8 @@ class PredictivePolicy:
                 if q.name not in pressed and _serves(q) == _serves(p) and q.weight > 0
                 and outlook[q.name].pressure_peak < self.trigger - self.p.hysteresis
             ]  # fmt: skip
-            if not siblings or p.weight <= 0:
+            siblings = [q for q in siblings if not self._held(self._decided_at, f"weight:{q.name}")]
+            if not siblings or p.weight <= 0 or self._held(self._decided_at, f"weight:{p.name}"):
                 continue
             q = min(siblings, key=lambda x: outlook[x.name].pressure_peak)
             oq = outlook[q.name]
@@ -295,12 +336,14 @@ class PredictivePolicy:
             moved = min(p.weight * self.p.max_weight_shift, q.weight * headroom)
             if moved <= 0.01 * p.weight:
                 continue
-            why = (
-                f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
-                f"{oq.pressure_peak:.2f})"
-            )
             # each carries the weight before it: what relaxing goes back to, once it is applied
             lower, raise_ = round(p.weight - moved, 4), round(q.weight + moved, 4)
+            why = (
+                f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
+                f"{oq.pressure_peak:.2f}); moving {moved:.4g} of weight, at most {self.p.max_weight_shift:.0%} of "
+                f"{p.name}'s (policy.max_weight_shift) and no more than {q.name}'s forecast headroom to "
+                f"{self.trigger:.2f} takes; {_shares(serving, {p.name: lower, q.name: raise_}, _serves(p))}"
+            )
             out.append(
                 Decision(SetPoolWeight(p.name, lower), why, self._inputs(outlook[name], weight=p.weight), "shift")
             )
@@ -314,9 +357,13 @@ class PredictivePolicy:
         if not (st.level or st.base_replicas or st.base_weights):
             return []
         level = self.trigger - self.p.hysteresis
+        # calm: no forecast or live figure near the trigger, no peak announced, and no breach warned of, which a
+        # firing alert about the pool is (the loop sets its breach to now): before, a firing alert with calm forecasts
+        # counted as calm, and the loop relaxed and tightened the same settings in turn while it fired (issue 36)
         calm = all(
             max(outlook[p.name].pressure_peak, outlook[p.name].kv_now) < level
             and math.isinf(outlook[p.name].rps_surge_eta_seconds)
+            and math.isinf(outlook[p.name].kv_breach_eta_seconds)
             for p in serving
         )
         if not calm:
@@ -352,9 +399,24 @@ class PredictivePolicy:
             ]
         return []
 
+    def unset_admission(self, key: str) -> Any:
+        """The value that puts back an admission setting the fleet had not set (None) before tightening began: no
+        memory limit is a limit of 1.0 (admit until memory is full); no context limit, the fleet file's
+        `thresholds.context_reject_tokens` (what the tightening steps start from); no gateway waits, the fleet
+        file's `protections.tiers`.  Before, a None base was dropped, so a tightened `memory_limit: 0.75` (and, on a
+        router document that named no admission, every tightened field) was never removed (issue 36)."""
+        tiers = self.cfg.protections.tiers
+        return {
+            "memory_limit": NO_MEMORY_LIMIT,
+            "max_context_tokens": self.cfg.thresholds.context_reject_tokens,
+            "normal_queue_seconds": tiers.normal_queue_seconds,
+            "low_queue_seconds": tiers.low_queue_seconds,
+        }[key]
+
     def _levels_back(self, fleet: Observation, level: int) -> dict[str, Any]:
-        """The admission at a looser `level`: that level's values, or (0) the ones before tightening."""
-        base = {k: v for k, v in self.state.base_admission.items() if v is not None}
+        """The admission at a looser `level`: that level's values, or (0) the ones before tightening (a setting that
+        was not set then: `unset_admission`)."""
+        base = {k: self.unset_admission(k) if v is None else v for k, v in self.state.base_admission.items()}
         if level == 0:
             return base
         merged = dict(base)
@@ -364,6 +426,16 @@ class PredictivePolicy:
 
     def _warning(self, o: Outlook) -> str:
         if o.kv_breach_eta_seconds <= o.rps_surge_eta_seconds:
+            if o.kv_now >= self.trigger:  # never "crosses 0.80 in 3 s" of a pool already over it (issue 38)
+                return (
+                    f"KV usage {o.kv_now:.2f} is over {self.trigger:.2f} now (forecast upper band peaks at "
+                    f"{o.kv_upper_peak:.2f})"
+                )
+            if o.kv_breach_eta_seconds <= 0 and o.kv_upper_peak < self.trigger:  # a firing alert, not the forecast
+                return (
+                    f"a breach is warned of now (a firing alert about the pool; KV {o.kv_now:.2f}, forecast upper "
+                    f"band {o.kv_upper_peak:.2f})"
+                )
             return (
                 f"KV forecast upper band {o.kv_upper_peak:.2f} crosses {self.trigger:.2f} in "
                 f"{o.kv_breach_eta_seconds:.0f} s"

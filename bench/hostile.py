@@ -270,6 +270,14 @@ class Listener:
     health_body: dict | None = None  # a listener with no read route: healthy when this POST answers 200
 
 
+def _latin1(v: str) -> bool:
+    try:
+        v.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
     import requests
 
@@ -365,8 +373,16 @@ def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
         if d.boolean():
             h["Idempotency-Key"] = d.choice(["k-1", "", "a" * 500, "../x", "k\u00e9", d.text(20)])
         if d.boolean():
-            h["X-Fencing-Token"] = d.choice(["1", "-1", "999999999999999999999", "NaN", "0x10", d.text(10)])
-        return {k: v for k, v in h.items() if v.isascii() and "\n" not in v and "\r" not in v}
+            # Unicode digits ("²".isdigit() is true, int() refuses it: a 500 before issue 36 item 7), in latin-1 as
+            # a client's header and as raw UTF-8 bytes
+            h["X-Fencing-Token"] = d.choice(["1", "-1", "999999999999999999999", "NaN", "0x10", "²", "1²",
+                                             "\u00b9\u00b2", "\u0663", "\uff13", "\U0001d7d9", "7\t",
+                                             d.text(10)])  # fmt: skip
+        return {
+            k: (v if _latin1(v) else v.encode("utf-8", "surrogatepass"))
+            for k, v in h.items()
+            if "\n" not in v and "\r" not in v and not v[:1].isspace()
+        }  # fmt: skip  (requests refuses those)
 
     from infercast.alertrules.webhook import WebhookRecorder
 
@@ -629,12 +645,28 @@ def fire_config(n: int, seed: int, engine: str, tmp: Path) -> Tally:
         how = d.integer(0, 4)
         if how == 0:
             text = d.choice(["a: &a [*a]", "&a [" + "*a, " * 50 + "]", "{" * 5000, "!!python/object:os.system x",
-                             "pools:\n  a: 1\n  a: 2\n", d.text(300)])  # fmt: skip
+                             "pools:\n  a: 1\n  a: 2\n", d.text(300), "[" * 5000, "- " * 3000 + "x",
+                             "a:\n" + "".join(f"{' ' * (i + 1)}k{i}:\n" for i in range(200)),
+                             "x-a: &a {nodes: 1}\npools:\n  p:\n    <<: *a\n    <<: *a\n",
+                             "x-a: &a {b: &b [" + "1," * 100 + "]}\n"
+                             + "".join(f"x-{i}: [{'*a,' * 50}]\n" for i in range(50)),
+                             ])  # fmt: skip
+        elif how == 3 and d.boolean():  # over the size cap (issue 36 item 6: 120k keys took 28 s before the cap)
+            text = base + "\n".join(f"x-k{i}: {i}" for i in range(d.integer(80_000, 120_000)))
         elif how == 1:
             lines = base.split("\n")
             i = d.integer(0, len(lines) - 1)
             lines.insert(i, lines[i])  # a repeated key (or a repeated list item)
             text = "\n".join(lines)
+        elif how == 4 and d.boolean():  # a duration or count without bound (issue 36 item 5)
+            doc = json.loads(json.dumps(data))
+            section, key = d.choice([("actuator", "interval_seconds"), ("actuator", "misfire_grace_seconds"),
+                                     ("guardrails", "cooldown_seconds"), ("policy", "relax_hold_seconds"),
+                                     ("guardrails", "change_budget_per_hour"), ("router", "cold_start_seconds"),
+                                     ("predictor", "horizon_seconds"),
+                                     ("router", "health_check_failures")])  # fmt: skip
+            doc.setdefault(section, {})[key] = d.choice([math.inf, -math.inf, math.nan, 1e308, 1e300, 10**30, 2**63])
+            text = yaml.safe_dump(doc)
         else:
             doc = mutate_json(d, data)
             text = json.dumps(doc, allow_nan=True) if d.boolean() else yaml.safe_dump(doc)

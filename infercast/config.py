@@ -9,6 +9,7 @@ Durations are `*_seconds`, sizes `*_bytes` or `*_gb` (GiB, as GPU cards are sold
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -40,6 +41,21 @@ MAX_SCENARIO_SECONDS = 7 * 86_400.0
 MAX_PHASES, MAX_STREAMS, MAX_FAULTS = 10_000, 100, 10_000
 #: changes per rolling hour the guardrails may allow (one a second)
 MAX_CHANGE_BUDGET_PER_HOUR = 3_600
+# Every duration and count has an upper bound a human would accept (issue 36 item 5): `.inf`, `1e308` or `1e300`
+# seconds crashed the daemon at start or left it "active" with every scheduled run failing.  The actuator's own
+# timings have tight bounds of their own (an hour); any other `*_seconds` at most a year, any other number at most
+# MAX_NUMBER, every number finite: `check_bounds` checks the whole validated file, naming the key.
+#: the most any duration in the fleet file may be (a year), seconds
+MAX_DURATION_SECONDS = 366 * 86_400.0
+#: the actuator's loop interval, misfire grace and leader lease: an hour at most
+MAX_ACTUATOR_SECONDS = 3_600.0
+#: any other number (a count, a factor, a size): finite and at most this (bytes: MAX_BYTES; a seed: any integer)
+MAX_NUMBER = 1e9
+MAX_BYTES = 2**40
+#: a fleet file is refused above this size before it is parsed (a 50 MB file of 700k keys took minutes and GBs)
+MAX_FLEET_FILE_BYTES = 1024 * 1024
+#: and nested deeper than this (a fleet file is a handful of levels deep): refused as it is read, not after
+MAX_FLEET_FILE_DEPTH = 64
 Rps = Annotated[float, Field(gt=0.0, le=MAX_RPS)]
 Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 
@@ -941,7 +957,7 @@ class RedisLeader(Strict):
     kind: Literal["redis"]
     url: str = "redis://127.0.0.1:6379/0"
     key: str = Field("infercast:actuator:leader", min_length=1)
-    lease_seconds: Annotated[float, Field(ge=1.0)] = 15.0
+    lease_seconds: Annotated[float, Field(ge=1.0, le=MAX_ACTUATOR_SECONDS)] = 15.0
     identity: str | None = Field(None, description="this replica's name (default: host:pid:random)")
     timeout_seconds: PosFloat = 1.0
 
@@ -953,7 +969,7 @@ class KubernetesLeader(KubernetesAccess):
 
     kind: Literal["kubernetes"]
     name: str = Field("infercast-actuator", min_length=1)
-    lease_seconds: Annotated[int, Field(ge=1)] = 15
+    lease_seconds: Annotated[int, Field(ge=1, le=int(MAX_ACTUATOR_SECONDS))] = 15
     identity: str | None = Field(None, description="this replica's name (default: $POD_NAME or host:pid)")
 
 
@@ -998,16 +1014,16 @@ class ActuatorConfig(Strict):
     listen: str = Field("127.0.0.1:9402", description="host:port of /metrics and the webhook")
     webhook: WebhookConfig = WebhookConfig()
     prometheus_url: str | None = Field(None, description="live metrics (default: predictor.prometheus_url)")
-    interval_seconds: PosFloat = Field(
+    interval_seconds: Annotated[float, Field(gt=0.0, le=MAX_ACTUATOR_SECONDS)] = Field(
         15.0,
         description="how often the control loop runs on its own (live metrics, breakers, the newest forecasts); an "
         "alert the webhook accepts runs it at once as well",
     )
-    misfire_grace_seconds: Annotated[float, Field(ge=1.0)] = Field(
+    misfire_grace_seconds: Annotated[float, Field(ge=1.0, le=MAX_ACTUATOR_SECONDS)] = Field(
         5.0, description="a loop run this late still runs; later ones are counted as missed"
     )
     apply_attempts: Annotated[int, Field(ge=1, le=10)] = 3
-    apply_backoff_seconds: PosFloat = 0.2
+    apply_backoff_seconds: Annotated[float, Field(gt=0.0, le=60.0)] = 0.2
 
     _listen = field_validator("listen")(lambda v: _check_listen(v))
     _prom = field_validator("prometheus_url")(lambda v: _check_url(v, ("http://", "https://")))
@@ -1344,12 +1360,56 @@ def _format_errors(err: ValidationError) -> str:
 def parse_config(data: Any, source: str = "<config>") -> FleetConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    # top-level `x-...` keys are the file's own (anchors for merge keys, `x-pool: &pool {...}` then `<<: *pool`,
+    # as Docker Compose has them): not fields, never read
+    data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
     try:
-        return FleetConfig.model_validate(data)
+        cfg = FleetConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(f"{source}: invalid fleet configuration:\n{_format_errors(err)}") from None
     except RecursionError:
         raise ConfigError(f"{source}: invalid fleet configuration: nested deeper than a fleet file can be") from None
+    problems = check_bounds(cfg)
+    if problems:
+        raise ConfigError(f"{source}: invalid fleet configuration:\n" + "\n".join(f"  {p}" for p in problems))
+    return cfg
+
+
+def _bound_of(key: str) -> tuple[float, str]:
+    """(the most a number under `key` may be, how to say it)."""
+    if key.endswith("_seconds"):
+        return MAX_DURATION_SECONDS, "a year (31,622,400 s)"
+    if key.endswith("_bytes"):
+        return float(MAX_BYTES), "1 TiB"
+    return MAX_NUMBER, f"{MAX_NUMBER:,.0f}"
+
+
+def check_bounds(cfg: BaseModel) -> list[str]:
+    """Every number of a validated fleet file finite and within its bound (`_bound_of`: a duration a year, a
+    size 1 TiB, anything else MAX_NUMBER; a field's own tighter bound was checked by validation), as
+    `key.path: problem` lines.  A `seed` may be any integer."""
+    problems: list[str] = []
+
+    def walk(value: Any, path: str, key: str) -> None:
+        if isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name), f"{path}.{name}" if path else name, name)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}", key)  # a mapping's values are bounded as its key's: slo_seconds.urgent
+        elif isinstance(value, tuple | list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}.{i}", key)
+        elif isinstance(value, int | float) and not isinstance(value, bool) and key != "seed":
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.append(f"{path}: must be a finite number, got {value!r}")
+                return
+            bound, said = _bound_of(key)
+            if value > bound:
+                problems.append(f"{path}: {value:g} is above the most a fleet file may give here, {said}")
+
+    walk(cfg, "", "")
+    return problems
 
 
 def load_config(path: str | Path) -> FleetConfig:
@@ -1359,11 +1419,25 @@ def load_config(path: str | Path) -> FleetConfig:
     if not p.suffix and not p.exists():
         p = resolve_scenario(str(path))
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:  # at most one byte over the cap is read: a FIFO or a growing file cannot hold us
+            raw = f.read(MAX_FLEET_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise ConfigError(f"{p}: cannot read: {e}") from None
+    if len(raw) > MAX_FLEET_FILE_BYTES:
+        raise ConfigError(
+            f"{p}: larger than a fleet file can be (over {MAX_FLEET_FILE_BYTES // 1024} KiB); refused before parsing"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: cannot read: {e}") from None
+    if _DEEP_FLOW.search(text):  # the reader would scan every bracket before the depth check sees one
+        raise ConfigError(
+            f"{p}: not valid YAML: nested deeper than a fleet file can be (over {MAX_FLEET_FILE_DEPTH} levels of "
+            "brackets in a row)"
+        )
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -1373,13 +1447,37 @@ def load_config(path: str | Path) -> FleetConfig:
     return parse_config(data, str(p))
 
 
+#: more opening brackets in a row than a fleet file nests: PyYAML's scanner reads all of `{` x 5000 looking for a
+#: simple key (1.2 s on a busy machine) before the composer's depth check can stop it
+_DEEP_FLOW = re.compile(r"(?:[\[{]\s*){" + str(MAX_FLEET_FILE_DEPTH + 1) + "}")
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """`yaml.safe_load`, except that a key repeated in one mapping is an error naming its line (YAML's own rule;
-    PyYAML silently keeps the last value, so `nodes: 4` then `nodes: 400` ran with 400)."""
+    PyYAML silently keeps the last value, so `nodes: 4` then `nodes: 400` ran with 400), and a document nested
+    deeper than MAX_FLEET_FILE_DEPTH is refused as soon as the reader gets there (`"{" * 5000` took 2.6 s to fail
+    in the reader's recursion).  Merge keys (`<<: *base`, `<<: [*a, *b]`) work as YAML 1.1 says: the keys written
+    beside them override the merged ones, which is no repeat."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_FLEET_FILE_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than a fleet file can be (over {MAX_FLEET_FILE_DEPTH} levels)", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<`: flattened by the base class
+                continue
             try:
                 key = self.construct_object(key_node, deep=True)
                 hash(key)

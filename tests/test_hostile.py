@@ -50,7 +50,7 @@ def test_a_fleet_file_nested_five_thousand_deep_is_a_config_error_not_a_recursio
     is a ConfigError saying so, and the command line exits 2."""
     path = tmp_path / "deep.yaml"
     path.write_text("{" * 5000)
-    with pytest.raises(ConfigError, match="nested deeper than the reader can follow"):
+    with pytest.raises(ConfigError, match="nested deeper than a fleet file can be"):
         load_config(path)
     r = subprocess.run([sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path)],
                        capture_output=True, text=True, timeout=120, cwd=REPO, check=False)  # fmt: skip

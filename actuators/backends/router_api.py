@@ -19,6 +19,7 @@ What the server keeps, and why:
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -138,10 +139,15 @@ class RouterAdminApi:
         return Response.json({**payload, "replayed": False}, status)
 
 
+#: a fencing token on the wire: ASCII digits only (`str.isdigit` is true of "²" and "٣", which `int` refuses or
+#: reads as another number: a 500 "internal error: ValueError" before, issue 36 item 7)
+_TOKEN = re.compile(r"[0-9]{1,18}")
+
+
 def _fencing_token(raw: str | None) -> int | None:
     if raw is None:
         return None
     raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 18:
+    if not _TOKEN.fullmatch(raw):
         raise HttpError(400, f"X-Fencing-Token must be a non-negative integer, got {raw[:20]!r}")
     return int(raw)

@@ -41,7 +41,7 @@ class ScriptedPolicy:
     def note_applied(self, d: Decision, previous: Any) -> None:
         pass
 
-    def note_rolled_back(self, d: Decision) -> None:
+    def note_rolled_back(self, d: Decision, *_: object) -> None:
         pass
 
 

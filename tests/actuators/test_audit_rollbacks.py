@@ -51,7 +51,7 @@ class Given:
     def note_applied(self, d, prev):
         pass
 
-    def note_rolled_back(self, d):
+    def note_rolled_back(self, d, *_):
         self.rolled.append(d)
 
 

@@ -63,7 +63,7 @@ class One:
     def note_applied(self, d, prev):
         pass
 
-    def note_rolled_back(self, d):
+    def note_rolled_back(self, d, *_):
         pass
 
 
@@ -290,3 +290,87 @@ def test_guardrail_refusals_and_their_reasons_appear_in_actuator_log(setup, tmp_
     ).stdout  # fmt: skip
     lines = [ln for ln in out.splitlines() if " refused " in ln]
     assert len(lines) == len(refused) and all("guardrails: cooldown:" in ln for ln in lines)
+
+
+def _unwritable(db, how: str):
+    """Make the audit trail refuse writes while it still reads: its file and WAL immutable (`chattr +i`: needs root
+    and a filesystem that has it; skipped otherwise), or another connection holding its write lock."""
+    import shutil
+    import sqlite3
+    import subprocess
+
+    if how == "locked":
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        return lambda: (other.execute("ROLLBACK"), other.close())
+    files = [f"{db}{s}" for s in ("", "-wal") if os.path.exists(f"{db}{s}")]  # (an immutable -shm: SIGBUS)
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip("an immutable file needs root and chattr")
+    if subprocess.run(["chattr", "+i", *files], capture_output=True, check=False).returncode != 0:
+        pytest.skip("chattr +i is not supported on this filesystem")
+    return lambda: subprocess.run(["chattr", "-i", *files], check=False)
+
+
+@pytest.mark.parametrize("how", ["immutable", "locked"])
+def test_an_audit_trail_that_refuses_writes_is_broken_and_pages_at_once(twin, fleet_cfg, tmp_path, caplog, how):
+    """Issue 36 item 4.  Before, what the user saw: with the audit file and its WAL made immutable, every decision
+    failed "disk I/O error" and nothing was applied, but for 25 s `/metrics` said `audit_failed` 0 and `active` 1,
+    and only WARNING lines were logged: the documented page never fired.  Now the first write that fails latches
+    the trail broken: after that tick `audit_failed` is 1 and `active` 0, ERROR lines say why (the row is logged
+    whole), and the next tick runs advisory."""
+    parts = parts_for(twin, fleet_cfg, tmp_path)
+    db = tmp_path / "a.db"
+    parts.audit.close()
+    parts.audit = Audit(db, busy_timeout_seconds=0.2)  # a held lock answers "database is locked" at once
+    tick = Scripted(parts, [(SetPoolWeight("v4-main", 0.5), "forecast"), (SetPoolWeight("v4-main", 0.6), "forecast"),
+                            (SetPoolWeight("v4-main", 0.7), "forecast")])  # fmt: skip
+    d = Daemon(tick, SingleReplica(), mode="active", audit=parts.audit)
+    assert d.run_once("scheduled").actions[0].outcome == "applied"
+    undo = _unwritable(db, how)
+    try:
+        with caplog.at_level(logging.WARNING):
+            d.run_once("scheduled")
+            m = scrape_metrics(d)
+            assert m["infercast_actuator_audit_failed"] == 1.0 and m["infercast_actuator_active"] == 0.0
+            d.run_once("scheduled")  # the test double's tick raises the AuditError the real loop records
+    finally:
+        undo()
+    assert scrape_metrics(d)["infercast_actuator_active"] == 0.0
+    assert len(twin.fleet.actions) == 1  # nothing acted on past a trail that cannot be written
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("cannot be written" in s for s in errors), errors
+    assert any("NOT RECORDED" in s and '"weight": 0.6' in s for s in errors)
+    assert any("not acting (advisory): the audit trail is unusable" in s for s in errors)
+
+
+def test_a_control_loop_whose_runs_all_fail_is_not_acting_and_says_so(caplog):
+    """Issue 36 item 4, the scheduler.  Before, what the user saw: with `misfire_grace_seconds: 1e300` every
+    scheduled run failed inside APScheduler (`ticks_total` stayed empty) while `/metrics` said `active` 1; a tick
+    that raised every time looked the same apart from `ticks_total{outcome="error"}`.  Now, after three failed runs
+    in a row, `active` is 0, `frozen` is 1 (reason `other`) and each failed run logs at ERROR that the daemon is not
+    acting; a run that goes through clears it.  (`1e300` itself is now refused at load: tests/test_config_limits.py.)"""
+    from infercast.actuators.daemon import RUNS_FAILING
+
+    runs = {"n": 0, "fail": True}
+
+    def tick(now, ctx):
+        runs["n"] += 1
+        runs["active"] = ctx.active
+        if runs["fail"]:
+            raise RuntimeError("the loop broke")
+        return TickReport()
+
+    d = Daemon(tick, SingleReplica(), mode="active")
+    with caplog.at_level(logging.ERROR):
+        for _ in range(RUNS_FAILING):
+            d.run_once("scheduled")
+    m = scrape_metrics(d)
+    assert m["infercast_actuator_active"] == 0.0 and m["infercast_actuator_frozen"] == 1.0
+    assert m['infercast_actuator_freezes_total{reason="other"}'] == 1.0
+    assert any("not acting: the last 3 runs of the control loop failed" in r.getMessage() for r in caplog.records)
+    runs["fail"] = False
+    d.run_once("scheduled")
+    assert runs["active"] is False  # the run after the failures is advisory; the one after that acts again
+    d.run_once("scheduled")
+    m = scrape_metrics(d)
+    assert runs["active"] is True and m["infercast_actuator_active"] == 1.0 and m["infercast_actuator_frozen"] == 0.0

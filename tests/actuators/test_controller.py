@@ -156,7 +156,7 @@ def test_a_shift_that_makes_the_pool_worse_is_rolled_back(setup):
         def note_applied(self, d, prev):
             pass
 
-        def note_rolled_back(self, d):
+        def note_rolled_back(self, d, *_):
             self.rolled.append(d)
 
     loop.policy = One([d])

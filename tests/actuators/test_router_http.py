@@ -186,3 +186,20 @@ def test_a_fleet_document_that_is_not_one_is_a_backend_error_naming_the_field():
             HttpAdmin(srv.url).observe()
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("token", ["²", "1²", "٣".encode(), "３".encode(), "+3", "-1", "3.0", "1" * 19])
+def test_a_fencing_token_that_is_not_ascii_digits_is_a_400_naming_the_header_not_a_500(twin, token):
+    """Issue 36 item 7.  Before, what the user saw: `X-Fencing-Token: ²` passed `str.isdigit` ("²".isdigit() is
+    true), `int("²")` raised, and the router admin API answered 500 "internal error: ValueError".  Now any token that
+    is not 1-18 ASCII digits is a 400 that names the header, and nothing is applied."""
+    before = twin.fleet.router.weights["v4-main"]
+    r = requests.post(
+        f"{twin.url}/v1/actions",
+        json={"kind": "set_pool_weight", "pool": "v4-main", "weight": 0.3},
+        headers={"Authorization": "Bearer s3cret", "X-Fencing-Token": token},
+        timeout=5,
+    )
+    assert r.status_code == 400, r.text
+    assert "X-Fencing-Token must be a non-negative integer" in r.json()["error"]
+    assert twin.fleet.router.weights["v4-main"] == before
