@@ -424,9 +424,7 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastPageInputAbsent",
-            expr=" or ".join(
-                f'label_replace({gone}, "input", "{what}", "", "")' for gone, what in _page_inputs(s)
-            ),
+            expr=" or ".join(f'label_replace({gone}, "input", "{what}", "", "")' for gone, what in _page_inputs(s)),
             for_s=s.for_page_input_absent,
             severity="critical",
             team="platform",
@@ -609,7 +607,9 @@ def _page_inputs(s: AlertSettings) -> list[tuple[str, str]]:
             *(vllm if s.vllm_engines else []),  # no other engine gives them: their absence is no one's fault
             (f"absent({KV_CACHE_USAGE_RATIO})", "KV-cache usage (InfercastKVCacheUsageHigh)"),
         ]
-    router_gone = f"(absent({ROUTER_REQUESTS_TOTAL}) and on () (count(last_over_time({ROUTER_REQUESTS_TOTAL}[6h])) > 0))"
+    router_gone = (
+        f"(absent({ROUTER_REQUESTS_TOTAL}) and on () (count(last_over_time({ROUTER_REQUESTS_TOTAL}[6h])) > 0))"
+    )
     return [
         ('absent(up{job="infercast-exporter"})', "scrape of infercast-exporter"),
         (router_gone, "router's request counter (the availability SLO)"),

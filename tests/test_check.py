@@ -213,7 +213,7 @@ def test_check_config_checks_what_that_fleet_builds_not_the_shipped_files(tmp_pa
     assert not [x for x in lines if "alertrules/rules" in x or "dashboards/generated" in x], lines
     built = [x for x in lines if f"{fleet} -> " in x]
     kinds = {x.split()[1] for x in built}
-    assert kinds == {"rules", "alertmanager", "dashboard"}, lines
+    assert kinds == {"rules", "runbooks", "alertmanager", "dashboard"}, lines  # runbooks: the built rules' links
     assert any(x.startswith("ok      rules ") and x.split(" -> ")[1].startswith("alerts.yml") for x in built)
     assert "--rules DIR --dashboards DIR" in captured.err  # how to check the deployed files
 
