@@ -227,7 +227,8 @@ def test_check_config_checks_what_that_fleet_builds_not_the_shipped_files(tmp_pa
         return 0, ""
 
     results = check_fleet_builds(fleet, promtool="promtool", amtool="amtool", runner=runner)
-    assert all(r.status == "ok" for r in results)
+    # "skipped" only for the runbooks: the fleet publishes no runbook base URL, so the links are paths
+    assert all(r.status == "ok" or (r.what, r.status) == ("runbooks", "skipped") for r in results), results
     assert 'max_yhat_upper{horizon="300s"} > 0.8' in seen["alerts.yml"]
     assert 'max_yhat_upper{horizon="300s"} > 0.75' not in seen["alerts.yml"]
     assert "alertmanager.yml" in seen
