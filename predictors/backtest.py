@@ -22,6 +22,7 @@ import numpy as np
 from infercast.predictors.alarm import AlarmPolicy
 from infercast.predictors.base import Forecast, Forecaster, History
 from infercast.predictors.harm import PageRule, score_page
+from infercast.predictors.reference import AlwaysAlarm, NeverAlarm
 from infercast.predictors.scoring import score_forecasts
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,12 @@ def run_backtest(
 
 def page_flags(run: ModelRun, policy: AlarmPolicy, step: float) -> np.ndarray:
     """Whether the alert as deployed fires at each of the run's origins: its upper band published at the horizon
-    through the policy (persistence, hysteresis), the state restarting after a gap."""
+    through the policy (persistence, hysteresis), the state restarting after a gap.  The degenerate references page
+    literally always and never (their bands are built for the line scores, which judge only origins under the
+    threshold: `never_alarm`'s band at the last value would page whenever the series is over it)."""
     origins = np.asarray(run.origins, float)
+    if run.name in (AlwaysAlarm.name, NeverAlarm.name):
+        return np.full(len(origins), run.name == AlwaysAlarm.name)
     upper = np.array([f.at_horizon()[2] for f in run.forecasts], float)
     contiguous = np.concatenate([[True], np.diff(origins) <= step * 1.5]) if len(origins) else np.zeros(0, bool)
     return policy.run(upper, contiguous)
