@@ -197,14 +197,14 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
     return out
 
 
-#: Issue 37's harm slices: the per-request real traces of the KV section, each replayed on a fleet sized as an
-#: operator sizes one (`infercast.predictors.sizing`: the trace's median load at <= 0.6 KV usage) and its harm marked
+#: Issue 37's harm slices: the real traces of the KV section, each replayed on a fleet sized as an operator sizes one
+#: (`infercast.predictors.sizing`: the trace's median load at <= 0.6 KV usage) and its harm marked
 #: (`infercast.predictors.harm`).  All are development slices of /work/shared/traces, none held out by the traces'
 #: README; nothing here was chosen on any of them (the page scored is the alert as deployed, and the harm and page
 #: rules are fixed in `infercast.predictors.harm` before any was scored).  Not (yet) here: the scenarios, whose fleet
-#: is the seed's (not sized by the rule), and ServeGen's busiest hour (arrivals generated from 600 s rates); the
-#: first run was on a 2-core machine shared by seven engineers, where each slice took ~15 minutes.
-HARM_SLICES = ("azure-code", "azure-conv", "mooncake")
+#: is the seed's, not one sized by the rule (the first run was on a 2-core machine shared by seven engineers, where
+#: each slice took minutes to a quarter of an hour).
+HARM_SLICES = ("azure-code", "azure-conv", "mooncake", "servegen-reason")
 #: The deployed page (`lstm_aci`: the shipped LSTM with the service's online band calibration, what the predictor
 #: service runs on kv) and the pagers set against it on every slice, all through the same alert logic.
 HARM_MODELS = "lstm_aci,last_value,predict_linear,holt_winters,kalman"
