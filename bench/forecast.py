@@ -197,6 +197,134 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
     return out
 
 
+#: Issue 37's harm slices: the real traces of the KV section, each replayed on a fleet sized as an operator sizes one
+#: (`infercast.predictors.sizing`: the trace's median load at <= 0.6 KV usage) and its harm marked
+#: (`infercast.predictors.harm`).  All are development slices of /work/shared/traces, none held out by the traces'
+#: README; nothing here was chosen on any of them (the page scored is the alert as deployed, and the harm and page
+#: rules are fixed in `infercast.predictors.harm` before any was scored).  Not (yet) here: the scenarios, whose fleet
+#: is the seed's, not one sized by the rule (the first run was on a 2-core machine shared by seven engineers, where
+#: each slice took minutes to a quarter of an hour).
+HARM_SLICES = ("azure-code", "azure-conv", "mooncake", "servegen-reason")
+#: The deployed page (`lstm_aci`: the shipped LSTM with the service's online band calibration, what the predictor
+#: service runs on kv) and the pagers set against it on every slice, all through the same alert logic.
+HARM_MODELS = "lstm_aci,last_value,predict_linear,holt_winters,kalman"
+HARM_ROWS = ("last_value", "predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
+#: Issue 37's targets for the deployed page.
+HARM_TARGETS = {"recall": 0.9, "median_lead_seconds": 120.0, "lead_vs_predict_linear": 1.5, "false_pages_per_day": 2.0}
+
+
+def harm_section(root: Path, names: list[str]) -> dict:
+    """Per slice: how the fleet was sized, its harm episodes, and every pager's harm scores (Prophet left out: it is
+    not what any page runs on, and its refits would take most of the run)."""
+    from infercast.predictors.evaluate import backtest, load_series
+
+    out = {}
+    for name in names:
+        spec = KV_TRACES[name]
+        trace = spec if spec.startswith("scenario:") else str(root / spec)
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        try:
+            data = load_series(trace, _opts("kv"))
+            res = backtest(data, _opts("kv", no_prophet=True, models=HARM_MODELS))
+        except Exception as e:  # one broken input must not lose the other slices' figures
+            print(f"# {name}: FAILED: {e}\n", flush=True)
+            continue
+        sizing = data.meta.get("sizing") or {"nodes": data.meta.get("fleet")}
+        out[name] = {
+            "trace": spec,
+            "samples": res["samples"],
+            "span_s": res["span_s"],
+            "service_model": res["service_model"],
+            "sizing": {k: v for k, v in sizing.items() if k != "harm"},
+            "harm": data.meta.get("harm"),
+            "episodes": [[round(s, 1), round(e, 1)] for s, e in (data.harm or [])],
+            "models": {m: s["harm"] for m, s in res["models"].items() if "harm" in s},
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "cpu_seconds": round(time.process_time() - c0, 1),
+        }
+        print(render_harm({"harm": {name: out[name]}}), flush=True)
+    return out
+
+
+def harm_targets(sl: dict) -> dict[str, bool | None]:
+    """Issue 37's targets for the deployed page on one slice (None: not applicable, e.g. no harm to recall)."""
+    m = sl["models"]
+    dep = m.get(sl["service_model"]) or {}
+    base = [m[n] for n in CLASSICAL if n in m]
+    pl = m.get("predict_linear") or {}
+    has_harm = bool(dep.get("episodes"))
+    rec, lead = dep.get("recall"), dep.get("median_lead_seconds")
+    out: dict[str, bool | None] = {}
+    out["recall"] = (rec or 0) >= HARM_TARGETS["recall"] if has_harm else None
+    out["recall_vs_baselines"] = all((rec or 0) >= (b.get("recall") or 0) for b in base) if has_harm else None
+    out["lead"] = (lead or 0) >= HARM_TARGETS["median_lead_seconds"] if has_harm else None
+    pl_lead = pl.get("median_lead_seconds")
+    out["lead_vs_predict_linear"] = (
+        None if not has_harm else (lead or 0) >= HARM_TARGETS["lead_vs_predict_linear"] * (pl_lead or 0)
+    )
+    fp = dep.get("false_pages_per_day")
+    out["false_pages"] = fp is not None and fp <= HARM_TARGETS["false_pages_per_day"]
+    peers = [b for b in base if (b.get("recall") or 0) >= (rec or 0)]
+    out["fewer_false_than_baselines"] = all((fp or 0) < (b.get("false_pages_per_day") or 0) for b in peers)
+    a, nv = m.get("always_alarm") or {}, m.get("never_alarm") or {}
+    out["always_worse"] = (a.get("paged_fraction") or 0) > (dep.get("paged_fraction") or 0)
+    out["never_worse"] = ((nv.get("recall") or 0) < (rec or 0)) if has_harm else False
+    return out
+
+
+def _tick(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "**no**")
+
+
+def render_harm(result: dict) -> str:
+    """Per slice: the sized fleet, its harm episodes, and every pager's harm scores (docs/forecasting.md)."""
+    out = []
+    for name, sl in result["harm"].items():
+        h = sl.get("harm") or {}
+        sz = sl.get("sizing") or {}
+        fleet = f"fleet {sz.get('nodes')}"
+        if "realised_median_kv" in sz:
+            fleet += (
+                f", KV x{sz['kv_scale_of_peak_fleet']} of the peak-sized fleet, median KV "
+                f"{sz['realised_median_kv']}, peak {sz['realised_peak_kv']}"
+            )
+        out.append(
+            f"**{LABELS.get(name, name)}** ({sl['samples']} samples at 15 s, {fleet}): **{h.get('episodes', 0)} harm "
+            f"episode(s)**, harmful samples by kind {h.get('by_kind', {})}; measured in {sl['wall_seconds']} s wall, "
+            f"{sl['cpu_seconds']} s CPU.\n"
+        )
+        out.append("| page (alert as deployed on) | episodes | recall | median lead s | false pages/day | time paged |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        rows = [sl["service_model"], *[n for n in HARM_ROWS if n != sl["service_model"]]]
+        for n in rows:
+            s = sl["models"].get(n)
+            if s is None:
+                continue
+            label = f"{n} (deployed)" if n == sl["service_model"] else n
+            out.append(
+                f"| {label} | {s['episodes']} | {_m(s['recall'], 2)} | {_m(s['median_lead_seconds'], 0)} | "
+                f"{_m(s['false_pages_per_day'], 0)} | {_m(s['paged_fraction'], 2)} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def render_harm_targets(result: dict) -> str:
+    """Issue 37's targets for the deployed page, per slice."""
+    cols = list(harm_targets(next(iter(result["harm"].values()))))
+    out = ["| slice | " + " | ".join(c.replace("_", " ") for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, sl in result["harm"].items():
+        t = harm_targets(sl)
+        out.append(f"| {name} | " + " | ".join(_tick(t[c]) for c in cols) + " |")
+    run = result.get("run", {})
+    out.append(
+        f"\n_Measured {run.get('utc', '?')} at commit `{str(run.get('commit') or '?')[:12]}` on a shared 2-core "
+        f"machine under load; `{run.get('command', '?')}`._"
+    )
+    return "\n".join(out)
+
+
 def _kv_text(name: str, res: dict) -> str:
     from infercast.predictors.evaluate import table
 
@@ -1476,6 +1604,8 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "protocol": render_protocol,
     "leads": render_leads,
     "targets": render_targets,
+    "harm": render_harm,
+    "harm-targets": render_harm_targets,
 }
 
 
@@ -1492,7 +1622,9 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "bench"))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--traces", default="/work/shared/traces", help="folder holding the traces (as in README)")
-    p.add_argument("--kv", default=",".join(KV_TRACES), help="comma-separated KV traces to run")
+    p.add_argument(
+        "--kv", default=None, help="comma-separated KV traces to run (default: all; with --harm, its slices)"
+    )
     p.add_argument("--skip-kv", action="store_true")
     p.add_argument("--skip-rps", action="store_true")
     p.add_argument("--skip-servegen", action="store_true")
@@ -1501,6 +1633,11 @@ def main() -> int:
     p.add_argument("--plots", default=None, help="folder for the backtest PNGs")
     p.add_argument("--json", default=None, help="also write all figures to this JSON file")
     p.add_argument("--no-publish", action="store_true", help="do not write docs/results/forecast.json and the docs")
+    p.add_argument(
+        "--harm",
+        action="store_true",
+        help="only issue 37's harm section (publishes docs/results/forecast-harm.json and its blocks)",
+    )
     a = p.parse_args()
     try:
         import torch
@@ -1512,8 +1649,18 @@ def main() -> int:
     plots = Path(a.plots) if a.plots else None
     if plots:
         plots.mkdir(parents=True, exist_ok=True)
-    names = [n for n in a.kv.split(",") if n]
+    names = [n for n in (a.kv or ",".join(HARM_SLICES if a.harm else KV_TRACES)).split(",") if n]
     result: dict = {"run": provenance(root)}
+    if a.harm:
+        result["harm"] = harm_section(root, names)
+        if a.no_publish or set(result["harm"]) != set(HARM_SLICES):
+            print("# not published (--no-publish, or a slice failed or was left out)")
+            return 0
+        import results
+
+        path = results.publish("forecast-harm", result, TABLES)
+        print(f"# published {path.relative_to(ROOT)} and the bench:forecast-harm blocks of docs/")
+        return 0
     if not a.skip_kv:
         _seed_sampling()
         result["kv"] = kv_section(root, names, plots)

@@ -21,6 +21,8 @@ import numpy as np
 
 from infercast.predictors.alarm import AlarmPolicy
 from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.harm import PageRule, score_page
+from infercast.predictors.reference import AlwaysAlarm, NeverAlarm
 from infercast.predictors.scoring import score_forecasts
 
 log = logging.getLogger(__name__)
@@ -100,18 +102,36 @@ def run_backtest(
     return runs
 
 
+def page_flags(run: ModelRun, policy: AlarmPolicy, step: float) -> np.ndarray:
+    """Whether the alert as deployed fires at each of the run's origins: its upper band published at the horizon
+    through the policy (persistence, hysteresis), the state restarting after a gap.  The degenerate references page
+    literally always and never (their bands are built for the line scores, which judge only origins under the
+    threshold: `never_alarm`'s band at the last value would page whenever the series is over it)."""
+    origins = np.asarray(run.origins, float)
+    if run.name in (AlwaysAlarm.name, NeverAlarm.name):
+        return np.full(len(origins), run.name == AlwaysAlarm.name)
+    upper = np.array([f.at_horizon()[2] for f in run.forecasts], float)
+    contiguous = np.concatenate([[True], np.diff(origins) <= step * 1.5]) if len(origins) else np.zeros(0, bool)
+    return policy.run(upper, contiguous)
+
+
 def score_runs(
     history: History,
     runs: dict[str, ModelRun],
     horizon_s: float,
     threshold: float | None = None,
     policy: AlarmPolicy | None = None,
+    harm: list[tuple[float, float]] | None = None,
 ) -> dict[str, dict]:
-    """Scores per model (see `infercast.predictors.scoring`), plus fit and predict cost."""
+    """Scores per model (see `infercast.predictors.scoring`), plus fit and predict cost; with a `policy` and the
+    replay's `harm` episodes, `harm`: the alert as deployed on the model's band scored as a page for harm
+    (`infercast.predictors.harm.score_page`)."""
     out = {}
     for name, run in runs.items():
         if run.forecasts:
             s = score_forecasts(history, np.asarray(run.origins), run.forecasts, horizon_s, threshold, policy)
+            if policy is not None and harm is not None:
+                s["harm"] = score_page(np.asarray(run.origins), page_flags(run, policy, history.step), harm, PageRule())
         else:
             s = {"n_origins": 0}
         s["fit_seconds"] = round(run.fit_seconds, 4)

@@ -10,11 +10,12 @@ read against a pager that always pages and one that never does.
 Series:
 - `rps`: requests per second straight from the trace, per `step` bin (ServeGen: its 600 s windows, so the
   horizon is at least one window there); covariate `long_share`.
-- `kv`: the trace replayed through the fleet twin on a fleet sized so that the trace's busiest minutes push KV
-  usage above 0.75, fixed for the whole replay (`infercast.predictors.sizing.sized_fleet`).  The sizing looks at the
-  whole trace, as an operator sizing a test fleet would; the forecasters never do.  The series is the KV usage of
+- `kv`: the trace replayed through the fleet twin on a fleet sized as an operator sizes one (the trace's median
+  load at <= 0.6 KV usage, `infercast.predictors.sizing.sized_fleet`), fixed for the whole replay.  The sizing looks
+  at the whole trace, as an operator sizing a fleet would; the forecasters never do.  The series is the KV usage of
   the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
-  covariates.
+  covariates.  The same replay marks when requests were hurt (`infercast.predictors.replay`, rules in
+  `infercast.predictors.harm`), and every model's deployed alert is scored as a page for that harm (`harm`).
 - `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) or a named variant of one
   (`infercast.twin.variants`: `scenario:calm-day`, `scenario:flash-sale-unannounced`) instead of a trace.
 """
@@ -74,6 +75,7 @@ class SeriesData:
     series: str
     meta: dict = field(default_factory=dict)
     events: tuple = ()
+    harm: list[tuple[float, float]] | None = None  # harm episodes of the replay (kv series only)
 
 
 #: The twin's column per KV aggregate: the mean over the pool's up instances, or its fullest instance.
@@ -105,17 +107,23 @@ def load_series(spec: str, args: BacktestOptions) -> SeriesData:
 
     step = float(args.step)
     if spec.startswith("scenario:"):
+        from infercast.predictors.replay import replay_scenario
         from infercast.twin.run import run_scenario
         from infercast.twin.variants import load_scenario
 
         cfg = load_scenario(spec.split(":", 1)[1])
         if cfg.scenario is None:
             raise ValueError(f"{spec} has no scenario section")
-        res = run_scenario(cfg, step_seconds=step)
-        ts = res.timeseries
+        harm = None
+        if args.series == "kv":
+            rep = replay_scenario(cfg, step_seconds=step)
+            ts, harm = rep.timeseries, rep.episodes()
+        else:
+            ts = run_scenario(cfg, step_seconds=step).timeseries
         name = spec
         if args.series == "kv":
             h, meta = _pool_history(ts, name, args.aggregate)
+            meta["harm"] = rep.summary()
         else:
             col = "offered_rps" if "offered_rps" in ts.columns else "rps"
             agg = ts.groupby("t")[col].max() if col == "offered_rps" else ts.groupby("t")[col].sum()
@@ -123,7 +131,7 @@ def load_series(spec: str, args: BacktestOptions) -> SeriesData:
             h = History(t, agg.to_numpy(dtype=float), {}, f"{name}/rps")
             meta = {"rps": "offered load" if col == "offered_rps" else "sum over pools of the traffic routed"}
         meta["fleet"] = {p: c.nodes for p, c in cfg.pools.items()}
-        return SeriesData(h, name, args.series, meta, tuple(cfg.events))
+        return SeriesData(h, name, args.series, meta, tuple(cfg.events), harm)
 
     from infercast.traces import detect_format, load_trace, long_share_series, rate_series, servegen_rates
 
@@ -147,12 +155,12 @@ def load_series(spec: str, args: BacktestOptions) -> SeriesData:
         h = History(t, r, {"rps": r, "long_share": share}, f"{trace.name}/rps")
         return SeriesData(h, trace.name, "rps", {"format": fmt, "requests": len(trace)})
     base = load_config(args.config or DEFAULT_FLEET)
-    _, res, how = sized_fleet(trace, base, step)
-    h, meta = _pool_history(res.timeseries, trace.name, args.aggregate)
-    meta.update({"format": fmt, "requests": len(trace), "sizing": how})
+    _, rep, how = sized_fleet(trace, base, step)
+    h, meta = _pool_history(rep.timeseries, trace.name, args.aggregate)
+    meta.update({"format": fmt, "requests": len(trace), "sizing": how, "harm": how["harm"]})
     if note:
         meta["window"] = note
-    return SeriesData(h, trace.name, "kv", meta)
+    return SeriesData(h, trace.name, "kv", meta, harm=rep.episodes())
 
 
 def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = ()) -> dict:
@@ -187,7 +195,7 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     warmup = max(float(args.warmup), h.step * 2)
     runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
     policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
-    scores = score_runs(h, runs, horizon, threshold, policy)
+    scores = score_runs(h, runs, horizon, threshold, policy, data.harm)
     result = {
         "trace": data.name,
         "series": data.series,
@@ -296,6 +304,43 @@ def table(result: dict) -> str:
         lines.append(
             "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
         )
+    lines += harm_table(result)
     for n in result["notes"]:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def harm_table(result: dict) -> list[str]:
+    """The harm scores of every model's deployed alert (`infercast.predictors.harm`), as fixed-width lines; none
+    when the series has no harm marked."""
+    rows = [("model", "episodes", "recall", "lead_s", "false/day", "paged")]
+    for name, s in result["models"].items():
+        hs = s.get("harm")
+        if hs is None:
+            continue
+        rows.append(
+            (
+                name,
+                str(hs["episodes"]),
+                _fmt(hs["recall"], 3),
+                _fmt(hs["median_lead_seconds"], 4),
+                _fmt(hs["false_pages_per_day"], 3),
+                _fmt(hs["paged_fraction"], 3),
+            )
+        )
+    if len(rows) == 1:
+        return []
+    harm = (result.get("meta") or {}).get("harm") or {}
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = [
+        "",
+        f"# harm: {harm.get('episodes', '?')} episodes in the replay ({harm.get('by_kind', {})} harmful samples by "
+        "kind); each model's alert as deployed, scored as a page for harm (recall: episodes paged 60 s to 10 min "
+        "ahead; lead_s: median lead, capped at 600; false/day: pages with no harm within 10 minutes, per day; "
+        "paged: share of the time paged)",
+    ]
+    for r in rows:
+        out.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
+    return out

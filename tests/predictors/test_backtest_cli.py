@@ -51,8 +51,19 @@ def test_kv_series_from_an_azure_csv_through_the_twin_with_a_plot(capsys, data_d
     assert rc == 0, err
     res = json.loads(out)
     assert res["series"] == "kv" and res["threshold"] == 0.75 and res["horizon_s"] == 60
-    # The fleet was sized so that KV usage goes over the threshold at its busiest.
-    assert res["meta"]["sizing"]["realised_peak_kv"] >= 0.75
+    # The fleet was sized as an operator sizes one: the trace's median load at <= 0.6 KV usage (issue 37).
+    assert res["meta"]["sizing"]["realised_median_kv"] <= 0.6
+    # Every model's alert is scored as a page for the replay's harm, under the keys the issue names; the page that
+    # never fires pages no time and none falsely, the one that always fires is paged all the time.
+    assert res["meta"]["harm"]["episodes"] >= 0
+    for name in ("last_value", "predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm"):
+        h = res["models"][name]["harm"]
+        assert set(h) >= {"episodes", "recall", "median_lead_seconds", "false_pages_per_day", "paged_fraction"}
+    never_h, always_h = res["models"]["never_alarm"]["harm"], res["models"]["always_alarm"]["harm"]
+    assert never_h["paged_fraction"] == 0 and never_h["false_pages_per_day"] == 0
+    assert always_h["paged_fraction"] == 1
+    if never_h["episodes"]:
+        assert never_h["recall"] == 0 and always_h["recall"] == 1
     for name in ("last_value", "predict_linear", "holt_winters", "kalman"):
         s = res["models"][name]
         assert set(s) >= SCORE_KEYS and set(s["breach"]) >= BREACH_KEYS
