@@ -257,7 +257,10 @@ def _one_size(root: Path, n: int, repeat: int, per_series_max: int) -> dict:
 
 def _commit(root: Path) -> str:
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or str(root)
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return (done.stdout.strip() or str(root)) + ("+uncommitted" if dirty.stdout.strip() else "")
 
 
 def forecast_bench(

@@ -118,7 +118,10 @@ def timed_arm(src: Path, scenario: str, arm: str, seed: int) -> dict:
 
 def commit_of(src: Path) -> str:
     done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or str(src)
+    dirty = subprocess.run(
+        ["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return (done.stdout.strip() or str(src)) + ("+uncommitted" if dirty.stdout.strip() else "")
 
 
 def compare_before(before: Path, arms: list[str], seed: int, scenario: str = "flash-sale") -> dict:
@@ -359,7 +362,8 @@ def main() -> int:
     if a.speed_only:
         if a.before is None:
             p.error("--speed-only needs --before")
-        print(table_before(compare_before(a.before, a.arms.split(","), a.seed)))
+        for scenario in a.scenarios.split(","):
+            print(table_before(compare_before(a.before, a.arms.split(","), a.seed, scenario)), "\n")
         return 0
     result: dict = {"seed": a.seed, "arms": {}}
     for scenario in a.scenarios.split(","):
