@@ -33,6 +33,10 @@ series, one replica against two shards, and the exporter's /metrics render at 51
    DaemonSet pod renders only its own GPUs) rendering 512 nodes x 8 GPUs, against prometheus_client rendering the
    same series from plain labelled Gauges, both in this run (bench/exporter.py's method at 8x the fleet).
 
+`--before DIR` (a checkout of an earlier commit: `git worktree add /tmp/scale-before COMMIT`) runs each size's child
+process under that code too, right after this code's, and prints and publishes its tick time and peak RSS beside
+this code's (`before` in the JSON), so the two are measured under the same load.
+
 `--json` prints one object per size (`series`, `model`, `tick_seconds`, `per_series_tick_seconds`,
 `peak_rss_bytes`, `max_abs_diff`, and how the per-series figure was measured).  Publishes docs/results/scale.json
 and the `<!-- bench:scale:... -->` blocks (bench/results.py).
@@ -240,21 +244,50 @@ def measure(n: int, repeat: int, per_series_max: int) -> dict:
     return r
 
 
-def forecast_bench(sizes: list[int], repeat: int, per_series_max: int, progress: bool) -> list[dict]:
+def _one_size(root: Path, n: int, repeat: int, per_series_max: int) -> dict:
+    """`measure(n)` in a child process running the bench and the code of the checkout at `root`."""
+    cmd = [sys.executable, str(root / "bench" / "scale.py"), "--one", str(n), "--repeat", str(repeat)]
+    cmd += ["--per-series-max", str(per_series_max)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=root, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"scale: size {n} under {root} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _commit(root: Path) -> str:
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return (done.stdout.strip() or str(root)) + ("+uncommitted" if dirty.stdout.strip() else "")
+
+
+def forecast_bench(
+    sizes: list[int], repeat: int, per_series_max: int, progress: bool, before: Path | None = None
+) -> list[dict]:
     out = []
     for n in sizes:
-        cmd = [sys.executable, __file__, "--one", str(n), "--repeat", str(repeat)]
-        cmd += ["--per-series-max", str(per_series_max)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"scale: size {n} failed:\n{done.stderr[-4000:]}")
-        r = json.loads(done.stdout.strip().splitlines()[-1])
+        r = _one_size(REPO, n, repeat, per_series_max)
+        if before is not None:  # the earlier code right after, under the same load
+            old = _one_size(before, n, repeat, per_series_max)
+            r["before"] = {
+                "commit": _commit(before),
+                "tick_seconds": old["tick_seconds"],
+                "peak_rss_bytes": old["peak_rss_bytes"],
+            }
         out.append(r)
         if progress:
             how = f"measured on {r['per_series_measured_on']}, scaled" if r["per_series_scaled"] else "all"
             print(
                 f"{n:>6} series: tick {r['tick_seconds']:.3f} s, per-series {r['per_series_tick_seconds']:.2f} s "
-                f"({how}), peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB, max |diff| {r['max_abs_diff']:.1e}",
+                f"({how}), peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB, max |diff| {r['max_abs_diff']:.1e}"
+                + (
+                    f"; at {r['before']['commit']}: tick {r['before']['tick_seconds']:.3f} s, peak RSS "
+                    f"{r['before']['peak_rss_bytes'] / 2**20:.0f} MiB"
+                    if "before" in r
+                    else ""
+                ),
                 file=sys.stderr,
             )
     return out
@@ -380,17 +413,32 @@ def exporter_bench(nodes: int, gpus: int, repeat: int) -> dict:
 
 def table_forecast(r: dict) -> str:
     f = r["forecast"]
-    rows = [
-        "| series | tick (s) | per-series path (s) | x per-series | forecasts | peak RSS (MiB) | max abs diff |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    before = next((s["before"]["commit"] for s in f["sizes"] if "before" in s), None)
+    head = "| series | tick (s) | per-series path (s) | x per-series | forecasts | peak RSS (MiB) | max abs diff |"
+    rule = "|---:|---:|---:|---:|---:|---:|---:|"
+    if before is not None:  # the earlier commit's tick, measured in the same run (`--before`)
+        head += f" tick at {before} (s) | peak RSS at {before} (MiB) |"
+        rule += "---:|---:|"
+    rows = [head, rule]
     for s in f["sizes"]:
         per = f"{s['per_series_tick_seconds']:.2f}"
         if s["per_series_scaled"]:
             per += f" (on {s['per_series_measured_on']:,}, scaled)"
-        rows.append(
+        row = (
             f"| {s['series']:,} | {s['tick_seconds']:.3f} | {per} | {s['ratio']:.3f} | {s['forecast_series']:,} | "
             f"{s['peak_rss_bytes'] / 2**20:,.0f} | {s['max_abs_diff']:.1e} |"
+        )
+        if before is not None:
+            b = s.get("before")
+            row += f" {b['tick_seconds']:.3f} | {b['peak_rss_bytes'] / 2**20:,.0f} |" if b else " - | - |"
+        rows.append(row)
+    per_series = memory_per_series(f["sizes"])
+    if per_series is not None:
+        lo, hi, kib = per_series
+        rows.append(
+            f"\nMemory per series: {kib:,.1f} KiB (the peak RSS's growth from {lo:,} to {hi:,} series over the "
+            "series added: the predictor's rolling history, band state and the tick's temporaries, and the bench's own "
+            "copy of the fleet's hour of four metrics, about 7.5 KiB of it)."
         )
     sh = (
         next(s for s in f["sizes"] if "shard_tick_seconds" in s)
@@ -427,6 +475,14 @@ def table_forecast(r: dict) -> str:
     return "\n".join(rows)
 
 
+def memory_per_series(sizes: list[dict]) -> tuple[int, int, float] | None:
+    """(smaller size, larger size, KiB per series) between the two largest sizes measured, or None with one size."""
+    if len(sizes) < 2:
+        return None
+    a, b = sorted(sizes, key=lambda s: s["series"])[-2:]
+    return a["series"], b["series"], (b["peak_rss_bytes"] - a["peak_rss_bytes"]) / (b["series"] - a["series"]) / 1024
+
+
 def table_exporter(r: dict) -> str:
     e = r["exporter"]
     return "\n".join(
@@ -461,6 +517,9 @@ def main() -> int:
     p.add_argument(
         "--fetch-only", action="store_true", help="only the fetch and parse figures (printed; nothing published)"
     )
+    p.add_argument(
+        "--before", type=Path, default=None, help="a checkout of an earlier commit, timed beside this one in this run"
+    )
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # one size, in a child process
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -484,7 +543,7 @@ def main() -> int:
             )
         return 0
     load_before = os.getloadavg()[0]
-    sized = forecast_bench(sizes, a.repeat, a.per_series_max, progress=not a.json)
+    sized = forecast_bench(sizes, a.repeat, a.per_series_max, progress=not a.json, before=a.before)
     fetched = []
     for n in (x for x in sizes if x in FETCH_SIZES):
         fetched.append(fetch_bench(n, a.repeat))

@@ -15,13 +15,20 @@ on seeds 1-3 (how much of the reproduction is the file's seed).
 
 With `--publish` (the default for a full run) the figures go to docs/results/twin.json and the README's and
 docs/twin.md's marked tables (bench/results.py).
+
+`--before DIR` (a checkout of an earlier commit: `git worktree add /tmp/twin-before COMMIT`) measures every
+flash-sale arm again in the same run, the earlier code against this one, each in a fresh process and one after the
+other, so both see the same load: wall and CPU seconds of each, the ratio, and whether the two summaries are the
+same (they must be: a speed-up changes no result).  `--speed-only` does only that comparison (nothing published).
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -78,6 +85,68 @@ def run_arm(scenario: str, arm: str, seed: int = 0) -> dict:
         admitted_per_wall_s=round(s["admitted_attempts"] / wall),
         served_per_wall_s=round(s["served"] / wall),
     )
+    return out
+
+
+# one arm in a fresh process with the code under PYTHONPATH: wall and CPU seconds, and a digest of its summary less
+# the keys that time the run (the same digest from two commits: the same results)
+_TIMED_ARM = """
+import hashlib, json, sys, time
+from infercast.actuators.driver import run_arm
+from infercast.config import load_config, resolve_scenario
+cfg = load_config(resolve_scenario(sys.argv[1]))
+w, c = time.perf_counter(), time.process_time()
+s = run_arm(cfg, sys.argv[2], seed=int(sys.argv[3])).summary
+w, c = time.perf_counter() - w, time.process_time() - c
+s = {k: v for k, v in s.items() if k not in ("wall_seconds", "speedup_vs_real_time", "timeseries")}
+digest = hashlib.sha256(json.dumps(s, sort_keys=True, default=str).encode()).hexdigest()[:16]
+print(json.dumps({"wall_s": w, "cpu_s": c, "simulated_s": s["simulated_seconds"], "summary_sha256": digest}))
+"""
+
+
+def timed_arm(src: Path, scenario: str, arm: str, seed: int) -> dict:
+    """`_TIMED_ARM` with the code at `src` (this checkout or an earlier one), one thread for numpy and torch."""
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMED_ARM, scenario, arm, str(seed)],
+        cwd=src, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"twin bench: {arm} under {src} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def commit_of(src: Path) -> str:
+    done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return (done.stdout.strip() or str(src)) + ("+uncommitted" if dirty.stdout.strip() else "")
+
+
+def compare_before(before: Path, arms: list[str], seed: int, scenario: str = "flash-sale") -> dict:
+    """Each arm under the earlier checkout and under this one, one after the other (the same load for both)."""
+    out = {"before": commit_of(before), "now": commit_of(ROOT), "scenario": scenario, "seed": seed, "arms": {}}
+    for arm in arms:
+        old, new = timed_arm(before, scenario, arm, seed), timed_arm(ROOT, scenario, arm, seed)
+        r = {
+            "before_wall_s": round(old["wall_s"], 2),
+            "before_cpu_s": round(old["cpu_s"], 2),
+            "wall_s": round(new["wall_s"], 2),
+            "cpu_s": round(new["cpu_s"], 2),
+            "before_x_real_time": round(old["simulated_s"] / old["cpu_s"], 1),
+            "x_real_time": round(new["simulated_s"] / new["cpu_s"], 1),
+            "cpu_speedup": round(old["cpu_s"] / new["cpu_s"], 2),
+            "same_summary": old["summary_sha256"] == new["summary_sha256"],
+        }
+        out["arms"][arm] = r
+        print(
+            f"{scenario} {arm:16s} before {r['before_cpu_s']:7.2f} CPU s ({r['before_x_real_time']}x real time), "
+            f"now {r['cpu_s']:7.2f} CPU s ({r['x_real_time']}x), {r['cpu_speedup']}x faster; same summary: "
+            f"{r['same_summary']}",
+            flush=True,
+        )
+    out["load_average"] = round(os.getloadavg()[0], 1)
     return out
 
 
@@ -245,6 +314,29 @@ def table_speed(result: dict) -> str:
             f"A real trace ({tr['trace']}, {_n(tr['requests'])} requests, {_n(tr['simulated_s'])} s) replays in "
             f"{tr['wall_s']} s ({tr['sim_s_per_wall_s']}x real time; sizing its fleet took {tr['sizing_wall_s']} s)."
         )
+    cmp = result.get("before")
+    if cmp:
+        lines += ["", table_before(cmp)]
+    return "\n".join(lines)
+
+
+def table_before(cmp: dict) -> str:
+    """The `--before` comparison: each arm under the earlier commit and this one, in the same run."""
+    lines = [
+        f"| {cmp['scenario']} arm, seed {cmp['seed']} | CPU s at {cmp['before']} | x real time | CPU s at "
+        f"{cmp['now']} | x real time | speed-up | same summary |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for arm, r in cmp["arms"].items():
+        lines.append(
+            f"| `{arm}` | {r['before_cpu_s']} | {r['before_x_real_time']} | {r['cpu_s']} | {r['x_real_time']} | "
+            f"{r['cpu_speedup']}x | {'yes' if r['same_summary'] else 'NO'} |"
+        )
+    lines.append(
+        f"\nEach arm in a fresh process under commit {cmp['before']} and then under {cmp['now']}, one after the other "
+        f"(CPU seconds: the machine was shared, load average {cmp['load_average']} at the end); x real time is "
+        "simulated seconds per CPU second."
+    )
     return "\n".join(lines)
 
 
@@ -258,8 +350,21 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE if DEFAULT_TRACE.exists() else None)
     p.add_argument("--no-publish", action="store_true", help="print only; do not write docs/results/twin.json")
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a checkout of an earlier commit: every flash-sale arm timed under it and under this one, in this run",
+    )
+    p.add_argument("--speed-only", action="store_true", help="with --before: only that comparison, nothing published")
     a = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if a.speed_only:
+        if a.before is None:
+            p.error("--speed-only needs --before")
+        for scenario in a.scenarios.split(","):
+            print(table_before(compare_before(a.before, a.arms.split(","), a.seed, scenario)), "\n")
+        return 0
     result: dict = {"seed": a.seed, "arms": {}}
     for scenario in a.scenarios.split(","):
         result["arms"][scenario] = {}
@@ -282,6 +387,8 @@ def main() -> int:
     full = set(a.scenarios.split(",")) == set(SCENARIOS) and set(a.arms.split(",")) == set(ARMS)
     if full:
         result["seed004_other_seeds"] = seed004_other_seeds()
+    if a.before is not None:
+        result["before"] = compare_before(a.before, a.arms.split(","), a.seed)
     for name, render in TABLES.items():
         if name == "speed" or (name == "flash-sale" and "flash-sale" in result["arms"]):
             print(render(result), "\n")

@@ -369,12 +369,12 @@ class Node:
         seq = self.control.max_seq_len
         rows = []
         while len(self.queue):
-            row = self.queue.peek()
+            prompt, max_tokens = self.queue.head_lengths()
             # seed 004's max_seq_len: the prompt and the tokens it asks for must fit (vLLM: "This model's maximum
             # context length is N tokens. However, you requested ...")
-            if row[2] <= limit and (seq is None or row[2] + row[4] <= seq):
+            if prompt <= limit and (seq is None or prompt + max_tokens <= seq):
                 break
-            rows.append(row)
+            rows.append(self.queue.peek())
             self.queue.pop()
         if rows:
             from infercast.twin.requests import rows_to_requests

@@ -15,8 +15,6 @@ number of requests decoding together.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 # (context tokens, mean seconds, standard deviation seconds) from the seed table, plus an anchor at 0.
@@ -87,13 +85,14 @@ class FloorSampler:
         z = self._draw_z(len(ctx))
         mean = prefill_floor_seconds(ctx)
         sd = np.interp(ctx, _CTX, _SD)
-        speed = self.speed
-        out = []
-        for m, s, zz in zip(mean.tolist(), sd.tolist(), z.tolist(), strict=True):
-            shape = (m / s) ** 2
-            x = shape * (1.0 - 1.0 / (9.0 * shape) + zz / (3.0 * math.sqrt(shape))) ** 3
-            out.append(x * (s**2 / m) / speed)
-        return np.array(out, dtype=np.float64)
+        # `__call__`'s arithmetic, one operation at a time over the arrays: + - * / and the square root are correctly
+        # rounded in numpy as in Python, so each element gets the bits the scalar code gives it; the three powers go
+        # through Python's `**` (the C library's pow), element by element
+        shape = np.array([q**2 for q in (mean / sd).tolist()], dtype=np.float64)
+        y = (1.0 - 1.0 / (9.0 * shape)) + z / (3.0 * np.sqrt(shape))
+        x = shape * np.array([v**3 for v in y.tolist()], dtype=np.float64)
+        scale = np.array([v**2 for v in sd.tolist()], dtype=np.float64) / mean
+        return (x * scale) / self.speed
 
     def __call__(self, ctx: int) -> float:
         if self._i >= len(self._u):

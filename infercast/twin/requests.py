@@ -123,6 +123,14 @@ class RequestQueue:
         h = self._head
         return tuple(col[h].item() for col in self._chunks[0].columns())
 
+    def head_lengths(self) -> tuple[int, int]:
+        """(prompt, max_tokens) of the request `peek` would return, without building its row."""
+        if self._front:
+            row = self._front[-1]
+            return row[2], row[4]
+        c, h = self._chunks[0], self._head
+        return int(c.prompt[h]), int(c.max_tokens[h])
+
     def head(self, n: int) -> Requests:
         """The first n requests, in the order `peek`/`pop` would hand them out, left in the queue."""
         parts: list[Requests] = []
@@ -266,16 +274,23 @@ class PriorityQueue:
         return next(i for i, q in enumerate(self.classes) if len(q))
 
     def push(self, reqs: Requests) -> None:
-        for c, q in enumerate(self.classes):
-            sel = np.flatnonzero(reqs.prio == c)
-            if len(sel):
-                q.push(reqs if len(sel) == len(reqs) else reqs.take(sel))
+        if not len(reqs):
+            return
+        present = np.flatnonzero(np.bincount(reqs.prio, minlength=3)).tolist()
+        if len(present) == 1:  # one class: the cohort as it is
+            self.classes[present[0]].push(reqs)
+            return
+        for c in present:
+            self.classes[c].push(reqs.take(np.flatnonzero(reqs.prio == c)))
 
     def push_front(self, row: tuple) -> None:
         self.classes[int(row[ROW_FIELDS.index("prio")])].push_front(row)
 
     def peek(self) -> tuple:
         return self._head().peek()
+
+    def head_lengths(self) -> tuple[int, int]:
+        return self._head().head_lengths()
 
     def head(self, n: int) -> Requests:
         """The first n requests in serving order (urgent, then normal, then low), left in the queues."""

@@ -259,6 +259,8 @@ class Router:
         self.routed_long: dict[str, int] = defaultdict(int)
         self._ctx_lo = np.array([cfg.pools[p].min_context_tokens for p in self.pools])
         self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
+        # where which pools' context ranges a prompt fits changes (`_choose_pools`)
+        self._ctx_bounds = np.unique(np.concatenate((self._ctx_lo, self._ctx_hi + 1)))
 
     # --- admin API (the control surface) ----------------------------------------------------------------
     def set_pool_weight(self, pool: str, weight: float) -> None:
@@ -525,11 +527,11 @@ class Router:
         # Which pools' context ranges a prompt fits changes only at the ranges' bounds, so the prompts fall into a
         # few groups with one row of pool weights each; the draw is per request, as it would be over an n x pools
         # matrix of identical rows (the same cumulative sums, the same comparisons)
-        bounds = np.unique(np.concatenate((self._ctx_lo, self._ctx_hi + 1)))
+        bounds = self._ctx_bounds
         group = np.searchsorted(bounds, reqs.prompt, side="right")
-        present, first = np.unique(group, return_index=True)
+        present, first = first_of_each(group, len(bounds) + 1)
         rows = []
-        for g in first.tolist():
+        for g in first:
             fits = (reqs.prompt[g] >= self._ctx_lo) & (reqs.prompt[g] <= self._ctx_hi)
             row = fits * share
             if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
@@ -539,7 +541,7 @@ class Router:
             rows.append(np.cumsum(row))
         u = self.rng.random(len(reqs))
         out = np.empty(len(reqs), dtype=np.int64)
-        for c, g in zip(rows, present.tolist(), strict=True):
+        for c, g in zip(rows, present, strict=True):
             sel = np.flatnonzero(group == g) if len(rows) > 1 else slice(None)
             x = u[sel] * c[-1]
             if np.isfinite(c).all():  # the pool the draw lands in: how many cumulative weights it reaches
@@ -753,9 +755,11 @@ class Router:
             part.sent_t = np.maximum(part.att_t, t)
             if node.up:
                 node.enqueue(part)
-                self.prompt_ewma[pool] = 0.9 * self.prompt_ewma[pool] + 0.1 * float(part.prompt.mean())
+                # the mean as `np.mean` takes it (a float64 sum, divided by the count) without its Python wrapper
+                mean = float(np.add.reduce(part.prompt, dtype=np.float64)) / len(part)
+                self.prompt_ewma[pool] = 0.9 * self.prompt_ewma[pool] + 0.1 * mean
                 self.routed[pool] += len(part)
-                self.routed_long[pool] += int((part.prompt > LONG_CONTEXT_TOKENS).sum())
+                self.routed_long[pool] += int(np.count_nonzero(part.prompt > LONG_CONTEXT_TOKENS))
             else:  # crashed since the last health check: connection refused
                 self._fail(part, pidx[sel], "error", t)
 
@@ -765,9 +769,10 @@ class Router:
         if not len(reqs):
             return
         retry = reqs.attempt < self.rc.retry.max_attempts
-        self._count(pool_idx[retry], reqs.prio[retry], "retried")
-        if retry.any():
-            idx = np.flatnonzero(retry)
+        idx = np.flatnonzero(retry)
+        n_retry = len(idx)
+        self._count(pool_idx[idx], reqs.prio[idx], "retried")
+        if n_retry:
             attempt = reqs.attempt[idx]
             backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (attempt - 1.0)
             when = t + backoff * self.rng.uniform(0.5, 1.5, len(idx))
@@ -780,10 +785,15 @@ class Router:
             r.att_t = when[order]
             r.attempt = (attempt[order] + 1).astype(np.int8)
             ticks = np.floor(r.att_t / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
-            cuts = (np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()
-            for a, b in zip([0, *cuts], [*cuts, len(r)], strict=True):
-                self._retries[int(ticks[a])].append(r.take(slice(a, b)))
-        if (~retry).any():
+            starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
+            if len(starts) == 1:  # one tick: the cohort whole
+                self._retries[int(ticks[0])].append(r)
+            else:
+                for a, b, k in zip(starts, [*starts[1:], len(r)], ticks[starts].tolist(), strict=True):
+                    self._retries[k].append(r.take(slice(a, b)))
+        if n_retry == 0:  # every one gives up (`_final` only reads them: no copy needed)
+            self._final(reqs, pool_idx, outcome, t)
+        elif n_retry < len(reqs):
             idx = np.flatnonzero(~retry)
             self._final(reqs.take(idx), pool_idx[idx], outcome, t)
 
@@ -875,6 +885,15 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
+
+
+def first_of_each(group: np.ndarray, k: int) -> tuple[list[int], list[int]]:
+    """`np.unique(group, return_index=True)` (as lists) for integers in [0, k) with k small: the values present, in
+    order, and where each first occurs -- without the sort `np.unique` does over every request."""
+    present = np.flatnonzero(np.bincount(group, minlength=k)).tolist()
+    if len(present) == 1:
+        return present, [0]
+    return present, [int(np.argmax(group == g)) for g in present]
 
 
 def share_by_room(room: np.ndarray, n: int) -> np.ndarray:
