@@ -11,8 +11,9 @@
 - `predictive`: `reactive` plus infercast's control loop (`controller.py`: policy and guardrails) on infercast's
   own forecasts, through the whole pipeline (twin -> exporter -> store -> predictors -> control loop), `driver.py`.
 - `perfect-forecast`: `reactive` plus the same control loop fed the true future in place of the forecasts
-  (`inputs.TruthInputs`).  So `perfect-forecast - predictive` is the value of better forecasts (the forecast gap);
-  `hindsight - perfect-forecast` what a better policy could add (the policy gap; `plans.py`).
+  (`futures.TruthOverlay` over `inputs.TruthInputs`).  So `perfect-forecast - predictive` is the value of better
+  forecasts (the forecast gap); `hindsight - perfect-forecast` what a better policy could add (the policy gap;
+  `plans.py`).
 
 Every arm acts through the twin's admin API (`backends/twin.py`) every `step_seconds` of simulated time.
 """

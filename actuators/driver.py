@@ -8,14 +8,13 @@ the control bench call it; the daemon (`daemon.py`) runs the same `ControlLoop` 
 Prometheus and a real backend.  Arms by name (`ARMS`; `arms.py`, `plans.py`):
 
 - `none`, `basic`, `reactive`: no control, the gateway's token bucket, the seeds' fixes with an HPA;
-- `scheduled`: `reactive` plus a pre-scale before each calendar event, sized from its expected peak (no forecast);
-- `last-value`, `predict-linear`, `predictive`: `reactive` plus infercast's control loop, one policy, fed three
-  forecasts through the same pipeline (`FORECASTS`): the last value (with the calendar prior), Prometheus'
-  `predict_linear` over 15 m (no calendar: what a Prometheus user has), and the LSTM + the traffic combination (with
-  the calendar);
-- `perfect-forecast`: the same loop fed the true future: the run's own offered traffic and the KV series of the
-  `reactive` run of the same seed (what the fleet would do without foresight).  It was called `oracle`, which is
-  still accepted; it is not an upper bound (the policy is the same heuristic);
+- `scheduled`, `last-value`, `predict-linear`, `predictive`, `perfect-forecast`: `reactive` plus infercast's control
+  loop, one decision logic (the reserve plan and the predictive policy), reading the present through the same
+  pipeline and told five futures (`actuators/futures.py`): the calendar's announced peaks (`scheduled`), the last
+  value with the calendar prior, Prometheus' `predict_linear` over 15 m (no calendar: what a Prometheus user has),
+  the LSTM + the traffic combination with the calendar (`FORECASTS`), and the true future (`perfect-forecast`: the
+  run's own offered traffic and the KV series of the `reactive` run of the same seed).  `perfect-forecast` was
+  called `oracle`, which is still accepted; it is not an upper bound (the policy is the same heuristic);
 - `hindsight`: the best plan of floors found by trying every candidate on the same arrivals, knowing the whole
   future (`plans.py`): the bound the control bench measures captured gain against.
 """

@@ -54,7 +54,15 @@ class CalendarInputs:
                     o, rps_upper_peak=upper, rps_surge_eta_seconds=min(o.rps_surge_eta_seconds, eta)
                 )
             outlook[name] = o
-        return dataclasses.replace(got, outlook=outlook)
+        return told(got, outlook)
+
+
+def told(got: Inputs, outlook: dict[str, Outlook]) -> Inputs:
+    """`got` with the outlooks told another future, and no forecast age: the pipeline's own forecasts (which need
+    minutes of history before the first) are not what such an arm decides on, so their age cannot freeze it."""
+    ages = {k: v for k, v in got.ages.items() if k != "forecast"}
+    figures = {k: v for k, v in got.figures.items() if not k.endswith(".kv_upper")}
+    return dataclasses.replace(got, outlook=outlook, ages=ages, figures=figures)
 
 
 def present_only(o: Outlook, trigger: float) -> Outlook:
@@ -98,4 +106,4 @@ class TruthOverlay:
                 rps_upper_peak=max(o.rps_now * rise, o.rps_upper_peak),
                 rps_surge_eta_seconds=min(t.rps_surge_eta_seconds, o.rps_surge_eta_seconds),
             )
-        return dataclasses.replace(got, outlook=outlook)
+        return told(got, outlook)

@@ -37,8 +37,9 @@ def reserve_settings(cfg: FleetConfig) -> ReserveSettings:
     )
 
 
-def need_of(p: PoolState, o: Outlook, base: int) -> PoolNeed:
-    """A pool's signals for the reserve plan, from the loop's observation and outlook."""
+def need_of(p: PoolState, o: Outlook, base: int, lead: float = math.inf) -> PoolNeed:
+    """A pool's signals for the reserve plan, from the loop's observation and outlook.  A forecast counts once what
+    it warns of is within `lead` (a cold start and a margin): a node started earlier would only wait, paid for."""
 
     def num(x: float, default: float = 0.0) -> float:
         return x if math.isfinite(x) and x >= 0 else default
@@ -52,11 +53,11 @@ def need_of(p: PoolState, o: Outlook, base: int) -> PoolNeed:
         replicas=p.replicas,
         ready=p.ready,
         kv_now=num(o.kv_now),
-        kv_peak=num(o.kv_upper_peak),
+        kv_peak=num(o.kv_upper_peak) if o.kv_breach_eta_seconds <= lead else num(o.kv_now),
         arrivals_rps=arrivals,
         served_rps=num(o.served_rps),
         # the traffic forecast is a rate over a minute; the arrivals, over one scrape: the higher is the demand
-        demand_peak_rps=max(arrivals, num(o.rps_upper_peak)),
+        demand_peak_rps=max(arrivals, num(o.rps_upper_peak) if o.rps_surge_eta_seconds <= lead else 0.0),
         urgent_share=min(1.0, num(o.urgent_share, 1.0)),
         waiting=num(o.waiting),
         waiting_growth_rps=o.waiting_growth_rps if math.isfinite(o.waiting_growth_rps) else 0.0,
@@ -87,7 +88,8 @@ class ReservePolicy(PredictivePolicy):
         pools = {p.name: p for p in fleet.pools}
         if not self.pools or any(name not in pools or name not in outlook for name in self.pools):
             return []
-        needs = {name: need_of(pools[name], outlook[name], self.bases[name]) for name in self.pools}
+        lead = self._prewarm_lead()
+        needs = {name: need_of(pools[name], outlook[name], self.bases[name], lead) for name in self.pools}
         self.plan = plan_reserve(now, needs, self.reserve, self.plan, self.settings)
         out = []
         for name in self.pools:
