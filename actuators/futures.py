@@ -90,10 +90,10 @@ class TruthOverlay:
 
     def read(self, now: float, fleet: Observation) -> Inputs:
         got = self.live.read(now, fleet)
-        told = self.truth.read(now, fleet).outlook
+        truth = self.truth.read(now, fleet).outlook
         outlook = {}
         for name, o in got.outlook.items():
-            t = told.get(name)
+            t = truth.get(name)
             if t is None:
                 outlook[name] = o
                 continue
