@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infercast.actuators.actions import SetPoolBounds
+from infercast.actuators.actions import SetAdmission, SetPoolBounds
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.reserve import PoolNeed, ReservePlan, ReserveSettings, plan_reserve, standing_plan
@@ -77,9 +77,33 @@ class ReservePolicy(PredictivePolicy):
         # the bounds in force: the autoscaler's own until the loop applies a change (`note_applied`)
         self.plan = standing_plan(self.bases, self.reserve)
         self.applied: dict[str, tuple[int, int]] = self.plan.bounds()
+        self._onset = False  # whether this tick's inputs mark a surge's onset
 
     def decide(self, now: float, fleet: Observation, outlook: dict[str, Outlook]) -> list[Decision]:
+        self._onset = any(o.onset for o in outlook.values())
         return self._bounds(now, fleet, outlook) + super().decide(now, fleet, outlook)
+
+    def _levels(self, fleet: Observation, mixed: bool, memory: bool) -> list[dict[str, Any]]:
+        # a surge that is here (the onset) will fill KV whatever the forecast says: the memory step is on the ladder
+        return super()._levels(fleet, mixed, memory or self._onset)
+
+    def _tighten(self, fleet, serving, outlook) -> list[Decision]:
+        """At the onset, every remaining tightening step in one: a surge that is here is no forecast to wait out,
+        and stepping at the guardrails' cooldown would spend its first minute at a looser level."""
+        out = super()._tighten(fleet, serving, outlook)
+        if not out or not self._onset or self.state.level + 1 >= len(self.state.levels):
+            return out
+        merged: dict[str, Any] = {}
+        for step in self.state.levels[self.state.level :]:
+            merged.update(step)
+        d = out[0]
+        return [
+            Decision(
+                SetAdmission(**merged),
+                f"{d.reason}; a surge is here: every step at once",
+                {**d.inputs, "level": len(self.state.levels)},
+            )
+        ]
 
     def _prewarm(self, fleet, serving, outlook) -> list[Decision]:
         return []  # the reserve plan starts nodes, through the autoscaler's floors (`_bounds`)

@@ -1,7 +1,7 @@
 """The control loop's policy with the reserve owned by the controller (`infercast.actuators.reserve_policy`), pure:
 observations and outlooks in, decisions out.  What the operator sees in the audit trail: at the scrape after the
 onset of an unannounced surge, the reserve plan's floors and ceilings for both autoscaled pools (every standby node
-for the short-context pool) and the first admission step; on a calm fleet, nothing."""
+for the short-context pool) and the whole admission ladder in one step; on a calm fleet, nothing."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_calm_fleet_gets_nothing(cfg):
     assert ReservePolicy(cfg).decide(300.0, fleet(), calm()) == []
 
 
-def test_the_onset_earmarks_the_reserve_for_the_short_pool_and_tightens_admission(cfg):
+def test_the_onset_earmarks_the_reserve_for_the_short_pool_and_tightens_admission_at_once(cfg):
     p = ReservePolicy(cfg)
     out = p.decide(615.0, fleet(), onset())
     actions = [d.action for d in out]
@@ -60,7 +60,7 @@ def test_the_onset_earmarks_the_reserve_for_the_short_pool_and_tightens_admissio
     assert SetPoolBounds("v4-long", 5, 5) in actions
     assert not any(isinstance(a, ScalePool) for a in actions), "the policy scaled past the autoscaler"
     (adm,) = [a for a in actions if isinstance(a, SetAdmission)]
-    assert (adm.normal_queue_seconds, adm.low_queue_seconds) == (1.0, 0.0)  # the policy's first step
+    assert (adm.memory_limit, adm.normal_queue_seconds, adm.low_queue_seconds) == (0.75, 1.0, 0.0)
     for d in out:
         p.note_applied(d, None)
     # applied: the same plan next scrape writes nothing new
