@@ -13,6 +13,9 @@ never a silent `setattr`.  `to_dict` is its inverse.
 - `set_admission`: the memory admission threshold, the longest accepted prompt, how long normal and low-priority
   requests may wait at the gateway (seed 000's 80% and 24k, seed 004's tiers).
 - `set_rate_limit`: a quota lane's token bucket (seed 004's 基础限流).
+- `set_pool_bounds`: a pool's autoscaler floor and ceiling (an HPA's `minReplicas` / `maxReplicas`, a KEDA
+  ScaledObject's `minReplicaCount` / `maxReplicaCount`): the controller's reserve plan (`actuators/reserve.py`),
+  which the autoscaler's own scaling then keeps within.
 """
 
 from __future__ import annotations
@@ -155,8 +158,28 @@ class SetRateLimit(Action):
         return f"lane:{self.lane}"
 
 
+@dataclass(frozen=True)
+class SetPoolBounds(Action):
+    """A pool's autoscaler bounds: it never runs fewer than `floor` replicas nor more than `ceiling`."""
+
+    kind: ClassVar[str] = "set_pool_bounds"
+    pool: str
+    floor: int
+    ceiling: int
+
+    def __post_init__(self) -> None:
+        _pool(self.pool)
+        for name in ("floor", "ceiling"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000:
+                raise ActionError(f"{name}: expected an integer 0-10000, got {v!r}")
+        if self.ceiling < self.floor:
+            raise ActionError(f"ceiling: must be >= floor ({self.floor}), got {self.ceiling}")
+
+
 ACTIONS: dict[str, type[Action]] = {
-    cls.kind: cls for cls in (ScalePool, PrewarmPool, SetPoolWeight, SetBreakerThreshold, SetAdmission, SetRateLimit)
+    cls.kind: cls
+    for cls in (ScalePool, PrewarmPool, SetPoolWeight, SetBreakerThreshold, SetAdmission, SetRateLimit, SetPoolBounds)
 }
 
 

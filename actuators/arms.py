@@ -11,8 +11,9 @@
 - `predictive`: `reactive` plus infercast's control loop (`controller.py`: policy and guardrails) on infercast's
   own forecasts, through the whole pipeline (twin -> exporter -> store -> predictors -> control loop), `driver.py`.
 - `perfect-forecast`: `reactive` plus the same control loop fed the true future in place of the forecasts
-  (`inputs.TruthInputs`).  So `perfect-forecast - predictive` is the value of better forecasts (the forecast gap);
-  `hindsight - perfect-forecast` what a better policy could add (the policy gap; `plans.py`).
+  (`futures.TruthOverlay` over `inputs.TruthInputs`).  So `perfect-forecast - predictive` is the value of better
+  forecasts (the forecast gap); `hindsight - perfect-forecast` what a better policy could add (the policy gap;
+  `plans.py`).
 
 Every arm acts through the twin's admin API (`backends/twin.py`) every `step_seconds` of simulated time.
 """
@@ -29,7 +30,9 @@ from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.inputs import InputSource
 from infercast.actuators.policy import PredictivePolicy
+from infercast.actuators.reserve_policy import ReservePolicy
 from infercast.config import Autoscaler, FleetConfig
+from infercast.fairshare import max_min_share
 from infercast.twin.fleet import Fleet, PoolLive
 from infercast.twin.layout import protected_layout
 
@@ -70,7 +73,14 @@ class Hpa:
     waiting requests per node), the larger wins (HPA's multi-metric rule; a node still starting counts as 0, so
     scale-up does not double count it); no change within the tolerance; scale-up to the lowest recommendation of
     its stabilisation window (none by default: at once), scale-down to the highest of its own.  Bounds: the pool's
-    own nodes, to those plus the reservoir's, shared in proportion to what each pool asks beyond what it has."""
+    own nodes, to those plus the reservoir's, shared in proportion to what each pool asks beyond what it has.
+
+    `min_nodes` / `max_nodes` are the HPA's `minReplicas` / `maxReplicas` (a KEDA ScaledObject's
+    `minReplicaCount` / `maxReplicaCount`), and `set_bounds` moves them as the `set_pool_bounds` action does on a
+    cluster (`backends/autoscaler.py`): a raised floor is started at the next sync, ahead of any proportional share
+    (it is what the pool is guaranteed), and a lowered ceiling scales the pool down to it at once, past the
+    scale-down window (Kubernetes clamps the stabilised recommendation to the bounds, `normalizeDesiredReplicas`).
+    One model of the autoscaler: the controller's reserve plan (`reserve.py`) reaches it only through these."""
 
     def __init__(self, a: Autoscaler, min_nodes: dict[str, int], max_nodes: dict[str, int]) -> None:
         self.a = a
@@ -89,6 +99,19 @@ class Hpa:
             wants.append(current if abs(ratio - 1.0) <= a.tolerance else math.ceil(total / target - 1e-9))
         return max(wants)
 
+    def set_bounds(self, pool: str, floor: int, ceiling: int) -> tuple[int, int]:
+        """Set a pool's floor and ceiling; returns the ones before."""
+        if pool not in self.min_nodes:
+            raise KeyError(f"the autoscaler does not scale pool {pool!r} (it scales {sorted(self.min_nodes)})")
+        if not 0 <= floor <= ceiling:
+            raise ValueError(f"pool {pool}: bounds must be 0 <= floor <= ceiling, got {floor}, {ceiling}")
+        before = (self.min_nodes[pool], self.max_nodes[pool])
+        self.min_nodes[pool], self.max_nodes[pool] = int(floor), int(ceiling)
+        return before
+
+    def bounds(self, pool: str) -> tuple[int, int]:
+        return self.min_nodes[pool], self.max_nodes[pool]
+
     def due(self, now: float) -> bool:
         return now >= self.next_sync - 1e-9
 
@@ -106,11 +129,19 @@ class Hpa:
             wants[name] = int(min(self.max_nodes[name], max(self.min_nodes[name], want)))
         asks = {n: max(0, w - live[n].replicas) for n, w in wants.items()}
         if sum(asks.values()) > spare:
-            total = sum(asks.values())
-            grant = {n: int(spare * k // total) for n, k in asks.items()}
-            for n in sorted(asks, key=lambda n: -(spare * asks[n] / total - grant[n]))[: spare - sum(grant.values())]:
-                grant[n] += 1
-            wants = {n: w - asks[n] + grant[n] for n, w in wants.items()}
+            # a floor (minReplicas) is guaranteed: what brings a pool up to it is granted first, the rest of the
+            # spare nodes shared in proportion to the asks beyond it
+            owed = {n: min(asks[n], max(0, self.min_nodes[n] - live[n].replicas)) for n in asks}
+            if sum(owed.values()) > spare:
+                owed = dict(zip(owed, max_min_share(list(owed.values()), spare), strict=True))
+            left = spare - sum(owed.values())
+            rest = {n: asks[n] - owed[n] for n in asks}
+            total = sum(rest.values())
+            grant = {n: int(left * k // total) if total else 0 for n, k in rest.items()}
+            if total:
+                for n in sorted(rest, key=lambda n: -(left * rest[n] / total - grant[n]))[: left - sum(grant.values())]:
+                    grant[n] += 1
+            wants = {n: w - asks[n] + owed[n] + grant[n] for n, w in wants.items()}
         up_s, down_s = self.a.scale_up_stabilization_seconds, self.a.scale_down_stabilization_seconds
         out = {}
         for name in self.a.pools:
@@ -126,6 +157,8 @@ class Hpa:
                 target = max(current, min(r for t, r in rec if t >= now - up_s - 1e-9))
             else:
                 target = min(current, max(r for t, r in rec if t >= now - down_s - 1e-9))
+            # the bounds as they are now, past the windows: a ceiling lowered since a recommendation was made
+            target = min(target, self.max_nodes[name]) if target > self.max_nodes[name] else target
             if target != current:
                 out[name] = target
         return out
@@ -153,7 +186,7 @@ class ReactiveArm(NoArm):
 
     def configure(self, fleet: Fleet) -> None:
         fleet.protect()
-        self.admin = TwinAdmin(fleet)
+        self.admin = TwinAdmin(fleet, self.hpa)
 
     def floors(self) -> dict[str, int]:
         return {}
@@ -170,13 +203,22 @@ class ReactiveArm(NoArm):
 
 
 class LoopArm(ReactiveArm):
-    """`reactive` plus infercast's control loop, fed by the inputs `make_inputs` builds once the fleet exists."""
+    """`reactive` plus infercast's control loop, fed by the inputs `make_inputs` builds once the fleet exists.
 
-    def __init__(self, cfg: FleetConfig, name: str, make_inputs: Callable[[Fleet], InputSource]) -> None:
+    The loop owns the reserve (`reserve_policy.ReservePolicy`): it ticks *before* the autoscaler, writing each
+    pool's floor and ceiling, so that the autoscaler's sync in the same tick already sends the standby nodes where
+    the plan puts them.  `reserve=False` is the ablation: the predictive policy's own pre-warm, after the autoscaler
+    has split the nodes by its asks (the loop as it was before issue 42)."""
+
+    def __init__(
+        self, cfg: FleetConfig, name: str, make_inputs: Callable[[Fleet], InputSource], *, reserve: bool = True
+    ) -> None:
         super().__init__(cfg)
         self.name = name
         self.make_inputs = make_inputs
-        self.policy = PredictivePolicy(protected_layout(cfg))
+        self.reserve = reserve and self.hpa is not None
+        laid = protected_layout(cfg)
+        self.policy = ReservePolicy(laid) if self.reserve else PredictivePolicy(laid)
         self.loop: ControlLoop | None = None
 
     def configure(self, fleet: Fleet) -> None:
@@ -187,5 +229,9 @@ class LoopArm(ReactiveArm):
         return self.policy.floors()
 
     def tick(self, fleet: Fleet) -> None:
-        super().tick(fleet)
-        self.loop.tick(fleet.now)
+        if self.reserve:  # the plan first, so the autoscaler's reaction in this tick follows it
+            self.loop.tick(fleet.now)
+            super().tick(fleet)
+        else:
+            super().tick(fleet)
+            self.loop.tick(fleet.now)

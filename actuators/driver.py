@@ -8,14 +8,13 @@ the control bench call it; the daemon (`daemon.py`) runs the same `ControlLoop` 
 Prometheus and a real backend.  Arms by name (`ARMS`; `arms.py`, `plans.py`):
 
 - `none`, `basic`, `reactive`: no control, the gateway's token bucket, the seeds' fixes with an HPA;
-- `scheduled`: `reactive` plus a pre-scale before each calendar event, sized from its expected peak (no forecast);
-- `last-value`, `predict-linear`, `predictive`: `reactive` plus infercast's control loop, one policy, fed three
-  forecasts through the same pipeline (`FORECASTS`): the last value (with the calendar prior), Prometheus'
-  `predict_linear` over 15 m (no calendar: what a Prometheus user has), and the LSTM + the traffic combination (with
-  the calendar);
-- `perfect-forecast`: the same loop fed the true future: the run's own offered traffic and the KV series of the
-  `reactive` run of the same seed (what the fleet would do without foresight).  It was called `oracle`, which is
-  still accepted; it is not an upper bound (the policy is the same heuristic);
+- `scheduled`, `last-value`, `predict-linear`, `predictive`, `perfect-forecast`: `reactive` plus infercast's control
+  loop, one decision logic (the reserve plan and the predictive policy), reading the present through the same
+  pipeline and told five futures (`actuators/futures.py`): the calendar's announced peaks (`scheduled`), the last
+  value with the calendar prior, Prometheus' `predict_linear` over 15 m (no calendar: what a Prometheus user has),
+  the LSTM + the traffic combination with the calendar (`FORECASTS`), and the true future (`perfect-forecast`: the
+  run's own offered traffic and the KV series of the `reactive` run of the same seed).  `perfect-forecast` was
+  called `oracle`, which is still accepted; it is not an upper bound (the policy is the same heuristic);
 - `hindsight`: the best plan of floors found by trying every candidate on the same arrivals, knowing the whole
   future (`plans.py`): the bound the control bench measures captured gain against.
 """
@@ -28,11 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from infercast.actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
-from infercast.actuators.inputs import StoreInputs, TruthInputs, reference_series
+from infercast.actuators.futures import CalendarInputs, TruthOverlay
+from infercast.actuators.inputs import InputSource, StoreInputs, TruthInputs, reference_series
+from infercast.actuators.ledger import count_changes, count_flaps, decision_delay, setting_changes
 from infercast.actuators.plans import (
     Plan,
     PlanArm,
-    ScheduledArm,
     candidate_plans,
     finish_search,
     search_hindsight,
@@ -62,6 +62,9 @@ FORECASTS = {
     "predict-linear": ForecastSpec("predict_linear", "predict_linear", calendar=False),
     "predictive": ForecastSpec(None, None, calendar=True),
 }
+#: the pipeline of the arms told their future another way (`scheduled`: the calendar; `perfect-forecast`: the
+#: truth): it reads the present like every other arm's and forecasts nothing they use (`actuators/futures.py`)
+PRESENT = ForecastSpec("last_value", "last_value", calendar=False)
 
 
 class Pipeline:
@@ -114,13 +117,23 @@ class ForecastArm(LoopArm):
         cfg: FleetConfig,
         name: str = "predictive",
         pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
+        *,
+        told: Callable[[object, Fleet], InputSource] | None = None,
+        reserve: bool = True,
     ) -> None:
+        """`told(live, fleet)`: the inputs the loop reads, built on the store's (`live`) by what the arm is told
+        about the future (`actuators/futures.py`; None: the pipeline's own forecasts)."""
         from infercast.exporters.router import RouterRecorder
 
         self.recorder = RouterRecorder()
-        make = pipeline or functools.partial(Pipeline, spec=FORECASTS[name])
+        make = pipeline or functools.partial(Pipeline, spec=FORECASTS.get(name, PRESENT))
         self.pipeline = make(protected_layout(cfg), self.recorder)
-        super().__init__(cfg, name, lambda fleet: StoreInputs(self.pipeline.store, fleet.cfg, STEP_SECONDS))
+
+        def inputs(fleet: Fleet) -> InputSource:
+            live = StoreInputs(self.pipeline.store, fleet.cfg, STEP_SECONDS)
+            return live if told is None else told(live, fleet)
+
+        super().__init__(cfg, name, inputs, reserve=reserve)
 
     def configure(self, fleet: Fleet) -> None:
         self.pipeline.attach(fleet)
@@ -131,8 +144,10 @@ class ForecastArm(LoopArm):
         super().tick(fleet)
 
 
-def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipeline=None):
-    """An arm by name; `hindsight` is a search, not one arm: `run_arm` runs it."""
+def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipeline=None, *, reserve: bool = True):
+    """An arm by name; `hindsight` is a search, not one arm: `run_arm` runs it.  Every controlled arm is the same
+    control loop told a different future (`actuators/futures.py`); `reserve=False` is the ablation of the
+    controller's reserve plan (`arms.LoopArm`)."""
     name = canonical(name)
     if name == "none":
         return NoArm()
@@ -141,13 +156,20 @@ def make_arm(name: str, cfg: FleetConfig, reference: dict | None = None, pipelin
     if name == "reactive":
         return ReactiveArm(cfg)
     if name == "scheduled":
-        return ScheduledArm(cfg)
+        return ForecastArm(cfg, name, told=lambda live, fleet: CalendarInputs(live, fleet.cfg), reserve=reserve)
     if name in FORECASTS:
-        return ForecastArm(cfg, name, pipeline if name == "predictive" else None)
+        return ForecastArm(cfg, name, pipeline if name == "predictive" else None, reserve=reserve)
     if name == "perfect-forecast":
         if reference is None:
             raise ValueError("arm 'perfect-forecast' reads the future from a reference run (run_arm makes it)")
-        return LoopArm(cfg, name, lambda fleet: TruthInputs(fleet.cfg, fleet, fleet.traffic, reference))
+        return ForecastArm(
+            cfg,
+            name,
+            told=lambda live, fleet: TruthOverlay(
+                live, TruthInputs(fleet.cfg, fleet, fleet.traffic, reference), fleet.cfg
+            ),
+            reserve=reserve,
+        )
     if name == "hindsight":
         raise ValueError("arm 'hindsight' is a search over plans: run it with run_arm")
     raise ValueError(f"unknown arm {name!r}; use one of {', '.join(ARMS)}")
@@ -184,6 +206,7 @@ def run_arm(
     pipeline: Callable[[FleetConfig, object], Pipeline] | None = None,
     search: str = "full",
     plans: Sequence[Plan] | None = None,
+    reserve: bool = True,
 ) -> RunResult:
     """Run a scenario (or a trace) under an arm.  `perfect-forecast` reads the future from `reference`
     (`inputs.reference_series` of a `reactive` run on the same seed), which it runs first when not given;
@@ -195,7 +218,7 @@ def run_arm(
         return run_hindsight(cfg, seed, trace, step, search=search, watch=watch, plans=plans)
     if arm == "perfect-forecast" and reference is None:
         reference = reference_series(run_arm(cfg, "reactive", seed, trace, step).timeseries)
-    return _run(make_arm(arm, cfg, reference, pipeline), cfg, seed, trace, step, watch)
+    return _run(make_arm(arm, cfg, reference, pipeline, reserve=reserve), cfg, seed, trace, step, watch)
 
 
 def _run(a, cfg: FleetConfig, seed, trace, step: float, watch=None) -> RunResult:
@@ -214,7 +237,26 @@ def _run(a, cfg: FleetConfig, seed, trace, step: float, watch=None) -> RunResult
         result.events = sorted(result.events + loop.log, key=lambda e: e["t"])
         result.summary["decisions"] = sum(1 for e in loop.log if e["outcome"] == "applied")
     result.summary["actions"] = sum(1 for e in result.events if e.get("event") == "action")
+    result.summary.update(action_ledger(cfg, getattr(getattr(a, "admin", None), "history", []), result.summary))
     return result
+
+
+def action_ledger(cfg: FleetConfig, history, summary: dict) -> dict:
+    """`decision_delay_seconds` (onset to the first action, within a forecast horizon before it; null without a
+    surge), and per setting the applied `changes` and `flaps` (tighten-relax-tighten within the autoscaler's
+    scale-down window, Kubernetes' own dwell for a replica count): `actuators/ledger.py`."""
+    a = cfg.protections.autoscaler
+    dwell = a.scale_down_stabilization_seconds if a is not None else 300.0
+    changes = setting_changes(history)
+    flaps = count_flaps(changes, dwell)
+    by = count_changes(changes)
+    return {
+        "decision_delay_seconds": decision_delay(
+            (t for t, _, _ in history), summary.get("surge_start_seconds"), cfg.predictor.horizon_seconds
+        ),
+        "changes": {"total": sum(by.values()), "by_setting": by},
+        "flaps": {"total": sum(flaps.values()), "by_setting": flaps, "dwell_seconds": dwell},
+    }
 
 
 def true_traffic(cfg: FleetConfig, seed, trace):

@@ -18,6 +18,7 @@ import numpy as np
 
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.actuators.signals import arrivals, increases, onset
 from infercast.alertrules.recorded import REQ_RATE
 from infercast.alertrules.sources import ENGINES, series_name
 from infercast.catalog import (
@@ -25,10 +26,14 @@ from infercast.catalog import (
     FORECAST_KV_CACHE_USAGE_RATIO,
     FORECAST_REQUESTS_PER_SECOND,
     KV_CACHE_USAGE_RATIO,
+    REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
 )
 from infercast.config import FleetConfig
-from infercast.store import Store, StoreError
+from infercast.store import Store, StoreError, grid
+
+#: the arrivals' baseline is the median scrape interval over this long before the last one
+BASELINE_SECONDS = 600.0
 
 
 class InputError(Exception):
@@ -110,21 +115,52 @@ class StoreInputs:
             )
             fc_t = max(fc_t, t_u)
             surge_eta = self.horizon if rps_now > 0 and rps_upper >= self.surge * rps_now else math.inf
+            first = self._first_signals(p.name, now)
+            if first["onset"]:  # a surge is here: announced now, whatever the forecasts say
+                surge_eta = 0.0
             outlook[p.name] = Outlook(
                 p.name,
                 kv_now,
                 max(upper, kv_now) if math.isfinite(upper) else kv_now,
                 eta if math.isfinite(eta) or eta == math.inf else math.inf,
                 rps_now,
-                rps_upper if math.isfinite(rps_upper) else rps_now,
+                max(rps_upper if math.isfinite(rps_upper) else rps_now, first["arrivals_rps"] if first["onset"] else 0),
                 surge_eta,
                 served_now,
+                **first,
             )
             figures[f"{p.name}.kv_now"] = kv_now
             if math.isfinite(t_u):  # a forecast was published (a missing one shows as the forecast's age)
                 figures[f"{p.name}.kv_upper"] = upper
         ages = {"live": now - live_t, "forecast": now - fc_t} if outlook else {}
         return Inputs(now, outlook, figures, ages)
+
+    def _first_signals(self, pool: str, now: float) -> dict:
+        """The signals that move first (`actuators/signals.py`): the router's arrivals for the pool over the last
+        scrape interval and their baseline, the urgent share, the engines' queue now and one interval before, and
+        whether a surge started in that interval."""
+        g = grid(now - BASELINE_SECONDS, now, self.step)
+        sent = [(s.t, s.v, s.labels) for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, g[0], g[-1])]
+        a = arrivals(
+            increases(((t, v) for t, v, _ in sent), g),
+            increases(((t, v) for t, v, lab in sent if lab.get("priority") == "urgent"), g),
+            self.step,
+        )
+        queue = [0.0, 0.0]
+        for s in self._q(REQUESTS_WAITING, {"pool": pool}, now - self.step, now):
+            for i, at in enumerate((now - self.step, now)):
+                hit = np.flatnonzero(np.isclose(s.t, at))
+                if len(hit) and math.isfinite(s.v[hit[-1]]):
+                    queue[i] += float(s.v[hit[-1]])
+        why = onset(a, queue[1], queue[0])
+        return {
+            "arrivals_rps": a.last_rps,
+            "baseline_rps": a.baseline_rps,
+            "urgent_share": a.urgent_share,
+            "waiting": queue[1],
+            "waiting_growth_rps": (queue[1] - queue[0]) / self.step,
+            "onset": why,
+        }
 
     def _rates(self, pool: str, now: float) -> tuple[float, float]:
         """Requests per second the router sent the pool over the last minute (counter increase, reset-aware), and

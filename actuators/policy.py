@@ -55,6 +55,15 @@ class Outlook:
     # requests per second the pool answers now (the router's outcome ok; nan: not known, `rps_now` stands in).  What a
     # node is worth: a pool that refuses what it is sent (a prompt over its max_model_len) takes requests, serves none
     served_rps_now: float = math.nan
+    # the signals that move first (`actuators/signals.py`): requests sent to the pool over the last scrape interval
+    # and their level before it (nan: not read), the urgent share of them, the queue and how fast it grew, and why
+    # a surge is judged to have started in that interval ("": none; the inputs then announce it at once)
+    arrivals_rps: float = math.nan
+    baseline_rps: float = math.nan
+    urgent_share: float = 1.0
+    waiting: float = 0.0
+    waiting_growth_rps: float = 0.0
+    onset: str = ""
 
     @property
     def served_rps(self) -> float:

@@ -9,6 +9,11 @@ would put it back within one sync period (15 s), and the two would fight.
   (`maxReplicas`, `maxReplicaCount`) is refused: the ceiling is the owner's budget and is never raised here.  An
   HPA's floor is at least 1 (scale to zero is KEDA's).
 - `prewarm_pool(pool)`: the floor becomes the pool's fleet-file `nodes` (never lowered), capped at the ceiling.
+- `set_pool_bounds(pool, floor, ceiling)`: the controller's reserve plan (`actuators/reserve.py`): the floor and
+  the ceiling in one patch, so the autoscaler's own reaction to a surge starts the standby nodes for the pool the
+  plan earmarks them for and no other (the twin's `arms.Hpa` honours the same two fields).  The owner's ceiling
+  is the budget: the first write keeps it in the annotation `infercast.io/owner-max-replicas`, and no ceiling is
+  ever set above it (a lowered ceiling is raised back to it, never past it).
 - `observe()`: per pool, `replicas` is the floor (what the actuator sets, so a floor it raised reads back as
   applied), `ready` the scale target's ready replicas (its Deployment or StatefulSet), `spare` the ceiling less the
   floor (how far the floor may still go).
@@ -28,12 +33,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from infercast.actuators.actions import Action, PrewarmPool, ScalePool
+from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolBounds
 from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
 from infercast.actuators.kube import call, call_or_none
 from infercast.config import FleetConfig
 
 KEDA = ("keda.sh", "v1alpha1", "scaledobjects")
+#: where the owner's ceiling is kept once the reserve plan has lowered it (set_pool_bounds)
+OWNER_CEILING = "infercast.io/owner-max-replicas"
 #: KEDA's defaults for a ScaledObject that leaves them out (keda.sh/v1alpha1)
 KEDA_MIN_DEFAULT = 0
 KEDA_MAX_DEFAULT = 100
@@ -50,6 +57,7 @@ class Floor:
     target_kind: str
     target_name: str
     resource_version: str
+    owner_ceiling: int | None = None  # the ceiling its owner set, kept before the reserve plan lowered it
 
     @property
     def field(self) -> str:
@@ -109,10 +117,12 @@ class AutoscalerFloors:
         )
 
     def apply(self, action: Action) -> Result:
+        if isinstance(action, SetPoolBounds):
+            return self._bounds(action)
         if not isinstance(action, ScalePool | PrewarmPool):
             raise ActionRefused(
-                f"the autoscaler backend only moves HPA / ScaledObject floors (scale_pool, prewarm_pool); "
-                f"{action.kind} needs an HTTPRoute or a router backend"
+                f"the autoscaler backend only moves HPA / ScaledObject floors and ceilings (scale_pool, prewarm_pool, "
+                f"set_pool_bounds); {action.kind} needs an HTTPRoute or a router backend"
             )
         f = self.read(action.pool)
         where = f"{f.kind} {self.namespace}/{f.name}"
@@ -148,6 +158,40 @@ class AutoscalerFloors:
         )
         return Result("applied", f"{where} {f.field} {f.floor} -> {want}{capped}{note}", undo)
 
+    def _bounds(self, action: SetPoolBounds) -> Result:
+        f = self.read(action.pool)
+        where = f"{f.kind} {self.namespace}/{f.name}"
+        owner = f.owner_ceiling if f.owner_ceiling is not None else f.ceiling
+        if action.ceiling > owner:
+            raise ActionRefused(
+                f"{where}: a ceiling of {action.ceiling} is above the one its owner set ({owner}); the actuator "
+                "never raises an autoscaler's ceiling past its owner's"
+            )
+        if action.floor < f.lowest:
+            raise ActionRefused(f"{where}: spec.{f.field} is at least {f.lowest}, asked {action.floor}")
+        undo = SetPoolBounds(action.pool, f.floor, f.ceiling)
+        if (action.floor, action.ceiling) == (f.floor, f.ceiling):
+            return Result("applied", f"{where} already has {f.field} {f.floor}, {_ceiling(f)} {f.ceiling}", undo)
+        body = {
+            "metadata": {"resourceVersion": f.resource_version, "annotations": {OWNER_CEILING: str(owner)}},
+            "spec": {f.field: action.floor, _ceiling(f): action.ceiling},
+        }
+        self._patch(f, body)
+        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        return Result(
+            "applied",
+            f"{where} {f.field} {f.floor} -> {action.floor}, {_ceiling(f)} {f.ceiling} -> {action.ceiling}{note}",
+            undo,
+        )
+
+    def _patch(self, f: Floor, body: dict) -> None:
+        if f.kind == "HorizontalPodAutoscaler":
+            call(self.hpas.patch_namespaced_horizontal_pod_autoscaler, f.name, self.namespace, body,
+                 dry_run=self.dry_run, timeout=self.timeout)  # fmt: skip
+        else:
+            call(self.custom.patch_namespaced_custom_object, *KEDA[:2], self.namespace, KEDA[2], f.name, body,
+                 dry_run=self.dry_run, timeout=self.timeout)  # fmt: skip
+
     # --- reads -----------------------------------------------------------------------------------------------
     def read(self, pool: str) -> Floor:
         t = self.autoscalers.get(pool)
@@ -167,6 +211,7 @@ class AutoscalerFloors:
                 ref.kind,
                 ref.name,
                 h.metadata.resource_version,
+                _owner(h.metadata.annotations),
             )
         so = call(self.custom.get_namespaced_custom_object, *KEDA[:2], self.namespace, KEDA[2], t.name,
                   timeout=self.timeout)  # fmt: skip
@@ -180,6 +225,7 @@ class AutoscalerFloors:
             ref.get("kind") or "Deployment",
             ref.get("name", ""),
             (so.get("metadata") or {}).get("resourceVersion", ""),
+            _owner((so.get("metadata") or {}).get("annotations")),
         )
 
     def _ready(self, f: Floor) -> int:
@@ -192,6 +238,15 @@ class AutoscalerFloors:
             return 0  # a kind whose readiness this does not read: nothing counts as ready
         obj = call(fn, f.target_name, self.namespace, timeout=self.timeout)
         return int((obj.status and obj.status.ready_replicas) or 0)
+
+
+def _owner(annotations: dict | None) -> int | None:
+    """The owner's ceiling kept in the annotation, if it is there and a whole number (else: not known)."""
+    raw = (annotations or {}).get(OWNER_CEILING)
+    try:
+        return int(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _ceiling(f: Floor) -> str:

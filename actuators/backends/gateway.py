@@ -19,7 +19,7 @@ import dataclasses
 import time
 from typing import Any
 
-from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolWeight
+from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolBounds, SetPoolWeight
 from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
 from infercast.actuators.backends.autoscaler import AutoscalerFloors
 from infercast.actuators.backends.httproute import HTTPRouteWeights
@@ -60,7 +60,7 @@ class GatewayAdmin:
             if self.route is None:
                 raise ActionRefused("set_pool_weight needs actuator.backend.httproute (none is configured)")
             return self.route.apply(action)
-        if isinstance(action, ScalePool | PrewarmPool):
+        if isinstance(action, ScalePool | PrewarmPool | SetPoolBounds):
             if self.floors is None:
                 raise ActionRefused(f"{action.kind} needs actuator.backend.autoscalers (none is configured)")
             return self.floors.apply(action)

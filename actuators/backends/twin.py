@@ -12,6 +12,7 @@ from infercast.actuators.actions import (
     ScalePool,
     SetAdmission,
     SetBreakerThreshold,
+    SetPoolBounds,
     SetPoolWeight,
     SetRateLimit,
 )
@@ -21,8 +22,12 @@ from infercast.actuators.admin import ActionRefused, Admission, Observation, Poo
 class TwinAdmin:
     name = "twin"
 
-    def __init__(self, fleet) -> None:
+    def __init__(self, fleet, autoscaler=None) -> None:
         self.fleet = fleet
+        self.autoscaler = autoscaler  # arms.Hpa: what set_pool_bounds moves (None: refused)
+        # every applied action: (time, the action, the action that restores what it replaced), for the run's
+        # count of changes and flaps (`actuators/ledger.py`)
+        self.history: list[tuple[float, Action, Action | None]] = []
 
     def observe(self) -> Observation:
         f = self.fleet
@@ -68,11 +73,16 @@ class TwinAdmin:
                 r.set_admission(**{k: v for k, v in action.to_dict().items() if k != "kind" and v is not None})
             elif isinstance(action, SetRateLimit):
                 r.set_lane_rate(action.lane, action.rps, action.burst)
+            elif isinstance(action, SetPoolBounds):
+                if self.autoscaler is None:
+                    raise ActionRefused(f"pool {action.pool}: no autoscaler runs on this twin (the arm has none)")
+                self.autoscaler.set_bounds(action.pool, action.floor, action.ceiling)
             else:
                 raise ActionRefused(f"the twin does not know {action.kind!r}")
         except (KeyError, ValueError) as e:
             raise ActionRefused(str(e.args[0]) if e.args else type(e).__name__) from None
         f.actions.append((f.now, action))
+        self.history.append((f.now, action, previous))
         return Result("applied", previous=previous)
 
     def _previous(self, action: Action) -> Action | None:
@@ -88,6 +98,8 @@ class TwinAdmin:
             now = r.admission()
             back = {k: now[k] for k, v in action.to_dict().items() if k != "kind" and v is not None}
             return SetAdmission(**back) if all(v is not None for v in back.values()) else None
+        if isinstance(action, SetPoolBounds) and self.autoscaler is not None:
+            return SetPoolBounds(action.pool, *self.autoscaler.bounds(action.pool))
         if isinstance(action, SetRateLimit):
             lane = r.lanes[r.lane_index(action.lane)]
             b = lane.bucket

@@ -19,8 +19,8 @@ SEARCHES = ("fast", "full")  # hindsight's search (infercast.actuators.plans.can
 
 CONTROL_HELP = (
     "the controller the fleet runs under (default: none): none (the fleet file as it is), basic (the gateway's "
-    "token bucket), reactive (the seeds' fixes and an HPA), scheduled (reactive plus a pre-scale before each "
-    "calendar event), last-value, predict-linear, predictive (reactive plus infercast's control loop on those "
+    "token bucket), reactive (the seeds' fixes and an HPA), scheduled, last-value, predict-linear, predictive "
+    "(reactive plus infercast's control loop, which owns the standby reserve, told the calendar or fed those "
     "forecasts), perfect-forecast (the same loop fed the true future; 'oracle' is its old name), hindsight (the "
     "best plan of floors found by running every candidate on the same arrivals; see --search)"
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infercast.actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolWeight
+from infercast.actuators.actions import PrewarmPool, ScalePool, SetBreakerThreshold, SetPoolBounds, SetPoolWeight
 from infercast.actuators.admin import ActionRefused, Result, apply_with_retries
 from infercast.actuators.backends import build_backend
 from infercast.actuators.backends.gateway import GatewayAdmin
@@ -183,6 +183,29 @@ def test_a_floor_above_the_ceiling_or_below_one_is_refused(kube, fleet_cfg, monk
     with pytest.raises(ActionRefused, match=r"minReplicas is at least 1 \(scale to zero needs a ScaledObject\)"):
         admin.apply(ScalePool("v4-main", 0))
     assert [r.method for r in kube.requests] == ["GET", "GET"]
+
+
+def test_the_reserve_plan_sets_floor_and_ceiling_in_one_patch_keeping_the_owners_ceiling(kube, fleet_cfg, monkeypatch):
+    """`set_pool_bounds` (the controller's reserve plan, actuators/reserve.py): the HPA's minReplicas and maxReplicas
+    in one patch, the owner's ceiling kept in an annotation; no ceiling above the owner's is ever written."""
+    kube.then(
+        Exchange("GET", f"{HPAS}/chat-v4", 200, "hpa-chat-v4.json"),
+        Exchange("PATCH", f"{HPAS}/chat-v4", 200, "hpa-chat-v4-patched.json"),
+        Exchange("GET", f"{HPAS}/chat-v4", 200, "hpa-chat-v4.json"),
+    )
+    admin = gateway(kube, fleet_cfg, monkeypatch)
+    res = admin.apply(SetPoolBounds("v4-main", 8, 8))
+    assert res.detail == "HorizontalPodAutoscaler infer/chat-v4 minReplicas 4 -> 8, maxReplicas 16 -> 8"
+    assert res.previous == SetPoolBounds("v4-main", 4, 16)
+    patch = kube.requests[1]
+    assert patch.body == {
+        "metadata": {"resourceVersion": "7001", "annotations": {"infercast.io/owner-max-replicas": "16"}},
+        "spec": {"minReplicas": 8, "maxReplicas": 8},
+    }
+    assert valid(merged(recorded("hpa-chat-v4.json"), patch.body)) == "Kubernetes 1.31.0 and 1.37.0 schemas"
+    with pytest.raises(ActionRefused, match=r"ceiling of 17 is above the one its owner set \(16\)"):
+        admin.apply(SetPoolBounds("v4-main", 4, 17))
+    assert [r.method for r in kube.requests] == ["GET", "PATCH", "GET"]
 
 
 def test_prewarm_raises_a_scaledobject_floor_to_the_pools_nodes(kube, fleet_cfg, monkeypatch):

@@ -31,7 +31,7 @@ SLICES = {
 #: what every arm's summary carries, finite (`infercast twin run --json`; docs/twin.md)
 KEYS = ("goodput_rps", "urgent_goodput_rps", "oom_events", "p99_latency_ms", "gpu_seconds", "token_goodput_tps")
 TIER_KEYS = ("offered", "served", "goodput_rps", "token_goodput_tps", "offered_tps")
-LOOP_ARMS = ("last-value", "predict-linear", "predictive", "perfect-forecast")
+LOOP_ARMS = ("scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast")  # one control loop
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,230 @@
+"""Who owns the reserve: where the spare nodes (a standby reservoir) go, set as per-pool autoscaler floors and
+ceilings.  Pure: per-pool signals, the previous plan and a time in, a `ReservePlan` out.
+
+Spare capacity goes to whoever asks first, and each pool's autoscaler asks in proportion to its own backlog (the
+twin's `Hpa`, Kubernetes' HPA and KEDA alike).  On the unannounced flash sale that splits the four standby nodes two
+and two between the short- and the long-context pool, where all four on the short-context pool serve several
+times the urgent requests (docs/control.md).  So the controller decides where a node is worth most and makes it
+stick the way a cluster can: each pool's floor (`minReplicas`) and ceiling (`maxReplicas`) are a standing plan,
+kept current every tick, that the autoscaler's own reaction then follows.
+
+**The value of one more node to a pool** is the urgent goodput it would add, in requests per second:
+
+- what a node serves: the requests per second a node of the pool answers now per unit of KV usage, times the
+  autoscaler's KV target (`capacity`; the measure `policy.requests_per_node` ranks pools by);
+- what the pool needs beyond the nodes it has or is starting (`nodes_needed`): the larger of the demand it does
+  not serve (the arrivals now or the traffic forecast's upper band over the horizon, less what it answers now and
+  the HPA's 10% tolerance, plus the queue to drain: waiting requests over `drain_seconds`, more when the queue
+  grows) over what a node serves, and, once the KV forecast's upper band reaches the trigger, the nodes its KV
+  trajectory asks for (that peak over the target, as the HPA's own rule computes it on the present);
+- weighted by the share of the pool's arrivals that is urgent (urgent goodput first; other work counts
+  `other_weight` as much).
+
+A node started now serves only after a cold start, so the demand it is judged by is the one over the horizon the
+forecasts see past that cold start (the KV and traffic peaks), never the present alone.
+
+**The plan.**  Nodes of the reservoir are earmarked one at a time, each to the pool where the next node is worth
+most (a pool's value per node holds until its need is covered: a greedy split that is optimal for such
+stepwise-constant values).  An earmarked node is a floor (`base + earmark`): started now, held while it is worth
+something.  Nodes worth nothing anywhere are left free: every pool's ceiling is `floor + free`, so the autoscaler
+may still start them for whichever pool's metrics ask, but can never take an earmarked node for another pool.
+With no need anywhere (a calm day) the plan is the autoscaler's own: floors at the pools' own nodes, ceilings at
+those plus the whole reservoir, and nothing is written.
+
+**Steadiness.**  A plan that flips with every scrape would start and stop nodes that take a cold start to serve.
+An earmark rises at once where free nodes cover it; it moves from one pool to another only when the receiving
+pool's next node is worth `switch_margin` more than the giving pool's last one; and it falls only once the pool
+has needed nothing for `release_hold_seconds` (the HPA's scale-down window by default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: a node's capacity is never judged on less KV than this (an idle pool's figure says nothing)
+MIN_KV = 0.05
+#: no pool needs more nodes than this (a pool serving almost nothing would otherwise need an infinity)
+MAX_NEED = 10_000.0
+
+
+@dataclass(frozen=True)
+class PoolNeed:
+    """One pool's signals, as the control loop reads them (live figures, and the forecasts' upper bands)."""
+
+    pool: str
+    base: int  # the pool's own nodes: its floor when nothing is planned
+    replicas: int  # nodes up or starting now
+    ready: int  # nodes serving now
+    kv_now: float  # KV-cache usage now (the fullest instance)
+    kv_peak: float  # the KV forecast's upper peak over the horizon (kv_now without one)
+    arrivals_rps: float  # requests per second sent to the pool over the last scrape interval
+    served_rps: float  # requests per second it answered (the router's outcome ok)
+    demand_peak_rps: float = 0.0  # the traffic forecast's upper peak over the horizon (arrivals without one)
+    urgent_share: float = 1.0  # share of its arrivals that is urgent
+    waiting: float = 0.0  # requests waiting for it (engines and gateway)
+    waiting_growth_rps: float = 0.0  # how fast that queue grew over the last interval (requests per second)
+
+    def __post_init__(self) -> None:
+        for name in ("kv_now", "kv_peak", "arrivals_rps", "served_rps", "demand_peak_rps", "waiting"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"pool {self.pool}: {name} must be finite and >= 0, got {v!r}")
+        if self.base < 0 or self.replicas < 0 or self.ready < 0:
+            raise ValueError(f"pool {self.pool}: node counts must be >= 0")
+        if not 0.0 <= self.urgent_share <= 1.0:
+            raise ValueError(f"pool {self.pool}: urgent_share must be within [0, 1], got {self.urgent_share!r}")
+
+
+@dataclass(frozen=True)
+class ReserveSettings:
+    kv_target: float = 0.6  # KV usage per node a node's capacity is counted at (the autoscaler's target)
+    kv_trigger: float = 0.75  # a KV forecast at or over this asks for nodes (thresholds.kv_forecast_trigger)
+    min_need: float = 0.5  # a need of less than this much of a node is noise
+    tolerance: float = 0.1  # demand within this share over what a pool serves is met (the HPA's tolerance)
+    drain_seconds: float = 60.0  # a queue is to be drained within this long
+    other_weight: float = 0.1  # a non-urgent request served counts this much of an urgent one
+    switch_margin: float = 0.25  # an earmark moves pools only for this much more value per node
+    release_hold_seconds: float = 300.0  # an earmark is held this long after its pool last needed it
+
+
+@dataclass(frozen=True)
+class ReservePlan:
+    """Floors and ceilings per pool, the reservoir's nodes earmarked per pool, and why."""
+
+    reserve: int
+    floors: dict[str, int]
+    ceilings: dict[str, int]
+    earmarks: dict[str, int]
+    needed_at: dict[str, float] = field(default_factory=dict)  # pool -> when it last needed a node
+    values: dict[str, float] = field(default_factory=dict)  # pool -> value of its next node (req/s)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def free(self) -> int:
+        return self.reserve - sum(self.earmarks.values())
+
+    def bounds(self) -> dict[str, tuple[int, int]]:
+        return {p: (self.floors[p], self.ceilings[p]) for p in self.floors}
+
+
+def capacity(n: PoolNeed, s: ReserveSettings) -> float:
+    """Requests per second one node of the pool serves at the KV target: what it answers now per node, per unit of
+    KV (0 when it answers nothing yet: nothing to go on)."""
+    if n.served_rps <= 0 or n.ready <= 0:
+        return 0.0
+    return n.served_rps / n.ready / max(n.kv_now, MIN_KV) * s.kv_target
+
+
+def nodes_needed(n: PoolNeed, s: ReserveSettings) -> float:
+    """Nodes the pool needs beyond those it has or is starting (fractional; 0 when covered, or when less than
+    `min_need` of a node: a calm pool's noise asks for nothing).
+
+    Two readings, the larger wins: the demand it is not serving (the arrivals, or the traffic forecast's peak, less
+    what it answers now, plus the queue to drain) over what a node serves, less the nodes already starting; and,
+    once the KV forecast's upper band reaches the trigger, the nodes that bring that peak back to the target (the
+    HPA's own rule on the forecast rather than the present)."""
+    cap = capacity(n, s)
+    starting = max(0, n.replicas - n.ready)
+    by_demand = 0.0
+    if cap > 0:
+        queue = n.waiting / s.drain_seconds + max(0.0, n.waiting_growth_rps)
+        # within the HPA's 10% tolerance of what it serves, demand is met
+        unserved = max(n.arrivals_rps, n.demand_peak_rps) - n.served_rps * (1.0 + s.tolerance) + queue
+        by_demand = unserved / cap - starting
+    peak = max(n.kv_peak, n.kv_now)
+    by_kv = n.replicas * peak / s.kv_target - n.replicas if n.replicas and peak >= s.kv_trigger else 0.0
+    need = min(MAX_NEED, max(0.0, by_demand, by_kv))
+    return need if need >= s.min_need else 0.0
+
+
+def node_value(n: PoolNeed, s: ReserveSettings, k: int, need: float | None = None) -> float:
+    """What the k-th extra node (k >= 1) is worth to the pool: urgent requests per second it would serve, for each
+    of the whole nodes its need rounds up to (as the HPA rounds), nothing past them.  Whole nodes, not fractions:
+    a partly needed last node whose worth swung with every scrape's noise would move between pools."""
+    need = nodes_needed(n, s) if need is None else need
+    part = 1.0 if k <= math.ceil(need - 1e-9) else 0.0
+    weight = n.urgent_share + s.other_weight * (1.0 - n.urgent_share)
+    # a pool with nothing served yet but a KV trajectory asking for nodes still values them, at the least
+    cap = capacity(n, s) or MIN_KV
+    return part * cap * weight
+
+
+def plan_reserve(
+    now: float,
+    needs: Mapping[str, PoolNeed],
+    reserve: int,
+    previous: ReservePlan | None = None,
+    settings: ReserveSettings = ReserveSettings(),
+) -> ReservePlan:
+    """The reserve plan at `now`: see the module docstring.  `reserve` is the reservoir's whole size (nodes started
+    from it count against it too); `previous` the plan in force (None: the first)."""
+    if reserve < 0:
+        raise ValueError(f"reserve must be >= 0, got {reserve}")
+    s = settings
+    pools = sorted(needs)
+    need = {p: nodes_needed(needs[p], s) for p in pools}
+    # an earmark a pool had keeps counting as needed until the hold runs out
+    needed_at = {p: (now if need[p] > 0 else (previous.needed_at.get(p, -math.inf) if previous else -math.inf))
+                 for p in pools}  # fmt: skip
+    held = {
+        p: (previous.earmarks.get(p, 0) if previous and now - needed_at[p] < s.release_hold_seconds else 0)
+        for p in pools
+    }
+
+    def value(p: str, k: int) -> float:
+        """The k-th earmarked node's worth to p; a held node is worth the least positive value (kept, not fought)."""
+        v = node_value(needs[p], s, k, need[p])
+        return v if v > 0 else (1e-9 if k <= held[p] else 0.0)
+
+    # start from what is held, trimmed to the reservoir (it may have shrunk)
+    marks = dict.fromkeys(pools, 0)
+    for p in pools:
+        marks[p] = max(0, min(held[p], reserve - sum(marks.values())))
+    # free nodes first, each to the pool whose next node is worth most (ties: the pool with fewer, then by name)
+    while sum(marks.values()) < reserve:
+        best = max(pools, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
+        if best is None or value(best, marks[best] + 1) <= 0:
+            break
+        marks[best] += 1
+    # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain)
+    for _ in range(reserve):
+        gain = None
+        for p in pools:
+            vp = value(p, marks[p] + 1)
+            for q in pools:
+                if q == p or marks[q] == 0:
+                    continue
+                vq = value(q, marks[q])
+                if vp > vq * (1.0 + s.switch_margin) and vp - vq > 1e-9 and (gain is None or vp - vq > gain[0]):
+                    gain = (vp - vq, p, q)
+        if gain is None:
+            break
+        _, p, q = gain
+        marks[p] += 1
+        marks[q] -= 1
+    free = reserve - sum(marks.values())
+    floors = {p: needs[p].base + marks[p] for p in pools}
+    ceilings = {p: floors[p] + free for p in pools}
+    values = {p: round(value(p, marks[p] + 1), 4) for p in pools}
+    reasons = {
+        p: (
+            f"{marks[p]} of {reserve} reserve nodes: needs {need[p]:.1f} more node(s), one serves "
+            f"{capacity(needs[p], s):.1f} req/s"
+            if marks[p]
+            else f"nothing earmarked (needs {need[p]:.1f} more node(s))"
+        )
+        for p in pools
+    }
+    return ReservePlan(reserve, floors, ceilings, marks, needed_at, values, reasons)
+
+
+def standing_plan(bases: Mapping[str, int], reserve: int) -> ReservePlan:
+    """The plan before anything is known: the autoscaler's own (floors at the pools' nodes, the reservoir free)."""
+    return ReservePlan(
+        reserve,
+        {p: int(b) for p, b in bases.items()},
+        {p: int(b) + reserve for p, b in bases.items()},
+        dict.fromkeys(bases, 0),
+    )

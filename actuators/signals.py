@@ -1,0 +1,101 @@
+"""The signals that move first when a surge starts, read from one scrape: the arrivals the gateway sent a pool over
+the last scrape interval against their level before, and the queue.  Pure (arrays in, figures out).
+
+A KV-cache forecast sees a surge only once KV usage has climbed, and a rate over a minute (`rate(...[1m])`) shows
+a step a quarter of its height after one 15 s scrape.  The gateway's counter of requests per pool
+(`infercast_router_requests_total`, every outcome: served, refused, shed, retried) moves in the very scrape the
+surge starts in: its increase over the last interval, against the median interval of the minutes before, says
+"a surge is here" at the next tick (`onset`).  The queue (`infercast_requests_waiting`) growing many times over in
+one interval says the same when the arrivals are not counted per pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+#: a surge is an interval with this many times the arrivals of the baseline (the policy's traffic_surge_factor)
+SURGE_FACTOR = 1.5
+#: ... and at least this many requests more than the baseline interval had (a handful of requests on a quiet
+#: pool is noise, not a surge)
+MIN_EXTRA_REQUESTS = 30.0
+#: a queue that grows to this many times its level, by at least `MIN_EXTRA_WAITING` requests, is a surge too
+QUEUE_FACTOR = 3.0
+MIN_EXTRA_WAITING = 20.0
+#: a baseline of fewer intervals than this (a minute of 15 s scrapes) judges nothing
+MIN_HISTORY = 4
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """A pool's arrivals: the last interval's and the baseline's, in requests per second."""
+
+    last_rps: float
+    baseline_rps: float
+    urgent_last_rps: float
+    interval_seconds: float
+    history: int = 0  # intervals the baseline is the median of
+
+    @property
+    def urgent_share(self) -> float:
+        return min(1.0, self.urgent_last_rps / self.last_rps) if self.last_rps > 0 else 1.0
+
+
+def increases(series: Iterable[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> np.ndarray:
+    """Summed counter increase per interval of `grid` (len(grid) - 1 values), reset-aware, over `(t, v)` series
+    sampled on the grid; NaN for an interval before any series had a sample (the store's history starts later).
+    A series that first appears after another inside the window counts from 0 (a counter is created at 0: the
+    `rejected` outcome of a pool first shows in the surge that causes it)."""
+    out = np.zeros(max(0, len(grid) - 1))
+    if len(grid) < 2:
+        return out
+    seen = np.zeros(len(grid), dtype=bool)
+    for t, v in series:
+        idx = np.searchsorted(grid, t)
+        ok = (idx < len(grid)) & np.isclose(grid[np.minimum(idx, len(grid) - 1)], t)
+        vals = np.full(len(grid), np.nan)
+        vals[idx[ok]] = v[ok]
+        prev = np.concatenate(([np.nan], vals[:-1]))
+        d = vals[1:] - prev[1:]
+        d = np.where(d >= 0, d, vals[1:])  # a reset: the counter restarted from 0
+        first = np.flatnonzero(np.isfinite(vals))
+        if len(first) and first[0] > 0:  # born inside the window: its first value is its increase
+            d[first[0] - 1] = vals[first[0]]
+        out += np.nan_to_num(d)
+        seen |= np.isfinite(vals)
+    # an interval counts once something was held at its start (the first samples are history, not arrivals)
+    held = np.maximum.accumulate(seen)[:-1]
+    return np.where(held, out, np.nan)
+
+
+def arrivals(per_interval: np.ndarray, urgent_per_interval: np.ndarray, interval_seconds: float) -> Arrivals:
+    """The last interval's arrivals and the baseline (the median interval before it), in requests per second."""
+    if len(per_interval) == 0 or not np.isfinite(per_interval[-1]):
+        return Arrivals(0.0, 0.0, 0.0, interval_seconds, 0)
+    last = float(per_interval[-1]) / interval_seconds
+    before = per_interval[:-1][np.isfinite(per_interval[:-1])]
+    base = float(np.median(before)) / interval_seconds if len(before) else last
+    u = urgent_per_interval[-1] if len(urgent_per_interval) else 0.0
+    urgent = float(u) / interval_seconds if np.isfinite(u) else 0.0
+    return Arrivals(last, base, urgent, interval_seconds, len(before))
+
+
+def onset(a: Arrivals, waiting: float, waiting_before: float) -> str:
+    """Why a surge has started in the last interval ("" when none): arrivals `SURGE_FACTOR` times their baseline,
+    or the queue `QUEUE_FACTOR` times what it was one interval ago."""
+    if a.history < MIN_HISTORY:
+        return ""
+    extra = (a.last_rps - a.baseline_rps) * a.interval_seconds
+    if a.last_rps >= SURGE_FACTOR * a.baseline_rps and extra >= MIN_EXTRA_REQUESTS:
+        return f"arrivals {a.last_rps:.1f} req/s over the last {a.interval_seconds:.0f} s against {a.baseline_rps:.1f}"
+    if (
+        math.isfinite(waiting)
+        and math.isfinite(waiting_before)
+        and waiting >= QUEUE_FACTOR * waiting_before
+        and waiting - waiting_before >= MIN_EXTRA_WAITING
+    ):
+        return f"{waiting:.0f} requests waiting against {waiting_before:.0f} one scrape before"
+    return ""

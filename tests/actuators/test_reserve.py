@@ -1,0 +1,194 @@
+"""The reserve plan (`infercast.actuators.reserve`): where the standby nodes go, as autoscaler floors and ceilings.
+
+What an operator sees: on the flash sale's onset the four standby nodes are earmarked for the short-context pool,
+where one serves several times the urgent requests of a long-context node, and the long pool's ceiling stops the
+autoscaler from taking them; on a calm day the plan is the autoscaler's own and nothing is written; and the plan
+does not flip between scrapes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from infercast.actuators.reserve import (
+    PoolNeed,
+    ReserveSettings,
+    capacity,
+    node_value,
+    nodes_needed,
+    plan_reserve,
+    standing_plan,
+)
+
+
+def _onset() -> dict[str, PoolNeed]:
+    """The unannounced sale at 615 s, seed 0, as the loop reads it: both pools see arrivals far over what they
+    serve; a short-context node serves ~34 req/s at the KV target, a long-context one ~6."""
+    return {
+        "v4-short": PoolNeed("v4-short", 7, 7, 7, 0.5, 0.5, 1000.0, 200.0, urgent_share=0.2),
+        "v4-long": PoolNeed("v4-long", 5, 5, 5, 0.74, 0.74, 600.0, 36.0, urgent_share=0.2),
+    }
+
+
+def _calm() -> dict[str, PoolNeed]:
+    """A calm day: arrivals served, KV well under the trigger (the long pool's fullest node at 0.64)."""
+    return {
+        "v4-short": PoolNeed("v4-short", 7, 7, 7, 0.35, 0.39, 172.0, 171.0, urgent_share=0.2),
+        "v4-long": PoolNeed("v4-long", 5, 5, 5, 0.64, 0.64, 29.5, 29.0, urgent_share=0.2, waiting=2.0),
+    }
+
+
+def test_the_onset_sends_every_standby_node_where_a_node_serves_most():
+    plan = plan_reserve(615.0, _onset(), 4)
+    assert plan.floors == {"v4-short": 11, "v4-long": 5}
+    # no free node is left, so the long pool's autoscaler cannot start one of the short pool's
+    assert plan.ceilings == {"v4-short": 11, "v4-long": 5}
+    assert "4 of 4 reserve nodes" in plan.reasons["v4-short"]
+
+
+def test_a_calm_day_plans_what_the_autoscaler_already_has():
+    plan = plan_reserve(300.0, _calm(), 4)
+    assert plan.bounds() == standing_plan({"v4-short": 7, "v4-long": 5}, 4).bounds()
+    assert plan.earmarks == {"v4-short": 0, "v4-long": 0}
+
+
+def test_a_kv_forecast_over_the_trigger_asks_for_nodes_before_any_request_is_unserved():
+    n = PoolNeed("p", 5, 5, 5, 0.5, 0.9, 30.0, 30.0)
+    assert nodes_needed(n, ReserveSettings()) == pytest.approx(5 * 0.9 / 0.6 - 5)
+    # under the trigger the same forecast asks for nothing: the HPA's own target does that on the present
+    assert nodes_needed(PoolNeed("p", 5, 5, 5, 0.5, 0.7, 30.0, 30.0), ReserveSettings()) == 0.0
+
+
+def test_nodes_starting_count_against_the_need():
+    starting = PoolNeed("p", 7, 9, 7, 0.5, 0.5, 400.0, 200.0)
+    none = PoolNeed("p", 7, 7, 7, 0.5, 0.5, 400.0, 200.0)
+    assert nodes_needed(starting, ReserveSettings()) == pytest.approx(nodes_needed(none, ReserveSettings()) - 2)
+
+
+def test_an_earmark_is_held_through_a_lull_and_released_after_the_hold():
+    s = ReserveSettings(release_hold_seconds=300.0)
+    plan = plan_reserve(615.0, _onset(), 4, settings=s)
+    calm = _calm()
+    held = plan_reserve(700.0, calm, 4, plan, s)
+    assert held.floors == plan.floors, "a floor was dropped the first scrape the need paused"
+    assert plan_reserve(914.0, calm, 4, held, s).floors == plan.floors
+    released = plan_reserve(916.0, calm, 4, held, s)
+    assert released.floors == {"v4-short": 7, "v4-long": 5}
+    assert released.ceilings == {"v4-short": 11, "v4-long": 9}
+
+
+def test_an_earmark_moves_only_for_clearly_more_value():
+    s = ReserveSettings(switch_margin=0.25)
+    plan = plan_reserve(615.0, _onset(), 4, settings=s)
+    # the long pool's node becomes a little more valuable than the short one's: not enough to move a node
+    close = {
+        "v4-short": PoolNeed("v4-short", 7, 11, 11, 0.5, 0.5, 1000.0, 300.0, urgent_share=0.2),
+        "v4-long": PoolNeed("v4-long", 5, 5, 5, 0.13, 0.74, 600.0, 36.0, urgent_share=0.2),
+    }
+    assert capacity(close["v4-long"], s) > capacity(close["v4-short"], s)
+    assert capacity(close["v4-long"], s) < capacity(close["v4-short"], s) * 1.25
+    assert plan_reserve(630.0, close, 4, plan, s).floors == plan.floors
+    # twice as valuable: one node moves (the largest gain first, one at a time)
+    far = dict(close, **{"v4-long": PoolNeed("v4-long", 5, 5, 5, 0.05, 0.74, 600.0, 36.0, urgent_share=0.2)})
+    moved = plan_reserve(630.0, far, 4, plan, s)
+    assert sum(moved.earmarks.values()) == 4 and moved.earmarks["v4-long"] >= 1
+
+
+def test_bad_signals_are_refused_with_the_field_named():
+    with pytest.raises(ValueError, match="arrivals_rps"):
+        PoolNeed("p", 1, 1, 1, 0.5, 0.5, math.nan, 1.0)
+    with pytest.raises(ValueError, match="urgent_share"):
+        PoolNeed("p", 1, 1, 1, 0.5, 0.5, 1.0, 1.0, urgent_share=1.5)
+    with pytest.raises(ValueError, match="reserve"):
+        plan_reserve(0.0, _calm(), -1)
+
+
+# --- properties: for every input ----------------------------------------------------------------------------------
+rate = st.floats(0.0, 5000.0, allow_nan=False)
+kv = st.floats(0.0, 1.0, allow_nan=False)
+
+
+@st.composite
+def needs(draw, names=("a", "b", "c")):
+    out = {}
+    for name in names[: draw(st.integers(1, len(names)))]:
+        base = draw(st.integers(0, 12))
+        replicas = draw(st.integers(0, 20))
+        out[name] = PoolNeed(
+            name,
+            base,
+            replicas,
+            draw(st.integers(0, replicas)),
+            draw(kv),
+            draw(kv),
+            draw(rate),
+            draw(rate),
+            demand_peak_rps=draw(rate),
+            urgent_share=draw(st.floats(0.0, 1.0)),
+            waiting=draw(st.floats(0.0, 500.0)),
+            waiting_growth_rps=draw(st.floats(-50.0, 50.0)),
+        )
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(needs(), st.integers(0, 12), st.floats(0.0, 3600.0))
+def test_floors_never_exceed_the_reserve_and_ceilings_never_cut_below_a_floor(ns, reserve, now):
+    plan = plan_reserve(now, ns, reserve)
+    assert sum(plan.floors[p] - ns[p].base for p in ns) <= reserve
+    for p, n in ns.items():
+        assert n.base <= plan.floors[p] <= plan.ceilings[p] <= n.base + reserve
+        # a ceiling leaves a pool the free nodes only: never another pool's earmark
+        assert plan.ceilings[p] - plan.floors[p] == plan.free
+    assert sum(plan.earmarks.values()) + plan.free == reserve
+
+
+@settings(max_examples=200, deadline=None)
+@given(needs(), st.integers(0, 12), st.floats(0.0, 3600.0), st.floats(0.0, 300.0))
+def test_the_same_signals_keep_the_same_plan(ns, reserve, now, later):
+    """Steadiness: re-planned on unchanged signals (a scrape later), the plan does not move."""
+    plan = plan_reserve(now, ns, reserve)
+    again = plan_reserve(now + later, ns, reserve, plan)
+    assert again.bounds() == plan.bounds()
+
+
+@settings(max_examples=200, deadline=None)
+@given(needs(), st.integers(0, 12), st.floats(0.0, 3600.0), st.floats(0.95, 1.05))
+def test_noise_of_a_few_percent_never_moves_a_node_between_pools(ns, reserve, now, jitter):
+    """Steadiness: ±5% on every rate (one scrape's noise) that leaves every pool's need at the same whole number of
+    nodes never takes an earmarked node from one pool for another (that needs `switch_margin`, 25%, more value
+    per node)."""
+    plan = plan_reserve(now, ns, reserve)
+    noisy = {
+        p: PoolNeed(
+            n.pool, n.base, n.replicas, n.ready, n.kv_now, n.kv_peak, n.arrivals_rps * jitter,
+            n.served_rps / jitter, n.demand_peak_rps * jitter, n.urgent_share, n.waiting, n.waiting_growth_rps,
+        )
+        for p, n in ns.items()
+    }  # fmt: skip
+    s = ReserveSettings()
+    assume(all(math.ceil(nodes_needed(ns[p], s) - 1e-9) == math.ceil(nodes_needed(noisy[p], s) - 1e-9) for p in ns))
+    after = plan_reserve(now + 15.0, noisy, reserve, plan)
+    for p in ns:
+        assert after.earmarks[p] >= plan.earmarks[p], (p, plan.earmarks, after.earmarks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(needs(), st.integers(1, 12))
+def test_a_node_goes_first_where_it_is_worth_most(ns, reserve):
+    """Greedy by value: no free node is left while some pool still values one, and a pool with no earmark never
+    values its first node more than an earmarked pool's last by the switch margin."""
+    s = ReserveSettings()
+    plan = plan_reserve(0.0, ns, reserve, settings=s)
+    need = {p: nodes_needed(n, s) for p, n in ns.items()}
+    if plan.free:
+        assert all(node_value(ns[p], s, plan.earmarks[p] + 1, need[p]) <= 0 for p in ns)
+    for p in ns:
+        for q in ns:
+            if p != q and plan.earmarks[q]:
+                vp = node_value(ns[p], s, plan.earmarks[p] + 1, need[p])
+                vq = node_value(ns[q], s, plan.earmarks[q], need[q])
+                assert not (vp > vq * (1 + s.switch_margin) and vp - vq > 1e-9)
