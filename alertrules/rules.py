@@ -55,6 +55,7 @@ from .recorded import (
     REQ_SHARE,
 )
 from .settings import AlertSettings
+from .shape import alert_rule as _alert
 from .slo import error_ratio, slo_alerts, slo_recording_rules
 from .sources import engine_series, translate
 
@@ -143,26 +144,6 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
 
 def _pct(x: float) -> str:
     return f"{x * 100:g}%"
-
-
-def _alert(
-    *,
-    name: str,
-    expr: str,
-    for_s: int,
-    severity: str,
-    team: str,
-    summary: str,
-    description: str,
-    **labels: str,
-) -> dict[str, Any]:
-    """One alerting rule; `for_s` 0 leaves `for:` out.  Runbook links are added by `with_runbooks`."""
-    rule: dict[str, Any] = {"alert": name, "expr": expr}
-    if for_s:
-        rule["for"] = duration(for_s)
-    rule["labels"] = {"severity": severity, "team": team, **labels}
-    rule["annotations"] = {"summary": summary, "description": description}
-    return rule
 
 
 def with_runbooks(groups: list[dict[str, Any]], base_url: str) -> list[dict[str, Any]]:

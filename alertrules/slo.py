@@ -28,6 +28,7 @@ from infercast.config import SloConfig
 from infercast.durations import duration
 
 from .settings import AlertSettings
+from .shape import alert_rule as _alert  # one rule shape for every alert
 
 SLIS = ("availability", "latency")
 #: the router's outcomes that fail the availability SLI (catalog.ROUTER_OUTCOMES; `retried` is not an ended request)
@@ -138,8 +139,6 @@ WHAT = {
 
 def slo_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     """Per SLI: the fast page, the slow page and the ticket (multi-window, multi-burn-rate)."""
-    from .rules import _alert  # one rule shape for every alert
-
     out = []
     levels = (
         ("BurnRateFast", "fast", s.burn_fast, "critical", s.for_slo_fast),

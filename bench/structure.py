@@ -56,6 +56,7 @@ SIMULATOR = (
     "infercast.predictors.backtest_cli",
     "infercast.predictors.pretrain_data",
     "infercast.predictors.sizing",
+    "infercast.predictors.replay",  # the harm replay runs the twin
     "infercast.predictors.train_cli",
 )
 TOOLS = ("infercast.cli", "infercast.check", "infercast.k8s")
