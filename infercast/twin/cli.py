@@ -26,6 +26,15 @@ CONTROL_HELP = (
 )
 
 
+def _surge(text: str):
+    from infercast.traces import Surge, SurgeError
+
+    try:
+        return Surge.parse(text)
+    except SurgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="twin_command", metavar="ACTION", required=True)
     r = sub.add_parser("run", help="run the twin to the end of a scenario or a trace")
@@ -56,6 +65,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--time-scale", type=float, default=1.0, help="replay the trace this many times faster")
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
     r.add_argument(
+        "--surge",
+        action="append",
+        type=_surge,
+        default=[],
+        metavar="START,SECONDS,FACTOR[,RAMP]",
+        help="with --trace: multiply the trace's own arrival rate by FACTOR for SECONDS from START (seconds of the "
+        "trace as replayed, after --time-scale), rising linearly from 1x over the first RAMP seconds (default 0: a "
+        "step); the surge's requests are shaped like the trace's own in that window, drawn under --seed.  "
+        "Repeatable (the surges multiply where they overlap).  --size-fleet sizes the fleet for the trace without "
+        "its surges",
+    )
+    r.add_argument(
         "--size-fleet",
         action="store_true",
         help="size the fleet for the trace: always-on nodes for its median minute, standby nodes so the whole fleet "
@@ -67,13 +88,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from infercast.actuators.driver import run_arm
-    from infercast.twin.tracefleet import sized_trace_fleet
+    from infercast.twin.tracefleet import surged_trace_run
 
     started = time.perf_counter()
     try:
         if args.scenario:
             from infercast.twin.variants import load_scenario
 
+            if args.surge:
+                raise ValueError("--surge needs --trace (a scenario's surges are its phases: examples/*.yaml)")
             cfg = load_scenario(args.scenario)
             if cfg.scenario is None:
                 raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
@@ -90,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             if args.time_scale != 1.0 or args.rate_scale != 1.0:
                 trace = trace.scaled(args.time_scale, args.rate_scale, seed=args.seed or 0)
-            if args.size_fleet:
-                cfg, notes = sized_trace_fleet(trace, cfg)
+            # sized (with --size-fleet) for the trace without its surges, as an operator sized it before they came
+            cfg, trace, notes = surged_trace_run(
+                trace, cfg, args.surge, size_fleet=args.size_fleet, seed=args.seed or 0, name=Path(args.trace).name
+            )
+            if notes:
                 print(f"twin: {Path(args.trace).name}: " + "; ".join(notes), file=sys.stderr)
             result = run_arm(cfg, args.control, args.seed or 0, trace=trace, search=args.search)
     except ValueError as e:
