@@ -15,7 +15,7 @@ from infercast.config import ConfigError, load_config, resolve_scenario
 # `oracle` is still accepted, the old name of perfect-forecast (infercast.arm_names.ALIASES)
 CONTROLS = ARMS
 ALIASES = tuple(OLD_NAMES)
-SEARCHES = ("fast", "full")  # hindsight's search (infercast.actuators.plans.candidate_plans)
+SEARCHES = ("fast", "full", "quick")  # hindsight's search (infercast.actuators.plans, .levers)
 
 CONTROL_HELP = (
     "the controller the fleet runs under (default: none): none (the fleet file as it is), basic (the gateway's "
@@ -53,8 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="full",
         help="hindsight's search: full (every static split of the standby nodes and every one-change-point plan, "
         "on a 120 s grid and where the true traffic climbs) or fast (the whole-reservoir splits held from the start, "
-        "then the best from each point the traffic climbs: about a tenth of the runs); other arms ignore it "
-        "(default: full)",
+        "then the best from each point the traffic climbs: about a tenth of the runs), each ending with every lever "
+        "moved one step either way until none beats the plan (its single-lever check) and with the best causal plan "
+        "(acting only after the surge's onset); quick (the reservoir's splits from the onset and the first change "
+        "point, no check: a best found); other arms ignore it (default: full)",
     )
     r.add_argument(
         "--seed",
