@@ -13,7 +13,8 @@ plus what it knows ahead.
   reservoir between the pools as the predictive policy does (first where a node serves the most requests), and
   holds the floors until the event ends; the HPA then scales back with its stabilisation window.  With an empty
   calendar it is `reactive`.
-- `hindsight` (an upper bound for the controller's levers): every candidate plan is run on the same arrivals and
+- `hindsight` (the best plan found knowing the run's true future; called a bound only where its single-lever check
+  passed): every candidate plan is run on the same arrivals and
   the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds (`better`).  A `full` search
   (`candidate_plans`) tries every static plan (each split of the reservoir between the pools, held from the start;
   the empty split is `reactive`) and every plan with one change point (the whole reservoir split between the pools,
@@ -25,9 +26,16 @@ plus what it knows ahead.
   (`refine_change_point`): about a tenth of the runs.  Both end (`finish_search`) with the winner again with
   admission tightened from its change point at each level the predictive policy tightens to (`with_admission`),
   its change point moved again, then with its floors and admission let go when the true surge is over, the pools
-  left to the HPA or scaled down at once, to what the HPA wants or to their base size (`with_release`).  Levers not
-  searched: pool weights and breaker thresholds (the protected layout's pools are split by context length, so no
-  sibling pool takes the same prompts).
+  left to the HPA or scaled down at once, to what the HPA wants or to their base size (`with_release`).  Then
+  (`levers.descend`, run by `driver.run_hindsight`) every lever the controller has is moved one step either way —
+  the change point, each pool's floor, the memory limit (0.05 steps), the gateway waits, each quota lane's rate,
+  each pool's weight and breaker threshold, the fallback pool pre-warmed, the release — the best move that beats
+  the plan by more than the tie margin (`beats`) taken, until none does: that last pass is the plan's single-lever
+  check.  A plan whose check did not pass (the passes ran out) is the best found, not a bound.  Before the check
+  existed the published plans were only ever the best found: the seed 0 plan of the unannounced sale is beaten by
+  the same plan with the memory limit at 0.70 (issue 42).  `causal` (`levers.causal_search`) is the best plan
+  whose change point is at or after the surge's onset.  Candidates are forked from snapshots of one plan-less run
+  (`forks.Forks`), not replayed from the start.
 """
 
 from __future__ import annotations

@@ -120,11 +120,12 @@ def test_causal_plans_act_at_the_first_tick_after_the_onset_and_never_before(cfg
     assert plan.start >= at and check.neighbours > 0
 
 
-def test_the_quick_search_tries_the_splits_from_the_onset_and_the_first_change_point(cfg):
+def test_the_quick_search_tries_the_splits_from_the_first_change_point_and_the_best_from_the_onset(cfg):
     traffic, duration = true_traffic(cfg, 0, None)
-    run, seen = _fake(lambda p: (100.0, 190.0, 1e5))
-    quick_search(cfg, run, traffic, duration, 615.0)
-    assert seen[0] == Plan() and {p.start for p in seen[1:]} == {510.0, 615.0} and len(seen) == 11
+    run, seen = _fake(lambda p: (100.0 + dict(p.floors_at(1e9)).get("v4-short", 0), 190.0, 1e5))
+    plan, _, _ = quick_search(cfg, run, traffic, duration, 615.0)
+    assert seen[0] == Plan() and [p.start for p in seen[1:]] == [510.0] * 5 + [615.0]
+    assert plan.floors_at(1e9) == {"v4-long": 5, "v4-short": 11} and plan.admission
 
 
 def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_when_it_lets_go(cfg):
