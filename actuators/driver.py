@@ -238,12 +238,14 @@ def run_hindsight(
     plans=None,
     check: bool = True,
     max_passes: int = 3,
+    reactive: RunResult | None = None,
 ) -> RunResult:
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
     says which plan won (`plan`), what every candidate scored (`candidates`), its single-lever check (`check`:
     `levers.descend`, with `check`), the best causal plan (`causal`: its change point at or after the surge's
     onset, with its own check) and what the search cost (`search_cost`: runs, pruned runs, simulated seconds against
-    full replays; `forks.Forks`).  `search`: `full`, `fast` or `quick` (`levers.quick_search`, no check)."""
+    full replays; `forks.Forks`).  `search`: `full`, `fast` or `quick` (`levers.quick_search`, no check).
+    `reactive`: the `reactive` run of the same seed, when the caller has it (the empty plan's run: not run again)."""
     from infercast.actuators.forks import Forks
     from infercast.actuators.levers import causal_search, descend, onset, onset_tick, quick_search
 
@@ -257,6 +259,8 @@ def run_hindsight(
         best = _run(PlanArm(cfg, "hindsight", plans[0]), cfg, seed, trace, step, once)
         return _describe(best, plans[0], search, [], None)
     run = Forks(cfg, seed, trace, step)
+    if reactive is not None:
+        run.know(Plan(), reactive)
     explicit = plans is not None
     started = onset(traffic, trace)
     at = onset_tick(started) if started is not None else None

@@ -76,7 +76,13 @@ class Forks:
     def __call__(self, plan: Plan, incumbent: dict | None = None) -> RunResult | None:
         return self.run(plan, incumbent)
 
+    def know(self, plan: Plan, result: RunResult) -> None:
+        """A run of `plan` made elsewhere (the bench's `reactive` run is the empty plan's): `run` returns a copy of it
+        (its summary's `control` this arm's name) instead of running it again."""
+        self._known[plan] = result
+
     def __post_init__(self) -> None:
+        self._known: dict[Plan, RunResult] = {}
         self._snapshots: dict[float, _State] = {}
         self._trunk: _State | None = None
         probe = PlanArm(self.cfg, self.name)
@@ -142,6 +148,10 @@ class Forks:
     def run(self, plan: Plan, incumbent: dict | None = None) -> RunResult | None:
         """The plan's run, forked at its first action; None when it was pruned (it cannot beat `incumbent`'s urgent
         goodput by more than the tie margin)."""
+        if plan in self._known:
+            known = copy.deepcopy(self._known[plan])
+            known.summary["control"] = self.name
+            return known
         t0 = time.perf_counter()
         at = self.fork_time(plan)
         state = self._state_at(at)

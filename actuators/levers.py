@@ -3,7 +3,8 @@ and the single-lever check published with each plan (issue 42 item 3).
 
 A plan (`plans.Plan`) holds, from its change point: replica floors per autoscaled pool, admission (the memory
 limit as a continuous value, the gateway waits of normal and low work), and `settings`: each autoscaled pool's
-routing weight and breaker threshold, each quota lane's rate, a cold-standby (fallback) pool pre-warmed; and when
+routing weight and breaker threshold, each quota lane's rate (the gateway's shared bucket included), a cold-standby
+(fallback) pool pre-warmed; and when
 it lets them go.  `neighbours` moves each of those one step either way (`STEPS`); `descend` runs them all, moves
 to the best that beats the plan by more than the tie margin (`plans.beats`), and repeats until none does: that
 last pass is the check (`Check`).  When the passes run out first, the plan is the best found, not a bound.
@@ -101,6 +102,8 @@ def defaults(cfg: FleetConfig) -> dict[tuple[str, str], float]:
     for pool in a.pools if a is not None else ():
         out[("weight", pool)] = float(laid.pools[pool].weight)
         out[("breaker", pool)] = th.timeout_base_seconds
+    if pr.rate_limit is not None:  # everyone's token bucket at the gateway is lane `shared`
+        out[("lane", "shared")] = float(pr.rate_limit.rps)
     for lane, b in pr.quota_lanes.items():
         out[("lane", lane)] = float(b.rps)
     for pool in pr.cold_standby:

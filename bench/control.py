@@ -169,7 +169,7 @@ def run_cell(
         elif arm == "hindsight":
             step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step
             res = run_hindsight(cfg, seed, trace, step_s, search=search, check=search != "quick",
-                                max_passes=max_passes)  # fmt: skip
+                                max_passes=max_passes, reactive=reactive)  # fmt: skip
         else:
             res = run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
         s = res.summary

@@ -75,3 +75,19 @@ def test_the_bound_never_falls_below_what_the_run_ends_with_and_a_loser_is_stopp
     own = forks.run(_plans(cfg)[0]).summary
     again = forks.run(_plans(cfg)[0], own)
     assert again is not None and again.summary == own and forks.cost.pruned == 1
+
+
+def test_a_run_made_elsewhere_is_not_run_again(surged):
+    """The bench hands hindsight its `reactive` run: the empty plan's, to the last digit."""
+    from infercast.actuators.driver import run_arm
+
+    cfg, trace = surged
+    reactive = run_arm(cfg, "reactive", 0, trace)
+    forks = Forks(cfg, 0, trace, 15.0)
+    forks.know(Plan(), reactive)
+    again = forks.run(Plan())
+    assert again.summary == {**reactive.summary, "control": "hindsight"} and forks.cost.runs == 0
+    assert reactive.summary["control"] == "reactive"  # the caller's copy is left as it was
+    replayed = Forks(cfg, 0, trace, 15.0).run(Plan())
+    assert replayed.summary == again.summary
+    assert replayed.timeseries.equals(again.timeseries) and replayed.events == again.events

@@ -50,7 +50,7 @@ def test_every_lever_the_controller_has_is_moved_one_step_either_way_and_only_on
     labels = [label for label, _ in moves]
     for lever in ("change point", "floor", "memory_limit 0.7", "memory_limit 0.8", "normal_queue_seconds",
                   "low_queue_seconds", "breaker v4-short", "weight v4-long", "lane flash-sale 800",
-                  "lane flash-sale 1250", "v3.5-fallback pre-warmed", "release"):  # fmt: skip
+                  "lane flash-sale 1250", "lane shared 176", "v3.5-fallback pre-warmed", "release"):  # fmt: skip
         assert any(lever in label for label in labels), (lever, labels)
     mine = _levers(plan)
     for label, p in moves:

@@ -196,3 +196,21 @@ def test_cli_runs_a_surged_trace_deterministically(repo_root, data_dir, tmp_path
     keys = ("offered", "served", "urgent_goodput_rps", "goodput_rps", "gpu_seconds", "surge_start_seconds")
     assert {k: outs[0][k] for k in keys} == {k: outs[1][k] for k in keys}
     assert outs[0]["surge_start_seconds"] == 100.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(SLICES))
+def test_every_arm_runs_on_a_surged_slice_of_each_trace_format(cfg, data_dir, kind):
+    """Issue 42 item 5: `--surge` works on each trace format for every arm (hindsight's quick search here: the full
+    one with its check runs in the control bench)."""
+    from infercast.actuators.driver import ARMS, run_arm
+
+    trace = _trace(cfg, data_dir, kind)
+    trace = trace.window(0.0, min(trace.duration_s, 300.0))
+    sized, surged, _ = surged_trace_run(trace, cfg, [Surge(100.0, 120.0, 3.0, 20.0)], size_fleet=True, seed=0)
+    for arm in ARMS:
+        s = run_arm(sized, arm, 0, trace=surged, search="quick").summary
+        assert s["served"] + s["rejected"] + s["failed"] + s["in_flight"] == s["offered"] > len(trace), arm
+        assert s["surge_start_seconds"] == 100.0 and s["surge_end_seconds"] == 220.0, arm
+        for k in ("goodput_rps", "urgent_goodput_rps", "oom_events", "gpu_seconds"):
+            assert s[k] is not None, (arm, k)
