@@ -292,9 +292,11 @@ def run_hindsight(
                 "summary": {k: v for k, v in cres.summary.items() if not isinstance(v, dict | list)}
                 | {"tiers": cres.summary.get("tiers")},
             }
-            if better(cres.summary, best.summary):  # a causal plan is a hindsight candidate too
-                plan, best, verdict = cplan, cres, cverdict
             tried = tried + ctried
+            if better(cres.summary, best.summary):  # a causal plan is a hindsight candidate too
+                # ... checked again without the onset's constraint (its change point may move earlier); the
+                # neighbours the causal descent ran are answered from the runs kept (`Forks`)
+                plan, best, tried, verdict = descend(cfg, run, cplan, cres, tried, duration, max_passes=max_passes)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     best.summary["search_cost"] = run.cost.to_dict()

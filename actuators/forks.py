@@ -10,7 +10,8 @@ with it; `tests/actuators/test_forks.py` compares them field by field).
 It also prunes: a candidate whose urgent goodput can no longer beat the incumbent's by the tie margin, whatever
 happens after, is stopped (`bound`: the urgent requests of the whole run, known ahead because every candidate is
 offered the same arrivals, minus those this run has already served late or lost).  And it keeps the search's own
-cost (`cost`): runs, pruned runs, simulated seconds driven against what full replays would have driven, wall time.
+cost (`cost`): runs, pruned runs, simulated seconds driven against what full replays would have driven, wall time,
+and the candidates answered from a run already made (every finished run is kept by its plan).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class SearchCost:
     replay_seconds: float = 0.0  # what the same runs replayed from the start would have driven
     wall_seconds: float = 0.0
     snapshots: int = 0
+    cached: int = 0  # candidates asked for again, answered from a run already made
 
     def to_dict(self) -> dict:
         saved = 1.0 - self.simulated_seconds / self.replay_seconds if self.replay_seconds else 0.0
@@ -47,6 +49,7 @@ class SearchCost:
             "saved_share": round(saved, 3),
             "wall_seconds": round(self.wall_seconds, 1),
             "snapshots": self.snapshots,
+            "cached": self.cached,
         }
 
 
@@ -148,9 +151,10 @@ class Forks:
     def run(self, plan: Plan, incumbent: dict | None = None) -> RunResult | None:
         """The plan's run, forked at its first action; None when it was pruned (it cannot beat `incumbent`'s urgent
         goodput by more than the tie margin)."""
-        if plan in self._known:
+        if plan in self._known:  # run before (a stage's winner, a neighbour two descents share) or handed in
             known = copy.deepcopy(self._known[plan])
             known.summary["control"] = self.name
+            self.cost.cached += 1
             return known
         t0 = time.perf_counter()
         at = self.fork_time(plan)
@@ -173,7 +177,9 @@ class Forks:
         if pruned:
             self.cost.pruned += 1
             return None
-        return self.result(state)
+        res = self.result(state)
+        self._known[plan] = copy.deepcopy(res)  # callers annotate the summary they get
+        return res
 
     def _faults(self) -> bool:
         return bool(self.cfg.scenario is not None and self.cfg.scenario.faults)
