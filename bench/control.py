@@ -23,7 +23,7 @@ Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why
   a fleet sized for them (`infercast twin run --trace F --size-fleet`: always-on pools for the median load, standby
   for the peak at KV <= 0.85), where a node's 90 s cold start is longer than the surge's ramp;
 - three surges laid on those traces (`--surge START,SECONDS,FACTOR,RAMP`: the trace's own rate times FACTOR), the
-  fleet sized for the trace without them, from three different traces (Azure code, Mooncake, ServeGen).
+  fleet sized for the trace without them, from three different traces (Azure conversation, Mooncake, ServeGen).
 
 Per arm, the mean over seeds and the spread (max - min): urgent goodput (first token within the urgent SLO, per
 second), goodput, token-weighted goodput, urgent P99 TTFT, OOMs, GPU-seconds held, actions, false actions per hour
@@ -124,27 +124,30 @@ SCENARIOS = (
     # fleet sized for the trace without them; each surge keeps the offered rate under the gateway's bucket (1.1x the
     # unsurged busiest minute) where it can, so that what the fleet does in the cold start, not the bucket, decides
     Scenario(
-        "azure-code-surge",
-        "Azure code, the shipped 10 minutes at half speed and 20x the requests, and a 3x surge of its own requests "
-        "from 600 s for 6 minutes (20 s ramp) on the quiet second half, where 2 of the fleet's 11 nodes are on",
-        trace="azure/AzureLLMInferenceTrace_code.csv",
+        "azure-conv-surge",
+        "Azure conversation, the shipped 10 minutes at half speed and 20x the requests (a flat load: standby is a "
+        "fifth of the fleet), and a 1.3x surge of its own requests from 480 s for 6 minutes (20 s ramp): to about "
+        "its busiest minute, under the gateway's bucket",
+        trace="azure/AzureLLMInferenceTrace_conv.csv",
         time_scale=0.5,
         rate_scale=20.0,
-        surges=((600.0, 360.0, 3.0, 20.0),),
+        surges=((480.0, 360.0, 1.3, 20.0),),
     ),
     Scenario(
         "mooncake-surge",
         "Mooncake conversation (half of its prompts over 8k tokens), the shipped 5 minutes at quarter speed and 40x "
-        "the requests, and a 2x surge from 480 s for 5 minutes (20 s ramp)",
+        "the requests, and a 1.5x surge from 480 s for 5 minutes (20 s ramp): to about its busiest minute, at the "
+        "gateway's bucket",
         trace="mooncake/conversation_trace.jsonl",
         time_scale=0.25,
         rate_scale=40.0,
-        surges=((480.0, 300.0, 2.0, 20.0),),
+        surges=((480.0, 300.0, 1.5, 20.0),),
     ),
     Scenario(
         "servegen-surge",
         "ServeGen language (3 clients), day 0 10:00-16:00 at 30x speed and 12x the requests, and a 3x surge from "
-        "200 s for 4 minutes (20 s ramp), before the afternoon's own rise",
+        "200 s for 4 minutes (20 s ramp), before the afternoon's own rise: from the median load to near the peak "
+        "the standby nodes are sized for, under the gateway's bucket",
         trace="servegen/language/m-large",
         window=(36000.0, 57600.0),
         time_scale=30.0,
