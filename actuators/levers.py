@@ -3,14 +3,15 @@ and the single-lever check published with each plan (issue 42 item 3).
 
 A plan (`plans.Plan`) holds, from its change point: replica floors per autoscaled pool, admission (the memory
 limit as a continuous value, the gateway waits of normal and low work), and `settings`: each autoscaled pool's
-routing weight and breaker threshold, each quota lane's rate (the gateway's shared bucket included), a cold-standby
-(fallback) pool pre-warmed; and when
+routing weight and breaker threshold, the autoscaler's ceiling per pool (held at its floor or not), each quota
+lane's rate (the gateway's shared bucket included), a cold-standby (fallback) pool pre-warmed; and when
 it lets them go.  `neighbours` moves each of those one step either way (`STEPS`); `descend` runs them all, moves
 to the best that beats the plan by more than the tie margin (`plans.beats`), and repeats until none does: that
 last pass is the check (`Check`).  When the passes run out first, the plan is the best found, not a bound.
 
 - `causal`: the best plan whose change point is at or after the surge's onset (the first tick after it, when a
-  controller can have seen it, `onset_tick`):
+  controller can have seen it, `onset_tick`), each split of the reservoir tried as floors and as exact counts
+  (floors and ceilings: once the surge is on, the HPA asks for every pool and splits the reservoir in proportion):
   what a controller that sees the surge the moment it starts, and decides perfectly, gets.  The gap reads
   reactive -> causal (decision quality) and causal -> hindsight (foresight).
 - `quick`: the search `bench/control.py --quick` runs: the whole reservoir's splits from the future's first change
@@ -99,7 +100,9 @@ def defaults(cfg: FleetConfig) -> dict[tuple[str, str], float]:
         ("admission", "low_queue_seconds"): pr.tiers.low_queue_seconds,
     }
     a = pr.autoscaler
+    spare = laid.pools[a.reservoir].nodes if a is not None and a.reservoir in laid.pools else 0
     for pool in a.pools if a is not None else ():
+        out[("ceiling", pool)] = float(laid.pools[pool].nodes + spare)  # the HPA's own maximum
         out[("weight", pool)] = float(laid.pools[pool].weight)
         out[("breaker", pool)] = th.timeout_base_seconds
     if pr.rate_limit is not None:  # everyone's token bucket at the gateway is lane `shared`
@@ -191,6 +194,14 @@ def neighbours(cfg: FleetConfig, plan: Plan, duration: float, earliest: float = 
         if lever == "prewarm":
             out.append((f"{target} pre-warmed" if not cur else f"{target} not pre-warmed",
                         _with_setting(plan, lever, target, None if cur else 1.0)))  # fmt: skip
+            continue
+        if lever == "ceiling":  # on: the pool held at its floor (the HPA gives it no more); off: the HPA's own max
+            if (lever, target) in held:
+                out.append((f"no ceiling on {target}", _with_setting(plan, lever, target, None)))
+            elif plan.steps:
+                floor = dict(plan.steps[0][1]).get(target, base.get(target, 0))
+                if floor < default:
+                    out.append((f"ceiling {target} {floor}", _with_setting(plan, lever, target, floor)))
             continue
         if lever == "weight":
             moves = [_rung(WEIGHT_LADDER, cur, -1), _rung(WEIGHT_LADDER, cur, 1)]
@@ -288,7 +299,13 @@ def causal_search(
     base, spare = _base_nodes(cfg)
     plan, res, tried = Plan(), reactive, [_row(Plan(), reactive)]
     if base and spare > 0:
-        cands = [Plan(((at, _floors(base, s)),)) for s in splits(sorted(base), spare, whole=True)]
+        # each split as floors (the HPA may still split the reservoir in proportion to every pool's ask, as it does
+        # once the surge is on) and as exact counts (floors and ceilings: the controller owns the reserve)
+        cands = []
+        for s in splits(sorted(base), spare, whole=True):
+            floors = _floors(base, s)
+            cands.append(Plan(((at, floors),)))
+            cands.append(Plan(((at, floors),), settings=tuple(("ceiling", p, float(n)) for p, n in floors)))
         plan2, res2, tried2 = search_hindsight(run, cands, res.summary if _prunes(run) else None)
         tried += tried2
         if res2 is not None and better(res2.summary, res.summary):

@@ -168,6 +168,9 @@ class Plan:
 
 #: the levers a plan holds besides floors and admission (`Plan.settings`), as `describe` names them
 SETTING_LEVERS = {
+    # the most replicas the autoscaler may give a pool (a per-pool HPA/KEDA maxReplicas): with the floors, how a plan
+    # keeps the reserve for the pool it chose when the HPA would split it in proportion to every pool's ask
+    "ceiling": "ceiling of",
     "weight": "weight of",
     "breaker": "breaker threshold of",
     "lane": "quota lane",
@@ -179,6 +182,8 @@ def setting_actions(settings: Sequence[tuple[str, str, float]]) -> list[Action]:
     """The actions that set a plan's `settings`."""
     out: list[Action] = []
     for lever, target, value in settings:
+        if lever == "ceiling":  # the autoscaler's own bound, not an action on the fleet (`PlanArm.tick`)
+            continue
         if lever == "weight":
             out.append(SetPoolWeight(target, float(value)))
         elif lever == "breaker":
@@ -203,6 +208,7 @@ class PlanArm(ReactiveArm):
         self._admitted = False
         self._before: dict | None = None  # the admission settings the plan changed, as they were
         self._undo: list = []  # the actions that put the plan's other settings back
+        self._ceilings: dict[str, int] = {}  # the autoscaler's ceilings the plan lowered, as they were
         self._scaled_down = False
 
     def floors(self) -> dict[str, int]:
@@ -219,6 +225,10 @@ class PlanArm(ReactiveArm):
                 done = apply_with_retries(self.admin, action)
                 if done.previous is not None:  # what puts it back (a pre-warm has none: the pool stays warm)
                     self._undo.append(done.previous)
+            for lever, pool, value in self.plan.settings:
+                if lever == "ceiling" and self.hpa is not None and pool in self.hpa.max_nodes:
+                    self._ceilings.setdefault(pool, self.hpa.max_nodes[pool])
+                    self.hpa.max_nodes[pool] = max(self.hpa.min_nodes[pool], int(value))
             self._admitted = True
         until = self.plan.admission_until
         if until is not None and fleet.now >= until - 1e-9:
@@ -227,6 +237,9 @@ class PlanArm(ReactiveArm):
                 self._before = None
             while self._undo:
                 apply_with_retries(self.admin, self._undo.pop())
+            for pool, was in self._ceilings.items():
+                self.hpa.max_nodes[pool] = was
+            self._ceilings = {}
         down = self.plan.scale_down_at
         if down is not None and not self._scaled_down and fleet.now >= down - 1e-9 and self.hpa is not None:
             self._scaled_down = True

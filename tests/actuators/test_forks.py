@@ -28,7 +28,7 @@ def _plans(cfg) -> list[Plan]:
     short, long_ = sorted(base, key=lambda p: not p.endswith("short"))
     return [
         Plan(((105.0, ((long_, base[long_]), (short, base[short] + spare))),), (("memory_limit", 0.7),), None, None,
-             "hpa", (("breaker", long_, 0.4), ("weight", short, 0.75))),
+             "hpa", (("breaker", long_, 0.4), ("ceiling", long_, float(base[long_])), ("weight", short, 0.75))),
         Plan(),
         Plan(((120.0, ((long_, base[long_] + spare), (short, base[short]))), (240.0, ())),
              (("low_queue_seconds", 0.0),), 240.0, 240.0, "base"),

@@ -50,7 +50,8 @@ def test_every_lever_the_controller_has_is_moved_one_step_either_way_and_only_on
     labels = [label for label, _ in moves]
     for lever in ("change point", "floor", "memory_limit 0.7", "memory_limit 0.8", "normal_queue_seconds",
                   "low_queue_seconds", "breaker v4-short", "weight v4-long", "lane flash-sale 800",
-                  "lane flash-sale 1250", "lane shared 176", "v3.5-fallback pre-warmed", "release"):  # fmt: skip
+                  "lane flash-sale 1250", "lane shared 176", "v3.5-fallback pre-warmed", "release",
+                  "ceiling v4-long 5"):  # fmt: skip
         assert any(lever in label for label in labels), (lever, labels)
     mine = _levers(plan)
     for label, p in moves:
@@ -132,7 +133,8 @@ def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_w
     from infercast.actuators.plans import setting_actions
 
     plan = Plan(((30.0, ()), (60.0, ())), (), 60.0, None, "hpa",
-                (("breaker", "v4-short", 0.4), ("lane", "flash-sale", 800.0), ("weight", "v4-long", 0.5)))  # fmt: skip
+                (("breaker", "v4-short", 0.4), ("ceiling", "v4-long", 5.0), ("lane", "flash-sale", 800.0),
+                 ("weight", "v4-long", 0.5)))  # fmt: skip
     assert Plan.from_dict(plan.to_dict()) == plan
     assert "breaker threshold of v4-short=0.4" in plan.describe() and "quota lane flash-sale=800" in plan.describe()
     assert [a.kind for a in setting_actions(plan.settings)] == ["set_breaker_threshold", "set_rate_limit",
@@ -140,7 +142,14 @@ def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_w
     short = cfg.model_copy(update={"scenario": cfg.scenario.model_copy(update={"duration_seconds": 90.0})})
     from infercast.actuators.driver import _run
 
-    events = [e for e in _run(PlanArm(short, "hindsight", plan), short, 0, None, 5.0).events if e["event"] == "action"]
+    seen: dict[float, int] = {}
+
+    def watch(fleet, a) -> None:  # the autoscaler's ceiling on v4-long, tick by tick
+        seen[fleet.now] = a.hpa.max_nodes["v4-long"]
+
+    result = _run(PlanArm(short, "hindsight", plan), short, 0, None, 5.0, watch)
+    events = [e for e in result.events if e["event"] == "action"]
+    assert seen[15.0] == 9 and seen[30.0] == 5 and seen[45.0] == 5 and seen[60.0] == 9  # held, then given back
     sets = [(e["t"], e["action"], e.get("pool") or e.get("lane")) for e in events]
     assert (30.0, "set_breaker_threshold", "v4-short") in sets and (60.0, "set_breaker_threshold", "v4-short") in sets
     assert (30.0, "set_rate_limit", "flash-sale") in sets and (60.0, "set_rate_limit", "flash-sale") in sets
