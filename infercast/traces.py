@@ -113,7 +113,8 @@ class Surge:
         """The factor the rate is multiplied by at times `t` inside the window."""
         if self.ramp_s <= 0:
             return np.full(np.shape(t), float(self.factor))
-        frac = np.clip((np.asarray(t, dtype=np.float64) - self.start_s) / self.ramp_s, 0.0, 1.0)
+        with np.errstate(over="ignore"):  # a ramp of a few femtoseconds is a step
+            frac = np.clip((np.asarray(t, dtype=np.float64) - self.start_s) / self.ramp_s, 0.0, 1.0)
         return 1.0 + (self.factor - 1.0) * frac
 
     def describe(self) -> str:
