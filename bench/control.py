@@ -690,7 +690,9 @@ def main() -> int:
         "tuning": "one choice was made after reading these results: the policy's split of a reservoir that cannot "
         "cover every pool's ask (by requests served per node, actuators/policy.py; shared with the scheduled arm) "
         "was chosen from hindsight's plan on flash-sale.  No setting was fitted, and the trace surges were not "
-        "used for it: they are the held-apart check of that choice",
+        "used for it: they are the held-apart check of that choice.  The surges laid on traces (`*-surge`) were "
+        "sized with runs of reactive and hindsight only, never of a forecast arm, so that hindsight has something "
+        "to win over reactive (issue 42: at least 10% urgent goodput)",
         "cells": cells,
         "wall_s": round(time.perf_counter() - started, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
