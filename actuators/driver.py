@@ -33,6 +33,7 @@ from infercast.actuators.ledger import count_changes, count_flaps, decision_dela
 from infercast.actuators.plans import (
     Plan,
     PlanArm,
+    better,
     candidate_plans,
     finish_search,
     search_hindsight,
@@ -269,34 +270,91 @@ def true_traffic(cfg: FleetConfig, seed, trace):
 
 
 def run_hindsight(
-    cfg: FleetConfig, seed, trace, step: float, *, search: str = "full", watch=None, plans=None
+    cfg: FleetConfig,
+    seed,
+    trace,
+    step: float,
+    *,
+    search: str = "full",
+    watch=None,
+    plans=None,
+    check: bool = True,
+    max_passes: int = 3,
+    reactive: RunResult | None = None,
 ) -> RunResult:
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
-    says which plan won (`plan`) and what every candidate scored (`candidates`)."""
+    says which plan won (`plan`), what every candidate scored (`candidates`), its single-lever check (`check`:
+    `levers.descend`, with `check`), the best causal plan (`causal`: its change point at or after the surge's
+    onset, with its own check) and what the search cost (`search_cost`: runs, pruned runs, simulated seconds against
+    full replays; `forks.Forks`).  `search`: `full`, `fast` or `quick` (`levers.quick_search`, no check).
+    `reactive`: the `reactive` run of the same seed, when the caller has it (the empty plan's run: not run again)."""
+    from infercast.actuators.forks import Forks
+    from infercast.actuators.levers import causal_search, descend, onset, onset_tick, quick_search
+
+    if search not in ("fast", "full", "quick"):
+        raise ValueError(f"unknown search {search!r}; use fast, full or quick")
     traffic, duration = true_traffic(cfg, seed, trace)
 
     # one plan given (the demo replays the plan a bench found): run it once, watched
     once = watch if plans is not None and len(plans) == 1 else None
-
-    def run(p: Plan) -> RunResult:
-        return _run(PlanArm(cfg, "hindsight", p), cfg, seed, trace, step, once)
-
-    if plans is None and search == "fast":
+    if once is not None:
+        best = _run(PlanArm(cfg, "hindsight", plans[0]), cfg, seed, trace, step, once)
+        return _describe(best, plans[0], search, [], None)
+    run = Forks(cfg, seed, trace, step)
+    if reactive is not None:
+        run.know(Plan(), reactive)
+    explicit = plans is not None
+    started = onset(traffic, trace)
+    at = onset_tick(started) if started is not None else None
+    causal = None
+    if explicit:
+        plan, best, tried = search_hindsight(run, plans)
+    elif search == "quick":
+        plan, best, tried = quick_search(cfg, run, traffic, duration, at)
+    elif search == "fast":
         plan, best, tried = staged_search(cfg, duration, traffic, run)
     else:
-        if search not in ("fast", "full"):
-            raise ValueError(f"unknown search {search!r}; use fast or full")
-        explicit = plans is not None
-        plans = plans if explicit else candidate_plans(cfg, duration, traffic)
-        plan, best, tried = search_hindsight(run, plans)
-        if not explicit:
-            plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
+        plan, best, tried = search_hindsight(run, candidate_plans(cfg, duration, traffic))
+        plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
+    verdict = None
+    if check and not explicit and search != "quick":
+        plan, best, tried, verdict = descend(cfg, run, plan, best, tried, duration, max_passes=max_passes)
+        if at is not None:
+            reactive = run(Plan())
+            cplan, cres, ctried = causal_search(cfg, run, traffic, duration, at, reactive)
+            cplan, cres, ctried, cverdict = descend(
+                cfg, run, cplan, cres, ctried, duration, earliest=at, max_passes=max_passes
+            )
+            causal = {
+                "onset_seconds": started,
+                "plan": cplan.to_dict(),
+                "plan_text": cplan.describe(),
+                "check": cverdict.to_dict(),
+                "candidates": len(ctried),
+                "summary": {k: v for k, v in cres.summary.items() if not isinstance(v, dict | list)}
+                | {"tiers": cres.summary.get("tiers")},
+            }
+            tried = tried + ctried
+            if better(cres.summary, best.summary):  # a causal plan is a hindsight candidate too
+                # ... checked again without the onset's constraint (its change point may move earlier); the
+                # neighbours the causal descent ran are answered from the runs kept (`Forks`)
+                plan, best, tried, verdict = descend(cfg, run, cplan, cres, tried, duration, max_passes=max_passes)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
+    best.summary["search_cost"] = run.cost.to_dict()
+    return _describe(best, plan, search, tried, verdict, causal)
+
+
+def _describe(best: RunResult, plan: Plan, search: str, tried: list[dict], verdict, causal=None) -> RunResult:
     best.summary["plan"] = plan.to_dict()
     best.summary["plan_text"] = plan.describe()
     best.summary["search"] = search
     best.summary["candidates"] = tried
+    best.summary["check"] = verdict.to_dict() if verdict is not None else None
+    # a plan is a bound only when its single-lever check passed; otherwise the best found (issue 42 item 3)
+    best.summary["plan_is"] = verdict.label if verdict is not None else "best found"
+    if causal is not None:
+        best.summary["causal"] = causal
     return best
 
 

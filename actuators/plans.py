@@ -13,7 +13,8 @@ plus what it knows ahead.
   reservoir between the pools as the predictive policy does (first where a node serves the most requests), and
   holds the floors until the event ends; the HPA then scales back with its stabilisation window.  With an empty
   calendar it is `reactive`.
-- `hindsight` (an upper bound for the controller's levers): every candidate plan is run on the same arrivals and
+- `hindsight` (the best plan found knowing the run's true future; called a bound only where its single-lever check
+  passed): every candidate plan is run on the same arrivals and
   the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds (`better`).  A `full` search
   (`candidate_plans`) tries every static plan (each split of the reservoir between the pools, held from the start;
   the empty split is `reactive`) and every plan with one change point (the whole reservoir split between the pools,
@@ -25,9 +26,16 @@ plus what it knows ahead.
   (`refine_change_point`): about a tenth of the runs.  Both end (`finish_search`) with the winner again with
   admission tightened from its change point at each level the predictive policy tightens to (`with_admission`),
   its change point moved again, then with its floors and admission let go when the true surge is over, the pools
-  left to the HPA or scaled down at once, to what the HPA wants or to their base size (`with_release`).  Levers not
-  searched: pool weights and breaker thresholds (the protected layout's pools are split by context length, so no
-  sibling pool takes the same prompts).
+  left to the HPA or scaled down at once, to what the HPA wants or to their base size (`with_release`).  Then
+  (`levers.descend`, run by `driver.run_hindsight`) every lever the controller has is moved one step either way —
+  the change point, each pool's floor, the memory limit (0.05 steps), the gateway waits, each quota lane's rate,
+  each pool's weight and breaker threshold, the fallback pool pre-warmed, the release — the best move that beats
+  the plan by more than the tie margin (`beats`) taken, until none does: that last pass is the plan's single-lever
+  check.  A plan whose check did not pass (the passes ran out) is the best found, not a bound.  Before the check
+  existed the published plans were only ever the best found: the seed 0 plan of the unannounced sale is beaten by
+  the same plan with the memory limit at 0.70 (issue 42).  `causal` (`levers.causal_search`) is the best plan
+  whose change point is at or after the surge's onset.  Candidates are forked from snapshots of one plan-less run
+  (`forks.Forks`), not replayed from the start.
 """
 
 from __future__ import annotations
@@ -40,7 +48,15 @@ from typing import Literal
 
 import numpy as np
 
-from infercast.actuators.actions import ScalePool, SetAdmission
+from infercast.actuators.actions import (
+    Action,
+    PrewarmPool,
+    ScalePool,
+    SetAdmission,
+    SetBreakerThreshold,
+    SetPoolWeight,
+    SetRateLimit,
+)
 from infercast.actuators.admin import apply_with_retries
 from infercast.actuators.arms import ReactiveArm
 from infercast.actuators.policy import requests_per_node
@@ -70,6 +86,10 @@ class Plan:
     # the HPA scales back up from there where the queues still need it, as after the predictive policy's own
     # scale-back)
     scale_down_to: Literal["hpa", "base"] = "hpa"
+    # the other levers, from the first change point (held as admission is, and put back with it at
+    # `admission_until`): (lever, target, value) with lever one of `SETTING_LEVERS`: a pool's routing weight, a
+    # pool's breaker threshold (seconds), a quota lane's rate (req/s), or a cold-standby pool pre-warmed (value 1)
+    settings: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def start(self) -> float:
@@ -92,6 +112,15 @@ class Plan:
             parts.append(
                 f"from {self.start:.0f} s{until} admission " + ", ".join(f"{k}={v:g}" for k, v in self.admission)
             )
+        if self.settings:
+            until = f" until {self.admission_until:.0f} s" if self.admission_until is not None else ""
+            parts.append(
+                f"from {self.start:.0f} s{until} "
+                + ", ".join(
+                    f"{SETTING_LEVERS[lever]} {target}" + ("" if lever == "prewarm" else f"={value:g}")
+                    for lever, target, value in self.settings
+                )
+            )
         if self.scale_down_at is not None:
             to = "their base size" if self.scale_down_to == "base" else "what the HPA wants"
             parts.append(f"at {self.scale_down_at:.0f} s scaled down to {to}")
@@ -108,12 +137,16 @@ class Plan:
         item = next((x for x in items if "admission" in x), {})
         until = item.get("until_seconds")
         down = next((x for x in items if "scale_down_seconds" in x), {})
+        held = next((x for x in items if "settings" in x), {})
+        if until is None:
+            until = held.get("until_seconds")
         return cls(
             steps,
             tuple((str(k), float(v)) for k, v in item.get("admission", {}).items()),
             float(until) if until is not None else None,
             float(down["scale_down_seconds"]) if down else None,
             "base" if down.get("scale_down_to") == "base" else "hpa",
+            tuple((str(x[0]), str(x[1]), float(x[2])) for x in held.get("settings", ())),
         )
 
     def to_dict(self) -> list[dict]:
@@ -123,9 +156,45 @@ class Plan:
             if self.admission_until is not None:
                 item["until_seconds"] = self.admission_until
             out.append(item)
+        if self.settings:
+            held: dict = {"from_seconds": self.start, "settings": [list(x) for x in self.settings]}
+            if self.admission_until is not None:
+                held["until_seconds"] = self.admission_until
+            out.append(held)
         if self.scale_down_at is not None:
             out.append({"scale_down_seconds": self.scale_down_at, "scale_down_to": self.scale_down_to})
         return out
+
+
+#: the levers a plan holds besides floors and admission (`Plan.settings`), as `describe` names them
+SETTING_LEVERS = {
+    # the most replicas the autoscaler may give a pool (a per-pool HPA/KEDA maxReplicas): with the floors, how a plan
+    # keeps the reserve for the pool it chose when the HPA would split it in proportion to every pool's ask
+    "ceiling": "ceiling of",
+    "weight": "weight of",
+    "breaker": "breaker threshold of",
+    "lane": "quota lane",
+    "prewarm": "pre-warmed",
+}
+
+
+def setting_actions(settings: Sequence[tuple[str, str, float]]) -> list[Action]:
+    """The actions that set a plan's `settings`."""
+    out: list[Action] = []
+    for lever, target, value in settings:
+        if lever == "ceiling":  # the autoscaler's own bound, not an action on the fleet (`PlanArm.tick`)
+            continue
+        if lever == "weight":
+            out.append(SetPoolWeight(target, float(value)))
+        elif lever == "breaker":
+            out.append(SetBreakerThreshold(target, float(value)))
+        elif lever == "lane":
+            out.append(SetRateLimit(target, float(value)))
+        elif lever == "prewarm":
+            out.append(PrewarmPool(target))
+        else:
+            raise ValueError(f"unknown plan lever {lever!r}; known: {', '.join(SETTING_LEVERS)}")
+    return out
 
 
 class PlanArm(ReactiveArm):
@@ -138,21 +207,39 @@ class PlanArm(ReactiveArm):
         self.plan = plan or Plan()
         self._admitted = False
         self._before: dict | None = None  # the admission settings the plan changed, as they were
+        self._undo: list = []  # the actions that put the plan's other settings back
+        self._ceilings: dict[str, int] = {}  # the autoscaler's ceilings the plan lowered, as they were
         self._scaled_down = False
 
     def floors(self) -> dict[str, int]:
         return self.plan.floors_at(self.admin.fleet.now) if self.admin is not None else {}
 
     def tick(self, fleet: Fleet) -> None:
-        if self.plan.admission and not self._admitted and fleet.now >= self.plan.start - 1e-9:
-            now = fleet.router.admission()
-            self._before = {k: now[k] for k, _ in self.plan.admission if now.get(k) is not None}
-            apply_with_retries(self.admin, SetAdmission(**dict(self.plan.admission)))
+        held = self.plan.admission or self.plan.settings
+        if held and not self._admitted and fleet.now >= self.plan.start - 1e-9:
+            if self.plan.admission:
+                now = fleet.router.admission()
+                self._before = {k: now[k] for k, _ in self.plan.admission if now.get(k) is not None}
+                apply_with_retries(self.admin, SetAdmission(**dict(self.plan.admission)))
+            for action in setting_actions(self.plan.settings):
+                done = apply_with_retries(self.admin, action)
+                if done.previous is not None:  # what puts it back (a pre-warm has none: the pool stays warm)
+                    self._undo.append(done.previous)
+            for lever, pool, value in self.plan.settings:
+                if lever == "ceiling" and self.hpa is not None and pool in self.hpa.max_nodes:
+                    self._ceilings.setdefault(pool, self.hpa.max_nodes[pool])
+                    self.hpa.max_nodes[pool] = max(self.hpa.min_nodes[pool], int(value))
             self._admitted = True
         until = self.plan.admission_until
-        if self._before and until is not None and fleet.now >= until - 1e-9:
-            apply_with_retries(self.admin, SetAdmission(**self._before))
-            self._before = None
+        if until is not None and fleet.now >= until - 1e-9:
+            if self._before:
+                apply_with_retries(self.admin, SetAdmission(**self._before))
+                self._before = None
+            while self._undo:
+                apply_with_retries(self.admin, self._undo.pop())
+            for pool, was in self._ceilings.items():
+                self.hpa.max_nodes[pool] = was
+            self._ceilings = {}
         down = self.plan.scale_down_at
         if down is not None and not self._scaled_down and fleet.now >= down - 1e-9 and self.hpa is not None:
             self._scaled_down = True
@@ -318,9 +405,10 @@ def staged_search(cfg: FleetConfig, duration: float, traffic, run: Callable[[Pla
     later = [Plan(((at, floors),)) for at in sorted(_change_times(cfg, duration, traffic)) if at > 0]
     if not later:
         return plan, res, tried
-    plan2, res2, tried2 = search_hindsight(run, later)  # stage one's winner is not run again: its result is known
+    # stage one's winner is not run again: its result is known
+    plan2, res2, tried2 = search_hindsight(run, later, res.summary if _prunes(run) else None)
     tried = tried + tried2
-    if better(res2.summary, res.summary):
+    if res2 is not None and better(res2.summary, res.summary):
         plan, res = plan2, res2
     return finish_search(cfg, run, plan, res, tried, traffic, duration)
 
@@ -353,10 +441,15 @@ REFINE_SECONDS = (-30.0, -15.0, 15.0)
 def _challenge(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict], cands: list[Plan]):
     """Run the candidates and keep the best of them if it beats the incumbent (`plan`, its run `res`, already
     run: not run again); every candidate's figures appended to `tried`."""
-    plan2, res2, tried2 = search_hindsight(run, cands)
-    if better(res2.summary, res.summary):
+    plan2, res2, tried2 = search_hindsight(run, cands, res.summary if _prunes(run) else None)
+    if res2 is not None and better(res2.summary, res.summary):
         return plan2, res2, tried + tried2
     return plan, res, tried + tried2
+
+
+def _prunes(run) -> bool:
+    """Whether `run` takes the incumbent to prune against (`forks.Forks.run`)."""
+    return bool(getattr(run, "prunes", False))
 
 
 def refine_change_point(run: Callable[[Plan], RunResult], plan: Plan, res: RunResult, tried: list[dict]):
@@ -444,36 +537,71 @@ def better(a: dict, b: dict) -> bool:
     return float(a.get("gpu_seconds") or 0.0) < float(b.get("gpu_seconds") or 0.0)
 
 
-def search_hindsight(run: Callable[[Plan], RunResult], plans: Sequence[Plan]) -> tuple[Plan, RunResult, list[dict]]:
+def beats(a: dict, b: dict) -> bool:
+    """Whether run summary `a` beats `b` by more than the tie margin: more urgent goodput, or as much and more
+    goodput, or both tied and fewer GPU-seconds by more than `TIE_SHARE` (the single-lever check's test,
+    `levers.descend`)."""
+    for key in ("urgent_goodput_rps", "goodput_rps"):
+        x, y = float(a.get(key) or 0.0), float(b.get(key) or 0.0)
+        if _differ(x, y):
+            return x > y
+    x, y = float(a.get("gpu_seconds") or 0.0), float(b.get("gpu_seconds") or 0.0)
+    return y - x > TIE_SHARE * max(abs(x), abs(y))
+
+
+def could_win(urgent_bound: float, incumbent: dict) -> bool:
+    """Whether a run whose urgent goodput can reach at most `urgent_bound` could still beat or tie `incumbent`
+    (`better`'s first key): False lets a search stop it (`forks.Forks.run`)."""
+    inc = float(incumbent.get("urgent_goodput_rps") or 0.0)
+    return not (urgent_bound < inc and _differ(urgent_bound, inc))
+
+
+def _figures(plan: Plan, s: dict) -> dict:
+    return {"plan": plan.describe(), **{k: s.get(k) for k in ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")}}
+
+
+def search_hindsight(
+    run: Callable[..., RunResult | None], plans: Sequence[Plan], incumbent: dict | None = None
+) -> tuple[Plan | None, RunResult | None, list[dict]]:
     """Run every plan (`run(plan)`: the twin on the same arrivals) and keep the best (`better`); (plan, its run,
-    every candidate's figures)."""
+    every candidate's figures).  A `run` that prunes (`forks.Forks`) is called `run(plan, to_beat)` with the best
+    so far (or `incumbent`, a summary to beat, before the first) and may stop a candidate that cannot beat it and
+    return None; such a candidate is listed as pruned, and (None, None, tried) comes back when every one was."""
     best: tuple[Plan, RunResult] | None = None
     tried = []
     for plan in plans:
-        res = run(plan)
+        to_beat = best[1].summary if best is not None else incumbent
+        res = run(plan, to_beat) if _prunes(run) else run(plan)
+        if res is None:
+            tried.append({"plan": plan.describe(), "pruned": True})
+            continue
         s = res.summary
-        tried.append(
-            {"plan": plan.describe(), **{k: s.get(k) for k in ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")}}
-        )
+        tried.append(_figures(plan, s))
         if best is None or better(s, best[1].summary):
             best = (plan, res)
     if best is None:
+        if incumbent is not None:
+            return None, None, tried
         raise ValueError("hindsight: no plan to search")
     return best[0], best[1], tried
 
 
 __all__ = [
+    "SETTING_LEVERS",
     "Plan",
     "PlanArm",
     "ScheduledArm",
     "admission_levels",
+    "beats",
     "better",
     "candidate_plans",
+    "could_win",
     "finish_search",
     "future_change_points",
     "future_end_points",
     "refine_change_point",
     "search_hindsight",
+    "setting_actions",
     "splits",
     "staged_search",
     "with_admission",

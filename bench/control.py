@@ -3,12 +3,17 @@
     .venv/bin/python bench/control.py                       # every scenario and arm, seeds 0-2; publishes
     .venv/bin/python bench/control.py --scenarios calm-day --arms reactive,predictive --seeds 0 --no-publish
     .venv/bin/python bench/control.py --search full         # hindsight over every static and one-change plan
+    .venv/bin/python bench/control.py --quick               # seed 0, a few arms, the quick search: < 5 min quiet
+    .venv/bin/python bench/control.py --rerender            # the tables again from docs/results/control.json
 
 Arms (`actuators/driver.py`): `reactive` (the seeds' fixes and an HPA), `scheduled` (pre-scale before each
 calendar event, from its expected peak), `last-value` (with the calendar prior), `predict-linear` (Prometheus'
 `predict_linear` over 15 m, no calendar), `predictive` (LSTM + Prophet, with the calendar), `perfect-forecast` (the
-same policy fed the true future) and `hindsight` (the best plan knowing the run's whole future: the bound).  The
-forecast arms share one policy and differ only in the forecast they are fed.
+same policy fed the true future) and `hindsight` (the best plan knowing the run's whole future; a bound only where
+its single-lever check passed, `actuators/levers.py`), with `causal` beside it (the best plan acting only after the
+surge's onset, found by the same search).  The forecast arms share one policy and differ only in the forecast they
+are fed.  Hindsight's candidates are forked from one plan-less run (`actuators/forks.py`); the bench prints its wall
+time per arm and per cell, and the search's own cost per cell.
 
 Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why each is here):
 - `flash-sale`: seed 000's sale, announced in the calendar with its expected peak;
@@ -16,7 +21,9 @@ Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why
 - `calm-day`: the regular traffic only: every action is a false one, every extra GPU-second a cost;
 - three surges cut from the real traces shipped in tests/data/traces (`--traces DIR` for the full ones), replayed on
   a fleet sized for them (`infercast twin run --trace F --size-fleet`: always-on pools for the median load, standby
-  for the peak at KV <= 0.85), where a node's 90 s cold start is longer than the surge's ramp.
+  for the peak at KV <= 0.85), where a node's 90 s cold start is longer than the surge's ramp;
+- three surges laid on those traces (`--surge START,SECONDS,FACTOR,RAMP`: the trace's own rate times FACTOR), the
+  fleet sized for the trace without them, from three different traces (Azure code, Mooncake, ServeGen).
 
 Per arm, the mean over seeds and the spread (max - min): urgent goodput (first token within the urgent SLO, per
 second), goodput, token-weighted goodput, urgent P99 TTFT, OOMs, GPU-seconds held, actions, false actions per hour
@@ -47,10 +54,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 ARMS = ("reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast", "hindsight")
 SEEDS = (0, 1, 2)
+#: `--quick`: seed 0 of these, hindsight's quick search (the reservoir's splits from the onset and the first change
+#: point: a best found, no check)
+QUICK_ARMS = ("reactive", "predictive", "hindsight")
+QUICK_SCENARIOS = ("flash-sale-unannounced", "calm-day")
 KEYS = (
     "urgent_goodput_rps", "goodput_rps", "token_goodput_tps", "p99_latency_ms", "p99_latency_ms_pre", "oom_events",
     "gpu_seconds", "actions", "offered", "served", "rejected", "failed", "in_flight", "simulated_seconds",
 )  # fmt: skip
+#: figures a run result may carry and the table shows when any row has them: changes to the fleet and flaps (a change
+#: undone within the controller's hold), per arm (`twin run`'s summary, where the control loop reports them)
+HOOK_KEYS = ("changes", "flaps")
+#: passes of hindsight's and causal's descent over every lever (`levers.descend`): the last is the plan's check
+MAX_PASSES = 3
 #: hindsight's gain over reactive below this share of reactive's urgent goodput (or 0.05 req/s) is nothing to
 #: capture: captured gain is left blank rather than a ratio of noise
 NOTHING_TO_CAPTURE = 0.02
@@ -65,6 +81,9 @@ class Scenario:
     window: tuple[float, float] | None = None  # seconds of the trace to cut, before any speed-up
     time_scale: float = 1.0  # replay this many times faster
     rate_scale: float = 1.0  # and with this many times the requests (public traces are samples of a fleet's traffic)
+    # surges laid on the trace as replayed (`infercast twin run --surge START,SECONDS,FACTOR,RAMP`), the fleet sized
+    # without them
+    surges: tuple[tuple[float, float, float, float], ...] = ()
 
 
 SCENARIOS = (
@@ -101,6 +120,41 @@ SCENARIOS = (
         time_scale=30.0,
         rate_scale=8.0,
     ),
+    # surges laid on real traces (issue 42 item 5: `infercast twin run --trace F --size-fleet --surge ...`), the
+    # fleet sized for the trace without them; each surge keeps the offered rate under the gateway's bucket (1.1x the
+    # unsurged busiest minute) where it can, so that what the fleet does in the cold start, not the bucket, decides
+    Scenario(
+        "azure-code-surge",
+        "Azure code, the shipped 10 minutes at half speed and 20x the requests (2 nodes always on, 9 standby), and a "
+        "4x surge of its own requests from 480 s for 5 minutes (20 s ramp): over the gateway's bucket, so what "
+        "wins is the bucket raised with the standby nodes split ahead (a plan doing both serves 15% more urgent "
+        "requests than reactive on seed 0)",
+        trace="azure/AzureLLMInferenceTrace_code.csv",
+        time_scale=0.5,
+        rate_scale=20.0,
+        surges=((480.0, 300.0, 4.0, 20.0),),
+    ),
+    Scenario(
+        "mooncake-surge",
+        "Mooncake conversation (half of its prompts over 8k tokens), the shipped 5 minutes at quarter speed and 40x "
+        "the requests, and a 1.5x surge from 480 s for 5 minutes (20 s ramp): to about its busiest minute, at the "
+        "gateway's bucket",
+        trace="mooncake/conversation_trace.jsonl",
+        time_scale=0.25,
+        rate_scale=40.0,
+        surges=((480.0, 300.0, 1.5, 20.0),),
+    ),
+    Scenario(
+        "servegen-surge",
+        "ServeGen language (3 clients), day 0 10:00-16:00 at 30x speed and 12x the requests, and a 3x surge from "
+        "200 s for 4 minutes (20 s ramp), before the afternoon's own rise: from the median load to near the peak "
+        "the standby nodes are sized for, under the gateway's bucket",
+        trace="servegen/language/m-large",
+        window=(36000.0, 57600.0),
+        time_scale=30.0,
+        rate_scale=12.0,
+        surges=((200.0, 240.0, 3.0, 20.0),),
+    ),
 )
 
 
@@ -119,14 +173,23 @@ def load(sc: Scenario, traces: Path, seed: int):
         trace = trace.window(*sc.window)
     if sc.time_scale != 1.0 or sc.rate_scale != 1.0:
         trace = trace.scaled(sc.time_scale, sc.rate_scale, seed=seed)
-    cfg, _ = sized_trace_fleet(trace, base)
+    if sc.surges:
+        from infercast.traces import Surge
+        from infercast.twin.tracefleet import surged_trace_run
+
+        cfg, trace, _ = surged_trace_run(trace, base, [Surge(*x) for x in sc.surges], size_fleet=True, seed=seed)
+    else:
+        cfg, _ = sized_trace_fleet(trace, base)
     return cfg.model_copy(update={"events": ()}), trace
 
 
-def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, search: str) -> dict:
+def run_cell(
+    sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, search: str, max_passes: int = MAX_PASSES
+) -> dict:
     """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
-    judged against it)."""
-    from infercast.actuators.driver import run_arm
+    judged against it).  `hindsight` also brings `causal` (the best plan acting only after the onset, found by the
+    same search: `actuators/levers.py`), which gets a row of its own."""
+    from infercast.actuators.driver import run_arm, run_hindsight
     from infercast.actuators.inputs import reference_series
 
     cfg, trace = load(sc, traces, seed)
@@ -135,22 +198,49 @@ def run_cell(sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, searc
     t0 = time.perf_counter()
     reactive = run_arm(cfg, "reactive", seed, trace, step)
     reference = reference_series(reactive.timeseries)
+    reactive_wall = round(time.perf_counter() - t0, 1)
     for arm in arms:
         t = time.perf_counter()
-        res = (
-            reactive if arm == "reactive" else run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
-        )
+        if arm == "reactive":
+            res = reactive
+        elif arm == "hindsight":
+            step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step
+            res = run_hindsight(cfg, seed, trace, step_s, search=search, check=search != "quick",
+                                max_passes=max_passes, reactive=reactive)  # fmt: skip
+        else:
+            res = run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
         s = res.summary
-        row = {k: s.get(k) for k in KEYS}
-        row["tiers"] = s.get("tiers")
+        row = _row(s)
         row["false_actions"] = false_actions(res.events, reactive.timeseries, cfg)
-        row["wall_s"] = round(time.perf_counter() - t, 1)
+        row["wall_s"] = reactive_wall if arm == "reactive" else round(time.perf_counter() - t, 1)
         if arm == "hindsight":
             row["plan"] = s.get("plan_text")
             row["plan_steps"] = s.get("plan")  # what `infercast demo` replays (`demo.run.stored_hindsight_plan`)
             row["candidates"] = len(s.get("candidates") or ())
+            row["check"] = s.get("check")
+            row["plan_is"] = s.get("plan_is")
+            row["search_cost"] = s.get("search_cost")
+            causal = s.get("causal")
+            if causal is not None:
+                crow = _row(causal["summary"])
+                crow |= {"plan": causal["plan_text"], "plan_steps": causal["plan"], "check": causal["check"],
+                         "onset_seconds": causal["onset_seconds"], "candidates": causal["candidates"]}  # fmt: skip
+                crow["plan_is"] = "bound" if causal["check"] and causal["check"]["passed"] else "best found"
+                out["causal"] = crow
         out[arm] = row
+    if "causal" in out:  # beside hindsight
+        out = {a: out[a] for a in (*[a for a in out if a not in ("causal", "hindsight")], "causal", "hindsight")
+               if a in out}  # fmt: skip
     return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _row(s: dict) -> dict:
+    row = {k: s.get(k) for k in KEYS}
+    row["tiers"] = s.get("tiers")
+    for k in HOOK_KEYS:  # per-arm changes and flaps, where the run result reports them
+        if s.get(k) is not None:
+            row[k] = s[k]
+    return row
 
 
 def false_actions(events: list[dict], reactive_ts, cfg) -> int:
@@ -215,7 +305,7 @@ def aggregate(result: dict) -> dict:
             rows = [c["arms"][arm] for c in cells if arm in c["arms"]]
             if not rows:
                 continue
-            agg = {k: _stats(rows, k) for k in (*KEYS, "false_actions")}
+            agg = {k: _stats(rows, k) for k in (*KEYS, *HOOK_KEYS, "false_actions")}
             hours = agg["simulated_seconds"][0] / 3600.0
             agg["false_per_hour"] = (agg["false_actions"][0] / hours if hours else math.nan, 0.0)
             arms[arm] = agg
@@ -243,27 +333,40 @@ def _p99(a: dict) -> str:
     return _f(a["p99_latency_ms"][0], 0) + ("" if math.isnan(pre) else f" ({_f(pre, 0)})")
 
 
+def _hooks(result: dict) -> list[str]:
+    """The per-arm figures some runs report (`HOOK_KEYS`): a column each where any row has them."""
+    return [k for k in HOOK_KEYS if any(k in row for c in result["cells"] for row in c["arms"].values())]
+
+
 def table_arms(result: dict) -> str:
     agg = aggregate(result)
+    hooks = _hooks(result)
     lines = [
         "| scenario | arm | urgent goodput req/s | goodput req/s | token goodput ktok/s | urgent P99 ms (pre) | OOM "
-        "| GPU-hours | actions | false / h | captured |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| GPU-hours | actions | " + "".join(f"{k} | " for k in hooks) + "false / h | captured |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|",
     ]
     for sc, arms in agg.items():
         for arm, a in arms.items():
             cap = a["captured"]
+            extra = "".join(f"{_f(a[k][0], 1)} | " for k in hooks)
             lines.append(
                 f"| {sc} | `{arm}` | {_ms(a['urgent_goodput_rps'])} | {_ms(a['goodput_rps'])} | "
                 f"{_f(a['token_goodput_tps'][0] / 1000)} | {_p99(a)} | {_f(a['oom_events'][0], 1)} | "
-                f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {_f(a['false_per_hour'][0], 1)} | "
-                f"{'' if math.isnan(cap) else f'{cap:.0%}'} |"
+                f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {extra}"
+                f"{_f(a['false_per_hour'][0], 1)} | {'' if math.isnan(cap) else f'{cap:.0%}'} |"
             )
     seeds = ", ".join(str(s) for s in result["seeds"])
     lines.append("")
     lines.append(
         f"Mean over seeds {seeds} ± half the spread (max - min); hindsight search `{result['search']}`; captured = "
-        f"(arm - reactive) / (hindsight - reactive) on urgent goodput. {result['machine']}; `bench/control.py`."
+        f"(arm - reactive) / (hindsight - reactive) on urgent goodput"
+        + (
+            "; `causal` is the best plan acting only after the surge's onset (the same search)"
+            if any("causal" in c["arms"] for c in result["cells"])
+            else ""
+        )
+        + f". {result['machine']}; `bench/control.py`."
     )
     return "\n".join(lines)
 
@@ -282,16 +385,76 @@ def beaten_by(arms: dict[str, dict]) -> list[str]:
     return [a for a, r in arms.items() if h is not None and a != "hindsight" and better(r, h)]
 
 
+def check_text(row: dict) -> str:
+    """A plan's single-lever check in words: a bound only when it passed (issue 42 item 3)."""
+    check = row.get("check")
+    if not check:
+        return "best found (not checked)"
+    if check["passed"]:
+        return f"bound (no single-lever move of {check['neighbours']} beats it)"
+    return "best found (beaten by " + ", ".join(check["beaten_by"]) + ")"
+
+
+def _gap(a: dict | None, b: dict | None) -> str:
+    if a is None or b is None or a.get("urgent_goodput_rps") is None or b.get("urgent_goodput_rps") is None:
+        return ""
+    return f"{float(b['urgent_goodput_rps']) - float(a['urgent_goodput_rps']):+.2f}"
+
+
+def _cost(row: dict) -> str:
+    c = row.get("search_cost")
+    if not c:
+        return ""
+    return (
+        f"{c['runs']} runs ({c['pruned']} pruned), {c['saved_share']:.0%} of replay saved, {c['wall_seconds']:,.0f} s"
+    )
+
+
 def table_plans(result: dict) -> str:
-    lines = [
-        "| scenario | seed | hindsight's plan | candidates run | arms that beat it |",
-        "|---|---:|---|---:|---|",
-    ]
+    causal = any("causal" in c["arms"] for c in result["cells"])
+    head = "| scenario | seed | hindsight's plan | is | candidates run |"
+    rule = "|---|---:|---|---|---:|"
+    if causal:
+        head += " causal's plan (is) | reactive → causal | causal → hindsight |"
+        rule += "---|---:|---:|"
+    head += " search's cost | arms that beat it |"
+    rule += "---|---|"
+    lines = [head, rule]
     for c in result["cells"]:
         h = c["arms"].get("hindsight")
-        if h:
-            beaten = ", ".join(f"`{a}`" for a in beaten_by(c["arms"])) or "none"
-            lines.append(f"| {c['scenario']} | {c['seed']} | {h['plan']} | {h['candidates']} | {beaten} |")
+        if not h:
+            continue
+        beaten = ", ".join(f"`{a}`" for a in beaten_by(c["arms"])) or "none"
+        line = f"| {c['scenario']} | {c['seed']} | {h['plan']} | {check_text(h)} | {h['candidates']} |"
+        if causal:
+            cz = c["arms"].get("causal")
+            text = f"{cz['plan']} ({check_text(cz)})" if cz else "no onset"
+            line += f" {text} | {_gap(c['arms'].get('reactive'), cz)} | {_gap(cz, h)} |"
+        lines.append(line + f" {_cost(h)} | {beaten} |")
+    lines.append("")
+    lines.append(
+        "A plan is called a bound only where its single-lever check passed (every lever moved one step either way, "
+        "none beating it by more than the tie margin); otherwise it is the best found. Gaps in urgent goodput "
+        "(req/s): reactive → causal is what a perfect decision at the onset adds (decision quality), causal → "
+        "hindsight what knowing the future adds (foresight)."
+    )
+    return "\n".join(lines)
+
+
+def wall_times(result: dict) -> str:
+    """The bench's own budget (issue 41 item 3): wall seconds per arm (summed over cells), per cell, and what
+    hindsight's search cost in each cell (runs, pruned, simulated seconds saved by forking)."""
+    per_arm: dict[str, float] = {}
+    lines = ["wall time per cell (s):"]
+    for c in result["cells"]:
+        for arm, row in c["arms"].items():
+            if "wall_s" in row and arm != "causal":  # causal comes with hindsight's search
+                per_arm[arm] = per_arm.get(arm, 0.0) + float(row["wall_s"])
+        h = c["arms"].get("hindsight") or {}
+        lines.append(f"  {c['scenario']} seed {c['seed']}: {c.get('wall_s', 0):,.0f}" + (
+            f"; hindsight's search {_cost(h)}" if h.get("search_cost") else ""))  # fmt: skip
+    lines.append("wall time per arm, all cells (s): " + ", ".join(f"{a} {w:,.0f}" for a, w in per_arm.items()))
+    lines.append(f"whole bench: {result['wall_s']:,.0f} s")
     return "\n".join(lines)
 
 
@@ -428,7 +591,25 @@ def main() -> int:
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--seeds", default=",".join(str(s) for s in SEEDS))
     ap.add_argument("--traces", type=Path, default=ROOT / "tests" / "data" / "traces", help="traces directory")
-    ap.add_argument("--search", choices=("fast", "full"), default="fast", help="hindsight's search")
+    ap.add_argument("--search", choices=("fast", "full", "quick"), default="fast", help="hindsight's search")
+    ap.add_argument(
+        "--max-passes",
+        type=int,
+        default=MAX_PASSES,
+        help="passes of the descent over every lever that ends hindsight's and causal's searches (the last is the "
+        "plan's single-lever check)",
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"what to run before a commit that touches the controller: seed 0, arms {','.join(QUICK_ARMS)}, "
+        f"scenarios {','.join(QUICK_SCENARIOS)}, hindsight's quick search (no check); never publishes",
+    )
+    ap.add_argument(
+        "--rerender",
+        action="store_true",
+        help="run nothing: render and publish the tables again from docs/results/control.json",
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument(
@@ -449,6 +630,19 @@ def main() -> int:
     args = ap.parse_args()
     if args.ablation:
         return ablation(args)
+    if args.rerender:
+        from results import load, publish
+
+        print("published", publish("control", load("control"), TABLES), file=sys.stderr)
+        return 0
+    if args.quick:
+        args.seeds, args.arms, args.scenarios, args.search = (
+            "0",
+            ",".join(QUICK_ARMS),
+            ",".join(QUICK_SCENARIOS),
+            "quick",
+        )
+        args.no_publish = True
     chosen = [s for s in SCENARIOS if s.name in args.scenarios.split(",")]
     unknown = set(args.scenarios.split(",")) - {s.name for s in SCENARIOS}
     if unknown:
@@ -466,19 +660,22 @@ def main() -> int:
             if c.get("search") == args.search and set(arms) <= set(c["arms"]):
                 done[(c["scenario"], c["seed"])] = c
     # every scenario on the first seed before any on the second: an interrupted run has whole seeds
-    jobs = [(sc, arms, seed, args.traces, args.search) for seed in seeds for sc in chosen]
+    jobs = [(sc, arms, seed, args.traces, args.search, args.max_passes) for seed in seeds for sc in chosen]
     todo = [j for j in jobs if (j[0].name, j[2]) not in done]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
-            print(f"{cell['scenario']} seed {cell['seed']}: {cell['wall_s']:.0f} s", file=sys.stderr, flush=True)
+            walls = ", ".join(f"{a} {r['wall_s']:.0f}" for a, r in cell["arms"].items() if "wall_s" in r)
+            print(f"{cell['scenario']} seed {cell['seed']}: {cell['wall_s']:.0f} s ({walls})", file=sys.stderr,
+                  flush=True)  # fmt: skip
             cell["search"] = args.search
             done[(cell["scenario"], cell["seed"])] = cell
             if args.cells is not None:
                 with args.cells.open("a") as f:
                     f.write(json.dumps(cell) + "\n")
-    for sc, _, seed, _, _ in jobs:
+    shown = (*[a for a in arms if a != "hindsight"], "causal", "hindsight") if "hindsight" in arms else arms
+    for sc, _, seed, _, _, _ in jobs:
         cell = dict(done[(sc.name, seed)])
-        cell["arms"] = {a: cell["arms"][a] for a in arms}
+        cell["arms"] = {a: cell["arms"][a] for a in shown if a in cell["arms"]}
         cells.append(cell)
     import platform
 
@@ -487,19 +684,23 @@ def main() -> int:
     result = {
         "scenarios": [s.name for s in chosen],
         "scenario_notes": [{"name": s.name, "why": s.why} for s in chosen],
-        "arms": list(arms),
+        "arms": [a for a in shown if a != "causal" or any("causal" in c["arms"] for c in cells)],
         "seeds": list(seeds),
         "search": args.search,
+        "max_passes": args.max_passes,
         "tuning": "one choice was made after reading these results: the policy's split of a reservoir that cannot "
         "cover every pool's ask (by requests served per node, actuators/policy.py; shared with the scheduled arm) "
         "was chosen from hindsight's plan on flash-sale.  No setting was fitted, and the trace surges were not "
-        "used for it: they are the held-apart check of that choice",
+        "used for it: they are the held-apart check of that choice.  The surges laid on traces (`*-surge`) were "
+        "sized with runs of reactive and hindsight only, never of a forecast arm, so that hindsight has something "
+        "to win over reactive (issue 42: at least 10% urgent goodput)",
         "cells": cells,
         "wall_s": round(time.perf_counter() - started, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"infercast {__version__}",
     }
     print(table_arms(result))
+    print(wall_times(result), file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     if not args.no_publish:

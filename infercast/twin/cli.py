@@ -15,7 +15,7 @@ from infercast.config import ConfigError, load_config, resolve_scenario
 # `oracle` is still accepted, the old name of perfect-forecast (infercast.arm_names.ALIASES)
 CONTROLS = ARMS
 ALIASES = tuple(OLD_NAMES)
-SEARCHES = ("fast", "full")  # hindsight's search (infercast.actuators.plans.candidate_plans)
+SEARCHES = ("fast", "full", "quick")  # hindsight's search (infercast.actuators.plans, .levers)
 
 CONTROL_HELP = (
     "the controller the fleet runs under (default: none): none (the fleet file as it is), basic (the gateway's "
@@ -24,6 +24,15 @@ CONTROL_HELP = (
     "forecasts), perfect-forecast (the same loop fed the true future; 'oracle' is its old name), hindsight (the "
     "best plan of floors found by running every candidate on the same arrivals; see --search)"
 )
+
+
+def _surge(text: str):
+    from infercast.traces import Surge, SurgeError
+
+    try:
+        return Surge.parse(text)
+    except SurgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,8 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="full",
         help="hindsight's search: full (every static split of the standby nodes and every one-change-point plan, "
         "on a 120 s grid and where the true traffic climbs) or fast (the whole-reservoir splits held from the start, "
-        "then the best from each point the traffic climbs: about a tenth of the runs); other arms ignore it "
-        "(default: full)",
+        "then the best from each point the traffic climbs: about a tenth of the runs), each ending with every lever "
+        "moved one step either way until none beats the plan (its single-lever check) and with the best causal plan "
+        "(acting only after the surge's onset); quick (the reservoir's splits from the onset and the first change "
+        "point, no check: a best found); other arms ignore it (default: full)",
     )
     r.add_argument(
         "--seed",
@@ -55,6 +66,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--time-scale", type=float, default=1.0, help="replay the trace this many times faster")
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
+    r.add_argument(
+        "--surge",
+        action="append",
+        type=_surge,
+        default=[],
+        metavar="START,SECONDS,FACTOR[,RAMP]",
+        help="with --trace: multiply the trace's own arrival rate by FACTOR for SECONDS from START (seconds of the "
+        "trace as replayed, after --time-scale), rising linearly from 1x over the first RAMP seconds (default 0: a "
+        "step); the surge's requests are shaped like the trace's own in that window, drawn under --seed.  "
+        "Repeatable (the surges multiply where they overlap).  --size-fleet sizes the fleet for the trace without "
+        "its surges",
+    )
     r.add_argument(
         "--size-fleet",
         action="store_true",
@@ -67,13 +90,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from infercast.actuators.driver import run_arm
-    from infercast.twin.tracefleet import sized_trace_fleet
+    from infercast.twin.tracefleet import surged_trace_run
 
     started = time.perf_counter()
     try:
         if args.scenario:
             from infercast.twin.variants import load_scenario
 
+            if args.surge:
+                raise ValueError("--surge needs --trace (a scenario's surges are its phases: examples/*.yaml)")
             cfg = load_scenario(args.scenario)
             if cfg.scenario is None:
                 raise ConfigError(f"{args.scenario}: the fleet file has no scenario: section")
@@ -90,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             if args.time_scale != 1.0 or args.rate_scale != 1.0:
                 trace = trace.scaled(args.time_scale, args.rate_scale, seed=args.seed or 0)
-            if args.size_fleet:
-                cfg, notes = sized_trace_fleet(trace, cfg)
+            # sized (with --size-fleet) for the trace without its surges, as an operator sized it before they came
+            cfg, trace, notes = surged_trace_run(
+                trace, cfg, args.surge, size_fleet=args.size_fleet, seed=args.seed or 0, name=Path(args.trace).name
+            )
+            if notes:
                 print(f"twin: {Path(args.trace).name}: " + "; ".join(notes), file=sys.stderr)
             result = run_arm(cfg, args.control, args.seed or 0, trace=trace, search=args.search)
     except ValueError as e:

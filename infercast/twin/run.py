@@ -279,7 +279,11 @@ def run_trace(
     arm = _arm(arm)
     fleet = trace_fleet(arm.layout(cfg) if arm else cfg, trace, seed, recorder, sample_seconds=step_seconds)
     _drive(fleet, arm, fleet.traffic.duration_s)
-    return _result(fleet, None, None, arm)
+    # a surge laid on the trace (`Trace.surged`, `--surge`): P99 from its start, recovery from its end
+    surges = getattr(trace, "surges", ())
+    start = min((x.start_s for x in surges), default=None)
+    end = max((x.end_s for x in surges), default=None)
+    return _result(fleet, start, end, arm)
 
 
 def _busiest_minute_kv(result: RunResult, pool: str) -> float:

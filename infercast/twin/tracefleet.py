@@ -98,4 +98,24 @@ def sized_trace_fleet(
     return parse_config(data, source="the fleet sized for the trace"), notes
 
 
-__all__ = ["TARGET_PEAK_KV", "always_on_nodes", "sized_trace_fleet"]
+def surged_trace_run(
+    trace, cfg: FleetConfig, surges=(), *, size_fleet: bool = False, seed: int = 0, name: str | None = None
+) -> tuple[FleetConfig, object, list[str]]:
+    """(the fleet, the trace with `surges` laid on it, what sizing changed): what `infercast twin run --trace F
+    [--size-fleet] [--surge ...]` and the control bench replay.  Every surge's window is checked against the trace
+    first (`traces.SurgeError`, before any sizing run); with `size_fleet` the fleet is sized for the trace WITHOUT
+    its surges, as an operator sized it before the surge came (sized for the surged trace, a surge would find its
+    own capacity waiting as standby nodes); then each surge is laid on in turn (`Trace.surged`, under `seed`)."""
+    for surge in surges:
+        surge.check(trace.duration_s, name or trace.name)
+    notes: list[str] = []
+    if size_fleet:
+        cfg, notes = sized_trace_fleet(trace, cfg)
+    for surge in surges:
+        trace = trace.surged(surge, seed=seed)
+    if surges:
+        notes.append("surges " + "; ".join(x.describe() for x in surges) + " (the fleet sized without them)")
+    return cfg, trace, notes
+
+
+__all__ = ["TARGET_PEAK_KV", "always_on_nodes", "sized_trace_fleet", "surged_trace_run"]

@@ -1,0 +1,96 @@
+"""Hindsight's candidates forked from one plan-less run (`actuators/forks.py`, issue 41 item 2): every forked run is
+the same, to the last digit, as the plan replayed from the start; a candidate that cannot win is stopped by a bound
+that never under-estimates; the search reports what it saved."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercast.actuators.driver import _run
+from infercast.actuators.forks import Forks
+from infercast.actuators.plans import Plan, PlanArm, _base_nodes
+from infercast.config import load_config
+from infercast.traces import Surge, load_trace
+from infercast.twin.tracefleet import surged_trace_run
+
+
+@pytest.fixture(scope="module")
+def surged(repo_root, data_dir):
+    """A Mooncake slice sized for itself, with a 3x surge from 120 s: (fleet, trace)."""
+    cfg = load_config(repo_root / "examples" / "flash-sale.yaml")
+    trace = load_trace(data_dir / "traces/mooncake/conversation_trace.jsonl", lengths=cfg.scenario.lengths)
+    cfg, trace, _ = surged_trace_run(trace, cfg, [Surge(120.0, 90.0, 3.0, 15.0)], size_fleet=True)
+    return cfg, trace
+
+
+def _plans(cfg) -> list[Plan]:
+    base, spare = _base_nodes(cfg)
+    short, long_ = sorted(base, key=lambda p: not p.endswith("short"))
+    return [
+        Plan(((105.0, ((long_, base[long_]), (short, base[short] + spare))),), (("memory_limit", 0.7),), None, None,
+             "hpa", (("breaker", long_, 0.4), ("ceiling", long_, float(base[long_])), ("weight", short, 0.75))),
+        Plan(),
+        Plan(((120.0, ((long_, base[long_] + spare), (short, base[short]))), (240.0, ())),
+             (("low_queue_seconds", 0.0),), 240.0, 240.0, "base"),
+        Plan(((0.0, ((long_, base[long_]), (short, base[short] + spare))),)),
+    ]  # fmt: skip
+
+
+def test_a_forked_run_is_the_plan_replayed_from_the_start_to_the_last_digit(surged):
+    cfg, trace = surged
+    forks = Forks(cfg, 0, trace, 15.0, prune=False)
+    for plan in _plans(cfg):
+        forked = forks.run(plan)
+        replayed = _run(PlanArm(cfg, "hindsight", plan), cfg, 0, trace, 15.0)
+        assert forked.summary == replayed.summary, plan.describe()
+        assert forked.timeseries.equals(replayed.timeseries) and forked.nodes.equals(replayed.nodes)
+        assert forked.events == replayed.events
+    cost = forks.cost.to_dict()
+    # the prefixes before 105 s and 120 s were simulated once, not once a candidate
+    assert cost["runs"] == 4 and cost["pruned"] == 0 and 0 < cost["saved_share"] < 1
+    assert cost["simulated_seconds"] < cost["replay_seconds"]
+
+
+def test_the_bound_never_falls_below_what_the_run_ends_with_and_a_loser_is_stopped(surged):
+    cfg, trace = surged
+    forks = Forks(cfg, 0, trace, 15.0)
+    plan = _plans(cfg)[2]
+    final = forks.run(plan)
+    total = final.summary["tiers"]["urgent"]["offered"]
+    state = forks._state_at(0.0)
+    state.arm.plan = plan
+    from infercast.actuators.forks import _drive
+
+    bounds = []
+    while state.fleet.now < forks.duration - 1e-9:
+        _drive(state, min(forks.duration, state.fleet.now + 30.0))
+        bounds.append(forks.bound(state.fleet, total))
+    assert all(b >= final.summary["urgent_goodput_rps"] - 1e-9 for b in bounds)
+    assert bounds == sorted(bounds, reverse=True)  # what is served late or lost stays so
+    assert bounds[-1] == pytest.approx(final.summary["urgent_goodput_rps"], abs=0.02)
+    # an incumbent no run can reach: the candidate is stopped, and counted as pruned
+    out_of_reach = {**final.summary, "urgent_goodput_rps": total / forks.duration + 1.0}
+    assert forks.run(_plans(cfg)[0], out_of_reach) is None and forks.cost.pruned == 1
+    # an incumbent it ties (its own figures): it runs to the end, with the same result
+    own = forks.run(_plans(cfg)[0]).summary
+    fresh = Forks(cfg, 0, trace, 15.0)
+    again = fresh.run(_plans(cfg)[0], own)
+    assert again is not None and again.summary == own and fresh.cost.pruned == 0
+    # a plan asked for again is answered from the run already made
+    assert forks.run(_plans(cfg)[0]).summary == own and forks.cost.cached == 1
+
+
+def test_a_run_made_elsewhere_is_not_run_again(surged):
+    """The bench hands hindsight its `reactive` run: the empty plan's, to the last digit."""
+    from infercast.actuators.driver import run_arm
+
+    cfg, trace = surged
+    reactive = run_arm(cfg, "reactive", 0, trace)
+    forks = Forks(cfg, 0, trace, 15.0)
+    forks.know(Plan(), reactive)
+    again = forks.run(Plan())
+    assert again.summary == {**reactive.summary, "control": "hindsight"} and forks.cost.runs == 0
+    assert reactive.summary["control"] == "reactive"  # the caller's copy is left as it was
+    replayed = Forks(cfg, 0, trace, 15.0).run(Plan())
+    assert replayed.summary == again.summary
+    assert replayed.timeseries.equals(again.timeseries) and replayed.events == again.events
