@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from infercast.actuators.arms import STEP_SECONDS, BasicArm, LoopArm, NoArm, ReactiveArm
 from infercast.actuators.futures import CalendarInputs, TruthOverlay
 from infercast.actuators.inputs import InputSource, StoreInputs, TruthInputs, reference_series
-from infercast.actuators.ledger import count_changes, count_flaps, decision_delay, setting_changes
+from infercast.actuators.ledger import action_ledger
 from infercast.actuators.plans import (
     Plan,
     PlanArm,
@@ -240,24 +240,6 @@ def _run(a, cfg: FleetConfig, seed, trace, step: float, watch=None) -> RunResult
     result.summary["actions"] = sum(1 for e in result.events if e.get("event") == "action")
     result.summary.update(action_ledger(cfg, getattr(getattr(a, "admin", None), "history", []), result.summary))
     return result
-
-
-def action_ledger(cfg: FleetConfig, history, summary: dict) -> dict:
-    """`decision_delay_seconds` (onset to the first action, within a forecast horizon before it; null without a
-    surge), and per setting the applied `changes` and `flaps` (tighten-relax-tighten within the autoscaler's
-    scale-down window, Kubernetes' own dwell for a replica count): `actuators/ledger.py`."""
-    a = cfg.protections.autoscaler
-    dwell = a.scale_down_stabilization_seconds if a is not None else 300.0
-    changes = setting_changes(history)
-    flaps = count_flaps(changes, dwell)
-    by = count_changes(changes)
-    return {
-        "decision_delay_seconds": decision_delay(
-            (t for t, _, _ in history), summary.get("surge_start_seconds"), cfg.predictor.horizon_seconds
-        ),
-        "changes": {"total": sum(by.values()), "by_setting": by},
-        "flaps": {"total": sum(flaps.values()), "by_setting": flaps, "dwell_seconds": dwell},
-    }
 
 
 def true_traffic(cfg: FleetConfig, seed, trace):

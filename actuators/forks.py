@@ -20,6 +20,7 @@ import copy
 import time
 from dataclasses import dataclass, field
 
+from infercast.actuators.ledger import action_ledger
 from infercast.actuators.plans import Plan, PlanArm, could_win
 from infercast.config import FleetConfig
 from infercast.twin.fleet import Fleet, build_fleet, trace_fleet
@@ -205,6 +206,10 @@ class Forks:
             end = max((x.end_s for x in surges), default=None)
             res = _result(fleet, start, end, state.arm)
         res.summary["actions"] = sum(1 for e in res.events if e.get("event") == "action")
+        # the changes, flaps and decision delay, as `driver.run_arm` reports them for a replayed plan
+        res.summary.update(
+            action_ledger(self.cfg, getattr(getattr(state.arm, "admin", None), "history", []), res.summary)
+        )
         return res
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from infercast.actuators.actions import Action
+from infercast.config import FleetConfig
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,21 @@ def decision_delay(action_times: Iterable[float], onset: float | None, lookahead
         return None
     after = [t for t in action_times if t >= onset - lookahead - 1e-9]
     return round(min(after) - onset, 1) if after else None
+
+
+def action_ledger(cfg: FleetConfig, history, summary: dict) -> dict:
+    """`decision_delay_seconds` (onset to the first action, within a forecast horizon before it; null without a
+    surge), and per setting the applied `changes` and `flaps` (tighten-relax-tighten within the autoscaler's
+    scale-down window, Kubernetes' own dwell for a replica count): `actuators/ledger.py`."""
+    a = cfg.protections.autoscaler
+    dwell = a.scale_down_stabilization_seconds if a is not None else 300.0
+    changes = setting_changes(history)
+    flaps = count_flaps(changes, dwell)
+    by = count_changes(changes)
+    return {
+        "decision_delay_seconds": decision_delay(
+            (t for t, _, _ in history), summary.get("surge_start_seconds"), cfg.predictor.horizon_seconds
+        ),
+        "changes": {"total": sum(by.values()), "by_setting": by},
+        "flaps": {"total": sum(flaps.values()), "by_setting": flaps, "dwell_seconds": dwell},
+    }

@@ -50,6 +50,8 @@ SIMULATOR = (
     "infercast.actuators.arms",
     "infercast.actuators.driver",
     "infercast.actuators.plans",
+    "infercast.actuators.forks",  # the search's snapshots of twin runs
+    "infercast.actuators.levers",  # the search's single-lever moves
     "infercast.actuators.backends.twin",
     "infercast.exporters.twin",
     "infercast.predictors.evaluate",

@@ -91,7 +91,8 @@ def test_the_report_holds_every_plot_and_opens_offline(demo):
     # the comparison table lists every arm, and the timeline says why the actuator acted
     for arm in ("none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast"):
         assert f"<td>{arm}</td>" in page
-    assert "applied: scale_pool" in page and "KV forecast upper band" in page
+    # the reserve plan places the standby nodes (set_pool_bounds: the autoscaler's floor and ceiling, issue 42)
+    assert "applied: set_pool_bounds" in page and "reserve plan:" in page and "KV forecast upper band" in page
     # the progress lines say what ran (stderr is not a terminal here: no bars)
     assert "demo: [predictive] done in" in stderr
     # issue 38 items 8 and 9: how long is left; every line of an arm tagged; no stray line of the plotting library;
