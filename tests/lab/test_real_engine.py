@@ -37,7 +37,7 @@ TRACE = REPO / "tests" / "data" / "traces" / "azure" / "AzureLLMInferenceTrace_c
 def test_a_real_vllm_fills_its_kv_cache_gets_paged_and_the_proxy_is_tightened(tmp_path) -> None:
     engine_python(ENGINES_DIR)  # EngineUnavailable (a failure, with the command to run) when not installed
     settings = LabSettings(engines=1)
-    args = Namespace(trace=str(TRACE), start=0.0, seconds=90.0, rate_scale=1.0, surge="20,70,3", seed=0)
+    args = Namespace(trace=str(TRACE), start=0.0, seconds=90.0, rate_scale=2.0, surge="20,70,4", seed=0)
     plan, _, _ = load_plan(args, settings.shape.max_model_len)
     with start_lab(settings, tmp_path / "lab") as lab:
         report = run_load(lab, plan, "predictive", duration_s=90.0, log=lambda _: None)
