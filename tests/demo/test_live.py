@@ -180,7 +180,8 @@ def test_a_wrong_or_unreachable_server_is_refused_at_once_with_what_is_wrong(rep
                                                                "Alertmanager: GET /api/v2/status answered HTTP 404"),
         (servers["bare"], [], f"lacks {n} of infercast's {n} rules ("),
         (servers["prom"], ["--speed", "5"], "holds infercast's rules with other durations than --speed 5 needs: "
-                                            "InfercastAvailabilityBurnRateFast has for: 12s where the rules for 5x say 24s"),
+                                            "InfercastAvailabilityBurnRateFast has for: 12s where the rules for 5x "
+                                            "say 24s"),
         (servers["prom"], ["--webhook-listen", f"127.0.0.1:{free_port()}"], "has no webhook at 127.0.0.1:"),
         (servers["slow"], [], "evaluates infercast's rules every 15 s, 150 simulated seconds at --speed 10: the demo "
                               "needs 1.5 s or less (one 15 s step); set its evaluation_interval, or run at a lower "),
