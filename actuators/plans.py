@@ -1,18 +1,12 @@
-"""Arms that follow a plan fixed before the run, not a forecast: `scheduled` (the operator's calendar) and
-`hindsight` (the best plan found knowing the run's true future), both on top of `reactive`.
+"""The arm that follows a plan fixed before the run, not a forecast: `hindsight` (the best plan found knowing the
+run's true future), on top of `reactive`.  (The `scheduled` arm, which once lived here as a plan built from the
+calendar, is now the control loop told the calendar: `actuators/futures.py`.)
 
 A `Plan` is a list of floors over time: from each change point on, the autoscaled pools keep at least so many
 replicas (the HPA scales up to a floor at once and never below it: AIBrix's `max(reactive, predicted)`, the same
 seam the predictive policy's floors use).  An empty plan is `reactive` itself, so every plan arm is `reactive`
 plus what it knows ahead.
 
-- `scheduled` (what an operator without ML does for an announced event): `lead_seconds` before each calendar
-  event (by default the predictive policy's own lead, a cold start plus its margin) it raises the floors so the
-  autoscaled pools can take the event's expected peak (`events[].expected_rps`, per pool in proportion to what the
-  pool takes now, at the autoscaler's KV target; every spare node when the event gives no figure), shares the
-  reservoir between the pools as the predictive policy does (first where a node serves the most requests), and
-  holds the floors until the event ends; the HPA then scales back with its stabilisation window.  With an empty
-  calendar it is `reactive`.
 - `hindsight` (the best plan found knowing the run's true future; called a bound only where its single-lever check
   passed): every candidate plan is run on the same arrivals and
   the best is kept, by urgent goodput, then goodput, then the fewest GPU-seconds (`better`).  A `full` search
@@ -41,7 +35,6 @@ plus what it knows ahead.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -59,9 +52,7 @@ from infercast.actuators.actions import (
 )
 from infercast.actuators.admin import apply_with_retries
 from infercast.actuators.arms import ReactiveArm
-from infercast.actuators.policy import requests_per_node
 from infercast.config import FleetConfig
-from infercast.fairshare import share_by_value
 from infercast.twin.fleet import Fleet
 from infercast.twin.layout import protected_layout
 from infercast.twin.run import RunResult
@@ -259,64 +250,6 @@ def _base_nodes(cfg: FleetConfig) -> tuple[dict[str, int], int]:
     if a is None:
         return {}, 0
     return {p: laid.pools[p].nodes for p in a.pools}, laid.pools[a.reservoir].nodes
-
-
-# --- scheduled ------------------------------------------------------------------------------------------------------
-class ScheduledArm(PlanArm):
-    """Pre-scale before each calendar event, sized from its expected peak; see the module docstring."""
-
-    def __init__(self, cfg: FleetConfig, lead_seconds: float | None = None) -> None:
-        super().__init__(cfg, "scheduled")
-        self.lead = (
-            lead_seconds
-            if lead_seconds is not None
-            else cfg.router.cold_start_seconds + cfg.policy.prewarm_margin_seconds
-        )
-        from infercast.predictors.prophet_model import event_windows
-
-        self.windows = [(w.start_s, w.end_s, ev) for w, ev in zip(event_windows(cfg.events), cfg.events, strict=True)]
-        self.base, self.spare = _base_nodes(cfg)
-        self.sized: dict[int, Floors] = {}  # event index -> floors, fixed when its lead time comes
-
-    def floors(self) -> dict[str, int]:
-        if self.admin is None or not self.base:
-            return {}
-        fleet: Fleet = self.admin.fleet
-        now = fleet.now
-        out: dict[str, int] = {}
-        for i, (start, end, ev) in enumerate(self.windows):
-            if not (start - self.lead <= now < end):
-                continue
-            if i not in self.sized:
-                self.sized[i] = self._size(fleet, getattr(ev, "expected_rps", None))
-            for pool, n in self.sized[i]:
-                out[pool] = max(out.get(pool, 0), n)
-        return out
-
-    def _size(self, fleet: Fleet, expected_rps: float | None) -> Floors:
-        """Floors for an event: each pool's replicas scaled by expected / current traffic at its KV per node now
-        over the autoscaler's target (all of the reservoir when the event gives no peak), the reservoir shared as
-        the predictive policy shares it: first to the pool where a node serves the most requests
-        (`infercast.fairshare.share_by_value`).  An operator sizing for an announced peak knows that much of the
-        fleet: the two arms differ only in when they know the peak, never in how they split the nodes."""
-        live = fleet.live()
-        a = self.cfg.protections.autoscaler
-        recent = fleet.samples[-len(fleet.cfg.pools) * 12 :]  # the last minute of 5 s samples
-        now_rps = float(np.mean([s["offered_rps"] for s in recent] or [0.0]))
-        asks, value = [], []
-        for pool in a.pools:
-            p = live[pool]
-            pool_rps = [s["served_rps"] for s in recent if s["pool"] == pool]  # answered, not sent
-            served = float(np.mean(pool_rps)) if pool_rps else 0.0
-            value.append(round(requests_per_node(served, p.nodes_up, p.kv_usage_max), 6))
-            if expected_rps is None or now_rps <= 0:
-                asks.append(self.spare)
-                continue
-            per_node = max(p.kv_usage, 0.05) * expected_rps / now_rps  # KV per current node at the event's peak
-            want = math.ceil(p.replicas * per_node / a.kv_target - 1e-9)
-            asks.append(max(0, want - p.replicas))
-        grants = share_by_value(asks, self.spare, value)
-        return tuple(sorted((pool, live[pool].replicas + int(g)) for pool, g in zip(a.pools, grants, strict=True)))
 
 
 # --- hindsight ------------------------------------------------------------------------------------------------------
@@ -590,7 +523,6 @@ __all__ = [
     "SETTING_LEVERS",
     "Plan",
     "PlanArm",
-    "ScheduledArm",
     "admission_levels",
     "beats",
     "better",
