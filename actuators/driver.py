@@ -263,13 +263,16 @@ def run_hindsight(
     check: bool = True,
     max_passes: int = 3,
     reactive: RunResult | None = None,
+    journal=None,
 ) -> RunResult:
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
     says which plan won (`plan`), what every candidate scored (`candidates`), its single-lever check (`check`:
     `levers.descend`, with `check`), the best causal plan (`causal`: its change point at or after the surge's
     onset, with its own check) and what the search cost (`search_cost`: runs, pruned runs, simulated seconds against
     full replays; `forks.Forks`).  `search`: `full`, `fast` or `quick` (`levers.quick_search`, no check).
-    `reactive`: the `reactive` run of the same seed, when the caller has it (the empty plan's run: not run again)."""
+    `reactive`: the `reactive` run of the same seed, when the caller has it (the empty plan's run: not run again).
+    `journal`: a file where every candidate's end is written as it comes, and read back, so that a search stopped
+    half-way resumes where it was (`forks.Forks`); the result is the same as the search run at one go."""
     from infercast.actuators.forks import Forks
     from infercast.actuators.levers import causal_search, descend, onset, onset_tick, quick_search
 
@@ -282,7 +285,7 @@ def run_hindsight(
     if once is not None:
         best = _run(PlanArm(cfg, "hindsight", plans[0]), cfg, seed, trace, step, once)
         return _describe(best, plans[0], search, [], None)
-    run = Forks(cfg, seed, trace, step)
+    run = Forks(cfg, seed, trace, step, journal=journal)
     if reactive is not None:
         run.know(Plan(), reactive)
     explicit = plans is not None
@@ -323,6 +326,8 @@ def run_hindsight(
                 plan, best, tried, verdict = descend(cfg, run, cplan, cres, tried, duration, max_passes=max_passes)
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
+    else:  # a winner answered from the journal has figures only: its run made again, in full
+        best = run.materialize(plan, best)
     best.summary["search_cost"] = run.cost.to_dict()
     return _describe(best, plan, search, tried, verdict, causal)
 

@@ -184,11 +184,18 @@ def load(sc: Scenario, traces: Path, seed: int):
 
 
 def run_cell(
-    sc: Scenario, arms: tuple[str, ...], seed: int, traces: Path, search: str, max_passes: int = MAX_PASSES
+    sc: Scenario,
+    arms: tuple[str, ...],
+    seed: int,
+    traces: Path,
+    search: str,
+    max_passes: int = MAX_PASSES,
+    journals: Path | None = None,
 ) -> dict:
     """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
     judged against it).  `hindsight` also brings `causal` (the best plan acting only after the onset, found by the
-    same search: `actuators/levers.py`), which gets a row of its own."""
+    same search: `actuators/levers.py`), which gets a row of its own.  `journals`: a directory where hindsight's
+    search writes each candidate as it ends (`forks.Forks`), so that a cell stopped half-way resumes there."""
     from infercast.actuators.driver import run_arm, run_hindsight
     from infercast.actuators.inputs import reference_series
 
@@ -205,8 +212,9 @@ def run_cell(
             res = reactive
         elif arm == "hindsight":
             step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step
+            journal = None if journals is None else journals / f"{sc.name}-seed{seed}-{search}-p{max_passes}.jsonl"
             res = run_hindsight(cfg, seed, trace, step_s, search=search, check=search != "quick",
-                                max_passes=max_passes, reactive=reactive)  # fmt: skip
+                                max_passes=max_passes, reactive=reactive, journal=journal)  # fmt: skip
         else:
             res = run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
         s = res.summary
@@ -660,7 +668,9 @@ def main() -> int:
             if c.get("search") == args.search and set(arms) <= set(c["arms"]):
                 done[(c["scenario"], c["seed"])] = c
     # every scenario on the first seed before any on the second: an interrupted run has whole seeds
-    jobs = [(sc, arms, seed, args.traces, args.search, args.max_passes) for seed in seeds for sc in chosen]
+    # hindsight's searches journal their candidates beside the cells: a cell stopped half-way resumes its search
+    journals = None if args.cells is None else args.cells.with_name(args.cells.stem + "_search")
+    jobs = [(sc, arms, seed, args.traces, args.search, args.max_passes, journals) for seed in seeds for sc in chosen]
     todo = [j for j in jobs if (j[0].name, j[2]) not in done]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
@@ -673,7 +683,7 @@ def main() -> int:
                 with args.cells.open("a") as f:
                     f.write(json.dumps(cell) + "\n")
     shown = (*[a for a in arms if a != "hindsight"], "causal", "hindsight") if "hindsight" in arms else arms
-    for sc, _, seed, _, _, _ in jobs:
+    for sc, _, seed, *_ in jobs:
         cell = dict(done[(sc.name, seed)])
         cell["arms"] = {a: cell["arms"][a] for a in shown if a in cell["arms"]}
         cells.append(cell)

@@ -94,3 +94,84 @@ def test_a_run_made_elsewhere_is_not_run_again(surged):
     replayed = Forks(cfg, 0, trace, 15.0).run(Plan())
     assert replayed.summary == again.summary
     assert replayed.timeseries.equals(again.timeseries) and replayed.events == again.events
+
+
+def _late_variants(cfg) -> tuple[Plan, list[Plan]]:
+    """A plan with floors and admission from 105 s, and plans that differ from it only late: let go at 240 s or
+    270 s, scaled down there to the HPA's wish or the base (what `with_release` and the descent's release moves
+    try)."""
+    base, spare = _base_nodes(cfg)
+    short, long_ = sorted(base, key=lambda p: not p.endswith("short"))
+    floors = ((long_, base[long_]), (short, base[short] + spare))
+    adm = (("memory_limit", 0.7),)
+    head = Plan(((105.0, floors),), adm)
+    late = [
+        Plan(((105.0, floors), (240.0, ())), adm, 240.0),
+        Plan(((105.0, floors), (240.0, ())), adm, 240.0, 240.0, "base"),
+        Plan(((105.0, floors), (270.0, ())), adm, 270.0, 270.0, "hpa"),
+    ]
+    return head, late
+
+
+def test_a_plan_differing_late_forks_from_the_plan_already_run_and_is_the_same_as_a_replay(surged):
+    """Candidates that differ from a plan already run only in their release are forked from that plan's own run
+    where they first differ (not from the plan-less run at 105 s), and each is still its replay to the last digit."""
+    from infercast.actuators.forks import diverge
+
+    cfg, trace = surged
+    head, late = _late_variants(cfg)
+    assert [diverge(p, head) for p in late] == [240.0, 240.0, 270.0]
+    assert diverge(late[0], late[1]) == 240.0 and diverge(head, head) is None
+    forks = Forks(cfg, 0, trace, 15.0, prune=False)
+    forks.run(head)
+    for plan in late:
+        forked = forks.run(plan)
+        replayed = _run(PlanArm(cfg, "hindsight", plan), cfg, 0, trace, 15.0)
+        assert forked.summary == replayed.summary, plan.describe()
+        assert forked.timeseries.equals(replayed.timeseries) and forked.nodes.equals(replayed.nodes)
+        assert forked.events == replayed.events
+    shared = forks.cost.to_dict()
+    assert shared["forked_late"] == 3
+    alone = Forks(cfg, 0, trace, 15.0, prune=False, share=False)
+    for plan in [head, *late]:
+        alone.run(plan)
+    # the same runs, fewer simulated seconds: 240 - 105 s saved for two, 270 - 105 s for one, less the head's run
+    # driven again to 240 s and 270 s once
+    assert shared["simulated_seconds"] < alone.cost.to_dict()["simulated_seconds"]
+
+
+def test_a_search_stopped_half_way_resumes_from_its_journal_with_the_same_result(surged, tmp_path):
+    """A search with a journal, run again (as after an interruption), asks for no run but the winner's (made
+    again in full: its time series and events), and finds the same plan with the same figures."""
+    from infercast.actuators.plans import search_hindsight
+
+    cfg, trace = surged
+    head, late = _late_variants(cfg)
+    plans = [*_plans(cfg), head, *late]
+    journal = tmp_path / "search.jsonl"
+    first = Forks(cfg, 0, trace, 15.0, journal=journal)
+    plan, res, tried = search_hindsight(first, plans)
+    assert first.cost.pruned > 0  # losers stopped: the journal keeps them as stopped
+    again = Forks(cfg, 0, trace, 15.0, journal=journal)
+    plan2, res2, tried2 = search_hindsight(again, plans)
+    assert plan2 == plan and tried2 == tried and again.cost.runs == 0 and again.cost.resumed == len(plans)
+    full = again.materialize(plan2, res2)
+    assert full.summary == res.summary and full.timeseries.equals(res.timeseries) and full.events == res.events
+    # a journal of another seed is not read
+    other = Forks(cfg, 1, trace, 15.0, journal=journal)
+    assert other.run(plans[0]) is not None and other.cost.resumed == 0 and other.cost.runs == 1
+
+
+def test_a_pruned_candidate_asked_again_is_not_run_again(surged):
+    cfg, trace = surged
+    forks = Forks(cfg, 0, trace, 15.0)
+    own = forks.run(_plans(cfg)[2]).summary
+    total = own["tiers"]["urgent"]["offered"]
+    out_of_reach = {**own, "urgent_goodput_rps": total / forks.duration + 1.0}
+    assert forks.run(_plans(cfg)[0], out_of_reach) is None
+    runs = forks.cost.runs
+    assert forks.run(_plans(cfg)[0], out_of_reach) is None
+    assert forks.cost.runs == runs and forks.cost.cached == 1 and forks.cost.pruned == 2
+    # against an incumbent it might beat, it runs
+    assert forks.run(_plans(cfg)[0], {**own, "urgent_goodput_rps": 0.0}) is not None
+    assert forks.cost.runs == runs + 1
