@@ -5,6 +5,9 @@
     .venv/bin/python bench/control.py --search full         # hindsight over every static and one-change plan
     .venv/bin/python bench/control.py --quick               # seed 0, a few arms, the quick search: < 5 min quiet
     .venv/bin/python bench/control.py --rerender            # the tables again from docs/results/control.json
+    nice -n 10 .venv/bin/python bench/control.py --cells runs/control_cells.jsonl --arms reactive,hindsight
+                                                            # resumable: cells kept, each search journalled
+    .venv/bin/python bench/control.py --cells runs/control_cells.jsonl --measured-only   # publish what is measured
 
 Arms (`actuators/driver.py`): `reactive` (the seeds' fixes and an HPA), `scheduled` (pre-scale before each
 calendar event, from its expected peak), `last-value` (with the calendar prior), `predict-linear` (Prometheus'
@@ -33,7 +36,11 @@ at or over the trigger within the horizon: nothing to protect against) and captu
 capture).
 
 `--publish` (the default for a full run) writes docs/results/control.json and the marked tables of docs/control.md
-and the README (bench/results.py).
+and the README (bench/results.py).  With `--cells FILE` each scenario x seed is kept as it finishes, with the arms it
+ran (the plan arms can be measured first and the loop arms later: a rerun runs only the arms a cell lacks), and
+hindsight's search journals every candidate beside it (`FILE`'s stem + `_search/`), so that a cell stopped half-way
+resumes its search where it was.  `--measured-only` tables and publishes the cells kept, running none: each row names
+the seeds it covers, and an arm with none reads "not measured" (never an older run's figures).
 """
 
 from __future__ import annotations
@@ -242,6 +249,34 @@ def run_cell(
     return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def merge_cell(done: dict[tuple[str, int], dict], cell: dict) -> None:
+    """Add a cell's arms to what is kept for its scenario and seed (a later measurement of an arm replaces an
+    earlier one; the cell's wall time is the sum of its measurements')."""
+    key = (cell["scenario"], cell["seed"])
+    have = done.get(key)
+    if have is None:
+        done[key] = {**cell, "arms": dict(cell["arms"])}
+        return
+    have["arms"] = {**have["arms"], **cell["arms"]}
+    have["wall_s"] = round(float(have.get("wall_s", 0.0)) + float(cell.get("wall_s", 0.0)), 1)
+
+
+def read_cells(path: Path | None, search: str, max_passes: int) -> dict[tuple[str, int], dict]:
+    """(scenario, seed) -> the arms measured so far in the cells file (`--cells`: one JSON line per `run_cell`,
+    each with some of the arms), for this search and these passes of the descent (a line without `max_passes`
+    was written with the default)."""
+    done: dict[tuple[str, int], dict] = {}
+    if path is None or not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        c = json.loads(line)
+        if c.get("search") == search and c.get("max_passes", MAX_PASSES) == max_passes:
+            merge_cell(done, c)
+    return done
+
+
 def _row(s: dict) -> dict:
     row = {k: s.get(k) for k in KEYS}
     row["tiers"] = s.get("tiers")
@@ -304,27 +339,41 @@ def _stats(rows: list[dict], key: str) -> tuple[float, float]:
 
 
 def aggregate(result: dict) -> dict:
-    """scenario -> arm -> mean and spread of each figure over the seeds, and captured gain."""
+    """scenario -> arm -> mean and spread of each figure over the seeds it was measured on (`seeds`), and captured
+    gain; an arm measured on no seed of the scenario -> None (the table says "not measured")."""
     out: dict[str, dict] = {}
     for sc in result["scenarios"]:
         cells = [c for c in result["cells"] if c["scenario"] == sc]
-        arms: dict[str, dict] = {}
+        arms: dict[str, dict | None] = {}
         for arm in result["arms"]:
             rows = [c["arms"][arm] for c in cells if arm in c["arms"]]
             if not rows:
+                arms[arm] = None
                 continue
-            agg = {k: _stats(rows, k) for k in (*KEYS, *HOOK_KEYS, "false_actions")}
+            agg: dict = {k: _stats(rows, k) for k in (*KEYS, *HOOK_KEYS, "false_actions")}
             hours = agg["simulated_seconds"][0] / 3600.0
             agg["false_per_hour"] = (agg["false_actions"][0] / hours if hours else math.nan, 0.0)
+            agg["seeds"] = sorted(c["seed"] for c in cells if arm in c["arms"])
+            # captured gain on the seeds where the arm, reactive and hindsight were all measured (paired)
+            both = [c for c in cells if {arm, "reactive", "hindsight"} <= set(c["arms"])]
+            if both:
+                base = _stats([c["arms"]["reactive"] for c in both], "urgent_goodput_rps")[0]
+                top = _stats([c["arms"]["hindsight"] for c in both], "urgent_goodput_rps")[0]
+                mine = _stats([c["arms"][arm] for c in both], "urgent_goodput_rps")[0] - base
+                gain = top - base
+                agg["captured"] = mine / gain if gain >= max(0.05, NOTHING_TO_CAPTURE * base) else math.nan
+            else:
+                agg["captured"] = math.nan
             arms[arm] = agg
-        base = arms.get("reactive", {}).get("urgent_goodput_rps", (math.nan, 0))[0]
-        top = arms.get("hindsight", {}).get("urgent_goodput_rps", (math.nan, 0))[0]
-        for agg in arms.values():
-            gain = top - base
-            mine = agg["urgent_goodput_rps"][0] - base
-            agg["captured"] = mine / gain if gain >= max(0.05, NOTHING_TO_CAPTURE * base) else math.nan
         out[sc] = arms
     return out
+
+
+def _seeds(seeds: list[int]) -> str:
+    """0, 1, 2 -> "0-2"; 0, 2 -> "0, 2"."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(str(x) for x in seeds)
 
 
 def _f(x: float, digits: int = 1) -> str:
@@ -350,25 +399,35 @@ def table_arms(result: dict) -> str:
     agg = aggregate(result)
     hooks = _hooks(result)
     lines = [
-        "| scenario | arm | urgent goodput req/s | goodput req/s | token goodput ktok/s | urgent P99 ms (pre) | OOM "
-        "| GPU-hours | actions | " + "".join(f"{k} | " for k in hooks) + "false / h | captured |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|",
+        "| scenario | arm | seeds | urgent goodput req/s | goodput req/s | token goodput ktok/s | urgent P99 ms (pre) "
+        "| OOM | GPU-hours | actions | " + "".join(f"{k} | " for k in hooks) + "false / h | captured |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|",
     ]
+    missing = 0
     for sc, arms in agg.items():
         for arm, a in arms.items():
+            if a is None:  # never an older run's figures in its place
+                missing += 1
+                lines.append(f"| {sc} | `{arm}` | none | not measured |" + " |" * (8 + len(hooks)))
+                continue
             cap = a["captured"]
             extra = "".join(f"{_f(a[k][0], 1)} | " for k in hooks)
             lines.append(
-                f"| {sc} | `{arm}` | {_ms(a['urgent_goodput_rps'])} | {_ms(a['goodput_rps'])} | "
+                f"| {sc} | `{arm}` | {_seeds(a['seeds'])} | {_ms(a['urgent_goodput_rps'])} | {_ms(a['goodput_rps'])} | "
                 f"{_f(a['token_goodput_tps'][0] / 1000)} | {_p99(a)} | {_f(a['oom_events'][0], 1)} | "
                 f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {extra}"
                 f"{_f(a['false_per_hour'][0], 1)} | {'' if math.isnan(cap) else f'{cap:.0%}'} |"
             )
-    seeds = ", ".join(str(s) for s in result["seeds"])
     lines.append("")
     lines.append(
-        f"Mean over seeds {seeds} ± half the spread (max - min); hindsight search `{result['search']}`; captured = "
-        f"(arm - reactive) / (hindsight - reactive) on urgent goodput"
+        "Mean over the seeds each row names ± half the spread (max - min)"
+        + (
+            f"; {missing} rows not measured in this run of the bench (left blank, never filled from an older run)"
+            if missing
+            else ""
+        )
+        + f"; hindsight search `{result['search']}`; captured = (arm - reactive) / (hindsight - reactive) on urgent "
+        "goodput, on the seeds where all three were measured"
         + (
             "; `causal` is the best plan acting only after the surge's onset (the same search)"
             if any("causal" in c["arms"] for c in result["cells"])
@@ -413,8 +472,14 @@ def _cost(row: dict) -> str:
     c = row.get("search_cost")
     if not c:
         return ""
+    more = "".join(
+        f", {c[k]} {what}"
+        for k, what in (("cached", "answered again"), ("forked_late", "forked late"), ("resumed", "resumed"))
+        if c.get(k)
+    )
     return (
-        f"{c['runs']} runs ({c['pruned']} pruned), {c['saved_share']:.0%} of replay saved, {c['wall_seconds']:,.0f} s"
+        f"{c['runs']} runs ({c['pruned']} pruned{more}), {c['saved_share']:.0%} of replay saved, "
+        f"{c['wall_seconds']:,.0f} s"
     )
 
 
@@ -625,6 +690,12 @@ def main() -> int:
     )
     ap.add_argument("--no-publish", action="store_true")
     ap.add_argument(
+        "--measured-only",
+        action="store_true",
+        help="run nothing: table (and publish, unless --no-publish) the cells already in --cells; every scenario x "
+        "arm with no seed measured reads 'not measured', and each row names the seeds it covers",
+    )
+    ap.add_argument(
         "--ablation",
         action="store_true",
         help="seed 004's levers one at a time on the flash sale (reactive and predictive); publishes "
@@ -655,35 +726,42 @@ def main() -> int:
     unknown = set(args.scenarios.split(",")) - {s.name for s in SCENARIOS}
     if unknown:
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in SCENARIOS)}")
+    if args.measured_only and args.cells is None:
+        ap.error("--measured-only tables the cells of --cells FILE: give it")
     arms = tuple(a for a in args.arms.split(",") if a)
     if "reactive" not in arms:
         arms = ("reactive", *arms)
     seeds = tuple(int(x) for x in args.seeds.split(","))
     started = time.perf_counter()
     cells = []
-    done: dict[tuple[str, int], dict] = {}
-    if args.cells is not None and args.cells.exists():
-        for line in args.cells.read_text().splitlines():
-            c = json.loads(line)
-            if c.get("search") == args.search and set(arms) <= set(c["arms"]):
-                done[(c["scenario"], c["seed"])] = c
-    # every scenario on the first seed before any on the second: an interrupted run has whole seeds
+    done = read_cells(args.cells, args.search, args.max_passes)
     # hindsight's searches journal their candidates beside the cells: a cell stopped half-way resumes its search
     journals = None if args.cells is None else args.cells.with_name(args.cells.stem + "_search")
-    jobs = [(sc, arms, seed, args.traces, args.search, args.max_passes, journals) for seed in seeds for sc in chosen]
-    todo = [j for j in jobs if (j[0].name, j[2]) not in done]
+    # every scenario on the first seed before any on the second: an interrupted run has whole seeds; in a cell,
+    # only the arms not measured yet (reactive runs again anyway: every arm's false actions are judged on it)
+    jobs = [(sc, seed) for seed in seeds for sc in chosen]
+    todo = []
+    for sc, seed in jobs:
+        have = set(done.get((sc.name, seed), {}).get("arms", {}))
+        missing = tuple(a for a in arms if a not in have)
+        if missing and not args.measured_only:
+            todo.append((sc, ("reactive", *[a for a in missing if a != "reactive"]), seed, args.traces, args.search,
+                         args.max_passes, journals))  # fmt: skip
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
             walls = ", ".join(f"{a} {r['wall_s']:.0f}" for a, r in cell["arms"].items() if "wall_s" in r)
             print(f"{cell['scenario']} seed {cell['seed']}: {cell['wall_s']:.0f} s ({walls})", file=sys.stderr,
                   flush=True)  # fmt: skip
             cell["search"] = args.search
-            done[(cell["scenario"], cell["seed"])] = cell
+            cell["max_passes"] = args.max_passes
             if args.cells is not None:
                 with args.cells.open("a") as f:
                     f.write(json.dumps(cell) + "\n")
+            merge_cell(done, cell)
     shown = (*[a for a in arms if a != "hindsight"], "causal", "hindsight") if "hindsight" in arms else arms
-    for sc, _, seed, *_ in jobs:
+    for sc, seed in jobs:
+        if (sc.name, seed) not in done:  # nothing of it measured: every row of it says so
+            continue
         cell = dict(done[(sc.name, seed)])
         cell["arms"] = {a: cell["arms"][a] for a in shown if a in cell["arms"]}
         cells.append(cell)
@@ -705,7 +783,16 @@ def main() -> int:
         "sized with runs of reactive and hindsight only, never of a forecast arm, so that hindsight has something "
         "to win over reactive (issue 42: at least 10% urgent goodput)",
         "cells": cells,
-        "wall_s": round(time.perf_counter() - started, 1),
+        # which seeds of each scenario x arm were measured (the rest of the grid is "not measured", never an older
+        # run's figures)
+        "measured": {
+            sc.name: {a: sorted(c["seed"] for c in cells if c["scenario"] == sc.name and a in c["arms"]) for a in shown}
+            for sc in chosen
+        },
+        "complete": all(set(arms) <= set(c["arms"]) for c in cells) and len(cells) == len(jobs),
+        "wall_s": round(time.perf_counter() - started, 1)
+        if not args.measured_only
+        else round(sum(float(c.get("wall_s", 0.0)) for c in cells), 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"infercast {__version__}",
     }

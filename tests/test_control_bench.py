@@ -9,6 +9,8 @@ from bench.control import (
     QUICK_SCENARIOS,
     SCENARIOS,
     check_text,
+    merge_cell,
+    read_cells,
     table_arms,
     table_plans,
     wall_times,
@@ -63,13 +65,14 @@ def test_a_plan_is_a_bound_only_where_its_check_passed():
     assert "best found (beaten by memory_limit 0.7)" in text  # hindsight's plan failed its check
     assert "from 615 s: b >= 4 (bound (no single-lever move of 21 beats it))" in text
     assert "| +17.00 | +4.00 |" in text  # reactive -> causal, causal -> hindsight
-    assert "40 runs (3 pruned), 31% of replay saved, 600 s" in text
+    assert "40 runs (3 pruned, 2 answered again), 31% of replay saved, 600 s" in text
 
 
 def test_causal_sits_beside_hindsight_and_is_captured_against_it():
     lines = table_arms(_result()).splitlines()
     arms = [line.split("|")[2].strip() for line in lines[2:5]]
     assert arms == ["`reactive`", "`causal`", "`hindsight`"]
+    assert [line.split("|")[3].strip() for line in lines[2:5]] == ["0"] * 3  # the seeds each row covers
     captured = [line.split("|")[-2].strip() for line in lines[2:5]]
     assert captured == ["0%", f"{17 / 21:.0%}", "100%"]
     assert "changes" not in lines[0]  # the hook's columns only where a run reports them
@@ -87,3 +90,50 @@ def test_the_bench_prints_its_wall_time_per_arm_and_per_cell():
     text = wall_times(_result())
     assert "s seed 0: 700; hindsight's search 40 runs" in text
     assert "reactive 10, hindsight 10" in text and "whole bench: 700 s" in text
+
+
+def test_an_arm_measured_on_no_seed_reads_not_measured_and_each_row_names_its_seeds():
+    """A partial run of the bench publishes what it measured: an arm with no cell says "not measured" (never an
+    older run's figures), a row measured on seeds 0 and 2 says so, and captured gain pairs the seeds where the arm,
+    reactive and hindsight were all measured."""
+    result = _result()
+    result["arms"] = ["reactive", "predictive", "causal", "hindsight"]
+    result["seeds"] = [0, 1, 2]
+    more = {"scenario": "s", "seed": 2, "wall_s": 10.0, "arms": {"reactive": _row(99.0), "predictive": _row(100.0)}}
+    result["cells"].append(more)
+    lines = table_arms(result).splitlines()
+    rows = {line.split("|")[2].strip(): line for line in lines[2:6]}
+    assert rows["`predictive`"].split("|")[3:5] == [" 2 ", " 100.0 ± 0.0 "]
+    assert "| 0, 2 | 98.0 ± 1.0 |" in rows["`reactive`"]
+    assert rows["`hindsight`"].split("|")[3].strip() == "0"
+    assert rows["`predictive`"].split("|")[-2].strip() == ""  # no seed with hindsight beside it: nothing to capture
+    result["arms"].insert(1, "scheduled")
+    lines = table_arms(result).splitlines()
+    (missing,) = [line for line in lines if "`scheduled`" in line]
+    assert "| none | not measured |" in missing and missing.count("|") == lines[0].count("|")
+    assert "1 rows not measured" in lines[-1]
+
+
+def test_the_cells_file_keeps_each_arm_measured_and_a_later_run_adds_the_others(tmp_path):
+    """The plan-based arms measured first, the loop arms later: both kept for the same scenario and seed; a line of
+    another search or another number of passes is not mixed in."""
+    import json
+
+    path = tmp_path / "cells.jsonl"
+    lines = [
+        {"scenario": "s", "seed": 0, "search": "fast", "wall_s": 100.0, "arms": {"reactive": _row(97.0),
+                                                                                  "hindsight": _row(118.0)}},
+        {"scenario": "s", "seed": 0, "search": "fast", "max_passes": 3, "wall_s": 50.0,
+         "arms": {"reactive": _row(97.0), "predictive": _row(114.0)}},
+        {"scenario": "s", "seed": 0, "search": "quick", "wall_s": 5.0, "arms": {"hindsight": _row(1.0)}},
+        {"scenario": "s", "seed": 0, "search": "fast", "max_passes": 1, "wall_s": 5.0,
+         "arms": {"hindsight": _row(2.0)}},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = read_cells(path, "fast", 3)
+    assert set(done) == {("s", 0)}
+    cell = done[("s", 0)]
+    assert set(cell["arms"]) == {"reactive", "hindsight", "predictive"} and cell["wall_s"] == 150.0
+    assert cell["arms"]["hindsight"]["urgent_goodput_rps"] == 118.0
+    merge_cell(done, {"scenario": "s", "seed": 1, "wall_s": 1.0, "arms": {"reactive": _row(1.0)}})
+    assert set(done) == {("s", 0), ("s", 1)}

@@ -16,8 +16,14 @@ KEYS = ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")
 
 def test_no_arm_of_the_published_control_bench_ranks_above_hindsight_in_any_cell():
     result = json.loads((REPO / "docs" / "results" / "control.json").read_text())
-    cells = result["cells"]
-    assert {c["scenario"] for c in cells} == set(result["scenarios"]) and len(cells) >= 3 * len(result["scenarios"])
+    cells = [c for c in result["cells"] if "hindsight" in c["arms"]]
+    if result.get("complete", True):  # a whole run of the bench: every scenario x seed x arm
+        assert {c["scenario"] for c in cells} == set(result["scenarios"])
+        assert len(cells) >= 3 * len(result["scenarios"])
+    else:  # a partial one (`--measured-only`) says which seeds of each scenario x arm it measured
+        for sc, arms in result["measured"].items():
+            for arm, seeds in arms.items():
+                assert seeds == sorted(c["seed"] for c in result["cells"] if c["scenario"] == sc and arm in c["arms"])
     above = [
         (c["scenario"], c["seed"], arm, {k: row.get(k) for k in KEYS}, {k: c["arms"]["hindsight"].get(k) for k in KEYS})
         for c in cells
@@ -25,4 +31,5 @@ def test_no_arm_of_the_published_control_bench_ranks_above_hindsight_in_any_cell
         if arm != "hindsight" and better(row, c["arms"]["hindsight"])
     ]
     assert not above, f"arms above the hindsight bound (scenario, seed, arm, its figures, hindsight's): {above}"
-    assert all(set(result["arms"]) <= set(c["arms"]) for c in cells), "a cell lacks an arm the bench runs"
+    if result.get("complete", True):
+        assert all(set(result["arms"]) <= set(c["arms"]) for c in cells), "a cell lacks an arm the bench runs"
