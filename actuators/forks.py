@@ -59,6 +59,8 @@ class SearchCost:
     cached: int = 0  # candidates asked for again, answered from a run (or a pruned run) already made
     resumed: int = 0  # candidates answered from the journal of an interrupted search
     forked_late: int = 0  # candidates forked from another plan's run, not the plan-less one (`diverge`)
+    late_fork_seconds: float = 0.0  # what those forks skipped past the plan-less run's fork point ...
+    redriven_seconds: float = 0.0  # ... less what driving other plans' runs to there cost: the net is item 2's gain
 
     def to_dict(self) -> dict:
         saved = 1.0 - self.simulated_seconds / self.replay_seconds if self.replay_seconds else 0.0
@@ -73,6 +75,8 @@ class SearchCost:
             "cached": self.cached,
             "resumed": self.resumed,
             "forked_late": self.forked_late,
+            # simulated seconds the late forks saved, net of driving the plans they forked from again
+            "late_fork_saved_seconds": round(self.late_fork_seconds - self.redriven_seconds, 1),
         }
 
 
@@ -249,6 +253,8 @@ class Forks:
             before = trunk.fleet.now
             _drive(trunk, at)
             self.cost.simulated_seconds += trunk.fleet.now - before
+            if plan != EMPTY:
+                self.cost.redriven_seconds += trunk.fleet.now - before
             self._trunks[plan] = trunk
             snaps[at] = copy.deepcopy(trunk)
             self.cost.snapshots += 1
@@ -343,6 +349,7 @@ class Forks:
         source, at = self._source(plan)
         if source != EMPTY:
             self.cost.forked_late += 1
+            self.cost.late_fork_seconds += at - self.fork_time(plan)
         state = self._state_at(at, source)
         state.arm.plan = plan
         self._origin[plan] = (source, at)
@@ -365,11 +372,11 @@ class Forks:
         if pruned is not None:
             self.cost.pruned += 1
             self._pruned[plan] = pruned
-            self._write_journal(plan, pruned_bound=pruned)
+            self._write_journal(plan, pruned_bound=pruned, forked_at=at, ended_at=state.fleet.now, late=source != EMPTY)
             return None
         res = self.result(state)
         self._known[plan] = copy.deepcopy(res)  # callers annotate the summary they get
-        self._write_journal(plan, summary=res.summary)
+        self._write_journal(plan, summary=res.summary, forked_at=at, ended_at=state.fleet.now, late=source != EMPTY)
         return res
 
     def materialize(self, plan: Plan, res: RunResult) -> RunResult:

@@ -477,6 +477,8 @@ def _cost(row: dict) -> str:
         for k, what in (("cached", "answered again"), ("forked_late", "forked late"), ("resumed", "resumed"))
         if c.get(k)
     )
+    if c.get("late_fork_saved_seconds"):
+        more += f", late forks saved {c['late_fork_saved_seconds']:,.0f} simulated s"
     return (
         f"{c['runs']} runs ({c['pruned']} pruned{more}), {c['saved_share']:.0%} of replay saved, "
         f"{c['wall_seconds']:,.0f} s"

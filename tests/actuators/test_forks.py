@@ -138,6 +138,8 @@ def test_a_plan_differing_late_forks_from_the_plan_already_run_and_is_the_same_a
     # the same runs, fewer simulated seconds: 240 - 105 s saved for two, 270 - 105 s for one, less the head's run
     # driven again to 240 s and 270 s once
     assert shared["simulated_seconds"] < alone.cost.to_dict()["simulated_seconds"]
+    saved = alone.cost.to_dict()["simulated_seconds"] - shared["simulated_seconds"]
+    assert shared["late_fork_saved_seconds"] == pytest.approx(saved, abs=0.2) and saved > 0
 
 
 def test_a_search_stopped_half_way_resumes_from_its_journal_with_the_same_result(surged, tmp_path):
