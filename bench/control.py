@@ -724,7 +724,9 @@ def main() -> int:
             "quick",
         )
         args.no_publish = True
-    chosen = [s for s in SCENARIOS if s.name in args.scenarios.split(",")]
+    # in the order given (a resumable run can put the cell it most needs first)
+    by_name = {s.name: s for s in SCENARIOS}
+    chosen = list({n: by_name[n] for n in args.scenarios.split(",") if n in by_name}.values())
     unknown = set(args.scenarios.split(",")) - {s.name for s in SCENARIOS}
     if unknown:
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in SCENARIOS)}")
