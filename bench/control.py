@@ -434,6 +434,12 @@ def table_arms(result: dict) -> str:
             else ""
         )
         + f". {result['machine']}; `bench/control.py`."
+        + (
+            " These cells were measured before hindsight's search was widened (no single-lever check, no `causal`): "
+            "its rows are what that narrower search found, not re-measured since."
+            if "max_passes" not in result
+            else ""
+        )
     )
     return "\n".join(lines)
 
