@@ -139,7 +139,7 @@ class Forks:
         """`plans.search_hindsight` passes the incumbent to `run` when this is true."""
         return self.prune
 
-    def __call__(self, plan: Plan, incumbent: dict | None = None) -> RunResult | None:
+    def __call__(self, plan: Plan, incumbent: dict | list[dict] | None = None) -> RunResult | None:
         return self.run(plan, incumbent)
 
     def know(self, plan: Plan, result: RunResult) -> None:
@@ -314,16 +314,18 @@ class Forks:
         return best, best_at
 
     # --- a candidate ------------------------------------------------------------------------------------------
-    def run(self, plan: Plan, incumbent: dict | None = None) -> RunResult | None:
+    def run(self, plan: Plan, incumbent: dict | list[dict] | None = None) -> RunResult | None:
         """The plan's run, forked at its first action (or from a run that acts alike for longer); None when it was
-        pruned (it cannot beat `incumbent`'s urgent goodput by more than the tie margin)."""
+        pruned (it cannot beat `incumbent`'s urgent goodput by more than the tie margin; given several, none of
+        them: `plans.search_hindsight`'s `checked`)."""
         if plan in self._known:  # run before (a stage's winner, a neighbour two descents share) or handed in
             known = copy.deepcopy(self._known[plan])
             known.summary["control"] = self.name
             self.cost.cached += 1
             return known
-        prunable = self.prune and incumbent is not None and not self._faults()
-        if plan in self._pruned and prunable and not could_win(self._pruned[plan], incumbent):
+        incs = [] if incumbent is None else [incumbent] if isinstance(incumbent, dict) else list(incumbent)
+        prunable = self.prune and bool(incs) and not self._faults()
+        if plan in self._pruned and prunable and not _could_win_any(self._pruned[plan], incs):
             # stopped before against an incumbent it could not reach; this one is no easier: it would stop again
             self.cost.cached += 1
             self.cost.pruned += 1
@@ -337,14 +339,14 @@ class Forks:
                 self._known[plan] = copy.deepcopy(res)
                 self._stubs.add(plan)
                 return res
-            if prunable and not could_win(float(row["pruned_bound"]), incumbent):
+            if prunable and not _could_win_any(float(row["pruned_bound"]), incs):
                 self.cost.resumed += 1
                 self.cost.pruned += 1
                 self._pruned[plan] = float(row["pruned_bound"])
                 return None
-        return self._run(plan, incumbent if prunable else None)
+        return self._run(plan, incs if prunable else None)
 
-    def _run(self, plan: Plan, incumbent: dict | None) -> RunResult | None:
+    def _run(self, plan: Plan, incumbents: list[dict] | None) -> RunResult | None:
         t0 = time.perf_counter()
         source, at = self._source(plan)
         if source != EMPTY:
@@ -355,14 +357,14 @@ class Forks:
         self._origin[plan] = (source, at)
         start = state.fleet.now
         total = None
-        if incumbent is not None:
-            total = (incumbent.get("tiers") or {}).get("urgent", {}).get("offered")
+        if incumbents:
+            total = (incumbents[0].get("tiers") or {}).get("urgent", {}).get("offered")
         pruned = None
         while state.fleet.now < self.duration - 1e-9:
             _drive(state, min(self.duration, state.fleet.now + PRUNE_EVERY_SECONDS))
-            if total is not None:
+            if total is not None and incumbents:
                 bound = self.bound(state.fleet, total)
-                if not could_win(bound, incumbent):
+                if not _could_win_any(bound, incumbents):
                     pruned = bound
                     break
         self.cost.runs += 1
@@ -428,6 +430,10 @@ class Forks:
             action_ledger(self.cfg, getattr(getattr(state.arm, "admin", None), "history", []), res.summary)
         )
         return res
+
+
+def _could_win_any(bound: float, incumbents: list[dict]) -> bool:
+    return any(could_win(bound, inc) for inc in incumbents)
 
 
 def _drive(state: _State, until: float) -> None:

@@ -262,15 +262,29 @@ def descend(
         if not cands:
             return plan, res, tried, Check(True, 0, (), k)
         labels = {c.describe(): label for label, c in cands}
-        plan2, res2, tried2 = search_hindsight(run, [c for _, c in cands], res.summary if _prunes(run) else None)
+        prunes = _prunes(run)
+        plan2, res2, tried2 = search_hindsight(
+            run, [c for _, c in cands], res.summary if prunes else None, checked=res.summary if prunes else None
+        )
         for t in tried2:
             t["neighbour"] = labels.get(t["plan"], "")
         tried = tried + tried2
-        beaten = tuple(t["neighbour"] for t in tried2 if not t.get("pruned") and beats(t, res.summary))
+        winners = [
+            (c, t) for (_, c), t in zip(cands, tried2, strict=True) if not t.get("pruned") and beats(t, res.summary)
+        ]
+        beaten = tuple(t["neighbour"] for _, t in winners)
         if not beaten:
             return plan, res, tried, Check(True, n, (), k)
-        if res2 is not None and better(res2.summary, res.summary):
+        if res2 is not None and plan2 in {c for c, _ in winners}:
             plan, res = plan2, res2
+        else:  # the best neighbour overall does not beat the plan (ties are not transitive): the best that does
+            top = winners[0]
+            for c, t in winners[1:]:
+                if better(t, top[1]):
+                    top = (c, t)
+            again = run(top[0])  # a run already made (`forks.Forks` keeps it)
+            assert again is not None
+            plan, res = top[0], again
     return plan, res, tried, Check(False, n, beaten, max_passes)
 
 

@@ -494,16 +494,25 @@ def _figures(plan: Plan, s: dict) -> dict:
 
 
 def search_hindsight(
-    run: Callable[..., RunResult | None], plans: Sequence[Plan], incumbent: dict | None = None
+    run: Callable[..., RunResult | None],
+    plans: Sequence[Plan],
+    incumbent: dict | None = None,
+    *,
+    checked: dict | None = None,
 ) -> tuple[Plan | None, RunResult | None, list[dict]]:
     """Run every plan (`run(plan)`: the twin on the same arrivals) and keep the best (`better`); (plan, its run,
     every candidate's figures).  A `run` that prunes (`forks.Forks`) is called `run(plan, to_beat)` with the best
     so far (or `incumbent`, a summary to beat, before the first) and may stop a candidate that cannot beat it and
-    return None; such a candidate is listed as pruned, and (None, None, tried) comes back when every one was."""
+    return None; such a candidate is listed as pruned, and (None, None, tried) comes back when every one was.
+    `checked`: the summary of a plan whose single-lever check this is (`levers.descend`): a candidate is then
+    stopped only when it can beat neither the best so far nor that plan (`better` has a tie margin, so a candidate
+    that cannot beat the best neighbour so far may still beat the plan under check, and must be seen to)."""
     best: tuple[Plan, RunResult] | None = None
     tried = []
     for plan in plans:
         to_beat = best[1].summary if best is not None else incumbent
+        if checked is not None and to_beat is not None and to_beat is not checked:
+            to_beat = [to_beat, checked]
         res = run(plan, to_beat) if _prunes(run) else run(plan)
         if res is None:
             tried.append({"plan": plan.describe(), "pruned": True})

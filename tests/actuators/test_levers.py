@@ -155,3 +155,32 @@ def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_w
     assert (30.0, "set_rate_limit", "flash-sale") in sets and (60.0, "set_rate_limit", "flash-sale") in sets
     back = next(e for e in events if e["t"] == 60.0 and e["action"] == "set_pool_weight")
     assert back["weight"] == 1.0
+
+
+def test_a_neighbour_that_beats_the_plan_is_never_pruned_against_a_better_neighbour(cfg):
+    """The check's tie margin is not transitive: neighbour B ties the plan on urgent goodput (+0.15, within 0.2) and
+    loses on goodput; neighbour C ties the plan too (-0.1) but serves 5 req/s more goodput, so C beats the plan —
+    yet C is more than the margin below B on urgent goodput.  Pruned against the best neighbour so far (B), C was
+    stopped and the check passed; it must be run, fail the check, and the descent take C."""
+    from infercast.actuators.plans import could_win
+
+    start = Plan.from_dict(STORED)
+    b_plan, c_plan = (p for _, p in neighbours(cfg, start, 1800.0)[:2])
+    figures = {start: (100.0, 190.0), b_plan: (100.15, 185.0), c_plan: (99.9, 195.0)}
+
+    class Pruning:
+        """A run that stops a candidate whose urgent goodput cannot win against every incumbent it is given."""
+
+        prunes = True
+
+        def __call__(self, plan: Plan, incumbent=None) -> RunResult | None:
+            u, g = figures.get(plan, (90.0, 150.0))
+            incs = [] if incumbent is None else [incumbent] if isinstance(incumbent, dict) else incumbent
+            if incs and not any(could_win(u, inc) for inc in incs):
+                return None
+            return RunResult({"urgent_goodput_rps": u, "goodput_rps": g, "gpu_seconds": 1e5}, pd.DataFrame(),
+                             pd.DataFrame())  # fmt: skip
+
+    run = Pruning()
+    plan, res, _, check = descend(cfg, run, start, run(start), [], 1800.0, max_passes=1)
+    assert not check.passed and plan == c_plan and res.summary["goodput_rps"] == 195.0
