@@ -249,6 +249,17 @@ def run_cell(
     return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def arm_groups(arms: tuple[str, ...], split: bool) -> list[tuple[str, ...]]:
+    """The arms of one cell as the jobs that run them, each with `reactive` first (every arm's reference): one job,
+    or (`split`, what `--quick` does) one job per arm, so that a cell's slow `hindsight` and its other arms run on
+    different cores at the cost of one more `reactive` run each (on 2 cores, the quick bench's sale cell alone was
+    its wall time, the calm day's cell done long before)."""
+    rest = [a for a in arms if a != "reactive"]
+    if not split or len(rest) <= 1:
+        return [("reactive", *rest)]
+    return [("reactive", a) for a in rest]
+
+
 def merge_cell(done: dict[tuple[str, int], dict], cell: dict) -> None:
     """Add a cell's arms to what is kept for its scenario and seed (a later measurement of an arm replaces an
     earlier one; the cell's wall time is the sum of its measurements')."""
@@ -692,6 +703,12 @@ def main() -> int:
         help="run nothing: render and publish the tables again from docs/results/control.json",
     )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--split-arms",
+        action="store_true",
+        help="run each arm of a cell as its own job (with its own reactive run), the slowest first: shorter wall "
+        "time when there are fewer cells than cores' worth of work (--quick does)",
+    )
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument(
         "--cells", type=Path, help="keep each finished scenario x seed here (JSON lines) and reuse those already there"
@@ -730,6 +747,7 @@ def main() -> int:
             "quick",
         )
         args.no_publish = True
+        args.split_arms = True
     # in the order given (a resumable run can put the cell it most needs first)
     by_name = {s.name: s for s in SCENARIOS}
     chosen = list({n: by_name[n] for n in args.scenarios.split(",") if n in by_name}.values())
@@ -755,8 +773,10 @@ def main() -> int:
         have = set(done.get((sc.name, seed), {}).get("arms", {}))
         missing = tuple(a for a in arms if a not in have)
         if missing and not args.measured_only:
-            todo.append((sc, ("reactive", *[a for a in missing if a != "reactive"]), seed, args.traces, args.search,
-                         args.max_passes, journals))  # fmt: skip
+            todo += [(sc, group, seed, args.traces, args.search, args.max_passes, journals)
+                     for group in arm_groups(missing, args.split_arms)]  # fmt: skip
+    if args.split_arms:  # the longest first, so that the shorter ones fill the other cores around it
+        todo.sort(key=lambda j: "hindsight" not in j[1])
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
             walls = ", ".join(f"{a} {r['wall_s']:.0f}" for a, r in cell["arms"].items() if "wall_s" in r)

@@ -137,3 +137,16 @@ def test_the_cells_file_keeps_each_arm_measured_and_a_later_run_adds_the_others(
     assert cell["arms"]["hindsight"]["urgent_goodput_rps"] == 118.0
     merge_cell(done, {"scenario": "s", "seed": 1, "wall_s": 1.0, "arms": {"reactive": _row(1.0)}})
     assert set(done) == {("s", 0), ("s", 1)}
+
+
+def test_the_quick_bench_runs_each_arm_of_a_cell_as_its_own_job():
+    """`--quick`: the sale's slow hindsight search and its predictive run go to different cores (each with its own
+    reactive run); a full bench keeps one job per cell."""
+    from bench.control import arm_groups
+
+    assert arm_groups(("reactive", "predictive", "hindsight"), split=True) == [
+        ("reactive", "predictive"),
+        ("reactive", "hindsight"),
+    ]
+    assert arm_groups(("reactive", "predictive", "hindsight"), split=False) == [("reactive", "predictive", "hindsight")]
+    assert arm_groups(("reactive",), split=True) == [("reactive",)]
