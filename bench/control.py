@@ -282,7 +282,11 @@ def read_cells(path: Path | None, search: str, max_passes: int) -> dict[tuple[st
     for line in path.read_text().splitlines():
         if not line.strip():
             continue
-        c = json.loads(line)
+        try:
+            c = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short when a run was stopped while writing it: not a cell
+            print(f"{path}: a line that is not a whole cell, skipped", file=sys.stderr)
+            continue
         if c.get("search") == search and c.get("max_passes", MAX_PASSES) == max_passes:
             merge_cell(done, c)
     return done

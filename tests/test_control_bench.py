@@ -129,7 +129,7 @@ def test_the_cells_file_keeps_each_arm_measured_and_a_later_run_adds_the_others(
         {"scenario": "s", "seed": 0, "search": "fast", "max_passes": 1, "wall_s": 5.0,
          "arms": {"hindsight": _row(2.0)}},
     ]  # fmt: skip
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"scenario": "s", "seed": 1, "ar')  # cut short
     done = read_cells(path, "fast", 3)
     assert set(done) == {("s", 0)}
     cell = done[("s", 0)]
