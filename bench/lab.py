@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from infercast.lab.cli import load_plan
     from infercast.lab.run import run_load, settle
     from infercast.lab.stack import LabSettings, start_lab
+    from infercast.traces import Surge
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=1, help="runs of each slice and control (default 1)")
@@ -94,7 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.slices.split(","):
             start, seconds, surge = SLICES[name]
             plan, factor, _ = load_plan(
-                Namespace(trace=str(TRACE), start=start, seconds=seconds, rate_scale=1.0, surge=surge, seed=0),
+                Namespace(
+                    trace=str(TRACE),
+                    start=start,
+                    seconds=seconds,
+                    rate_scale=1.0,
+                    seed=0,
+                    surge=[Surge.parse(surge)] if surge else [],
+                ),
                 settings.shape.max_model_len,
             )
             controls = ("predictive",) if surge is None else CONTROLS
