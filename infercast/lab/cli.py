@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from infercast.lab.control import CONTROLS
+from infercast.lab.engines import EngineShape
 from infercast.traces import Surge, SurgeError
 
 
@@ -29,7 +30,8 @@ def surge_arg(text: str) -> Surge:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engines", type=int, default=2, help="vLLM engines to start (default 2)")
     p.add_argument("--dir", default="runs/lab", help="working directory: logs, configs, audit (default runs/lab)")
-    p.add_argument("--blocks", type=int, default=16, help="each engine's KV pool, in blocks of 32 tokens (default 16)")
+    p.add_argument("--blocks", type=int, default=EngineShape.blocks,
+                   help=f"each engine's KV pool, in blocks of 32 tokens (default {EngineShape.blocks})")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -167,3 +167,18 @@ def test_the_lab_never_deletes_a_directory_it_did_not_make(tmp_path) -> None:
     with pytest.raises(LabDirError, match="not a lab's directory"):
         start_lab(LabSettings(), mine)
     assert (mine / "thesis.txt").read_text() == "years of work"
+
+
+def test_two_of_the_longest_requests_leave_the_labs_pool_under_the_predictive_trigger() -> None:
+    """Issue 40, "no page on a calm slice": at 16 blocks one of the longest requests the lab sends (max_model_len)
+    was half an engine's pool, so the pool's usage jumped by halves as single requests came and went, and the KV
+    forecast read each jump as a rising trend: the calm slice was paged.  The lab's pool now holds four of them, so
+    a calm slice's coincidences of two long requests stay under the trigger; only a load that keeps three or more
+    in flight (a surge) reaches it."""
+    from infercast.config import Thresholds
+    from infercast.lab.stack import LabSettings
+
+    shape = LabSettings().shape
+    longest_blocks = -(-(shape.max_model_len - 1) // shape.block_size)
+    assert 2 * longest_blocks / shape.blocks < Thresholds().kv_forecast_trigger
+    assert 4 * longest_blocks <= shape.blocks  # and a surge can still fill it (four fit, a fifth preempts)
