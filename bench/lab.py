@@ -115,6 +115,9 @@ def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> t
     """The twin on each `none` run's arrivals, beside the lab."""
     from infercast.lab.twin import kv_mad, measured_from, replay_on_twin, twin_fleet
 
+    def kv_mean(series: list) -> float:
+        return sum(kv for _, _, kv in series) / len(series) if series else 0.0
+
     m = measured_from(calibration, engines)
     cfg = twin_fleet(engines, shape, m)
     rows = []
@@ -124,10 +127,14 @@ def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> t
         seconds = r["seconds"]
         tw = replay_on_twin(r["client"], seconds, cfg)
         mad = kv_mad(r["kv_series"], tw["kv_series"], seconds)
+        mad10 = kv_mad(r["kv_series"], tw["kv_series"], seconds, window_s=10)
+        mean_lab = kv_mean(r["kv_series"])
+        mean_twin = kv_mean(tw["kv_series"])
         lab_pre, twin_pre = r["preemptions"], tw["preemptions"]
         within = abs(twin_pre - lab_pre) <= 0.3 * max(lab_pre, twin_pre) if max(lab_pre, twin_pre) > 0 else True
         rows.append(
-            {"slice": r["slice"], "run": r["run"], "kv_mad": round(mad, 3), "preemptions_lab": lab_pre,
+            {"slice": r["slice"], "run": r["run"], "kv_mad": round(mad, 3), "kv_mad_10s": round(mad10, 3),
+             "kv_mean_lab": round(mean_lab, 3), "kv_mean_twin": round(mean_twin, 3), "preemptions_lab": lab_pre,
              "preemptions_twin": twin_pre, "preemptions_within_30pct": within, "ttft_p50_lab": r["ttft_p50_ms"],
              "ttft_p50_twin": tw["ttft_p50_ms"], "ttft_p99_lab": r["ttft_p99_ms"], "ttft_p99_twin": tw["ttft_p99_ms"],
              "kv_peak_lab": r["kv_peak"], "kv_peak_twin": tw["kv_peak"], "oom_twin": tw["oom_events"]}
@@ -163,12 +170,13 @@ def table_twin(result: dict) -> str:
         f"Twin given the lab's pool and the step time its engines measured on the calibration slice: inter-token "
         f"{m['inter_token_ms']} ms, prefill {m['prefill_tokens_per_second']} tokens/s.",
         "",
-        "| slice | run | KV MAD | preemptions lab | twin | within 30% | TTFT P50 ms lab | twin | TTFT P99 ms lab "
-        "| twin | KV peak lab | twin |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| slice | run | KV MAD | KV MAD, 10 s means | KV mean lab | twin | preemptions lab | twin | within 30% "
+        "| TTFT P50 ms lab | twin | TTFT P99 ms lab | twin | KV peak lab | twin |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in t["rows"]:
-        cells = [r["slice"], r["run"], r["kv_mad"], r["preemptions_lab"], r["preemptions_twin"],
+        cells = [r["slice"], r["run"], r["kv_mad"], r["kv_mad_10s"], r["kv_mean_lab"], r["kv_mean_twin"],
+                 r["preemptions_lab"], r["preemptions_twin"],
                  "yes" if r["preemptions_within_30pct"] else "no", r["ttft_p50_lab"], r["ttft_p50_twin"],
                  r["ttft_p99_lab"], r["ttft_p99_twin"], r["kv_peak_lab"], r["kv_peak_twin"]]  # fmt: skip
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

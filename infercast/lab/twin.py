@@ -156,10 +156,14 @@ def replay_on_twin(
     }
 
 
-def kv_mad(lab: list[tuple[float, str, float]], twin: list[tuple[float, str, float]], duration_s: float) -> float:
+def kv_mad(
+    lab: list[tuple[float, str, float]], twin: list[tuple[float, str, float]], duration_s: float, window_s: int = 1
+) -> float:
     """Mean absolute difference of the engines' KV usage, lab vs twin, each engine's series on a 1 s grid over the
-    run (the last sample at or before each second; engines paired in order of their busiest second: the twin's
-    node 0 is not the lab's engine-0, the proxy and the router place requests each their own way)."""
+    run (the last sample at or before each second; engines paired in order of their total usage: the twin's node 0
+    is not the lab's engine-0, the proxy and the router place requests each their own way).  `window_s` > 1
+    compares the means of consecutive windows of that many seconds instead of single seconds: the level of the
+    usage without the coming and going of single requests."""
 
     def grid(series: list[tuple[float, str, float]]) -> list[np.ndarray]:
         by: dict[str, list[tuple[float, float]]] = {}
@@ -178,4 +182,9 @@ def kv_mad(lab: list[tuple[float, str, float]], twin: list[tuple[float, str, flo
     a, b = grid(lab), grid(twin)
     if not a or len(a) != len(b):
         raise ValueError(f"the lab has {len(a)} engines' series and the twin {len(b)}")
-    return float(np.mean([np.mean(np.abs(x - y)) for x, y in zip(a, b, strict=True)]))
+
+    def windows(x: np.ndarray) -> np.ndarray:
+        n = len(x) // window_s * window_s
+        return x[:n].reshape(-1, window_s).mean(axis=1) if window_s > 1 else x
+
+    return float(np.mean([np.mean(np.abs(windows(x) - windows(y))) for x, y in zip(a, b, strict=True)]))

@@ -105,3 +105,12 @@ def test_the_step_time_is_what_the_engines_measured() -> None:
     assert m.prefill_tokens_per_second == 3000.0
     with pytest.raises(ValueError, match="engine timing"):
         measured_from({"engine_timing": {"inter_token_ms": None}})
+
+
+def test_kv_mad_over_windows_compares_levels_not_single_requests() -> None:
+    """A lab engine that holds one request every other second (0, 0.5, 0, 0.5, ...) and a twin that holds a quarter
+    of the pool all the time: 0.25 apart every second, the same level over 10 s windows."""
+    lab = [(float(t), "e", 0.5 if t % 2 else 0.0) for t in range(21)]
+    twin = [(float(t), "n", 0.25) for t in range(21)]
+    assert kv_mad(lab, twin, 20.0) == pytest.approx(0.25)
+    assert kv_mad(lab, twin, 20.0, window_s=10) == pytest.approx(0.0)
