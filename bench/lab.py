@@ -145,13 +145,14 @@ def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> t
 # --- tables -----------------------------------------------------------------------------------------------------
 def table_runs(result: dict) -> str:
     lines = [
-        "| slice | control | run | load avg | requests | failed | preemptions | KV peak | TTFT P50 ms | TTFT P99 ms "
-        "| goodput rps | first preemption s | page s | page lead s | first action s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| slice | control | run | load avg | settled | requests | failed | preemptions | KV peak | TTFT P50 ms "
+        "| TTFT P99 ms | goodput rps | first preemption s | page s | page lead s | first action s |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["runs"]:
-        cells = [r["slice"], r["control"], r["run"], r.get("load_avg"), *(r[k] for k in KEYS if k != "completed"),
-                 first_action(r)]  # fmt: skip
+        settled = "yes" if r.get("settled") else "no"
+        measured = [r[k] for k in KEYS if k != "completed"]
+        cells = [r["slice"], r["control"], r["run"], r.get("load_avg"), settled, *measured, first_action(r)]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -319,16 +320,48 @@ def run_lab(args: argparse.Namespace) -> dict:
     }
 
 
+def partial_setup(raw: dict, given: str | None) -> dict:
+    """The setup of a bench stopped before its end: the lab's shape and slices as this file has them, what was
+    measured from outside (`given`: JSON of start_seconds, first_result_seconds, cpu_seconds, wall_seconds), the
+    load averages from the runs."""
+    from infercast.lab.stack import LabSettings
+
+    settings = LabSettings(engines=2)
+    loads = [r["load_avg"] for r in raw["runs"]]
+    runs = max((r["run"] for r in raw["runs"]), default=0)
+    return {
+        "engine": raw["calibration"]["engine"],
+        "engines": settings.engines,
+        "blocks": settings.shape.blocks,
+        "block_size": settings.shape.block_size,
+        "max_model_len": settings.shape.max_model_len,
+        "max_num_seqs": settings.shape.max_num_seqs,
+        "scrape_seconds": settings.scrape_seconds,
+        "for_seconds": settings.forecast_for_seconds,
+        **json.loads(given or "{}"),
+        "load_min": round(min(loads), 1),
+        "load_max": round(max(loads), 1),
+        "runs": runs,
+        "install": "194 s, 3.5 GB (pip's cache warm; ~11 min cold per ../shared/ENGINES.md's trial)",
+        "trace": TRACE.name,
+        "calibration_slice": list(CALIBRATION),
+        "slices": {k: list(v) for k, v in SLICES.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3, help="runs of each slice and control (default 3)")
     p.add_argument("--slices", default=",".join(SLICES), help="which slices (default: all)")
     p.add_argument("--dir", type=Path, default=ROOT / "runs" / "lab-bench")
     p.add_argument("--rescore", type=Path, default=None, help="score a raw.json of an earlier run (no lab started)")
+    p.add_argument("--setup", default=None, help="with --rescore of a partial file: JSON of what was measured outside")
     p.add_argument("--publish", action="store_true", help="write docs/results/lab.json and the tables")
     args = p.parse_args(argv)
     if args.rescore is not None:
         raw = json.loads(args.rescore.read_text())
+        if "setup" not in raw:  # a partial file (runs saved as they ended, the bench stopped before its end)
+            raw["setup"] = partial_setup(raw, args.setup)
     else:
         raw = run_lab(args)
         out = args.dir.parent / f"{args.dir.name}-raw.json"
