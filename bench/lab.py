@@ -70,7 +70,8 @@ def targets(r: dict, slices: dict, scrape_s: float, for_s: float) -> dict[str, b
     surge = slices[r["slice"]][2]
     out: dict[str, bool | None] = {}
     if r["slice"] == "calm":
-        out["calm: no page"] = r["page_s"] is None
+        # a run that started unsettled started with the page still firing from the slice before: not a calm run
+        out["calm: no page"] = r["page_s"] is None and bool(r.get("settled"))
     if r["slice"] == "ramp":
         # the page at least 60 s before the first preemption; a run that never preempted needs the page only
         out["ramp: page >= 60 s before the first preemption"] = r["page_s"] is not None and (
