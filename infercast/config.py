@@ -933,6 +933,42 @@ class LiteLLMBackend(Strict):
     _url = field_validator("url")(lambda v: _check_url(v, ("http://", "https://")))
 
 
+class HAProxyBackend(Strict):
+    """HAProxy through its runtime API (a UNIX socket at `level admin`): pool weights as its servers' weights,
+    admission as each server's `maxconn`, `scale_pool` as drain; idempotency keys and the fencing token in two stick
+    tables the proxy declares (actuators/backends/haproxy.py, docs/lab.md)."""
+
+    kind: Literal["haproxy"]
+    socket: str = Field(description="the runtime API's UNIX socket (haproxy.cfg: `stats socket PATH level admin`)")
+    backend: str = Field("engines", min_length=1, description="the HAProxy backend that holds the pools' servers")
+    servers: dict[str, tuple[str, ...]] = Field(
+        min_length=1, description="pool -> its HAProxy server names in that backend"
+    )
+    full_concurrency: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        description="requests at which one engine's KV cache is full (its KV tokens / a mean request's): "
+        "set_admission's memory_limit m sets each server's maxconn to max(1, floor(m x this))"
+    )
+    weight_scale: Annotated[float, Field(gt=0.0, le=256.0)] = Field(
+        100.0, description="server weight = pool weight x this, rounded (HAProxy's weights are 0-256)"
+    )
+    timeout_seconds: PosFloat = 5.0
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, v: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        seen: dict[str, str] = {}
+        for pool, names in v.items():
+            if not names:
+                raise ValueError(f"pool {pool!r} names no server")
+            for n in names:
+                if not n or any(c.isspace() for c in n):
+                    raise ValueError(f"pool {pool!r}: server name {n!r} must be non-empty without spaces")
+                if n in seen:
+                    raise ValueError(f"server {n!r} is in both pool {seen[n]!r} and pool {pool!r}")
+                seen[n] = pool
+        return v
+
+
 Backend = Annotated[
     HttpBackend
     | RedisBackend
@@ -940,7 +976,8 @@ Backend = Annotated[
     | KubernetesBackend
     | GatewayBackend
     | EnvoyGatewayBackend
-    | LiteLLMBackend,
+    | LiteLLMBackend
+    | HAProxyBackend,
     Field(discriminator="kind"),
 ]
 
@@ -1206,6 +1243,10 @@ class FleetConfig(Strict):
             for pool in backend.deployments:
                 if pool not in self.pools:
                     problems.append(f"actuator.backend.deployments: unknown pool {pool!r} (have {sorted(self.pools)})")
+        if isinstance(backend, HAProxyBackend):
+            for pool in backend.servers:
+                if pool not in self.pools:
+                    problems.append(f"actuator.backend.servers: unknown pool {pool!r} (have {sorted(self.pools)})")
         if isinstance(backend, GatewayBackend):
             mapped = [("autoscalers", p) for p in backend.autoscalers]
             mapped += [("httproute.backends", p) for p in (backend.httproute.backends if backend.httproute else {})]

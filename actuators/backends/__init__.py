@@ -12,6 +12,7 @@ only when chosen, so the Kubernetes client or redis are needed only where used):
 | `gateway` | `gateway.GatewayAdmin` | an `HTTPRoute`'s backendRef weights, HPA / KEDA `ScaledObject` floors |
 | `envoy-gateway` | `envoy_gateway.EnvoyGatewayAdmin` | `gateway`'s, and breakers as `BackendTrafficPolicy` objects |
 | `litellm` | `litellm.LiteLLMAdmin` | a LiteLLM proxy's admin API: deployments' `weight`, breakers, router_settings |
+| `haproxy` | `haproxy.HAProxyAdmin` | HAProxy's runtime API: server weights, `maxconn` (admission), drain |
 
 `twin.TwinAdmin` (the in-process twin) is built by the simulated driver, not from a fleet file.
 """
@@ -28,7 +29,7 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
     if b is None:
         raise ConfigError(
             "actuator.backend: required to run the actuator (kind: http, redis, file, kubernetes, gateway, "
-            "envoy-gateway or litellm)"
+            "envoy-gateway, litellm or haproxy)"
         )
     if b.kind == "http":
         from infercast.actuators.backends.router_http import HttpAdmin
@@ -54,6 +55,10 @@ def build_backend(cfg: FleetConfig) -> FleetAdmin:
         from infercast.actuators.backends.litellm import LiteLLMAdmin
 
         return LiteLLMAdmin.from_config(b, cfg)
+    if b.kind == "haproxy":
+        from infercast.actuators.backends.haproxy import HAProxyAdmin
+
+        return HAProxyAdmin.from_config(b, cfg)
     from infercast.actuators.backends.k8s import KubernetesAdmin
 
     return KubernetesAdmin.from_config(b, cfg)

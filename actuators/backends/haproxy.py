@@ -41,10 +41,12 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
 from infercast.actuators.stamp import Stamp
+from infercast.config import FleetConfig
 
 BACKEND = "engines"
 KEYS_TABLE = "ic_action_keys"
@@ -167,6 +169,18 @@ class HAProxyAdmin:
         self.weight_scale = weight_scale
         self.backend = backend
         self.max_fence_step = max_fence_step
+
+    @classmethod
+    def from_config(cls, cfg: Any, fleet: FleetConfig) -> HAProxyAdmin:
+        """The backend a fleet file's `actuator.backend` (kind: haproxy) describes; pools' versions from the file."""
+        return cls(
+            RuntimeAPI(cfg.socket, timeout=cfg.timeout_seconds),
+            {pool: list(names) for pool, names in cfg.servers.items()},
+            {pool: fleet.pools[pool].version for pool in cfg.servers},
+            full_concurrency=cfg.full_concurrency,
+            weight_scale=cfg.weight_scale,
+            backend=cfg.backend,
+        )
 
     # --- FleetAdmin ------------------------------------------------------------------------------------------
     def observe(self) -> Observation:

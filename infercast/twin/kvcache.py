@@ -45,9 +45,17 @@ class PagedKV:
         self.blocks = np.zeros(slots, dtype=np.int64)  # blocks held per slot
         self.used_blocks = 0
         self.pool_blocks = 0  # blocks the pool holds from GPU memory (>= used_blocks)
-        self.segment_blocks = int(segment_blocks)
+        # a segment is never larger than the pool itself: a pool smaller than one segment (the lab's 16-block
+        # engines) is allocated whole, as vLLM pre-allocates its pool; without this cap, `settle` and
+        # `release_cached` rounded a few blocks in use up to a whole 128-block segment, past the card (an OOM)
+        self.segment_blocks = max(1, min(int(segment_blocks), self.capacity_blocks))
         self.release_seconds = float(release_seconds)
         self.failures = 0
+
+    def _segments_for(self, blocks: int) -> int:
+        """The pool that holds `blocks` in whole segments, never past the capacity."""
+        seg = self.segment_blocks
+        return min(self.capacity_blocks, -(-blocks // seg) * seg)
 
     def _grow_pool(self) -> None:
         if self.used_blocks > self.pool_blocks:
@@ -56,13 +64,13 @@ class PagedKV:
 
     def release_cached(self) -> None:
         """Give every cached free segment back to the GPU at once (what `torch.cuda.empty_cache()` does)."""
-        self.pool_blocks = -(-self.used_blocks // self.segment_blocks) * self.segment_blocks
+        self.pool_blocks = self._segments_for(self.used_blocks)
 
     def settle(self, dt: float) -> None:
         """Return free segments to the GPU at the pool's slow release rate (never below the blocks in use)."""
         if self.pool_blocks > self.used_blocks:
             shrink = self.pool_blocks * dt / self.release_seconds
-            floor = -(-self.used_blocks // self.segment_blocks) * self.segment_blocks
+            floor = self._segments_for(self.used_blocks)
             self.pool_blocks = max(floor, int(self.pool_blocks - shrink))
 
     @property

@@ -9,6 +9,7 @@ transient failure (retried, then `failed`), never an exception.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -165,3 +166,53 @@ def test_the_proxy_ends_at_the_last_weight_applied_and_a_replayed_key_changes_no
             want[pool] = weight
     states = proxy.servers()
     assert {pool: states[POOLS[pool][0]].weight for pool in POOLS} == want
+
+
+def _fleet(backend: dict) -> dict:
+    return {
+        "versions": {"v1": {"model": {"name": "m"}}},
+        "pools": {"a": {"version": "v1", "nodes": 2}, "b": {"version": "v1", "nodes": 1}},
+        "actuator": {"backend": backend},
+    }
+
+
+def test_a_fleet_file_points_the_actuator_at_haproxy(proxy: RuntimeAPI, tmp_path: Path) -> None:
+    """Issue 40: `actuator.backend: {kind: haproxy, ...}` in a user's fleet file gives `infercast actuator` the
+    HAProxy backend, like any other backend; `infercast check --config` accepts the file."""
+    import yaml
+
+    from infercast.actuators.backends import build_backend
+    from infercast.cli import main
+    from infercast.config import parse_config
+
+    doc = _fleet({"kind": "haproxy", "socket": proxy.path, "servers": POOLS, "full_concurrency": 10})
+    cfg = parse_config(doc)
+    h = build_backend(cfg)
+    assert isinstance(h, HAProxyAdmin) and h.versions == {"a": "v1", "b": "v1"}
+    assert h.apply(SetAdmission(memory_limit=0.5)).status == "applied"
+    assert {s.maxconn for s in proxy.servers().values()} == {5}  # read back from the running proxy
+    assert h.observe().admission.memory_limit == 0.5
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["check", "--config", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"servers": {"c": ["c0"]}}, "actuator.backend.servers: unknown pool 'c'"),
+        ({"servers": {"a": ["a0"], "b": ["a0"]}}, "server 'a0' is in both pool 'a' and pool 'b'"),
+        ({"servers": {"a": []}}, "pool 'a' names no server"),
+        ({"full_concurrency": 0}, "full_concurrency"),
+        ({"weight_scale": 300}, "weight_scale"),
+        ({"full_concurrency": None}, "full_concurrency"),
+    ],
+)
+def test_a_bad_haproxy_backend_is_refused_naming_the_key(change: dict, says: str) -> None:
+    from infercast.config import ConfigError, parse_config
+
+    backend = {"kind": "haproxy", "socket": "/run/haproxy/admin.sock", "servers": POOLS, "full_concurrency": 10}
+    backend.update(change)
+    backend = {k: v for k, v in backend.items() if v is not None}
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        parse_config(_fleet(backend))

@@ -23,9 +23,10 @@ from infercast.actuators.backends.haproxy import RuntimeAPI
 from infercast.catalog import KV_BLOCK_ALLOCATION_FAILURES_TOTAL
 from infercast.exporters.base import parse_text
 from infercast.lab.cli import load_plan
-from infercast.lab.engines import ENGINES_DIR, engine_python
+from infercast.lab.engines import ENGINES_DIR, EngineShape, engine_python
 from infercast.lab.run import PREEMPTIONS, USAGE, prometheus_value, run_load
 from infercast.lab.stack import LabSettings, start_lab
+from infercast.traces import Surge
 from tests.conftest import REPO
 
 # the engine alone takes 1-3 minutes to load on a busy 2-core machine: a bound on hanging, not a time asserted
@@ -36,8 +37,9 @@ TRACE = REPO / "tests" / "data" / "traces" / "azure" / "AzureLLMInferenceTrace_c
 
 def test_a_real_vllm_fills_its_kv_cache_gets_paged_and_the_proxy_is_tightened(tmp_path) -> None:
     engine_python(ENGINES_DIR)  # EngineUnavailable (a failure, with the command to run) when not installed
-    settings = LabSettings(engines=1)
-    args = Namespace(trace=str(TRACE), start=0.0, seconds=90.0, rate_scale=2.0, surge="20,70,4", seed=0)
+    # the 16-block pool this test's load was sized for (the lab's default is 32 blocks on 2 engines)
+    settings = LabSettings(engines=1, shape=EngineShape(blocks=16))
+    args = Namespace(trace=str(TRACE), start=0.0, seconds=90.0, rate_scale=2.0, surge=[Surge.parse("20,70,4")], seed=0)
     plan, _, _ = load_plan(args, settings.shape.max_model_len)
     with start_lab(settings, tmp_path / "lab") as lab:
         report = run_load(lab, plan, "predictive", duration_s=90.0, log=lambda _: None)
