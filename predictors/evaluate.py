@@ -169,6 +169,7 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     from infercast.config import load_config
     from infercast.predictors import deployed, registry
     from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.threads import one_math_thread
 
     threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
     lstm = False if args.no_lstm else (args.lstm or True)
@@ -193,7 +194,8 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     if horizon != args.horizon:
         notes.append(f"horizon raised to one sample step ({h.step:g} s)")
     warmup = max(float(args.warmup), h.step * 2)
-    runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
+    with one_math_thread():  # thousands of tiny fits: a thread pool only waits (infercast.predictors.threads)
+        runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
     policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
     scores = score_runs(h, runs, horizon, threshold, policy, data.harm)
     result = {
