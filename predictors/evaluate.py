@@ -39,7 +39,7 @@ REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
 
 DEFAULT_FLEET = example_fleet()
-COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
+COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation", "alloc_failures_total")
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,9 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
         runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
     policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
     scores = score_runs(h, runs, horizon, threshold, policy, data.harm)
+    page = harm_page_scores(h, runs.get(service.name), data.harm)
+    if page is not None:
+        scores[HARM_PAGE] = page
     result = {
         "trace": data.name,
         "series": data.series,
@@ -220,6 +223,29 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
         plot_backtest(h, shown, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
         result["plot"] = str(args.plot)
     return result
+
+
+#: The row of the page built for harm (`infercast.predictors.harm_page.CHOSEN` on the deployed forecaster's band).
+HARM_PAGE = "harm_page"
+
+
+def harm_page_scores(h: History, service_run, harm: list[tuple[float, float]] | None) -> dict | None:
+    """The page built for harm, scored for harm like every model's alert (`harm`), on the deployed forecaster's band
+    and the series' covariates; None without harm marked, without that forecaster's run or without a chosen setting."""
+    from infercast.predictors import harm_page
+    from infercast.predictors.harm import PageRule, score_page
+
+    if harm is None or service_run is None or not service_run.forecasts or harm_page.CHOSEN is None:
+        return None
+    origins = np.asarray(service_run.origins, float)
+    upper = np.array([f.at_horizon()[2] for f in service_run.forecasts], float)
+    contiguous = np.concatenate([[True], np.diff(origins) <= h.step * 1.5])
+    flags = harm_page.fire(harm_page.CHOSEN, origins, upper, h.t, h.features, contiguous)
+    return {
+        "page": harm_page.CHOSEN.label(),
+        "on": service_run.name,
+        "harm": score_page(origins, flags, harm, PageRule()),
+    }
 
 
 def _fmt(v, nd: int = 4) -> str:
@@ -259,6 +285,8 @@ def table(result: dict) -> str:
     rows = [cols]
     entries: list[tuple[str, dict, dict]] = []
     for name, s in result["models"].items():
+        if name == HARM_PAGE:  # a page, not a forecaster: it has harm scores only (the harm table)
+            continue
         entries.append((name, s, s.get("breach") or {}))
         if s.get("alarm"):  # the alert as deployed (persistence, hysteresis) on the same forecasts
             entries.append((f"{name} [alert]", {}, s["alarm"]))
