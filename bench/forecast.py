@@ -337,6 +337,40 @@ def render_harm_targets(result: dict) -> str:
     return "\n".join(out)
 
 
+def render_harm_readme(result: dict) -> str:
+    """The README's page claim: per scored slice, the harm episodes and what the deployed page and the page built for
+    harm scored on them (recall, median lead, false pages per day), with predict_linear's pager beside them."""
+    out = [
+        "| slice (harm episodes scored) | page | harm recall | median lead s | false pages/day |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, sl in result["harm"].items():
+        m = sl["models"]
+        eps = (m.get(sl["service_model"]) or {}).get("episodes", 0)
+        first = True
+        for page, label in (
+            (sl["service_model"], f"{sl['service_model']} (deployed, KV line)"),
+            (HARM_PAGE, "harm_page (built for harm)"),
+            ("predict_linear", "predict_linear"),
+        ):
+            s = m.get(page)
+            if s is None:
+                continue
+            recall = f"{s['paged']}/{s['episodes']}" if s.get("episodes") else "- (no harm to page)"
+            head = f"{LABELS.get(name, name)} ({eps})" if first else ""
+            first = False
+            out.append(
+                f"| {head} | {label} | {recall} | {_m(s['median_lead_seconds'], 0)} | "
+                f"{_m(s['false_pages_per_day'], 0)} |"
+            )
+    run = result.get("run", {})
+    out.append(
+        f"\n_Measured {run.get('utc', '?')} at commit `{str(run.get('commit') or '?')[:12]}`; "
+        f"`{run.get('command', '?')}`._"
+    )
+    return "\n".join(out)
+
+
 def _kv_text(name: str, res: dict) -> str:
     from infercast.predictors.evaluate import table
 
@@ -1618,6 +1652,7 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "targets": render_targets,
     "harm": render_harm,
     "harm-targets": render_harm_targets,
+    "harm-readme": render_harm_readme,
 }
 
 
