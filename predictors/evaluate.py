@@ -13,9 +13,11 @@ Series:
 - `kv`: the trace replayed through the fleet twin on a fleet sized as an operator sizes one (the trace's median
   load at <= 0.6 KV usage, `infercast.predictors.sizing.sized_fleet`), fixed for the whole replay.  The sizing looks
   at the whole trace, as an operator sizing a fleet would; the forecasters never do.  The series is the KV usage of
-  the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
-  covariates.  The same replay marks when requests were hurt (`infercast.predictors.replay`, rules in
-  `infercast.predictors.harm`), and every model's deployed alert is scored as a page for that harm (`harm`).
+  the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` and
+  `alloc_failures_total` of that pool as covariates.  The same replay marks when requests were hurt
+  (`infercast.predictors.replay`, rules in `infercast.predictors.harm`), and every model's deployed alert is scored
+  as a page for that harm (`harm`), and so is the page built for harm (`infercast.predictors.harm_page`, the row
+  `harm_page`: harm scores only).
 - `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) or a named variant of one
   (`infercast.twin.variants`: `scenario:calm-day`, `scenario:flash-sale-unannounced`) instead of a trace.
 """
