@@ -208,7 +208,10 @@ HARM_SLICES = ("azure-code", "azure-conv", "mooncake", "servegen-reason")
 #: The deployed page (`lstm_aci`: the shipped LSTM with the service's online band calibration, what the predictor
 #: service runs on kv) and the pagers set against it on every slice, all through the same alert logic.
 HARM_MODELS = "lstm_aci,last_value,predict_linear,holt_winters,kalman"
-HARM_ROWS = ("last_value", "predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
+HARM_ROWS = ("harm_page", "last_value", "predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
+#: The page built for harm (`infercast.predictors.harm_page.CHOSEN`, chosen by bench/tune_harm_page.py on training
+#: runs only), on the deployed forecaster's band: `infercast.predictors.evaluate.harm_page_scores`.
+HARM_PAGE = "harm_page"
 #: Issue 37's targets for the deployed page.
 HARM_TARGETS = {"recall": 0.9, "median_lead_seconds": 120.0, "lead_vs_predict_linear": 1.5, "false_pages_per_day": 2.0}
 
@@ -240,6 +243,7 @@ def harm_section(root: Path, names: list[str]) -> dict:
             "harm": data.meta.get("harm"),
             "episodes": [[round(s, 1), round(e, 1)] for s, e in (data.harm or [])],
             "models": {m: s["harm"] for m, s in res["models"].items() if "harm" in s},
+            "harm_page": (res["models"].get(HARM_PAGE) or {}).get("page"),
             "wall_seconds": round(time.perf_counter() - t0, 1),
             "cpu_seconds": round(time.process_time() - c0, 1),
         }
@@ -247,10 +251,11 @@ def harm_section(root: Path, names: list[str]) -> dict:
     return out
 
 
-def harm_targets(sl: dict) -> dict[str, bool | None]:
-    """Issue 37's targets for the deployed page on one slice (None: not applicable, e.g. no harm to recall)."""
+def harm_targets(sl: dict, page: str | None = None) -> dict[str, bool | None]:
+    """Issue 37's targets for a page on one slice (default: the deployed page; `HARM_PAGE`: the page built for harm);
+    None: not applicable, e.g. no harm to recall."""
     m = sl["models"]
-    dep = m.get(sl["service_model"]) or {}
+    dep = m.get(page or sl["service_model"]) or {}
     base = [m[n] for n in CLASSICAL if n in m]
     pl = m.get("predict_linear") or {}
     has_harm = bool(dep.get("episodes"))
@@ -302,6 +307,7 @@ def render_harm(result: dict) -> str:
             if s is None:
                 continue
             label = f"{n} (deployed)" if n == sl["service_model"] else n
+            label = f"{n} (built for harm)" if n == HARM_PAGE else label
             out.append(
                 f"| {label} | {s['episodes']} | {_m(s['recall'], 2)} | {_m(s['median_lead_seconds'], 0)} | "
                 f"{_m(s['false_pages_per_day'], 0)} | {_m(s['paged_fraction'], 2)} |"
@@ -311,16 +317,56 @@ def render_harm(result: dict) -> str:
 
 
 def render_harm_targets(result: dict) -> str:
-    """Issue 37's targets for the deployed page, per slice."""
+    """Issue 37's targets per slice, for the deployed page and (where scored) the page built for harm."""
     cols = list(harm_targets(next(iter(result["harm"].values()))))
-    out = ["| slice | " + " | ".join(c.replace("_", " ") for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    out = [
+        "| slice | page | " + " | ".join(c.replace("_", " ") for c in cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
     for name, sl in result["harm"].items():
-        t = harm_targets(sl)
-        out.append(f"| {name} | " + " | ".join(_tick(t[c]) for c in cols) + " |")
+        for page in (sl["service_model"], HARM_PAGE):
+            if page not in sl["models"]:
+                continue
+            t = harm_targets(sl, page)
+            out.append(f"| {name} | {page} | " + " | ".join(_tick(t[c]) for c in cols) + " |")
     run = result.get("run", {})
     out.append(
         f"\n_Measured {run.get('utc', '?')} at commit `{str(run.get('commit') or '?')[:12]}` on a shared 2-core "
         f"machine under load; `{run.get('command', '?')}`._"
+    )
+    return "\n".join(out)
+
+
+def render_harm_readme(result: dict) -> str:
+    """The README's page claim: per scored slice, the harm episodes and what the deployed page and the page built for
+    harm scored on them (recall, median lead, false pages per day), with predict_linear's pager beside them."""
+    out = [
+        "| slice (harm episodes scored) | page | harm recall | median lead s | false pages/day |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, sl in result["harm"].items():
+        m = sl["models"]
+        eps = (m.get(sl["service_model"]) or {}).get("episodes", 0)
+        first = True
+        for page, label in (
+            (sl["service_model"], f"{sl['service_model']} (deployed, KV line)"),
+            (HARM_PAGE, "harm_page (built for harm)"),
+            ("predict_linear", "predict_linear"),
+        ):
+            s = m.get(page)
+            if s is None:
+                continue
+            recall = f"{s['paged']}/{s['episodes']}" if s.get("episodes") else "- (no harm to page)"
+            head = f"{LABELS.get(name, name)} ({eps})" if first else ""
+            first = False
+            out.append(
+                f"| {head} | {label} | {recall} | {_m(s['median_lead_seconds'], 0)} | "
+                f"{_m(s['false_pages_per_day'], 0)} |"
+            )
+    run = result.get("run", {})
+    out.append(
+        f"\n_Measured {run.get('utc', '?')} at commit `{str(run.get('commit') or '?')[:12]}`; "
+        f"`{run.get('command', '?')}`._"
     )
     return "\n".join(out)
 
@@ -1606,6 +1652,7 @@ TABLES: dict[str, Callable[[dict], str]] = {
     "targets": render_targets,
     "harm": render_harm,
     "harm-targets": render_harm_targets,
+    "harm-readme": render_harm_readme,
 }
 
 

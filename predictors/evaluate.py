@@ -13,9 +13,11 @@ Series:
 - `kv`: the trace replayed through the fleet twin on a fleet sized as an operator sizes one (the trace's median
   load at <= 0.6 KV usage, `infercast.predictors.sizing.sized_fleet`), fixed for the whole replay.  The sizing looks
   at the whole trace, as an operator sizing a fleet would; the forecasters never do.  The series is the KV usage of
-  the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` of that pool as
-  covariates.  The same replay marks when requests were hurt (`infercast.predictors.replay`, rules in
-  `infercast.predictors.harm`), and every model's deployed alert is scored as a page for that harm (`harm`).
+  the pool whose peak is highest, with `rps`, `long_share`, `running`, `waiting`, `fragmentation` and
+  `alloc_failures_total` of that pool as covariates.  The same replay marks when requests were hurt
+  (`infercast.predictors.replay`, rules in `infercast.predictors.harm`), and every model's deployed alert is scored
+  as a page for that harm (`harm`), and so is the page built for harm (`infercast.predictors.harm_page`, the row
+  `harm_page`: harm scores only).
 - `scenario:NAME` runs a scenario of `examples/` (e.g. `scenario:flash-sale`) or a named variant of one
   (`infercast.twin.variants`: `scenario:calm-day`, `scenario:flash-sale-unannounced`) instead of a trace.
 """
@@ -39,7 +41,7 @@ REFERENCE_NAMES = ("always_alarm", "never_alarm")
 
 
 DEFAULT_FLEET = example_fleet()
-COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation")
+COVARIATES = ("rps", "long_share", "running", "waiting", "fragmentation", "alloc_failures_total")
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     from infercast.config import load_config
     from infercast.predictors import deployed, registry
     from infercast.predictors.backtest import run_backtest, score_runs
+    from infercast.predictors.threads import one_math_thread
 
     threshold = args.threshold if args.threshold is not None else (0.75 if data.series == "kv" else None)
     lstm = False if args.no_lstm else (args.lstm or True)
@@ -193,9 +196,13 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
     if horizon != args.horizon:
         notes.append(f"horizon raised to one sample step ({h.step:g} s)")
     warmup = max(float(args.warmup), h.step * 2)
-    runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
+    with one_math_thread():  # thousands of tiny fits: a thread pool only waits (infercast.predictors.threads)
+        runs = run_backtest(h, models, horizon, warmup_s=warmup, refit_every_s=float(args.refit))
     policy = deployed.alarm_policy(fleet.thresholds, h.step) if threshold is not None else None
     scores = score_runs(h, runs, horizon, threshold, policy, data.harm)
+    page = harm_page_scores(h, runs.get(service.name), data.harm)
+    if page is not None:
+        scores[HARM_PAGE] = page
     result = {
         "trace": data.name,
         "series": data.series,
@@ -218,6 +225,29 @@ def backtest(data: SeriesData, args: BacktestOptions, extra_models: Sequence = (
         plot_backtest(h, shown, horizon, threshold, args.plot, title=f"{data.name} {data.series}")
         result["plot"] = str(args.plot)
     return result
+
+
+#: The row of the page built for harm (`infercast.predictors.harm_page.CHOSEN` on the deployed forecaster's band).
+HARM_PAGE = "harm_page"
+
+
+def harm_page_scores(h: History, service_run, harm: list[tuple[float, float]] | None) -> dict | None:
+    """The page built for harm, scored for harm like every model's alert (`harm`), on the deployed forecaster's band
+    and the series' covariates; None without harm marked, without that forecaster's run or without a chosen setting."""
+    from infercast.predictors import harm_page
+    from infercast.predictors.harm import PageRule, score_page
+
+    if harm is None or service_run is None or not service_run.forecasts or harm_page.CHOSEN is None:
+        return None
+    origins = np.asarray(service_run.origins, float)
+    upper = np.array([f.at_horizon()[2] for f in service_run.forecasts], float)
+    contiguous = np.concatenate([[True], np.diff(origins) <= h.step * 1.5])
+    flags = harm_page.fire(harm_page.CHOSEN, origins, upper, h.t, h.features, contiguous)
+    return {
+        "page": harm_page.CHOSEN.label(),
+        "on": service_run.name,
+        "harm": score_page(origins, flags, harm, PageRule()),
+    }
 
 
 def _fmt(v, nd: int = 4) -> str:
@@ -257,6 +287,8 @@ def table(result: dict) -> str:
     rows = [cols]
     entries: list[tuple[str, dict, dict]] = []
     for name, s in result["models"].items():
+        if name == HARM_PAGE:  # a page, not a forecaster: it has harm scores only (the harm table)
+            continue
         entries.append((name, s, s.get("breach") or {}))
         if s.get("alarm"):  # the alert as deployed (persistence, hysteresis) on the same forecasts
             entries.append((f"{name} [alert]", {}, s["alarm"]))

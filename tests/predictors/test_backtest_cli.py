@@ -64,6 +64,13 @@ def test_kv_series_from_an_azure_csv_through_the_twin_with_a_plot(capsys, data_d
     assert always_h["paged_fraction"] == 1
     if never_h["episodes"]:
         assert never_h["recall"] == 0 and always_h["recall"] == 1
+    # The page built for harm (issue 37 item 4) is scored beside them, on the deployed forecaster's band, and names
+    # its setting; it is a page, not a forecaster, so it has harm scores only.
+    if res["service_model"] in res["models"]:
+        page = res["models"]["harm_page"]
+        assert page["on"] == res["service_model"] and page["page"].startswith("band >= ")
+        assert set(page["harm"]) >= {"episodes", "recall", "median_lead_seconds", "false_pages_per_day"}
+        assert "mae" not in page
     for name in ("last_value", "predict_linear", "holt_winters", "kalman"):
         s = res["models"][name]
         assert set(s) >= SCORE_KEYS and set(s["breach"]) >= BREACH_KEYS
