@@ -239,6 +239,8 @@ class Router:
         self._health_fails = {n.name: 0 for n in nodes}
         self._next_health = 0.0
         self._retries: dict[int, list[Requests]] = defaultdict(list)
+        # failed attempts whose clients retry, since the last `route`: filed into `_retries` by `_file_retries`
+        self._pending_retries: list[tuple[Requests, np.ndarray, np.ndarray]] = []
         self.qps = 0.0
         self.slo = np.array([self.rc.slo_seconds.get(p, 30.0) for p in PRIORITY_NAMES])
         # one accounting for every arm: each offered request ends served (got its first token), rejected (refused
@@ -430,6 +432,7 @@ class Router:
         if len(new):
             self.offered_by_tier += np.bincount(new.prio.astype(np.int64), minlength=3)
             self.offered_tokens_by_tier += np.bincount(new.prio.astype(np.int64), weights=new.prompt, minlength=3)
+        self._file_retries()
         due = self._retries.pop(self._tick_index(t0), [])
         reqs = Requests.concat([new, *due])
         if len(reqs) > 1 and not is_sorted(reqs.att_t):
@@ -776,26 +779,35 @@ class Router:
             attempt = reqs.attempt[idx]
             backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (attempt - 1.0)
             when = t + backoff * self.rng.uniform(0.5, 1.5, len(idx))
-            # one cohort per tick they come back in: a stable sort by the time they are sent again (which orders the
-            # ticks too), cut at the ticks.  `route` sorts each tick's arrivals and retries by that time, stably, so
-            # handing it each cohort already in that order changes nothing it sends (requests sent at the same time
-            # keep their order) and lets its sort merge runs instead of sorting from scratch
-            order = stable_order(when)
-            r = reqs.take(idx[order])
-            r.att_t = when[order]
-            r.attempt = (attempt[order] + 1).astype(np.int8)
-            ticks = np.floor(r.att_t / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
-            starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
-            if len(starts) == 1:  # one tick: the cohort whole
-                self._retries[int(ticks[0])].append(r)
-            else:
-                for a, b, k in zip(starts, [*starts[1:], len(r)], ticks[starts].tolist(), strict=True):
-                    self._retries[k].append(r.take(slice(a, b)))
+            # filed with the other failures' retries at the next `route` (`_file_retries`); the draw is made now,
+            # in the order the failures happen, so the random stream is the same
+            self._pending_retries.append((reqs, idx, when))
         if n_retry == 0:  # every one gives up (`_final` only reads them: no copy needed)
             self._final(reqs, pool_idx, outcome, t)
         elif n_retry < len(reqs):
             idx = np.flatnonzero(~retry)
             self._final(reqs.take(idx), pool_idx[idx], outcome, t)
+
+    def retrying(self) -> int:
+        """Requests whose clients will retry them (waiting out their backoff)."""
+        filed = sum(len(r) for cohorts in self._retries.values() for r in cohorts)
+        return filed + sum(len(idx) for _, idx, _ in self._pending_retries)
+
+    def _file_retries(self) -> None:
+        """File the retries of the failures since the last `route` into per-tick cohorts (`_retries[tick]`, which
+        `route` concatenates in the order they were filed).  Each tick gets what filing every failure's retries on
+        its own gave -- failure after failure, its retries sorted stably by the time they are sent again, cut at
+        the ticks -- as one slice of one buffer sorted stably by tick: `route` concatenates a few slices (one per
+        tick that failed) instead of one per failure and tick.  Nothing reads `_retries` between the failures and
+        the next `route`, so filing them there changes nothing it sends.  `route` sorts each tick's arrivals and
+        retries by their attempt time, stably, so handing it cohorts already in that order lets its sort merge runs
+        instead of sorting from scratch."""
+        pending = self._pending_retries
+        if not pending:
+            return
+        self._pending_retries = []
+        for k, r in retry_cohorts(pending, self.cfg.twin.tick_seconds):
+            self._retries[k].append(r)
 
     def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
         """The client gives up (or was told not to retry): the request ends `rejected` or `failed`.  One that already
@@ -885,6 +897,45 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
+
+
+def retry_cohorts(
+    pending: list[tuple[Requests, np.ndarray, np.ndarray]], tick_seconds: float
+) -> list[tuple[int, Requests]]:
+    """Failures' retries as (tick, cohort) in the order `route` reads them: given each failure's (requests, the rows
+    that retry, when each is sent again), each tick's cohorts hold, failure after failure, that failure's retries
+    in the tick sorted stably by when -- what cutting each failure's sorted retries at the ticks gave, one slice per
+    tick instead of one per failure and tick.  Each retry is sent at `when` as its next attempt."""
+    src, rows, when = retry_rows(pending)
+    ticks = np.floor(when / tick_seconds + 1e-9).astype(np.int64)
+    if not is_sorted(ticks):  # several failures: grouped by tick, keeping the order within each
+        by_tick = np.argsort(ticks, kind="stable")
+        rows, when, ticks = rows[by_tick], when[by_tick], ticks[by_tick]
+    r = src.take(rows)
+    r.att_t = when
+    r.attempt = (r.attempt + 1).astype(np.int8)
+    starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
+    if len(starts) == 1:  # one tick: the buffer whole
+        return [(int(ticks[0]), r)]
+    ends = [*starts[1:], len(r)]
+    return [(k, r.take(slice(a, b))) for a, b, k in zip(starts, ends, ticks[starts].tolist(), strict=True)]
+
+
+def retry_rows(pending: list[tuple[Requests, np.ndarray, np.ndarray]]) -> tuple[Requests, np.ndarray, np.ndarray]:
+    """Failures' retries as one gather: from each failure's (requests, rows that retry, when each is sent again),
+    the requests of all of them, the rows that retry (indices into those) and when -- each failure's rows sorted
+    stably by when, the failures in their order."""
+    if len(pending) == 1:
+        reqs, idx, when = pending[0]
+        order = stable_order(when)
+        return reqs, idx[order], when[order]
+    rows, whens, offset = [], [], 0
+    for reqs, idx, when in pending:
+        order = stable_order(when)
+        rows.append(idx[order] + offset)
+        whens.append(when[order])
+        offset += len(reqs)
+    return Requests.concat([p[0] for p in pending]), np.concatenate(rows), np.concatenate(whens)
 
 
 def first_of_each(group: np.ndarray, k: int) -> tuple[list[int], list[int]]:

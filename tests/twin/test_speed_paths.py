@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.router import first_of_each
+from infercast.twin.router import first_of_each, retry_cohorts
 
 
 @settings(max_examples=200, deadline=None)
@@ -62,3 +62,50 @@ def test_head_lengths_are_the_head_rows(prio, requeued):
             row = q.peek()
             assert q.head_lengths() == (row[2], row[4])
             q.pop()
+
+
+def _rows(reqs: Requests) -> list[tuple]:
+    return [tuple(getattr(reqs, f)[i].item() for f in ROW_FIELDS) for i in range(len(reqs))]
+
+
+def _filed_one_failure_at_a_time(pending, tick_seconds: float) -> dict[int, list[tuple]]:
+    """What the router filed before issue 41's second pass: each failure's retries on their own, sorted stably by
+    when, cut at the ticks, appended to each tick's list in the order of the failures."""
+    out: dict[int, list[tuple]] = {}
+    for reqs, idx, when in pending:
+        order = np.argsort(when, kind="stable")
+        r = reqs.take(idx[order])
+        r.att_t = when[order]
+        r.attempt = (reqs.attempt[idx][order] + 1).astype(np.int8)
+        ticks = np.floor(r.att_t / tick_seconds + 1e-9).astype(np.int64)
+        for k in dict.fromkeys(ticks.tolist()):
+            out.setdefault(k, []).extend(_rows(r.take(np.flatnonzero(ticks == k))))
+    return out
+
+
+_failure = st.lists(
+    st.tuples(st.booleans(), st.integers(min_value=0, max_value=12)), min_size=1, max_size=15
+)  # (retries?, when in quarter seconds, few values: ties)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_failure, min_size=1, max_size=6), st.sampled_from([0.25, 0.5, 1.0]))
+def test_retries_filed_together_are_what_filing_each_failure_gave(failures, tick_seconds):
+    """A tick's retries are what `route` sends again, in the order it concatenates them: filing all the tick's
+    failures at once (`retry_cohorts`) must give each tick the same requests in the same order -- ties in when
+    included -- as filing each failure's retries on its own did."""
+    pending = []
+    for k, spec in enumerate(failures):
+        reqs = _cohort([i % 3 for i in range(len(spec))], t0=1000.0 * k)
+        reqs.attempt = np.array([1 + (i % 2) for i in range(len(spec))], dtype=np.int8)
+        idx = np.array([i for i, (retry, _) in enumerate(spec) if retry], dtype=np.int64)
+        if not len(idx):
+            continue
+        when = np.array([0.25 * spec[i][1] + 0.1 * (k % 2) for i in idx], dtype=np.float64)
+        pending.append((reqs, idx, when))
+    if not pending:
+        return
+    got: dict[int, list[tuple]] = {}
+    for k, r in retry_cohorts(pending, tick_seconds):
+        got.setdefault(k, []).extend(_rows(r))
+    assert got == _filed_one_failure_at_a_time(pending, tick_seconds)
