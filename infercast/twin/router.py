@@ -434,42 +434,48 @@ class Router:
             self.offered_tokens_by_tier += np.bincount(new.prio.astype(np.int64), weights=new.prompt, minlength=3)
         self._file_retries()
         due = self._retries.pop(self._tick_index(t0), [])
-        reqs = Requests.concat([new, *due])
-        if len(reqs) > 1 and not is_sorted(reqs.att_t):
+        src = Requests.concat([new, *due])
+        # `sel`: the rows of `src` still on their way, in the order they go (None: all of them, as they are).  Each
+        # step below narrows it, and the requests are copied once, where they leave (a 400, a 429, a lane's queue,
+        # the pools): picking rows of rows of `src` is picking rows of `src`, so every cohort holds what taking the
+        # requests step by step gave
+        sel = None
+        if len(src) > 1 and not is_sorted(src.att_t):
             # the streams' arrivals and the retries come as separate cohorts: in the order they were sent, so that
             # no stream goes first within a tick (each node serves first come, first served)
-            reqs = reqs.take(stable_order(reqs.att_t))
-        self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
+            sel = stable_order(src.att_t)
+        n = len(src)
+        self.qps = 0.9 * self.qps + 0.1 * (n / dt)
         buckets = any(ln.bucket is not None for ln in self.lanes)
-        if not len(reqs) and not buckets:
+        if not n and not buckets:
             if self.policy.flow_control_waiting is not None:
                 self._drain_flow(t0)
             return
         lim = self.policy.reject_context_tokens
-        refuse = np.zeros(len(reqs), dtype=bool)
+        refuse = np.zeros(n, dtype=bool)
         if lim is not None:
-            refuse |= reqs.prompt > lim
+            refuse |= pick(src.prompt, sel) > lim
         if self.policy.validate_requests:
-            refuse |= reqs.malformed
+            refuse |= pick(src.malformed, sel)
         defer = None
         if self.policy.length_gates is not None:
             retry_above, drop_above, vip = self.policy.length_gates
-            lane = np.isin(reqs.tenant, list(vip)) if vip else np.zeros(len(reqs), dtype=bool)
-            refuse |= (reqs.prompt > drop_above) & ~lane
-            defer = (reqs.prompt > retry_above) & ~lane & ~refuse & (reqs.attempt == 1)
+            prompt = pick(src.prompt, sel)
+            lane = np.isin(pick(src.tenant, sel), list(vip)) if vip else np.zeros(n, dtype=bool)
+            refuse |= (prompt > drop_above) & ~lane
+            defer = (prompt > retry_above) & ~lane & ~refuse & (pick(src.attempt, sel) == 1)
         if refuse.any():  # a 400: the client does not retry it
-            bad = reqs.take(np.flatnonzero(refuse))
+            bad = src.take(pick(sel, np.flatnonzero(refuse)))
             self._final(bad, self._choose_pools(bad), "rejected", t0)
             keep = ~refuse
-            reqs = reqs.take(np.flatnonzero(keep))
+            sel = pick(sel, np.flatnonzero(keep))
             defer = None if defer is None else defer[keep]
         if defer is not None and defer.any():  # a 429 keeping the metadata: the client's retry is let in
-            later = reqs.take(np.flatnonzero(defer))
+            later = src.take(pick(sel, np.flatnonzero(defer)))
             self._fail(later, self._choose_pools(later), "rejected", t0)
-            reqs = reqs.take(np.flatnonzero(~defer))
-        if buckets:
-            # every tick, arrivals or not: the buckets refill and their queues drain on the clock, not on arrivals
-            reqs = self._rate_limit(reqs, t0, dt)
+            sel = pick(sel, np.flatnonzero(~defer))
+        # with buckets every tick, arrivals or not: the buckets refill and their queues drain on the clock
+        reqs = self._rate_limit(src, t0, dt, sel) if buckets else src if sel is None else src.take(sel)
         self.admitted_total += len(reqs)
         pool_idx = self._choose_pools(reqs)
         for pi, pool in enumerate(self.pools):
@@ -479,24 +485,34 @@ class Router:
         if self.policy.flow_control_waiting is not None:
             self._drain_flow(t0)
 
-    def _rate_limit(self, reqs: Requests, t: float, dt: float) -> Requests:
+    def _rate_limit(self, reqs: Requests, t: float, dt: float, sel: np.ndarray | None = None) -> Requests:
         """Token buckets at the gateway, one per quota lane.  Over the rate, requests wait in their lane's queue
         up to its time (with tiers: urgent requests pass at once, outside the bucket; normal, then low, wait up to
-        their tier's time), then get a 429 and their clients retry."""
-        lane_of = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
+        their tier's time), then get a 429 and their clients retry.  `sel`: the rows of `reqs` that come, in that
+        order (None: all)."""
+        if len(self.lanes) == 1:
+            return self._through_lane(self.lanes[0], reqs, t, dt, sel=sel)
+        lane_of = self.lane_of_tenant[pick(reqs.tenant, sel)]
         out = []
         for li, lane in enumerate(self.lanes):
-            part = reqs if len(self.lanes) == 1 else reqs.take(np.flatnonzero(lane_of == li))
-            out.append(self._through_lane(lane, part, t, dt, quota=li > 0))
+            out.append(
+                self._through_lane(lane, reqs, t, dt, quota=li > 0, sel=pick(sel, np.flatnonzero(lane_of == li)))
+            )
         return Requests.concat(out)
 
-    def _through_lane(self, lane: Lane, reqs: Requests, t: float, dt: float, quota: bool = False) -> Requests:
+    def _through_lane(
+        self, lane: Lane, reqs: Requests, t: float, dt: float, quota: bool = False, sel: np.ndarray | None = None
+    ) -> Requests:
         """One lane's bucket: `quota` for a tenant's own lane (its quota covers all its requests), else the shared
-        lane."""
+        lane; `sel` the rows of `reqs` that come to it, in that order (None: all)."""
         tiers = self.policy.tier_queue_seconds
         classes = (0, 1, 2) if tiers is not None else (None,)
-        for c in classes:
-            lane.queues[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
+        if tiers is None:
+            lane.queues[None].push(reqs if sel is None else reqs.take(sel))
+        else:
+            prio = pick(reqs.prio, sel)
+            for c in classes:
+                lane.queues[c].push(reqs.take(pick(sel, np.flatnonzero(prio == c))))
         # with tiers, the shared lane serves urgent requests at once, outside the bucket (seed 004: 紧急请求：立即处理)
         # and meters normal and low work.  A tenant's own lane is a quota: it meters the tenant's urgent requests
         # too, first out of the bucket, and refuses those over the rate at once (urgent waits 0), or a tenant that
@@ -897,6 +913,16 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
+
+
+def pick(a: np.ndarray | None, idx: np.ndarray | None) -> np.ndarray | None:
+    """`a[idx]`, where None stands for every row in order: as `idx`, `a` whole; as `a` (the rows `idx` picks of
+    0, 1, 2, ...), `idx`.  So rows of rows compose: `pick(pick(None, i), j)` is `i[j]`."""
+    if idx is None:
+        return a
+    if a is None:
+        return idx
+    return a[idx]
 
 
 def retry_cohorts(

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.router import first_of_each, retry_cohorts
+from infercast.twin.router import first_of_each, pick, retry_cohorts
 
 
 @settings(max_examples=200, deadline=None)
@@ -109,3 +109,21 @@ def test_retries_filed_together_are_what_filing_each_failure_gave(failures, tick
     for k, r in retry_cohorts(pending, tick_seconds):
         got.setdefault(k, []).extend(_rows(r))
     assert got == _filed_one_failure_at_a_time(pending, tick_seconds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 30), st.data())
+def test_rows_of_rows_compose(n, data):
+    """`route` narrows the rows still on their way step by step and copies the requests once: picking rows of the
+    rows picked must be picking those rows of the whole (None: every row, in order)."""
+    a = np.arange(100, 100 + n)
+    first = data.draw(st.one_of(st.none(), st.lists(st.integers(0, max(n - 1, 0)), max_size=20 if n else 0)))
+    i = None if first is None else np.array(first, dtype=np.int64)
+    m = n if i is None else len(i)
+    second = data.draw(st.one_of(st.none(), st.lists(st.integers(0, max(m - 1, 0)), max_size=20 if m else 0)))
+    j = None if second is None else np.array(second, dtype=np.int64)
+    step = a if i is None else a[i]
+    step = step if j is None else step[j]
+    whole = a if pick(i, j) is None else a[pick(i, j)]
+    assert whole.tolist() == step.tolist()
+    assert pick(a, pick(i, j)).tolist() == step.tolist()
