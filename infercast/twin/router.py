@@ -263,6 +263,9 @@ class Router:
         self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
         # where which pools' context ranges a prompt fits changes (`_choose_pools`)
         self._ctx_bounds = np.unique(np.concatenate((self._ctx_lo, self._ctx_hi + 1)))
+        # each group's cumulative pool weights (`pool_row`) for the shares and weights in `_rows_key`
+        self._rows_key: tuple[bytes, bytes] | None = None
+        self._rows: dict[int, tuple[np.ndarray, bool]] = {}
 
     # --- admin API (the control surface) ----------------------------------------------------------------
     def set_pool_weight(self, pool: str, weight: float) -> None:
@@ -548,22 +551,24 @@ class Router:
         # matrix of identical rows (the same cumulative sums, the same comparisons)
         bounds = self._ctx_bounds
         group = np.searchsorted(bounds, reqs.prompt, side="right")
-        present, first = first_of_each(group, len(bounds) + 1)
+        present = np.flatnonzero(np.bincount(group, minlength=len(bounds) + 1)).tolist()
+        # a group's row depends only on the shares and the weights: kept while they stay as they are
+        key = (share.tobytes(), w.tobytes())
+        if key != self._rows_key:
+            self._rows_key, self._rows = key, {}
         rows = []
-        for g in first:
-            fits = (reqs.prompt[g] >= self._ctx_lo) & (reqs.prompt[g] <= self._ctx_hi)
-            row = fits * share
-            if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
-                row = fits * w
-                if row.sum() <= 0:
-                    row = w if w.sum() > 0 else np.ones(len(w))
-            rows.append(np.cumsum(row))
+        for g in present:
+            c = self._rows.get(g)
+            if c is None:  # from the group's first prompt, as before (every prompt of a group fits the same pools)
+                first = int(reqs.prompt[int(np.argmax(group == g))])
+                c = self._rows[g] = pool_row(first, self._ctx_lo, self._ctx_hi, share, w)
+            rows.append(c)
         u = self.rng.random(len(reqs))
         out = np.empty(len(reqs), dtype=np.int64)
-        for c, g in zip(rows, present, strict=True):
+        for (c, finite), g in zip(rows, present, strict=True):
             sel = np.flatnonzero(group == g) if len(rows) > 1 else slice(None)
             x = u[sel] * c[-1]
-            if np.isfinite(c).all():  # the pool the draw lands in: how many cumulative weights it reaches
+            if finite:  # the pool the draw lands in: how many cumulative weights it reaches
                 out[sel] = np.searchsorted(c, x, side="right")  # (they climb: the weights are >= 0)
             else:
                 out[sel] = (x[:, None] >= c).sum(axis=1)
@@ -802,7 +807,7 @@ class Router:
             self._final(reqs, pool_idx, outcome, t)
         elif n_retry < len(reqs):
             idx = np.flatnonzero(~retry)
-            self._final(reqs.take(idx), pool_idx[idx], outcome, t)
+            self._lost(pool_idx[idx], reqs.prio[idx], reqs.served[idx], outcome, t)
 
     def retrying(self) -> int:
         """Requests whose clients will retry them (waiting out their backoff)."""
@@ -828,16 +833,20 @@ class Router:
     def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
         """The client gives up (or was told not to retry): the request ends `rejected` or `failed`.  One that already
         had its first token stays counted as served (its stream broke: `interrupted`)."""
-        self._count(pool_idx, reqs.prio, outcome)
-        fresh = ~reqs.served
+        self._lost(pool_idx, reqs.prio, reqs.served, outcome, t)
+
+    def _lost(self, pool_idx: np.ndarray, prio: np.ndarray, served: np.ndarray, outcome: str, t: float) -> None:
+        """`_final` from the two columns it reads (priority, whether the first token came)."""
+        self._count(pool_idx, prio, outcome)
+        fresh = ~served
         n = int(fresh.sum())
-        self.interrupted_total += len(reqs) - n
+        self.interrupted_total += len(prio) - n
         if outcome in ("rejected", "shed"):  # refused at once
             self.rejected_total += n
         else:
             self.failed_total += n
         if n:
-            self.book.add_lost(t, reqs.prio[fresh])
+            self.book.add_lost(t, prio[fresh])
 
     def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
         if not len(pool_idx):
@@ -964,13 +973,17 @@ def retry_rows(pending: list[tuple[Requests, np.ndarray, np.ndarray]]) -> tuple[
     return Requests.concat([p[0] for p in pending]), np.concatenate(rows), np.concatenate(whens)
 
 
-def first_of_each(group: np.ndarray, k: int) -> tuple[list[int], list[int]]:
-    """`np.unique(group, return_index=True)` (as lists) for integers in [0, k) with k small: the values present, in
-    order, and where each first occurs -- without the sort `np.unique` does over every request."""
-    present = np.flatnonzero(np.bincount(group, minlength=k)).tolist()
-    if len(present) == 1:
-        return present, [0]
-    return present, [int(np.argmax(group == g)) for g in present]
+def pool_row(prompt: int, lo: np.ndarray, hi: np.ndarray, share: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The cumulative pool weights a prompt is drawn against (and whether they are all finite): the pools whose
+    context range [lo, hi] it fits, by share; none in rotation: by bare weight; none fits: any pool."""
+    fits = (prompt >= lo) & (prompt <= hi)
+    row = fits * share
+    if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
+        row = fits * w
+        if row.sum() <= 0:
+            row = w if w.sum() > 0 else np.ones(len(w))
+    c = np.cumsum(row)
+    return c, bool(np.isfinite(c).all())
 
 
 def share_by_room(room: np.ndarray, n: int) -> np.ndarray:

@@ -8,19 +8,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.router import first_of_each, pick, retry_cohorts
+from infercast.twin.router import pick, pool_row, retry_cohorts
+
+_bound = st.integers(min_value=0, max_value=40)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=6), max_size=60))
-def test_first_of_each_is_numpys_unique_with_indices(values):
-    """The pool draw groups prompts by context range: which groups there are and where each first appears decide
-    which row of pool weights each request's draw reads, so they must be `np.unique`'s, in its order."""
-    group = np.array(values, dtype=np.int64)
-    present, first = first_of_each(group, 7)
-    want_present, want_first = np.unique(group, return_index=True)
-    assert present == want_present.tolist()
-    assert first == want_first.tolist()
+@given(
+    st.lists(
+        st.tuples(_bound, st.one_of(st.none(), _bound), st.floats(0, 3), st.integers(0, 2)), min_size=1, max_size=4
+    ),
+    st.lists(st.integers(min_value=0, max_value=45), min_size=1, max_size=40),
+)
+def test_every_prompt_of_a_context_group_is_drawn_against_the_same_pool_row(pools, prompts):
+    """The pool draw computes one row of cumulative pool weights per group of prompts between the pools' context
+    bounds -- from the group's first prompt, then kept while the shares and weights stay -- and draws every prompt
+    of the group against it: each prompt's own row must be that row, bit for bit."""
+    lo = np.array([a for a, _, _, _ in pools], dtype=np.int64)
+    hi = np.array([2**62 if b is None else a + b for a, b, _, _ in pools], dtype=np.int64)
+    w = np.array([x for _, _, x, _ in pools], dtype=np.float64)
+    share = w * np.array([k for _, _, _, k in pools])
+    bounds = np.unique(np.concatenate((lo, hi + 1)))
+    prompt = np.array(prompts, dtype=np.int64)
+    group = np.searchsorted(bounds, prompt, side="right")
+    for g in np.unique(group):
+        mine = prompt[group == g]
+        c0, finite0 = pool_row(int(mine[0]), lo, hi, share, w)
+        for p in mine:
+            c, finite = pool_row(int(p), lo, hi, share, w)
+            assert c.tobytes() == c0.tobytes() and finite == finite0
 
 
 def _cohort(prio: list[int], t0: float = 0.0) -> Requests:
