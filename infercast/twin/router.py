@@ -239,6 +239,8 @@ class Router:
         self._health_fails = {n.name: 0 for n in nodes}
         self._next_health = 0.0
         self._retries: dict[int, list[Requests]] = defaultdict(list)
+        # failed attempts whose clients retry, since the last `route`: filed into `_retries` by `_file_retries`
+        self._pending_retries: list[tuple[Requests, np.ndarray, np.ndarray]] = []
         self.qps = 0.0
         self.slo = np.array([self.rc.slo_seconds.get(p, 30.0) for p in PRIORITY_NAMES])
         # one accounting for every arm: each offered request ends served (got its first token), rejected (refused
@@ -261,6 +263,9 @@ class Router:
         self._ctx_hi = np.array([cfg.pools[p].max_context_tokens or 2**62 for p in self.pools])
         # where which pools' context ranges a prompt fits changes (`_choose_pools`)
         self._ctx_bounds = np.unique(np.concatenate((self._ctx_lo, self._ctx_hi + 1)))
+        # each group's cumulative pool weights (`pool_row`) for the shares and weights in `_rows_key`
+        self._rows_key: tuple[bytes, bytes] | None = None
+        self._rows: dict[int, tuple[np.ndarray, bool]] = {}
 
     # --- admin API (the control surface) ----------------------------------------------------------------
     def set_pool_weight(self, pool: str, weight: float) -> None:
@@ -430,43 +435,50 @@ class Router:
         if len(new):
             self.offered_by_tier += np.bincount(new.prio.astype(np.int64), minlength=3)
             self.offered_tokens_by_tier += np.bincount(new.prio.astype(np.int64), weights=new.prompt, minlength=3)
+        self._file_retries()
         due = self._retries.pop(self._tick_index(t0), [])
-        reqs = Requests.concat([new, *due])
-        if len(reqs) > 1 and not is_sorted(reqs.att_t):
+        src = Requests.concat([new, *due])
+        # `sel`: the rows of `src` still on their way, in the order they go (None: all of them, as they are).  Each
+        # step below narrows it, and the requests are copied once, where they leave (a 400, a 429, a lane's queue,
+        # the pools): picking rows of rows of `src` is picking rows of `src`, so every cohort holds what taking the
+        # requests step by step gave
+        sel = None
+        if len(src) > 1 and not is_sorted(src.att_t):
             # the streams' arrivals and the retries come as separate cohorts: in the order they were sent, so that
             # no stream goes first within a tick (each node serves first come, first served)
-            reqs = reqs.take(stable_order(reqs.att_t))
-        self.qps = 0.9 * self.qps + 0.1 * (len(reqs) / dt)
+            sel = stable_order(src.att_t)
+        n = len(src)
+        self.qps = 0.9 * self.qps + 0.1 * (n / dt)
         buckets = any(ln.bucket is not None for ln in self.lanes)
-        if not len(reqs) and not buckets:
+        if not n and not buckets:
             if self.policy.flow_control_waiting is not None:
                 self._drain_flow(t0)
             return
         lim = self.policy.reject_context_tokens
-        refuse = np.zeros(len(reqs), dtype=bool)
+        refuse = np.zeros(n, dtype=bool)
         if lim is not None:
-            refuse |= reqs.prompt > lim
+            refuse |= pick(src.prompt, sel) > lim
         if self.policy.validate_requests:
-            refuse |= reqs.malformed
+            refuse |= pick(src.malformed, sel)
         defer = None
         if self.policy.length_gates is not None:
             retry_above, drop_above, vip = self.policy.length_gates
-            lane = np.isin(reqs.tenant, list(vip)) if vip else np.zeros(len(reqs), dtype=bool)
-            refuse |= (reqs.prompt > drop_above) & ~lane
-            defer = (reqs.prompt > retry_above) & ~lane & ~refuse & (reqs.attempt == 1)
+            prompt = pick(src.prompt, sel)
+            lane = np.isin(pick(src.tenant, sel), list(vip)) if vip else np.zeros(n, dtype=bool)
+            refuse |= (prompt > drop_above) & ~lane
+            defer = (prompt > retry_above) & ~lane & ~refuse & (pick(src.attempt, sel) == 1)
         if refuse.any():  # a 400: the client does not retry it
-            bad = reqs.take(np.flatnonzero(refuse))
+            bad = src.take(pick(sel, np.flatnonzero(refuse)))
             self._final(bad, self._choose_pools(bad), "rejected", t0)
             keep = ~refuse
-            reqs = reqs.take(np.flatnonzero(keep))
+            sel = pick(sel, np.flatnonzero(keep))
             defer = None if defer is None else defer[keep]
         if defer is not None and defer.any():  # a 429 keeping the metadata: the client's retry is let in
-            later = reqs.take(np.flatnonzero(defer))
+            later = src.take(pick(sel, np.flatnonzero(defer)))
             self._fail(later, self._choose_pools(later), "rejected", t0)
-            reqs = reqs.take(np.flatnonzero(~defer))
-        if buckets:
-            # every tick, arrivals or not: the buckets refill and their queues drain on the clock, not on arrivals
-            reqs = self._rate_limit(reqs, t0, dt)
+            sel = pick(sel, np.flatnonzero(~defer))
+        # with buckets every tick, arrivals or not: the buckets refill and their queues drain on the clock
+        reqs = self._rate_limit(src, t0, dt, sel) if buckets else src if sel is None else src.take(sel)
         self.admitted_total += len(reqs)
         pool_idx = self._choose_pools(reqs)
         for pi, pool in enumerate(self.pools):
@@ -476,24 +488,34 @@ class Router:
         if self.policy.flow_control_waiting is not None:
             self._drain_flow(t0)
 
-    def _rate_limit(self, reqs: Requests, t: float, dt: float) -> Requests:
+    def _rate_limit(self, reqs: Requests, t: float, dt: float, sel: np.ndarray | None = None) -> Requests:
         """Token buckets at the gateway, one per quota lane.  Over the rate, requests wait in their lane's queue
         up to its time (with tiers: urgent requests pass at once, outside the bucket; normal, then low, wait up to
-        their tier's time), then get a 429 and their clients retry."""
-        lane_of = self.lane_of_tenant[reqs.tenant] if len(self.lanes) > 1 else np.zeros(len(reqs), dtype=np.int64)
+        their tier's time), then get a 429 and their clients retry.  `sel`: the rows of `reqs` that come, in that
+        order (None: all)."""
+        if len(self.lanes) == 1:
+            return self._through_lane(self.lanes[0], reqs, t, dt, sel=sel)
+        lane_of = self.lane_of_tenant[pick(reqs.tenant, sel)]
         out = []
         for li, lane in enumerate(self.lanes):
-            part = reqs if len(self.lanes) == 1 else reqs.take(np.flatnonzero(lane_of == li))
-            out.append(self._through_lane(lane, part, t, dt, quota=li > 0))
+            out.append(
+                self._through_lane(lane, reqs, t, dt, quota=li > 0, sel=pick(sel, np.flatnonzero(lane_of == li)))
+            )
         return Requests.concat(out)
 
-    def _through_lane(self, lane: Lane, reqs: Requests, t: float, dt: float, quota: bool = False) -> Requests:
+    def _through_lane(
+        self, lane: Lane, reqs: Requests, t: float, dt: float, quota: bool = False, sel: np.ndarray | None = None
+    ) -> Requests:
         """One lane's bucket: `quota` for a tenant's own lane (its quota covers all its requests), else the shared
-        lane."""
+        lane; `sel` the rows of `reqs` that come to it, in that order (None: all)."""
         tiers = self.policy.tier_queue_seconds
         classes = (0, 1, 2) if tiers is not None else (None,)
-        for c in classes:
-            lane.queues[c].push(reqs if c is None else reqs.take(np.flatnonzero(reqs.prio == c)))
+        if tiers is None:
+            lane.queues[None].push(reqs if sel is None else reqs.take(sel))
+        else:
+            prio = pick(reqs.prio, sel)
+            for c in classes:
+                lane.queues[c].push(reqs.take(pick(sel, np.flatnonzero(prio == c))))
         # with tiers, the shared lane serves urgent requests at once, outside the bucket (seed 004: 紧急请求：立即处理)
         # and meters normal and low work.  A tenant's own lane is a quota: it meters the tenant's urgent requests
         # too, first out of the bucket, and refuses those over the rate at once (urgent waits 0), or a tenant that
@@ -529,22 +551,24 @@ class Router:
         # matrix of identical rows (the same cumulative sums, the same comparisons)
         bounds = self._ctx_bounds
         group = np.searchsorted(bounds, reqs.prompt, side="right")
-        present, first = first_of_each(group, len(bounds) + 1)
+        present = np.flatnonzero(np.bincount(group, minlength=len(bounds) + 1)).tolist()
+        # a group's row depends only on the shares and the weights: kept while they stay as they are
+        key = (share.tobytes(), w.tobytes())
+        if key != self._rows_key:
+            self._rows_key, self._rows = key, {}
         rows = []
-        for g in first:
-            fits = (reqs.prompt[g] >= self._ctx_lo) & (reqs.prompt[g] <= self._ctx_hi)
-            row = fits * share
-            if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
-                row = fits * w
-                if row.sum() <= 0:
-                    row = w if w.sum() > 0 else np.ones(len(w))
-            rows.append(np.cumsum(row))
+        for g in present:
+            c = self._rows.get(g)
+            if c is None:  # from the group's first prompt, as before (every prompt of a group fits the same pools)
+                first = int(reqs.prompt[int(np.argmax(group == g))])
+                c = self._rows[g] = pool_row(first, self._ctx_lo, self._ctx_hi, share, w)
+            rows.append(c)
         u = self.rng.random(len(reqs))
         out = np.empty(len(reqs), dtype=np.int64)
-        for c, g in zip(rows, present, strict=True):
+        for (c, finite), g in zip(rows, present, strict=True):
             sel = np.flatnonzero(group == g) if len(rows) > 1 else slice(None)
             x = u[sel] * c[-1]
-            if np.isfinite(c).all():  # the pool the draw lands in: how many cumulative weights it reaches
+            if finite:  # the pool the draw lands in: how many cumulative weights it reaches
                 out[sel] = np.searchsorted(c, x, side="right")  # (they climb: the weights are >= 0)
             else:
                 out[sel] = (x[:, None] >= c).sum(axis=1)
@@ -776,40 +800,53 @@ class Router:
             attempt = reqs.attempt[idx]
             backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (attempt - 1.0)
             when = t + backoff * self.rng.uniform(0.5, 1.5, len(idx))
-            # one cohort per tick they come back in: a stable sort by the time they are sent again (which orders the
-            # ticks too), cut at the ticks.  `route` sorts each tick's arrivals and retries by that time, stably, so
-            # handing it each cohort already in that order changes nothing it sends (requests sent at the same time
-            # keep their order) and lets its sort merge runs instead of sorting from scratch
-            order = stable_order(when)
-            r = reqs.take(idx[order])
-            r.att_t = when[order]
-            r.attempt = (attempt[order] + 1).astype(np.int8)
-            ticks = np.floor(r.att_t / self.cfg.twin.tick_seconds + 1e-9).astype(np.int64)
-            starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
-            if len(starts) == 1:  # one tick: the cohort whole
-                self._retries[int(ticks[0])].append(r)
-            else:
-                for a, b, k in zip(starts, [*starts[1:], len(r)], ticks[starts].tolist(), strict=True):
-                    self._retries[k].append(r.take(slice(a, b)))
+            # filed with the other failures' retries at the next `route` (`_file_retries`); the draw is made now,
+            # in the order the failures happen, so the random stream is the same
+            self._pending_retries.append((reqs, idx, when))
         if n_retry == 0:  # every one gives up (`_final` only reads them: no copy needed)
             self._final(reqs, pool_idx, outcome, t)
         elif n_retry < len(reqs):
             idx = np.flatnonzero(~retry)
-            self._final(reqs.take(idx), pool_idx[idx], outcome, t)
+            self._lost(pool_idx[idx], reqs.prio[idx], reqs.served[idx], outcome, t)
+
+    def retrying(self) -> int:
+        """Requests whose clients will retry them (waiting out their backoff)."""
+        filed = sum(len(r) for cohorts in self._retries.values() for r in cohorts)
+        return filed + sum(len(idx) for _, idx, _ in self._pending_retries)
+
+    def _file_retries(self) -> None:
+        """File the retries of the failures since the last `route` into per-tick cohorts (`_retries[tick]`, which
+        `route` concatenates in the order they were filed).  Each tick gets what filing every failure's retries on
+        its own gave -- failure after failure, its retries sorted stably by the time they are sent again, cut at
+        the ticks -- as one slice of one buffer sorted stably by tick: `route` concatenates a few slices (one per
+        tick that failed) instead of one per failure and tick.  Nothing reads `_retries` between the failures and
+        the next `route`, so filing them there changes nothing it sends.  `route` sorts each tick's arrivals and
+        retries by their attempt time, stably, so handing it cohorts already in that order lets its sort merge runs
+        instead of sorting from scratch."""
+        pending = self._pending_retries
+        if not pending:
+            return
+        self._pending_retries = []
+        for k, r in retry_cohorts(pending, self.cfg.twin.tick_seconds):
+            self._retries[k].append(r)
 
     def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
         """The client gives up (or was told not to retry): the request ends `rejected` or `failed`.  One that already
         had its first token stays counted as served (its stream broke: `interrupted`)."""
-        self._count(pool_idx, reqs.prio, outcome)
-        fresh = ~reqs.served
+        self._lost(pool_idx, reqs.prio, reqs.served, outcome, t)
+
+    def _lost(self, pool_idx: np.ndarray, prio: np.ndarray, served: np.ndarray, outcome: str, t: float) -> None:
+        """`_final` from the two columns it reads (priority, whether the first token came)."""
+        self._count(pool_idx, prio, outcome)
+        fresh = ~served
         n = int(fresh.sum())
-        self.interrupted_total += len(reqs) - n
+        self.interrupted_total += len(prio) - n
         if outcome in ("rejected", "shed"):  # refused at once
             self.rejected_total += n
         else:
             self.failed_total += n
         if n:
-            self.book.add_lost(t, reqs.prio[fresh])
+            self.book.add_lost(t, prio[fresh])
 
     def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
         if not len(pool_idx):
@@ -887,13 +924,66 @@ class Router:
                     self.healthy[n.name] = False
 
 
-def first_of_each(group: np.ndarray, k: int) -> tuple[list[int], list[int]]:
-    """`np.unique(group, return_index=True)` (as lists) for integers in [0, k) with k small: the values present, in
-    order, and where each first occurs -- without the sort `np.unique` does over every request."""
-    present = np.flatnonzero(np.bincount(group, minlength=k)).tolist()
-    if len(present) == 1:
-        return present, [0]
-    return present, [int(np.argmax(group == g)) for g in present]
+def pick(a: np.ndarray | None, idx: np.ndarray | None) -> np.ndarray | None:
+    """`a[idx]`, where None stands for every row in order: as `idx`, `a` whole; as `a` (the rows `idx` picks of
+    0, 1, 2, ...), `idx`.  So rows of rows compose: `pick(pick(None, i), j)` is `i[j]`."""
+    if idx is None:
+        return a
+    if a is None:
+        return idx
+    return a[idx]
+
+
+def retry_cohorts(
+    pending: list[tuple[Requests, np.ndarray, np.ndarray]], tick_seconds: float
+) -> list[tuple[int, Requests]]:
+    """Failures' retries as (tick, cohort) in the order `route` reads them: given each failure's (requests, the rows
+    that retry, when each is sent again), each tick's cohorts hold, failure after failure, that failure's retries
+    in the tick sorted stably by when -- what cutting each failure's sorted retries at the ticks gave, one slice per
+    tick instead of one per failure and tick.  Each retry is sent at `when` as its next attempt."""
+    src, rows, when = retry_rows(pending)
+    ticks = np.floor(when / tick_seconds + 1e-9).astype(np.int64)
+    if not is_sorted(ticks):  # several failures: grouped by tick, keeping the order within each
+        by_tick = np.argsort(ticks, kind="stable")
+        rows, when, ticks = rows[by_tick], when[by_tick], ticks[by_tick]
+    r = src.take(rows)
+    r.att_t = when
+    r.attempt = (r.attempt + 1).astype(np.int8)
+    starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
+    if len(starts) == 1:  # one tick: the buffer whole
+        return [(int(ticks[0]), r)]
+    ends = [*starts[1:], len(r)]
+    return [(k, r.take(slice(a, b))) for a, b, k in zip(starts, ends, ticks[starts].tolist(), strict=True)]
+
+
+def retry_rows(pending: list[tuple[Requests, np.ndarray, np.ndarray]]) -> tuple[Requests, np.ndarray, np.ndarray]:
+    """Failures' retries as one gather: from each failure's (requests, rows that retry, when each is sent again),
+    the requests of all of them, the rows that retry (indices into those) and when -- each failure's rows sorted
+    stably by when, the failures in their order."""
+    if len(pending) == 1:
+        reqs, idx, when = pending[0]
+        order = stable_order(when)
+        return reqs, idx[order], when[order]
+    rows, whens, offset = [], [], 0
+    for reqs, idx, when in pending:
+        order = stable_order(when)
+        rows.append(idx[order] + offset)
+        whens.append(when[order])
+        offset += len(reqs)
+    return Requests.concat([p[0] for p in pending]), np.concatenate(rows), np.concatenate(whens)
+
+
+def pool_row(prompt: int, lo: np.ndarray, hi: np.ndarray, share: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The cumulative pool weights a prompt is drawn against (and whether they are all finite): the pools whose
+    context range [lo, hi] it fits, by share; none in rotation: by bare weight; none fits: any pool."""
+    fits = (prompt >= lo) & (prompt <= hi)
+    row = fits * share
+    if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
+        row = fits * w
+        if row.sum() <= 0:
+            row = w if w.sum() > 0 else np.ones(len(w))
+    c = np.cumsum(row)
+    return c, bool(np.isfinite(c).all())
 
 
 def share_by_room(room: np.ndarray, n: int) -> np.ndarray:

@@ -8,19 +8,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.router import first_of_each
+from infercast.twin.router import pick, pool_row, retry_cohorts
+
+_bound = st.integers(min_value=0, max_value=40)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=6), max_size=60))
-def test_first_of_each_is_numpys_unique_with_indices(values):
-    """The pool draw groups prompts by context range: which groups there are and where each first appears decide
-    which row of pool weights each request's draw reads, so they must be `np.unique`'s, in its order."""
-    group = np.array(values, dtype=np.int64)
-    present, first = first_of_each(group, 7)
-    want_present, want_first = np.unique(group, return_index=True)
-    assert present == want_present.tolist()
-    assert first == want_first.tolist()
+@given(
+    st.lists(
+        st.tuples(_bound, st.one_of(st.none(), _bound), st.floats(0, 3), st.integers(0, 2)), min_size=1, max_size=4
+    ),
+    st.lists(st.integers(min_value=0, max_value=45), min_size=1, max_size=40),
+)
+def test_every_prompt_of_a_context_group_is_drawn_against_the_same_pool_row(pools, prompts):
+    """The pool draw computes one row of cumulative pool weights per group of prompts between the pools' context
+    bounds -- from the group's first prompt, then kept while the shares and weights stay -- and draws every prompt
+    of the group against it: each prompt's own row must be that row, bit for bit."""
+    lo = np.array([a for a, _, _, _ in pools], dtype=np.int64)
+    hi = np.array([2**62 if b is None else a + b for a, b, _, _ in pools], dtype=np.int64)
+    w = np.array([x for _, _, x, _ in pools], dtype=np.float64)
+    share = w * np.array([k for _, _, _, k in pools])
+    bounds = np.unique(np.concatenate((lo, hi + 1)))
+    prompt = np.array(prompts, dtype=np.int64)
+    group = np.searchsorted(bounds, prompt, side="right")
+    for g in np.unique(group):
+        mine = prompt[group == g]
+        c0, finite0 = pool_row(int(mine[0]), lo, hi, share, w)
+        for p in mine:
+            c, finite = pool_row(int(p), lo, hi, share, w)
+            assert c.tobytes() == c0.tobytes() and finite == finite0
 
 
 def _cohort(prio: list[int], t0: float = 0.0) -> Requests:
@@ -62,3 +78,68 @@ def test_head_lengths_are_the_head_rows(prio, requeued):
             row = q.peek()
             assert q.head_lengths() == (row[2], row[4])
             q.pop()
+
+
+def _rows(reqs: Requests) -> list[tuple]:
+    return [tuple(getattr(reqs, f)[i].item() for f in ROW_FIELDS) for i in range(len(reqs))]
+
+
+def _filed_one_failure_at_a_time(pending, tick_seconds: float) -> dict[int, list[tuple]]:
+    """What the router filed before issue 41's second pass: each failure's retries on their own, sorted stably by
+    when, cut at the ticks, appended to each tick's list in the order of the failures."""
+    out: dict[int, list[tuple]] = {}
+    for reqs, idx, when in pending:
+        order = np.argsort(when, kind="stable")
+        r = reqs.take(idx[order])
+        r.att_t = when[order]
+        r.attempt = (reqs.attempt[idx][order] + 1).astype(np.int8)
+        ticks = np.floor(r.att_t / tick_seconds + 1e-9).astype(np.int64)
+        for k in dict.fromkeys(ticks.tolist()):
+            out.setdefault(k, []).extend(_rows(r.take(np.flatnonzero(ticks == k))))
+    return out
+
+
+_failure = st.lists(
+    st.tuples(st.booleans(), st.integers(min_value=0, max_value=12)), min_size=1, max_size=15
+)  # (retries?, when in quarter seconds, few values: ties)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_failure, min_size=1, max_size=6), st.sampled_from([0.25, 0.5, 1.0]))
+def test_retries_filed_together_are_what_filing_each_failure_gave(failures, tick_seconds):
+    """A tick's retries are what `route` sends again, in the order it concatenates them: filing all the tick's
+    failures at once (`retry_cohorts`) must give each tick the same requests in the same order -- ties in when
+    included -- as filing each failure's retries on its own did."""
+    pending = []
+    for k, spec in enumerate(failures):
+        reqs = _cohort([i % 3 for i in range(len(spec))], t0=1000.0 * k)
+        reqs.attempt = np.array([1 + (i % 2) for i in range(len(spec))], dtype=np.int8)
+        idx = np.array([i for i, (retry, _) in enumerate(spec) if retry], dtype=np.int64)
+        if not len(idx):
+            continue
+        when = np.array([0.25 * spec[i][1] + 0.1 * (k % 2) for i in idx], dtype=np.float64)
+        pending.append((reqs, idx, when))
+    if not pending:
+        return
+    got: dict[int, list[tuple]] = {}
+    for k, r in retry_cohorts(pending, tick_seconds):
+        got.setdefault(k, []).extend(_rows(r))
+    assert got == _filed_one_failure_at_a_time(pending, tick_seconds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 30), st.data())
+def test_rows_of_rows_compose(n, data):
+    """`route` narrows the rows still on their way step by step and copies the requests once: picking rows of the
+    rows picked must be picking those rows of the whole (None: every row, in order)."""
+    a = np.arange(100, 100 + n)
+    first = data.draw(st.one_of(st.none(), st.lists(st.integers(0, max(n - 1, 0)), max_size=20 if n else 0)))
+    i = None if first is None else np.array(first, dtype=np.int64)
+    m = n if i is None else len(i)
+    second = data.draw(st.one_of(st.none(), st.lists(st.integers(0, max(m - 1, 0)), max_size=20 if m else 0)))
+    j = None if second is None else np.array(second, dtype=np.int64)
+    step = a if i is None else a[i]
+    step = step if j is None else step[j]
+    whole = a if pick(i, j) is None else a[pick(i, j)]
+    assert whole.tolist() == step.tolist()
+    assert pick(a, pick(i, j)).tolist() == step.tolist()
