@@ -106,7 +106,9 @@ def attribution(arms: dict[str, dict]) -> str:
 
     def diff(a: str, b: str) -> str:
         x, y = (arms.get(n, {}).get("urgent_goodput_rps") for n in (a, b))
-        return f"{x - y:+.1f} req/s" if x is not None and y is not None else f"not run ({a} or {b} left out)"
+        if x is not None and y is not None:
+            return f"{x - y:+.1f} req/s"
+        return "not measured (" + " and ".join(n for n, v in ((a, x), (b, y)) if v is None) + " not run)"
 
     return (
         f"Urgent goodput over reactive: the calendar brings {diff('scheduled', 'reactive')} (scheduled - reactive), "

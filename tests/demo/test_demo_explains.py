@@ -90,7 +90,7 @@ def test_the_calendar_the_decision_and_the_forecast_each_get_their_part_in_one_l
         "(predictive - last-value)."
     )
     del arms["causal"]
-    assert "the decision not run (causal or reactive left out)" in attribution(arms)
+    assert "the decision not measured (causal not run) (causal - reactive" in attribution(arms)
 
 
 def test_what_is_missing_is_said_before_any_arm_runs():
