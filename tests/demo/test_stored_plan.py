@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from infercast.actuators.plans import Plan
-from infercast.demo.run import stored_causal_plan, stored_hindsight_plan
+from infercast.demo.run import RESULTS, stored_causal_plan, stored_hindsight_plan
 
 
 def test_a_plan_survives_the_bench_json_it_is_stored_in():
@@ -43,3 +43,9 @@ def test_the_demo_finds_the_stored_causal_plan_with_the_command_that_made_it(tmp
     assert "bench/demo.py --causal --scenario flash-sale --seed 0" in found[1]
     assert stored_causal_plan("flash-sale", 1, tmp_path) is None
     assert stored_causal_plan("flash-sale", 0, tmp_path / "nowhere") is None
+
+
+def test_the_shipped_causal_plan_is_for_the_demos_own_scenario_and_seed():
+    """`infercast demo` (flash-sale, the file's seed 0) replays the causal plan bench/demo.py --causal stored."""
+    found = stored_causal_plan("flash-sale", 0, RESULTS)
+    assert found is not None and found[0].steps and min(t for t, _ in found[0].steps) >= 600.0, found
