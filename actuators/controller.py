@@ -41,6 +41,7 @@ from infercast.actuators.guardrails import Guardrails, check_inputs
 from infercast.actuators.inputs import InputError, Inputs, InputSource, StoreInputs
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.recovery import Settled, record_settled, settle
+from infercast.actuators.reserve_policy import ReservePolicy, reserve_blocker
 from infercast.actuators.stamp import Stamp, decision_key, stamped
 from infercast.actuators.steadiness import settings_of
 from infercast.actuators.webhook import alert_book
@@ -500,12 +501,28 @@ def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Calla
     )
 
 
+def daemon_policy(cfg: FleetConfig) -> PredictivePolicy:
+    """The policy the daemon runs: the reserve plan (`reserve_policy.ReservePolicy`, what the twin's loop arms run)
+    wherever the fleet file gives it an autoscaler with a reservoir and a backend that writes autoscaler floors and
+    ceilings; else the predictive policy, and the log says why once at start (`reserve_policy.reserve_blocker`)."""
+    why_not = reserve_blocker(cfg)
+    if not why_not:
+        log.info(
+            "actuator: running the reserve plan (set_pool_bounds on %s)", ", ".join(cfg.protections.autoscaler.pools)
+        )
+        return ReservePolicy(cfg)
+    level = logging.WARNING if cfg.protections.autoscaler is not None else logging.INFO
+    log.log(level, "actuator: no reserve plan: %s; running the predictive policy (pre-warm and scale)", why_not)
+    return PredictivePolicy(cfg)
+
+
 def build_tick(parts):
-    """infercast's control loop for the daemon (`actuators/daemon_cli.py`, `DaemonParts` in): the policy and the
-    guardrails on the forecasts and live figures in Prometheus, applied through the configured backend."""
+    """infercast's control loop for the daemon (`actuators/daemon_cli.py`, `DaemonParts` in): the policy
+    (`daemon_policy`) and the guardrails on the forecasts and live figures in Prometheus, applied through the
+    configured backend."""
     cfg = parts.config
     inputs = StoreInputs(parts.store, cfg, cfg.predictor.step_seconds) if parts.store is not None else NoStore()
-    loop = ControlLoop(cfg, parts.admin, inputs, mode=parts.mode, audit=parts.audit)
+    loop = ControlLoop(cfg, parts.admin, inputs, policy=daemon_policy(cfg), mode=parts.mode, audit=parts.audit)
 
     def tick(now: float, ctx):
         report = loop.tick(now, ctx, parts.inbox.drain() if parts.inbox is not None else ())

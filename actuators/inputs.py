@@ -18,8 +18,9 @@ import numpy as np
 
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import LONG_CONTEXT_TOKENS, Outlook
-from infercast.actuators.signals import arrivals, increases, onset
+from infercast.actuators.signals import arrivals, increases, latency, onset
 from infercast.alertrules.recorded import REQ_RATE
+from infercast.alertrules.slo import VLLM_TTFT
 from infercast.alertrules.sources import ENGINES, series_name
 from infercast.catalog import (
     FORECAST_BREACH_ETA_SECONDS,
@@ -85,6 +86,8 @@ class StoreInputs:
         self.engines = m.source == ENGINES
         self.kv_metric = series_name(KV_CACHE_USAGE_RATIO, m.source, m.rate_window)
         self.rate_metric = series_name(REQ_RATE, m.source, m.rate_window)
+        # the queue per engine: the exporter's copy, or the engines' own rule (the exporter does not emit it then)
+        self.waiting_metric = series_name(REQUESTS_WAITING, m.source, m.rate_window)
 
     def _q(self, metric: str, matchers: dict[str, str], start: float, end: float):
         try:
@@ -137,8 +140,9 @@ class StoreInputs:
 
     def _first_signals(self, pool: str, now: float) -> dict:
         """The signals that move first (`actuators/signals.py`): the router's arrivals for the pool over the last
-        scrape interval and their baseline, the urgent share, the engines' queue now and one interval before, and
-        whether a surge started in that interval."""
+        scrape interval and their baseline, the urgent share, the engines' queue now and one interval before, the
+        engines' mean time to first token over the last interval and its baseline (the latency SLO's histogram, as
+        Prometheus scrapes it from the engines), and whether a surge started in that interval."""
         g = grid(now - BASELINE_SECONDS, now, self.step)
         sent = [(s.t, s.v, s.labels) for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, g[0], g[-1])]
         a = arrivals(
@@ -147,12 +151,16 @@ class StoreInputs:
             self.step,
         )
         queue = [0.0, 0.0]
-        for s in self._q(REQUESTS_WAITING, {"pool": pool}, now - self.step, now):
+        for s in self._q(self.waiting_metric, {"pool": pool}, now - self.step, now):
             for i, at in enumerate((now - self.step, now)):
                 hit = np.flatnonzero(np.isclose(s.t, at))
                 if len(hit) and math.isfinite(s.v[hit[-1]]):
                     queue[i] += float(s.v[hit[-1]])
-        why = onset(a, queue[1], queue[0])
+        ttft = latency(
+            increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_sum", {"pool": pool}, g[0], g[-1])), g),
+            increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_count", {"pool": pool}, g[0], g[-1])), g),
+        )
+        why = onset(a, queue[1], queue[0], ttft)
         return {
             "arrivals_rps": a.last_rps,
             "baseline_rps": a.baseline_rps,

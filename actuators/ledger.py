@@ -10,13 +10,17 @@ actions with what they replaced in, counts out); `infercast twin run --json` rep
   reversing the last one's direction, the third within `dwell_seconds` of the first.
 - The **decision delay** is from the onset to the first action applied at or after `onset - lookahead` (a
   controller that saw the surge coming acted before it: a negative delay).
+
+The one counter of changes and flaps: `actuators/steadiness.py` (the control loop's names for its settings, and the
+steadiness property tests' counts) counts through `value_changes`, `count_changes`, `count_flaps` and
+`most_in_window` here.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from infercast.actuators.actions import Action
@@ -62,6 +66,46 @@ def setting_changes(history: Iterable[tuple[float, Action, Action | None]]) -> l
                 continue
             out.append(Change(float(t), setting, b, after))
     return out
+
+
+def value_changes(
+    rows: Iterable[tuple[float, str, float | int | None]], initial: Mapping[str, float | int | None] | None = None
+) -> list[Change]:
+    """The changes in `rows` ((time, setting, value) in any order; a value None is no limit, above every number),
+    each setting starting from its `initial` value (a setting not in it: its first row is a change from an unknown
+    value).  A row that leaves its setting as it was is no change."""
+
+    def num(v: float | int | None) -> float:
+        return math.inf if v is None else float(v)
+
+    last = {k: num(v) for k, v in (initial or {}).items()}
+    out = []
+    for t, setting, v in sorted(rows, key=lambda r: r[0]):
+        after = num(v)
+        if setting in last and last[setting] == after:
+            continue
+        out.append(Change(float(t), setting, last.get(setting), after))
+        last[setting] = after
+    return out
+
+
+def most_in_window(changes: Iterable[Change], window_seconds: float) -> dict[str, int]:
+    """Per setting, the most changes in any `window_seconds` (a change `window_seconds` after another is in the
+    next window)."""
+    by: dict[str, list[float]] = {}
+    for c in changes:
+        by.setdefault(c.setting, []).append(c.t)
+    out = {}
+    for setting, times in by.items():
+        window: deque[float] = deque()
+        best = 0
+        for t in sorted(times):
+            window.append(t)
+            while window[0] <= t - window_seconds:
+                window.popleft()
+            best = max(best, len(window))
+        out[setting] = best
+    return dict(sorted(out.items()))
 
 
 def count_changes(changes: Iterable[Change]) -> dict[str, int]:

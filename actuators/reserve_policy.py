@@ -25,6 +25,40 @@ from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.reserve import PoolNeed, ReservePlan, ReserveSettings, plan_reserve, standing_plan
 from infercast.config import FleetConfig
 
+#: the backends that can write a pool's autoscaler floor and ceiling (`set_pool_bounds`,
+#: `actuators/backends/autoscaler.py`); the router backends start standby nodes themselves (`prewarm_pool`)
+BOUNDS_BACKENDS = ("gateway", "envoy-gateway")
+
+
+def reserve_blocker(cfg: FleetConfig) -> str:
+    """Why the daemon cannot run the reserve plan on this fleet file ("" when it can).
+
+    The plan needs what the twin's `LoopArm` has: the pools the autoscaler scales and the standby reservoir they
+    draw on (`protections.autoscaler`, pools of the fleet file as the cluster runs them), and a backend that writes
+    each of those pools' floor and ceiling (the `gateway` / `envoy-gateway` backend with an HPA or ScaledObject
+    mapped for every one of them).  Any other backend refuses `set_pool_bounds`; there the daemon runs the
+    predictive policy, whose own pre-warm (`prewarm_pool`, `scale_pool`) those backends do carry out."""
+    a = cfg.protections.autoscaler
+    if a is None:
+        return "the fleet file has no protections.autoscaler (the pools an autoscaler scales and its reservoir)"
+    missing = [p for p in (*a.pools, a.reservoir) if p not in cfg.pools]
+    if missing:
+        return (
+            f"protections.autoscaler names {missing}, which are not pools of the fleet file (a context split is "
+            "the twin's layout: on a cluster, list the pools it runs)"
+        )
+    b = cfg.actuator.backend
+    kind = b.kind if b is not None else None
+    if kind not in BOUNDS_BACKENDS:
+        return (
+            f"actuator.backend.kind {kind} cannot set autoscaler floors and ceilings (set_pool_bounds needs "
+            f"{' or '.join(BOUNDS_BACKENDS)} with autoscalers)"
+        )
+    unmapped = [p for p in a.pools if p not in b.autoscalers]  # type: ignore[union-attr]
+    if unmapped:
+        return f"actuator.backend.autoscalers maps no HPA or ScaledObject to {unmapped}"
+    return ""
+
 
 def reserve_settings(cfg: FleetConfig) -> ReserveSettings:
     """The plan's settings from the fleet file: the autoscaler's KV target, the forecast trigger, and its hold as

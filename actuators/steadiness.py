@@ -1,4 +1,5 @@
-"""How steady a run of the actuator was, from the actions it applied: changes per setting and flaps.  Pure.
+"""How steady a run of the actuator was, from the actions it applied: changes per setting and flaps.  Pure.  The
+counting is `actuators/ledger.py`'s (one counter); this module names the settings as the control loop knows them.
 
 A *setting* is one thing a fleet is set to (`admission:max_context_tokens`, `weight:v4-main`, `replicas:v4-main`,
 `breaker:v4-main`, `rate:shared`, `standby:v4-standby`); one action may change several (`set_admission`).  A row is
@@ -18,8 +19,7 @@ property tests (tests/actuators/test_steadiness.py) assert on it.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +32,7 @@ from infercast.actuators.actions import (
     SetPoolWeight,
     SetRateLimit,
 )
+from infercast.actuators.ledger import count_changes, count_flaps, most_in_window, value_changes
 
 Value = float | int | None
 #: the window `most_in_window` counts changes in (issue 36: changes per setting per 10 minutes)
@@ -78,25 +79,15 @@ class Steadiness:
         return sum(self.flaps.values())
 
 
-def _num(v: Value) -> float:
-    """None (no limit, no bucket) sorts above every number."""
-    return math.inf if v is None else float(v)
-
-
 def moves(
     rows: Iterable[tuple[float, str, Value]], initial: Mapping[str, Value] | None = None
 ) -> dict[str, list[tuple[float, int]]]:
     """Per setting, when it moved and which way: +1 up, -1 down (None, no limit, is above every number), 0 for its
     first row when `initial` does not give its value (nothing to compare with).  A row that leaves its setting as
-    it was is no move."""
-    last: dict[str, Value] = dict(initial or {})
+    it was is no move (`ledger.value_changes`)."""
     out: dict[str, list[tuple[float, int]]] = defaultdict(list)
-    for t, s, v in sorted(rows, key=lambda r: r[0]):
-        if s in last and _num(last[s]) == _num(v):
-            continue
-        direction = 0 if s not in last else (1 if _num(v) > _num(last[s]) else -1)
-        out[s].append((t, direction))
-        last[s] = v
+    for c in value_changes(rows, initial):
+        out[c.setting].append((c.t, 0 if c.before is None else (1 if c.after > c.before else -1)))
     return dict(out)
 
 
@@ -107,25 +98,11 @@ def steadiness(
     window_seconds: float = WINDOW_SECONDS,
 ) -> Steadiness:
     """Count, per setting, its changes, its flaps (a move, the opposite move, and the first direction again, the
-    first and third less than `dwell_seconds` apart) and the most changes in any `window_seconds`.  `rows` are
-    (time, setting, value), e.g. from `setting_changes`; `initial` the values before the first row (a setting not in
-    it: its first row counts as a change, there being nothing to compare it with)."""
-    changes: dict[str, int] = {}
-    flaps: dict[str, int] = {}
-    most: dict[str, int] = {}
-    for s, m in moves(rows, initial).items():
-        changes[s] = len(m)
-        flaps[s] = sum(
-            1
-            for (t1, d1), (_, d2), (t3, d3) in zip(m, m[1:], m[2:], strict=False)
-            if d1 != 0 and d2 == -d1 and d3 == d1 and t3 - t1 < dwell_seconds
-        )
-        window: deque[float] = deque()
-        best = 0
-        for t, _ in m:
-            window.append(t)
-            while window[0] <= t - window_seconds:
-                window.popleft()
-            best = max(best, len(window))
-        most[s] = best
-    return Steadiness(changes, flaps, most)
+    third within `dwell_seconds` of the first) and the most changes in any `window_seconds`: the one counter,
+    `actuators/ledger.py`, which `infercast twin run --json` reports from.  `rows` are (time, setting, value),
+    e.g. from `setting_changes`; `initial` the values before the first row (a setting not in it: its first row
+    counts as a change, there being nothing to compare it with)."""
+    changes = value_changes(rows, initial)
+    counted = count_changes(changes)
+    flaps = count_flaps(changes, dwell_seconds)
+    return Steadiness(counted, {s: flaps.get(s, 0) for s in counted}, most_in_window(changes, window_seconds))

@@ -23,11 +23,14 @@ from infercast.arm_names import ARMS, canonical
 from infercast.config import ConfigError, load_config, resolve_scenario
 from infercast.runfiles import to_json, write_json
 
-# every arm may be asked for; the default five are the demo's story, plus `hindsight` (the bound) where the control
-# bench (bench/control.py, which runs them all) has found its plan for the scenario and seed: the demo replays it
-# `scheduled` (the calendar alone) stands beside `predictive` so the report can say what the forecast added to what the
-# calendar knew; another arm is one more name here (and in infercast/arm_names.py, the driver's list)
-DEFAULT_ARMS = ("none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast")
+# every arm may be asked for; the default ones are the demo's story, plus `hindsight` (the best plan found knowing the
+# whole future) where the control bench (bench/control.py) has found its plan for the scenario and seed, and `causal`
+# (the best plan acting at or after the surge's onset) where bench/demo.py --causal has stored one: both replayed.
+# `scheduled` (the calendar alone), `last-value` (the same loop with the naive forecast) and `causal` stand beside
+# `predictive` so the report can say what the calendar, the decision and the forecast each bring (`attribution`)
+DEFAULT_ARMS = ("none", "basic", "reactive", "scheduled", "last-value", "predictive", "perfect-forecast")
+#: the demo's arms: the driver's, and `causal` (a stored plan, replayed)
+DEMO_ARMS = (*ARMS, "causal")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,9 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="fleet file for --trace (default: examples/flash-sale.yaml)")
     p.add_argument("--seed", type=int, default=None, help="the scenario's seed (default: the file's)")
     p.add_argument("--arms", default=None,
-                   help=f"comma-separated subset of {','.join(ARMS)} (default: {','.join(DEFAULT_ARMS)}, and "
-                   "hindsight where bench/control.py found its plan for the scenario and seed: replayed, one run; "
-                   "asked for elsewhere, hindsight runs a fast search: several runs of the twin)")  # fmt: skip
+                   help=f"comma-separated subset of {','.join(DEMO_ARMS)} (default: {','.join(DEFAULT_ARMS)}, and "
+                   "hindsight where bench/control.py found its plan for the scenario and seed, causal where "
+                   "bench/demo.py --causal stored one: each replayed, one run; asked for elsewhere, hindsight runs a "
+                   "fast search: several runs of the twin)")  # fmt: skip
     p.add_argument("--out", default="runs/demo", help="directory for report.html, summary.json and the series")
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -290,14 +294,14 @@ def _interrupted(live, out: Path, written: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from infercast.demo.live_check import LiveError
-    from infercast.demo.report import live_note, render_html, text_table
-    from infercast.demo.run import run_demo, stored_hindsight_plan
+    from infercast.demo.report import attribution, live_note, render_html, text_table
+    from infercast.demo.run import run_demo, stored_causal_plan, stored_hindsight_plan
 
     # `oracle`: the old name of perfect-forecast (infercast.actuators.driver.ALIASES)
     arms = [canonical(a.strip()) for a in (args.arms or ",".join(DEFAULT_ARMS)).split(",") if a.strip()]
-    bad = [a for a in arms if a not in ARMS]
+    bad = [a for a in arms if a not in DEMO_ARMS]
     if bad or not arms:
-        print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(ARMS)}",
+        print(f"infercast demo: unknown arm(s) {', '.join(bad) or '(none given)'}; use {','.join(DEMO_ARMS)}",
               file=sys.stderr)  # fmt: skip
         return 2
     trace = None
@@ -329,6 +333,8 @@ def run(args: argparse.Namespace) -> int:
               "instead); fix the model file, or leave predictive out with --arms", file=sys.stderr)  # fmt: skip
         return 2
     seed = args.seed if args.seed is not None else (cfg.scenario.seed if cfg.scenario else 0)
+    if args.arms is None and trace is None and stored_causal_plan(name, seed) is not None:
+        arms.append("causal")
     if args.arms is None and trace is None and stored_hindsight_plan(name, seed) is not None:
         arms.append("hindsight")
     started = time.perf_counter()
@@ -367,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
         print(to_json(summary))
     else:
         print(text_table(result))
+        print(f"\n{attribution(summary['arms'])}")
         if note := live_note(summary):
             print(f"\n{note}")
         print(f"\nreport: {out / 'report.html'}  summary: {out / 'summary.json'}  ({summary['wall_seconds']:.0f} s)")

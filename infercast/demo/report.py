@@ -26,8 +26,11 @@ ARM_COLOURS = {
     "basic": "#9467bd",
     "reactive": "#1f77b4",
     "scheduled": "#ff7f0e",
+    "last-value": "#8c564b",
     "predictive": "#2ca02c",
     "perfect-forecast": "#d62728",
+    "causal": "#17becf",
+    "hindsight": "#e377c2",
 }
 POOL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MAX_LISTED_EVENTS = 60  # per arm, in the report's list (the rest are counted)
@@ -94,6 +97,24 @@ def live_note(summary: dict) -> str | None:
     if live["behind_seconds"] > 15:
         said += f"; the twin fell behind the wall clock by up to {fmt_cell(live['behind_seconds'])} simulated s"
     return said + ". The other arms ran in memory, their pages computed from their own series."
+
+
+def attribution(arms: dict[str, dict]) -> str:
+    """One line: which part of the gain over `reactive` (urgent goodput, req/s) the calendar (`scheduled` -
+    `reactive`), the decision (`causal` - `reactive`: the best plan acting at or after the onset, no foresight) and
+    the forecast (`predictive` - `last-value`: the same loop, the same calendar, a naive forecast) each bring."""
+
+    def diff(a: str, b: str) -> str:
+        x, y = (arms.get(n, {}).get("urgent_goodput_rps") for n in (a, b))
+        if x is not None and y is not None:
+            return f"{x - y:+.1f} req/s"
+        return "not measured (" + " and ".join(n for n, v in ((a, x), (b, y)) if v is None) + " not run)"
+
+    return (
+        f"Urgent goodput over reactive: the calendar brings {diff('scheduled', 'reactive')} (scheduled - reactive), "
+        f"the decision {diff('causal', 'reactive')} (causal - reactive: the best plan acting at or after the onset), "
+        f"the forecast {diff('predictive', 'last-value')} (predictive - last-value)."
+    )
 
 
 def text_table(result: DemoResult) -> str:
@@ -277,7 +298,7 @@ td:first-child,th:first-child{text-align:left}th{background:#f6f6f6}.muted{color
 def _headline(result: DemoResult) -> str:
     arms = result.arms
     parts = []
-    for name in ("none", "reactive", "scheduled", "predictive", "perfect-forecast", "hindsight"):
+    for name in ("none", "reactive", "scheduled", "predictive", "perfect-forecast", "causal", "hindsight"):
         if name in arms:
             s = arms[name].summary
             parts.append(
@@ -479,6 +500,7 @@ arm; {html.escape(meta.get("command", ""))}; {when}; {html.escape(meta.get("vers
 {_calendar_html(result)}
 <h2>Comparison</h2>
 {table}
+<p class="lead">{html.escape(attribution(result.summary()["arms"]))}</p>
 <p class="muted">Urgent P99 is measured from the surge start to the end of the load test; the figure in brackets is
 before the surge. Goodput counts requests served within their SLO. Alert lead: seconds between the arm's page and the
 moment the unprotected fleet (<code>none</code>) first had an instance over {result.trigger:.2f}
@@ -500,16 +522,24 @@ moment the unprotected fleet (<code>none</code>) first had an instance over {res
 seeds' own fixes with no foresight (per-request memory admission, a quota lane for the flash-sale customer, pools split
 by context length, a cold v3.5 standby, a failover headroom check, priority tiers, an HPA on current metrics).
 <b>predictive</b>: reactive plus infercast's pipeline (exporter, store, LSTM and traffic forecasts, the actuator's
-control loop with guardrails). <b>perfect-forecast</b>: the same control loop fed the true future, an estimate of what
-better forecasts alone could add (not an upper bound: the policy is the same). <b>hindsight</b>, where shown: the bound,
-the best plan of standby floors and admission found knowing the run's whole future{_hindsight_plan(result)}.
+control loop with guardrails). <b>scheduled</b> and <b>last-value</b>: the same control loop told only the calendar,
+or forecasting that tomorrow is today (with the calendar). <b>perfect-forecast</b>: the same control loop fed the true
+future, an estimate of what better forecasts alone could add (not an upper bound: the policy is the same).
+<b>causal</b>, where shown: the best plan found that acts at or after the surge's onset, what a controller that sees
+the surge when it starts could reach{_plan_of(result, "causal")}. <b>hindsight</b>, where shown: the best plan of
+standby floors and admission found knowing the run's whole future (best found, not a proven
+bound){_hindsight_plan(result)}.
 Details: docs/demo.md and docs/control.md.</p>
 </body></html>
 """
 
 
 def _hindsight_plan(result: DemoResult) -> str:
-    run = result.arms.get("hindsight")
+    return _plan_of(result, "hindsight")
+
+
+def _plan_of(result: DemoResult, arm: str) -> str:
+    run = result.arms.get(arm)
     if run is None:
         return ""
     plan, source = run.summary.get("plan_text"), run.summary.get("search")
@@ -523,4 +553,4 @@ def markdown_table(arms: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["fmt_cell", "fmt_recovery", "markdown_table", "render_html", "table_rows", "text_table"]
+__all__ = ["attribution", "fmt_cell", "fmt_recovery", "markdown_table", "render_html", "table_rows", "text_table"]

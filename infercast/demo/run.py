@@ -36,6 +36,8 @@ from infercast.runfiles import write_json, write_run
 
 P99_WINDOW_SECONDS = 30.0
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"  # the benches' results, in a checkout
+#: the causal plans the demo replays (`bench/demo.py --causal` writes them, with the command that made them)
+CAUSAL_FILE = "demo-causal.json"
 #: what every arm reports under "arms" in summary.json (the first seven are the issue's; the rest help read them)
 SUMMARY_KEYS = (
     "oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds", "memory_efficiency",
@@ -245,6 +247,27 @@ def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> 
     return None
 
 
+def stored_causal_plan(scenario: str, seed: int, results: Path = RESULTS) -> tuple[object, str] | None:
+    """(the plan, where it comes from) of `causal` -- the best plan found whose change point is at or after the
+    surge's onset (`levers.causal_search`: a controller that sees the surge when it starts and decides perfectly
+    from there) -- as `bench/demo.py --causal` stored it for this scenario and seed in `docs/results/demo-causal.json`;
+    None where none is stored (another scenario or seed, a trace, an installed package)."""
+    from infercast.actuators.plans import Plan
+
+    path = results / CAUSAL_FILE
+    try:
+        doc = json.loads(path.read_text())
+        cells, command = doc["cells"], doc["command"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    for cell in cells:
+        if cell.get("scenario") == scenario and cell.get("seed") == seed and cell.get("plan") is not None:
+            return Plan.from_dict(
+                cell["plan"]
+            ), f"the causal plan {cell.get('search', 'found')} ({path.name}: {command})"
+    return None
+
+
 class _TagArm(logging.Filter):
     """Puts `[arm] ` before every record a handler of this process prints while the arm runs."""
 
@@ -308,6 +331,8 @@ def run_one(
 
     until = trace.duration_s if trace is not None else cfg.scenario.duration_seconds
     step = 15.0 if trace is not None else 5.0
+    # `causal` is a plan replayed as hindsight's are (the driver's plan arm), under its own name
+    driven = "hindsight" if name == "causal" else name
     narrator = Narrator(name, until, progress)
     holder: dict = {}
 
@@ -318,10 +343,12 @@ def run_one(
     t0 = time.perf_counter()
     with arm_logs(name, progress):
         res = run_arm(
-            cfg, name, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast",
+            cfg, driven, seed, trace, step, reference=reference, watch=watch, pipeline=pipeline, search="fast",
             plans=plans,
         )  # fmt: skip
     s = dict(res.summary)
+    if name == "causal":
+        s["control"] = "causal"
     s["actions"] = sum(1 for e in res.events if e["event"] == "action")
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     fleet = narrator.fleet
@@ -388,6 +415,14 @@ def run_demo(
 
     stored = stored_hindsight_plan(scenario, seed) if "hindsight" in arms and trace is None else None
     plans = {"hindsight": [stored[0]]} if stored is not None else {}
+    causal = stored_causal_plan(scenario, seed) if "causal" in arms and trace is None else None
+    if "causal" in arms and causal is None:
+        raise ValueError(
+            f"no causal plan is stored for {scenario} seed {seed} (bench/demo.py --causal --scenario {scenario} "
+            f"--seed {seed} finds and stores one); leave causal out with --arms"
+        )
+    if causal is not None:
+        plans["causal"] = [causal[0]]
     first = [a for a in arms if a != "perfect-forecast" and a not in runs]
     if jobs <= 1:
         for name in [*first, *(["perfect-forecast"] if "perfect-forecast" in arms else [])]:
@@ -399,6 +434,8 @@ def run_demo(
         _run_parallel(cfg, arms, first, seed, trace, jobs, progress, runs, reference, finished=done, plans=plans)
     if stored is not None:
         runs["hindsight"].summary["search"] = stored[1]
+    if causal is not None:
+        runs["causal"].summary["search"] = causal[1]
     out.arms = {a: runs[a] for a in arms}  # in the order asked
     out.surge_start_seconds = next(iter(runs.values())).summary.get("surge_start_seconds")
     _alert_leads(out, cfg, AlertSettings(thresholds=cfg.thresholds), alarm_policy(cfg.thresholds, 15.0))

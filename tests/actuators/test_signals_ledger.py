@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolBounds
@@ -92,3 +92,21 @@ def test_flaps_never_exceed_changes(values, dwell):
     flaps = count_flaps(changes, dwell)
     assert sum(flaps.values()) <= max(0, len(changes) - 2)
     assert all(c.before != c.after for c in changes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=25), st.integers(1, 20))
+@example([0, 1, 0, 1], 2)  # a third move exactly the dwell after the first
+def test_the_steadiness_counts_are_the_ledgers(values, dwell_ticks):
+    """One counter of changes and flaps (issue 42 review): what the steadiness tests assert on and what `infercast
+    twin run --json` reports count the same run the same way (before, the two disagreed at the dwell's edge: a
+    third move exactly `dwell` after the first was a flap for one and not for the other)."""
+    from infercast.actuators.steadiness import setting_changes as rows_of
+    from infercast.actuators.steadiness import steadiness
+
+    dwell = 15.0 * dwell_ticks
+    history = [(15.0 * i, ScalePool("p", b), ScalePool("p", a)) for i, (a, b) in enumerate(itertools.pairwise(values))]
+    ledger = setting_changes(history)
+    s = steadiness(rows_of([(t, a) for t, a, _ in history]), dwell, {"replicas:p": values[0]})
+    assert s.total_changes == sum(count_changes(ledger).values())
+    assert s.total_flaps == sum(count_flaps(ledger, dwell).values())

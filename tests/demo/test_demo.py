@@ -47,7 +47,9 @@ def demo(repo_root, shared_results):
 def test_every_arm_reports_the_numbers_the_issue_names(demo):
     summary, out, _ = demo
     assert json.loads((out / "summary.json").read_text())["arms"] == summary["arms"]
-    assert list(summary["arms"]) == ["none", "basic", "reactive", "scheduled", "predictive", "perfect-forecast"]
+    assert list(summary["arms"]) == [
+        "none", "basic", "reactive", "scheduled", "last-value", "predictive", "perfect-forecast",
+    ]  # fmt: skip
     for arm, s in summary["arms"].items():
         for key in ("oom_events", "p99_latency_ms", "p99_latency_ms_pre", "goodput_rps", "recovery_seconds",
                     "memory_efficiency", "alert_lead_seconds", "urgent_goodput_rps", "gpu_seconds"):  # fmt: skip
