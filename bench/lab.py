@@ -304,27 +304,18 @@ def run_lab(args: argparse.Namespace) -> dict:
                     runs.append(one(lab, name, start, seconds, surge, control, run))
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
-        "setup": {
-            "engine": calibration["engine"],
-            "engines": settings.engines,
-            "blocks": settings.shape.blocks,
-            "block_size": settings.shape.block_size,
-            "max_model_len": settings.shape.max_model_len,
-            "max_num_seqs": settings.shape.max_num_seqs,
-            "scrape_seconds": settings.scrape_seconds,
-            "for_seconds": settings.forecast_for_seconds,
-            "start_seconds": started,
-            "first_result_seconds": first_result,
-            "cpu_seconds": sum(u.ru_utime + u.ru_stime for u in usage),
-            "wall_seconds": time.monotonic() - wall0,
-            "load_min": round(min(loads), 1),
-            "load_max": round(max(loads), 1),
-            "runs": args.runs,
-            "install": "194 s, 3.5 GB (pip's cache warm; ~11 min cold per ../shared/ENGINES.md's trial)",
-            "trace": TRACE.name,
-            "calibration_slice": list(CALIBRATION),
-            "slices": {k: list(v) for k, v in SLICES.items()},
-        },
+        "setup": _setup(
+            calibration["engine"],
+            settings,
+            {
+                "start_seconds": started,
+                "first_result_seconds": first_result,
+                "cpu_seconds": sum(u.ru_utime + u.ru_stime for u in usage),
+                "wall_seconds": time.monotonic() - wall0,
+            },
+            loads,
+            args.runs,
+        ),
         "calibration": calibration,
         "runs": runs,
     }
@@ -336,11 +327,15 @@ def partial_setup(raw: dict, given: str | None) -> dict:
     load averages from the runs."""
     from infercast.lab.stack import LabSettings
 
-    settings = LabSettings(engines=2)
     loads = [r["load_avg"] for r in raw["runs"]]
     runs = max((r["run"] for r in raw["runs"]), default=0)
+    return _setup(raw["calibration"]["engine"], LabSettings(engines=2), json.loads(given or "{}"), loads, runs)
+
+
+def _setup(engine: object, settings, measured: dict, loads: list[float], runs: int) -> dict:
+    """The bench's setup as published: the lab's shape, what was measured of the bench itself, the load."""
     return {
-        "engine": raw["calibration"]["engine"],
+        "engine": engine,
         "engines": settings.engines,
         "blocks": settings.shape.blocks,
         "block_size": settings.shape.block_size,
@@ -348,7 +343,7 @@ def partial_setup(raw: dict, given: str | None) -> dict:
         "max_num_seqs": settings.shape.max_num_seqs,
         "scrape_seconds": settings.scrape_seconds,
         "for_seconds": settings.forecast_for_seconds,
-        **json.loads(given or "{}"),
+        **measured,
         "load_min": round(min(loads), 1),
         "load_max": round(max(loads), 1),
         "runs": runs,
