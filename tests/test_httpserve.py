@@ -160,9 +160,12 @@ def test_when_every_connection_is_busy_a_new_one_gets_503():
         busy = [threading.Thread(target=requests.get, args=(f"{s.url}/slow",), kwargs={"timeout": 15}) for _ in "ab"]
         for t in busy:
             t.start()
-        deadline = time.monotonic() + 5
-        while s.stats["busy"] < 2 and time.monotonic() < deadline:  # both requests read, both being answered
+        # both requests read, both being answered; generous, since a busy CI machine may take seconds to start a
+        # thread (with 5 s, the third connection once came before the second was busy and was rightly served)
+        deadline = time.monotonic() + 60
+        while s.stats["busy"] < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert s.stats["busy"] == 2, f"the two slow requests never both reached the handler: {s.stats}"
         got, body = status_and_json(raw(s.port, b"GET /ping HTTP/1.1\r\n\r\n"))
         assert got == 503 and body["error"] == "too many connections"
         release.set()
