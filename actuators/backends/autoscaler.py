@@ -143,13 +143,7 @@ class AutoscalerFloors:
         undo = ScalePool(action.pool, f.floor)
         if want == f.floor:
             return Result("applied", f"{where} already has {f.field} {want}", undo)
-        body = {"metadata": {"resourceVersion": f.resource_version}, "spec": {f.field: want}}
-        if f.kind == "HorizontalPodAutoscaler":
-            call(self.hpas.patch_namespaced_horizontal_pod_autoscaler, f.name, self.namespace, body,
-                 dry_run=self.dry_run, timeout=self.timeout)  # fmt: skip
-        else:
-            call(self.custom.patch_namespaced_custom_object, *KEDA[:2], self.namespace, KEDA[2], f.name, body,
-                 dry_run=self.dry_run, timeout=self.timeout)  # fmt: skip
+        self._patch(f, {"metadata": {"resourceVersion": f.resource_version}, "spec": {f.field: want}})
         note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
         capped = (
             " (capped at its ceiling)"
