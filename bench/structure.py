@@ -9,7 +9,7 @@ Four layers, from the ground up:
 - **product**: the parts a real fleet runs (exporters, predictors, alert rules, dashboards, actuators).  Imports the
   foundation and one another, never the simulator.
 - **tools**: the commands that put the parts together (`infercast` itself, `infercast check`, the Kubernetes
-  generator).  Import the product; the simulator's commands are reached only by name (`infercast.cli.COMMANDS`).
+  generator).  Import the product; the simulator's commands are reached only by name (`infercast.tools.cli.COMMANDS`).
 - **simulator**: the fleet twin, the demo, and the modules that drive the product on the twin or on replayed
   traces (the control arms and hindsight's plans, the twin's exporter source, the trace replays that make the
   backtest's and the training's series).  Imports the product through the same interfaces a real fleet uses.
@@ -43,25 +43,25 @@ FOLDERS = {
 LAYERS = ("foundation", "product", "tools", "simulator")
 #: the simulator: these packages and modules (and everything under them)
 SIMULATOR = (
-    "infercast.twin",
-    "infercast.demo",
-    "infercast.traces",
-    "infercast.lab",  # the engine lab replays traces against real engines, beside the twin
-    "infercast.actuators.arms",
-    "infercast.actuators.driver",
-    "infercast.actuators.plans",
-    "infercast.actuators.forks",  # the search's snapshots of twin runs
-    "infercast.actuators.levers",  # the search's single-lever moves
-    "infercast.actuators.backends.twin",
-    "infercast.exporters.twin",
-    "infercast.predictors.evaluate",
-    "infercast.predictors.backtest_cli",
-    "infercast.predictors.pretrain_data",
-    "infercast.predictors.sizing",
-    "infercast.predictors.replay",  # the harm replay runs the twin
-    "infercast.predictors.train_cli",
+    "infercast.simulator.twin",
+    "infercast.simulator.demo",
+    "infercast.simulator.replay.traces",
+    "infercast.simulator.lab",  # the engine lab replays traces against real engines, beside the twin
+    "infercast.simulator.control.arms",
+    "infercast.simulator.control.driver",
+    "infercast.simulator.control.plans",
+    "infercast.simulator.control.forks",  # the search's snapshots of twin runs
+    "infercast.simulator.control.levers",  # the search's single-lever moves
+    "infercast.simulator.control.backend",
+    "infercast.simulator.twin.source",
+    "infercast.simulator.replay.evaluate",
+    "infercast.simulator.replay.backtest_cli",
+    "infercast.simulator.replay.pretrain_data",
+    "infercast.simulator.replay.sizing",
+    "infercast.simulator.replay.harm_replay",  # the harm replay runs the twin
+    "infercast.simulator.replay.train_cli",
 )
-TOOLS = ("infercast.cli", "infercast.check", "infercast.k8s")
+TOOLS = ("infercast.tools.cli", "infercast.tools.check", "infercast.tools.k8s")
 PRODUCT = tuple(v for k, v in FOLDERS.items() if k != "infercast")
 #: what each layer may import besides itself
 MAY_IMPORT = {
@@ -70,13 +70,14 @@ MAY_IMPORT = {
     "tools": {"foundation", "product"},
     "simulator": {"foundation", "product"},
 }
-#: the picture's boxes: the simulator's modules outside infercast.twin / infercast.demo are grouped by folder
+#: the picture's boxes: the simulator's modules outside infercast.simulator.twin / infercast.simulator.demo are grouped
+# by folder
 GROUPS = (
-    "infercast.twin",
-    "infercast.demo",
-    "infercast.lab",
+    "infercast.simulator.twin",
+    "infercast.simulator.demo",
+    "infercast.simulator.lab",
     *PRODUCT,
-    "infercast.k8s",
+    "infercast.tools.k8s",
 )
 
 

@@ -101,7 +101,7 @@ class TargetState:
 #: target kinds whose source lives outside the exporter's core, as MODULE:CLASS, imported only when a fleet file has
 #: such a target.  The fleet twin is the simulator's: the exporter scrapes it like any engine but never imports it
 #: otherwise (the layer rule, tests/test_layers.py).
-PLUGIN_SOURCES = {"twin": "infercast.exporters.twin:TwinSource"}
+PLUGIN_SOURCES = {"twin": "infercast.simulator.twin.source:TwinSource"}
 
 
 def plugin_source(config: FleetConfig, kind: str, name: str) -> Source:

@@ -7,7 +7,7 @@ import argparse
 import subprocess
 import sys
 
-from infercast.cli import COMMANDS, build_parser
+from infercast.tools.cli import COMMANDS, build_parser
 from tests.conftest import REPO
 
 
@@ -61,7 +61,7 @@ def test_the_walk_finds_an_option_without_help():
 
 def test_help_opens_with_what_infercast_does():
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "--help"], capture_output=True, text=True, cwd=REPO, timeout=60
+        [sys.executable, "-m", "infercast.tools.cli", "--help"], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert r.returncode == 0, r.stderr
     description = r.stdout.split("\n\n")[1]  # after the usage line

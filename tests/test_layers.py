@@ -51,14 +51,14 @@ def test_every_installed_package_is_measured():
 def test_the_rules_catch_an_arrow_into_the_simulator_and_a_cycle():
     # what a reader would add by mistake: the exporter importing the twin, a foundation module importing a part
     edges = {
-        "infercast.exporters.server": {"infercast.twin.fleet"},
+        "infercast.exporters.server": {"infercast.simulator.twin.fleet"},
         "infercast.config": {"infercast.predictors.base"},
-        "infercast.twin.fleet": set(),
+        "infercast.simulator.twin.fleet": set(),
         "infercast.predictors.base": set(),
     }
     assert structure.violations(edges) == [
         "infercast.config (foundation) -> infercast.predictors.base (product)",
-        "infercast.exporters.server (product) -> infercast.twin.fleet (simulator)",
+        "infercast.exporters.server (product) -> infercast.simulator.twin.fleet (simulator)",
     ]
     loop = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}}
     assert structure.cycles(loop) == [["a.x", "a.y", "a.z"]]
@@ -68,11 +68,13 @@ def test_an_import_inside_a_function_counts(tmp_path):
     pkg = tmp_path / "exporters"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "lazy.py").write_text("def f():\n    from infercast.twin import fleet\n    return fleet\n")
-    (tmp_path / "infercast" / "twin").mkdir(parents=True)
+    (pkg / "lazy.py").write_text("def f():\n    from infercast.simulator.twin import fleet\n    return fleet\n")
+    (tmp_path / "infercast" / "simulator" / "twin").mkdir(parents=True)
     (tmp_path / "infercast" / "__init__.py").write_text("")
-    (tmp_path / "infercast" / "twin" / "__init__.py").write_text("")
-    (tmp_path / "infercast" / "twin" / "fleet.py").write_text("")
+    (tmp_path / "infercast" / "simulator" / "twin" / "__init__.py").write_text("")
+    (tmp_path / "infercast" / "simulator" / "twin" / "fleet.py").write_text("")
     edges = structure.imports(structure.modules(tmp_path))
-    assert "infercast.twin.fleet" in edges["infercast.exporters.lazy"]  # (and the package it is in)
-    assert "infercast.exporters.lazy (product) -> infercast.twin.fleet (simulator)" in structure.violations(edges)
+    assert "infercast.simulator.twin.fleet" in edges["infercast.exporters.lazy"]  # (and the package it is in)
+    assert "infercast.exporters.lazy (product) -> infercast.simulator.twin.fleet (simulator)" in structure.violations(
+        edges
+    )

@@ -204,7 +204,7 @@ def test_the_demo_runs_from_the_wheel_with_the_extra_the_readme_names(installed,
     (dist_info,) = [n for n in installed["new_files"] if n.endswith(".dist-info")]
     metadata = (installed["site"] / dist_info / "METADATA").read_text()
     assert f"Provides-Extra: {extra}" in metadata
-    code = "from infercast.demo.cli import DEFAULT_ARMS, missing; print(missing(DEFAULT_ARMS))"
+    code = "from infercast.simulator.demo.cli import DEFAULT_ARMS, missing; print(missing(DEFAULT_ARMS))"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     r = subprocess.run([installed["bin"] / "python", "-c", code], capture_output=True, text=True, cwd=installed["cwd"],
                        env=env, timeout=300)  # fmt: skip

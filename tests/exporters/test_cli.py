@@ -92,7 +92,7 @@ def test_the_command_line_entry_point(fixture_server, tmp_path):
     cfg = tmp_path / "fleet.yaml"
     cfg.write_text(yaml.safe_dump(data))
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--once", "--no-nvml"],
+        [sys.executable, "-m", "infercast.tools.cli", "exporter", "--config", str(cfg), "--once", "--no-nvml"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -116,7 +116,16 @@ def test_serving_mode_answers_and_stops_on_sigterm(fixture_server, tmp_path):
     cfg.write_text(yaml.safe_dump(data))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "infercast.tools.cli",
+            "exporter",
+            "--config",
+            str(cfg),
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
