@@ -54,7 +54,7 @@ from infercast.actuators.webhook import Inbox, WebhookReceiver  # noqa: E402
 from infercast.config import load_config  # noqa: E402
 from infercast.httpserve import HttpService, Response, Route  # noqa: E402
 from infercast.servers import start_redis  # noqa: E402
-from infercast.simulator.control.backend import TwinAdmin  # noqa: E402
+from infercast.simulator.twin.admin import TwinAdmin  # noqa: E402
 from infercast.simulator.twin.fleet import build_fleet  # noqa: E402
 from infercast.simulator.twin.surfaces import TwinServer  # noqa: E402
 

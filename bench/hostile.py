@@ -827,7 +827,7 @@ def fire_redis_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally | Non
     from infercast.actuators.backends.redis import RedisAdmin
     from infercast.actuators.stamp import Stamp
     from infercast.config import load_config
-    from infercast.simulator.control.backend import TwinAdmin
+    from infercast.simulator.twin.admin import TwinAdmin
     from infercast.simulator.twin.fleet import build_fleet
 
     sock = tmp / "redis.sock"

@@ -1,6 +1,7 @@
 """The simulator: everything that exists to try infercast without a GPU fleet, and nothing a real fleet runs.
 
-- `twin`: the fleet twin (engines, KV caches, the router, traffic) and its commands (`infercast twin`).
+- `twin`: the fleet twin (engines, KV caches, the router, traffic, its admin API and its exporter source);
+  `twin_cli`: its command (`infercast twin`), which runs it under an arm of `control` or on a trace of `replay`.
 - `control`: the product's actuator driven on the twin: the control arms the demo and benches compare, hindsight's
   plans and their search, and the twin's actuator backend.
 - `replay`: real traces and twin runs turned into series: the trace loaders, the forecasters' backtest and the

@@ -54,9 +54,9 @@ def _demo() -> Command:
 
 
 def _twin() -> Command:
-    from infercast.simulator.twin import cli
+    from infercast.simulator import twin_cli
 
-    return cli
+    return twin_cli
 
 
 def _twin_source(config: FleetConfig, name: str) -> Source:

@@ -22,7 +22,7 @@ from infercast.actuators.log_cli import parse_since
 from infercast.actuators.recovery import resolve_in_flight
 from infercast.actuators.stamp import decision_key
 from infercast.config import ConfigError
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.conftest import REPO
 
 W = SetPoolWeight("v4-main", 0.5)

@@ -23,7 +23,7 @@ from infercast.actuators.audit import Audit
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.policy import Decision, Outlook
 from infercast.actuators.recovery import reconcile_unknown
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.shared_fleet import protected_flash_sale
 from tests.actuators.test_controller import ScriptedInputs
 

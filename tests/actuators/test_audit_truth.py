@@ -29,7 +29,7 @@ from infercast.actuators.leader import SingleReplica
 from infercast.actuators.policy import Decision, Outlook
 from infercast.actuators.recovery import reconcile_unknown, resolve_in_flight
 from infercast.actuators.tick import TickReport
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.doubles import Scripted
 from tests.actuators.faulty import FaultyServer, Step
 from tests.actuators.shared_fleet import protected_flash_sale

@@ -17,7 +17,7 @@ from infercast.actuators.guardrails import Guardrails, check_inputs
 from infercast.actuators.inputs import InputError, Inputs
 from infercast.actuators.policy import Decision, Outlook
 from infercast.config import GuardrailConfig
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.shared_fleet import protected_flash_sale
 
 

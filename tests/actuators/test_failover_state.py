@@ -30,7 +30,7 @@ from infercast.actuators.actions import Action, SetBreakerThreshold, SetPoolWeig
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.redis import RedisAdmin
 from infercast.catalog import ACTUATOR_ACTIVE
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 from tests.conftest import REPO
 

@@ -24,7 +24,7 @@ from infercast.actuators.backends.router_http import HttpAdmin
 from infercast.actuators.daemon import Daemon
 from infercast.actuators.leader import Leadership, RedisLease
 from infercast.actuators.stamp import Stamp
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.actuators.test_daemon import parts_for, scrape

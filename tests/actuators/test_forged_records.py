@@ -16,7 +16,7 @@ from infercast.actuators.backends.file import FileAdmin
 from infercast.actuators.backends.redis import RedisAdmin
 from infercast.actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
 from infercast.actuators.stamp import Stamp
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 
 W = SetPoolWeight("v4-main", 0.5)

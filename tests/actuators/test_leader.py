@@ -14,7 +14,7 @@ from infercast.actuators.backends.redis import RedisAdmin, client
 from infercast.actuators.leader import KubernetesLease, Leadership, RedisLease, SingleReplica, micro_time
 from infercast.actuators.stamp import Stamp
 from infercast.config import KubernetesLeader
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.kube_replay import LEASES, Exchange, KubeReplay
 

@@ -20,7 +20,7 @@ from infercast.actuators.actions import (
 from infercast.actuators.admin import ActionRefused, BackendError, apply_with_retries
 from infercast.actuators.backends.redis import RedisAdmin, client
 from infercast.actuators.stamp import Stamp, stamped
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 
 

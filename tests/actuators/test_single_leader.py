@@ -16,7 +16,7 @@ from infercast.actuators.daemon_cli import DaemonParts, build_daemon, hold_audit
 from infercast.actuators.webhook import Inbox
 from infercast.clock import WallClock
 from infercast.config import ConfigError, parse_config
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.conftest import REPO

@@ -260,7 +260,7 @@ def test_kubernetes_a_new_leader_learns_the_state_from_the_lease_and_writes_back
     from infercast.actuators.audit import Audit
     from infercast.actuators.failover import FailoverState
     from infercast.config import load_config
-    from infercast.simulator.control.backend import TwinAdmin
+    from infercast.simulator.twin.admin import TwinAdmin
     from infercast.simulator.twin.fleet import build_fleet
     from tests.conftest import REPO
 

@@ -126,7 +126,7 @@ def test_lab_run_refuses_a_bad_surge_as_twin_run_does(text: str, message: str, c
     --surge` prints for the same text: argparse's usage error (rc 2) naming the flag and `Surge.parse`'s reason."""
     import argparse
 
-    from infercast.simulator.twin.cli import add_arguments as twin_arguments
+    from infercast.simulator.twin_cli import add_arguments as twin_arguments
     from infercast.tools.cli import main
 
     with pytest.raises(SystemExit) as lab:

@@ -18,9 +18,9 @@ from infercast.simulator.control.driver import ARMS, run_arm
 from infercast.simulator.control.plans import better
 from infercast.simulator.replay.traces import load_trace
 from infercast.simulator.twin import fleet as twin_fleet
-from infercast.simulator.twin.cli import ALIASES, CONTROLS, add_arguments
 from infercast.simulator.twin.layout import protected_layout
 from infercast.simulator.twin.tracefleet import always_on_nodes, sized_trace_fleet
+from infercast.simulator.twin_cli import ALIASES, CONTROLS, add_arguments
 
 # (path under tests/data, load_trace's window, Trace.window): a few minutes of each, the busy part included
 SLICES = {

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from infercast.config import load_config
 from infercast.simulator.replay.traces import Surge, SurgeError, load_trace
-from infercast.simulator.twin.cli import add_arguments
 from infercast.simulator.twin.run import run_trace
 from infercast.simulator.twin.tracefleet import sized_trace_fleet, surged_trace_run
+from infercast.simulator.twin_cli import add_arguments
 
 SLICES = {
     "azure": ("traces/azure/AzureLLMInferenceTrace_code.csv", {}),

@@ -32,7 +32,7 @@ from infercast.actuators.policy import PredictivePolicy
 from infercast.actuators.reserve_policy import ReservePolicy
 from infercast.config import Autoscaler, FleetConfig
 from infercast.fairshare import max_min_share
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.fleet import Fleet, PoolLive
 from infercast.simulator.twin.layout import protected_layout
 

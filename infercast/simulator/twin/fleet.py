@@ -1,5 +1,5 @@
 """The fleet: nodes, router and traffic, advanced together in fixed ticks.  Controllers act on it from outside,
-through its admin API (`infercast/simulator/control/backend.py`), between calls to `advance`.
+through its admin API (`infercast/simulator/twin/admin.py`), between calls to `advance`.
 
 Why fixed ticks (default 250 ms) rather than one event per request: at 12,000 req/s a per-request event loop in
 Python cannot run 30x faster than real time.  The twin moves requests through the router as cohorts (numpy

@@ -4,7 +4,7 @@
 - The router has an admin HTTP API, as a real router would: `GET /pools`, `POST /pools/<pool>/weight`
   (`{"weight": 0.5}`), `POST /pools/<pool>/breaker` (`{"seconds": 0.4}`), `POST /pools/<pool>/prewarm`.
 - The router also serves the generic router admin API (docs/router-admin-api.md: `GET /v1/fleet`,
-  `POST /v1/actions`, `GET /v1/actions/<key>`) through `infercast.simulator.control.backend.TwinAdmin`, so the
+  `POST /v1/actions`, `GET /v1/actions/<key>`) through `infercast.simulator.twin.admin.TwinAdmin`, so the
   actuator's HTTP backend drives the twin as it would any router.
 - `TwinServer` serves both over loopback HTTP (through `infercast.httpserve`): `/nodes/<name>/metrics` and the
   admin APIs, guarding the fleet with one lock so a background thread can advance it.
@@ -16,7 +16,7 @@ import threading
 
 from infercast.actuators.backends.router_api import RouterAdminApi
 from infercast.httpserve import FROM_ENV, HttpError, HttpService, Request, Response, Route, finite
-from infercast.simulator.control.backend import TwinAdmin
+from infercast.simulator.twin.admin import TwinAdmin
 from infercast.simulator.twin.exposition import node_metrics_text
 
 #: bounds of the admin API's numbers: finite and small enough that sums and products over pools stay finite
