@@ -16,11 +16,11 @@ from infercast.fairshare import max_min_share
 from infercast.simulator.control.arms import Hpa
 from infercast.simulator.control.driver import run_arm
 from infercast.simulator.twin import build_fleet
+from infercast.simulator.twin.accounting import LatencyBook
 from infercast.simulator.twin.engine import TickSink
 from infercast.simulator.twin.fleet import PoolLive
 from infercast.simulator.twin.layout import protected_layout
 from infercast.simulator.twin.requests import PriorityQueue, Requests
-from infercast.simulator.twin.router import LatencyBook
 from infercast.simulator.twin.run import failing_since, recovery
 
 

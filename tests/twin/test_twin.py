@@ -15,7 +15,7 @@ from infercast.simulator.replay.traces import load_trace
 from infercast.simulator.twin import build_fleet, run_scenario, run_trace, size_fleet_for_trace
 from infercast.simulator.twin.kvcache import ContiguousKV, PagedKV
 from infercast.simulator.twin.latency import FloorSampler, prefill_floor_seconds, sample_prefill_seconds
-from infercast.simulator.twin.router import water_fill
+from infercast.simulator.twin.sharing import water_fill
 from infercast.simulator.twin.surfaces import TwinServer
 
 TRACES = {

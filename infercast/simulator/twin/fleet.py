@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from infercast.config import FleetConfig
+from infercast.simulator.twin.accounting import CountingRecorder, LatencyBook, Recorder
 from infercast.simulator.twin.engine import Node, TickSink
+from infercast.simulator.twin.gateway import RouterPolicy
 from infercast.simulator.twin.requests import Requests
-from infercast.simulator.twin.router import CountingRecorder, LatencyBook, Recorder, Router, RouterPolicy
+from infercast.simulator.twin.router import Router
 from infercast.simulator.twin.traffic import LONG_CONTEXT_TOKENS, ScenarioTraffic, TraceTraffic, Traffic
 
 log = logging.getLogger(__name__)

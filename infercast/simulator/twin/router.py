@@ -8,204 +8,39 @@ Routing each tick is vectorised over the tick's cohort: pool choice by weight an
 over the pool's healthy nodes (the least-loaded get the most), so 12,000 req/s cost a handful of array operations.
 Every decision is recorded through the exporter's router SDK (`infercast.exporters.router.RouterRecorder`), so the twin
 feeds `infercast_router_requests_total` and `infercast_degradations_total` the way a real router would.
+
+Its parts beside it: the gateway's bucket, breakers, lanes and policy (`gateway`), what it reports into
+(`accounting`), and the arithmetic on cohorts (`sharing`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from infercast.config import FleetConfig
 from infercast.fairshare import max_min_share
+from infercast.simulator.twin.accounting import LatencyBook, Recorder
 from infercast.simulator.twin.drf import drf_share
 from infercast.simulator.twin.engine import Node, TickSink
+from infercast.simulator.twin.gateway import (
+    SATURATED_KV_USAGE,
+    SATURATED_WAITING_PER_NODE,
+    Breaker,
+    Lane,
+    RouterPolicy,
+    TokenBucket,
+)
 from infercast.simulator.twin.requests import (
     PRIORITY_NAMES,
     PriorityQueue,
-    RequestQueue,
     Requests,
     is_sorted,
     stable_order,
 )
+from infercast.simulator.twin.sharing import pick, pool_row, retry_cohorts, share_by_room, water_fill
 from infercast.simulator.twin.traffic import LONG_CONTEXT_TOKENS
-
-
-class Recorder(Protocol):
-    def record_request(self, pool: str, version: str, priority: str, outcome: str, n: int = 1) -> None: ...
-
-    def record_degradation(self, from_version: str, to_version: str, reason: str, n: int = 1) -> None: ...
-
-
-class CountingRecorder:
-    """The twin's own record of router decisions when no exporter is attached (the exporter's router SDK,
-    `infercast.exporters.router.RouterRecorder`, implements the same `Recorder` protocol and is passed in instead)."""
-
-    def __init__(self) -> None:
-        self.requests: dict[tuple[str, str, str, str], int] = defaultdict(int)
-        self.degradations: dict[tuple[str, str, str], int] = defaultdict(int)
-
-    def record_request(self, pool: str, version: str, priority: str, outcome: str, n: int = 1) -> None:
-        self.requests[(pool, version, priority, outcome)] += n
-
-    def record_degradation(self, from_version: str, to_version: str, reason: str, n: int = 1) -> None:
-        self.degradations[(from_version, to_version, reason)] += n
-
-
-class TokenBucket:
-    def __init__(self, rate: float, burst: float | None) -> None:
-        self.rate = float(rate)
-        self.burst = float(burst if burst is not None else rate)
-        self.tokens = self.burst
-
-    def take(self, n: int, dt: float) -> int:
-        self.tokens = min(self.burst, self.tokens + self.rate * dt)
-        k = min(n, int(self.tokens))
-        self.tokens -= k
-        return k
-
-
-@dataclass
-class Breaker:
-    """Per-pool breaker over a sliding window of (bad, total) per tick."""
-
-    window_ticks: int
-    open_seconds: float
-    ratio: float
-    min_requests: int
-    bad: list[int] = field(default_factory=list)
-    total: list[int] = field(default_factory=list)
-    open_until: float = -1.0
-    reason: str = "timeout"
-
-    def record(self, bad: int, total: int) -> None:
-        self.bad.append(bad)
-        self.total.append(total)
-        if len(self.bad) > self.window_ticks:
-            self.bad.pop(0)
-            self.total.pop(0)
-
-    def is_open(self, t: float) -> bool:
-        return t < self.open_until
-
-    def evaluate(self, t: float, reason: str) -> bool:
-        """Open when the window's bad ratio crosses the threshold; returns True on the closed->open edge."""
-        if self.is_open(t):
-            return False
-        total = sum(self.total)
-        if total >= self.min_requests and sum(self.bad) / total >= self.ratio:
-            self.open_until = t + self.open_seconds
-            self.reason = reason
-            self.bad.clear()
-            self.total.clear()  # half-open afterwards: judged afresh on new traffic
-            return True
-        return False
-
-
-@dataclass
-class RouterPolicy:
-    """What the controls change (the seed's fixes and infercast's own levers); defaults = the seed's fleet."""
-
-    reject_context_tokens: int | None = None
-    validate_requests: bool = False  # refuse malformed requests at the gateway (seed 004's 预过滤层)
-    dynamic_timeout: bool = False
-    memory_pressure_limit: float | None = None  # don't route to nodes above this memory ratio
-    failover_headroom: float | None = None  # degrade only to pools whose memory is below this, queues unsaturated
-    # seed 004's tiers at the gateway: normal and low wait up to these seconds over a lane's rate (None: one FIFO
-    # with the lane's queue time); urgent passes the shared lane at once, and a tenant's quota lane serves it first
-    # out of its bucket and refuses it at once over the rate (see `Router._through_lane`)
-    tier_queue_seconds: tuple[float, float, float] | None = None
-    cold_standby: frozenset[str] = frozenset()  # switched-off failover pools, started when a failover needs them
-    # flow control at the gateway (GIE's): a pool is saturated at this many waiting requests per serving node;
-    # normal and low requests for a saturated pool wait at the gateway (None: everything goes straight to nodes)
-    flow_control_waiting: float | None = None
-    # seed 004's length gates (输入长度拦截): first attempts of prompts over the first bound get a 429 (their retry is
-    # admitted: the gateway kept their metadata), prompts over the second a 400, except from the long-text lane's
-    # tenants (stream indices); None: off
-    length_gates: tuple[int, int, frozenset[int]] | None = None
-    # seed 004's DRF between tenants (stream index -> weight, min quota, max quota) for a pool's room under flow
-    # control; None: max-min fair between quota lanes, as before
-    drf: dict[int, tuple[float, float, float]] | None = None
-
-
-SATURATED_WAITING_PER_NODE = 5.0  # GIE's and WVA's saturation: 5 waiting requests per server ...
-SATURATED_KV_USAGE = 0.8  # ... or KV-cache usage of 0.8
-
-
-@dataclass
-class Lane:
-    """A quota lane at the gateway: a token bucket (None: unlimited) and its waiting requests per class."""
-
-    bucket: TokenBucket | None
-    queue_seconds: float
-    queues: dict[int | None, RequestQueue] = field(default_factory=lambda: {c: RequestQueue() for c in (None, 0, 1, 2)})
-
-
-class LatencyBook:
-    """Time to first token per priority, as fine log-spaced histograms per time window (like a Prometheus
-    histogram with 600 buckets).  Only served requests enter it: latency percentiles are over served requests, as
-    serving dashboards compute them; requests that never got a token are counted by the router (`failed_total`)."""
-
-    EDGES = np.concatenate([[0.0], np.logspace(-3, np.log10(600.0), 600)])
-
-    def __init__(self, duration_s: float, window_s: float = 10.0) -> None:
-        self.window_s = window_s
-        n = int(np.ceil(duration_s / window_s)) + 1
-        self.hist = np.zeros((n, 3, len(self.EDGES)), dtype=np.int64)
-        self.within_slo = np.zeros((n, 3), dtype=np.int64)
-        # prompt tokens of the requests served within their SLO (token-weighted goodput: a 30k-token prompt served
-        # in time is worth more work than a 300-token one)
-        self.within_slo_tokens = np.zeros((n, 3), dtype=np.float64)
-        self.lost = np.zeros((n, 3), dtype=np.int64)  # requests that ended rejected or failed, by when they ended
-
-    def add(
-        self, t: np.ndarray, latency: np.ndarray, prio: np.ndarray, slo: np.ndarray, tokens: np.ndarray | None = None
-    ) -> None:
-        if not len(t):
-            return
-        w = np.minimum((t / self.window_s).astype(np.int64), self.hist.shape[0] - 1)
-        b = np.searchsorted(self.EDGES, latency, side="right") - 1
-        np.add.at(self.hist, (w, prio.astype(np.int64), b), 1)
-        ok = latency <= slo[prio]
-        np.add.at(self.within_slo, (w[ok], prio[ok].astype(np.int64)), 1)
-        if tokens is not None:
-            np.add.at(self.within_slo_tokens, (w[ok], prio[ok].astype(np.int64)), tokens[ok].astype(np.float64))
-
-    def _windows(self, t0: float, t1: float) -> slice:
-        return slice(int(t0 // self.window_s), int(np.ceil(t1 / self.window_s - 1e-9)))
-
-    def within_slo_count(self, t0: float, t1: float, prio: int | None = None) -> int:
-        """Requests (of one priority, or all) whose first token came within their SLO, sent in the windows covering
-        [t0, t1)."""
-        w = self.within_slo[self._windows(t0, t1)]
-        return int(w.sum() if prio is None else w[:, prio].sum())
-
-    def within_slo_tokens_sum(self, t0: float, t1: float, prio: int | None = None) -> float:
-        """Prompt tokens of those requests."""
-        w = self.within_slo_tokens[self._windows(t0, t1)]
-        return float(w.sum() if prio is None else w[:, prio].sum())
-
-    def add_lost(self, t: float, prio: np.ndarray) -> None:
-        w = min(int(t / self.window_s), self.lost.shape[0] - 1)
-        self.lost[w] += np.bincount(prio.astype(np.int64), minlength=3)
-
-    def counts(self, prio: int, t0: float, t1: float) -> tuple[int, int]:
-        """(served, lost) requests of a priority in the windows covering [t0, t1)."""
-        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
-        return int(self.hist[w0:w1, prio].sum()), int(self.lost[w0:w1, prio].sum())
-
-    def quantile(self, q: float, prio: int, t0: float, t1: float) -> float:
-        w0, w1 = int(t0 // self.window_s), int(np.ceil(t1 / self.window_s))
-        h = self.hist[w0:w1, prio].sum(axis=0)
-        n = h.sum()
-        if n == 0:
-            return float("nan")
-        c = np.cumsum(h)
-        i = int(np.searchsorted(c, q * n))
-        lo, hi = self.EDGES[i], self.EDGES[min(i + 1, len(self.EDGES) - 1)]
-        return float(np.sqrt(lo * hi) if lo > 0 else hi)
 
 
 class Router:
@@ -929,110 +764,3 @@ class Router:
                 self._health_fails[n.name] += 1
                 if self._health_fails[n.name] >= self.rc.health_check_failures:
                     self.healthy[n.name] = False
-
-
-def pick(a: np.ndarray | None, idx: np.ndarray | None) -> np.ndarray | None:
-    """`a[idx]`, where None stands for every row in order: as `idx`, `a` whole; as `a` (the rows `idx` picks of
-    0, 1, 2, ...), `idx`.  So rows of rows compose: `pick(pick(None, i), j)` is `i[j]`."""
-    if idx is None:
-        return a
-    if a is None:
-        return idx
-    return a[idx]
-
-
-def retry_cohorts(
-    pending: list[tuple[Requests, np.ndarray, np.ndarray]], tick_seconds: float
-) -> list[tuple[int, Requests]]:
-    """Failures' retries as (tick, cohort) in the order `route` reads them: given each failure's (requests, the rows
-    that retry, when each is sent again), each tick's cohorts hold, failure after failure, that failure's retries
-    in the tick sorted stably by when -- what cutting each failure's sorted retries at the ticks gave, one slice per
-    tick instead of one per failure and tick.  Each retry is sent at `when` as its next attempt."""
-    src, rows, when = retry_rows(pending)
-    ticks = np.floor(when / tick_seconds + 1e-9).astype(np.int64)
-    if not is_sorted(ticks):  # several failures: grouped by tick, keeping the order within each
-        by_tick = np.argsort(ticks, kind="stable")
-        rows, when, ticks = rows[by_tick], when[by_tick], ticks[by_tick]
-    r = src.take(rows)
-    r.att_t = when
-    r.attempt = (r.attempt + 1).astype(np.int8)
-    starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
-    if len(starts) == 1:  # one tick: the buffer whole
-        return [(int(ticks[0]), r)]
-    ends = [*starts[1:], len(r)]
-    return [(k, r.take(slice(a, b))) for a, b, k in zip(starts, ends, ticks[starts].tolist(), strict=True)]
-
-
-def retry_rows(pending: list[tuple[Requests, np.ndarray, np.ndarray]]) -> tuple[Requests, np.ndarray, np.ndarray]:
-    """Failures' retries as one gather: from each failure's (requests, rows that retry, when each is sent again),
-    the requests of all of them, the rows that retry (indices into those) and when -- each failure's rows sorted
-    stably by when, the failures in their order."""
-    if len(pending) == 1:
-        reqs, idx, when = pending[0]
-        order = stable_order(when)
-        return reqs, idx[order], when[order]
-    rows, whens, offset = [], [], 0
-    for reqs, idx, when in pending:
-        order = stable_order(when)
-        rows.append(idx[order] + offset)
-        whens.append(when[order])
-        offset += len(reqs)
-    return Requests.concat([p[0] for p in pending]), np.concatenate(rows), np.concatenate(whens)
-
-
-def pool_row(prompt: int, lo: np.ndarray, hi: np.ndarray, share: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The cumulative pool weights a prompt is drawn against (and whether they are all finite): the pools whose
-    context range [lo, hi] it fits, by share; none in rotation: by bare weight; none fits: any pool."""
-    fits = (prompt >= lo) & (prompt <= hi)
-    row = fits * share
-    if row.sum() <= 0:  # no pool in rotation fits: bare weights, then any pool
-        row = fits * w
-        if row.sum() <= 0:
-            row = w if w.sum() > 0 else np.ones(len(w))
-    c = np.cumsum(row)
-    return c, bool(np.isfinite(c).all())
-
-
-def share_by_room(room: np.ndarray, n: int) -> np.ndarray:
-    """Split n requests over nodes in proportion to each one's room (largest remainders first), none beyond it;
-    n must not exceed the total room."""
-    room = np.asarray(room, dtype=np.int64)
-    total = int(room.sum())
-    if n > total:
-        raise ValueError(f"{n} requests do not fit in a room of {total}")
-    if n == 0:
-        return np.zeros(len(room), dtype=np.int64)
-    exact = room * (n / total)
-    counts = np.floor(exact).astype(np.int64)
-    # n <= total: a node's exact share is below its room unless n == total, when it equals it with no remainder,
-    # so one more for the largest remainders never takes a node past its room
-    rest = n - int(counts.sum())
-    if rest > 0:
-        counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
-    return counts
-
-
-def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
-    """Split n requests over nodes so that the least-loaded get the most: final loads as level as possible."""
-    k = len(loads)
-    if k == 0 or n == 0:
-        return np.zeros(k, dtype=np.int64)
-    order = np.argsort(loads, kind="stable")
-    s = loads[order]
-    csum = np.cumsum(s)
-    # find the level L such that sum(max(0, L - load)) = n
-    levels = (n + csum) / np.arange(1, k + 1)
-    ok = levels >= s
-    m = int(np.flatnonzero(ok)[-1]) + 1
-    level = levels[m - 1]
-    give = np.zeros(k)
-    give[:m] = level - s[:m]
-    counts = np.floor(give).astype(np.int64)
-    rest = n - int(counts.sum())
-    if rest > 0:
-        frac = give - counts
-        top = np.argsort(-frac, kind="stable")[:rest]
-        counts[top] += 1
-    out = np.zeros(k, dtype=np.int64)
-    out[order] = counts
-    return out
