@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO
 
 spec = importlib.util.spec_from_file_location("bench_structure", REPO / "bench" / "structure.py")
@@ -148,20 +146,19 @@ def _installed_layout(dest: Path, extra: tuple[str, str] | None = None) -> Path:
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    assert LINT_IMPORTS.exists(), "import-linter is a dev dependency: bash scripts/install.sh"
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
         cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
 
-@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed: bash scripts/install.sh")
 def test_lint_imports_keeps_the_contracts(tmp_path):
     r = _lint_imports(_installed_layout(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "Contracts: 2 kept, 0 broken." in r.stdout
 
 
-@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed: bash scripts/install.sh")
 def test_lint_imports_fails_on_an_import_across_the_line(tmp_path):
     r = _lint_imports(_installed_layout(tmp_path, BAD_EDGE))
     assert r.returncode == 1, r.stdout[-3000:]
