@@ -33,7 +33,13 @@ from infercast.config import ConfigError, FleetConfig, load_config, parse_listen
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TICK = "infercast.actuators.controller:build_tick"
+
+def default_tick_factory():
+    """infercast's own control loop, the factory when `--tick` names none (imported here, not at start-up: the
+    controller pulls in the policy and the forecasts' readers, which `infercast actuator --help` does not need)."""
+    from infercast.actuators.controller import build_tick
+
+    return build_tick
 
 
 @dataclass
@@ -261,7 +267,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("infercast actuator: --config FILE is required")
     cfg = load_config(args.config)
     mode: Mode = args.mode or cfg.actuator.mode
-    factory = load_tick_factory(getattr(args, "tick", None) or DEFAULT_TICK)
+    spec = getattr(args, "tick", None)
+    factory = load_tick_factory(spec) if spec else default_tick_factory()
     hold = hold_audit(cfg.actuator.audit_db) if mode == "active" and cfg.actuator.leader.kind == "single" else None
     parts = build_parts(cfg, mode)
     parts.audit_lock = hold

@@ -5,7 +5,8 @@ Two sources give the same `Inputs`:
 - `StoreInputs` reads the metric store (Prometheus, or the in-memory store of the embedded pipeline): the fullest
   instance's KV usage, the published KV forecast's upper band and breach ETA, the request rate and its forecast.
   The daemon and the `predictive` arm use it.
-- `TruthInputs` reads the true future instead of forecasts: the `perfect-forecast` arm (see `actuators/arms.py`).
+- `TruthInputs` reads the true future instead of forecasts: the `perfect-forecast` arm (the simulator's
+  `control/arms.py`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ saturation, requests per second and their share, computed by Prometheus from wha
 TensorRT-LLM (Triton) expose, with their own labels kept.  Pure: a fleet file in, rule groups out.
 
 The engines know nothing of pools and versions: those are target labels, set by the generated PodMonitors'
-relabelings (Kubernetes) or the generated plain `scrape_configs` (infercast/k8s/scrape.py), so no `honor_labels`
+relabelings (Kubernetes) or the generated plain `scrape_configs` (infercast/tools/k8s/scrape.py), so no `honor_labels`
 and no exporter in between.  Only series that carry a `pool` label are read (`{pool!=""}`): another job scraping
 the same engines is not counted twice.
 

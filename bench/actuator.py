@@ -46,7 +46,6 @@ from infercast.actuators.audit import Audit  # noqa: E402
 from infercast.actuators.backends.file import FileAdmin  # noqa: E402
 from infercast.actuators.backends.redis import RedisAdmin  # noqa: E402
 from infercast.actuators.backends.router_http import HttpAdmin  # noqa: E402
-from infercast.actuators.backends.twin import TwinAdmin  # noqa: E402
 from infercast.actuators.daemon import Daemon  # noqa: E402
 from infercast.actuators.leader import SingleReplica  # noqa: E402
 from infercast.actuators.stamp import Stamp, stamped  # noqa: E402
@@ -55,8 +54,9 @@ from infercast.actuators.webhook import Inbox, WebhookReceiver  # noqa: E402
 from infercast.config import load_config  # noqa: E402
 from infercast.httpserve import HttpService, Response, Route  # noqa: E402
 from infercast.servers import start_redis  # noqa: E402
-from infercast.twin.fleet import build_fleet  # noqa: E402
-from infercast.twin.surfaces import TwinServer  # noqa: E402
+from infercast.simulator.twin.admin import TwinAdmin  # noqa: E402
+from infercast.simulator.twin.fleet import build_fleet  # noqa: E402
+from infercast.simulator.twin.surfaces import TwinServer  # noqa: E402
 
 TOKEN = "bench-token"
 GOAL_MS = 1000.0

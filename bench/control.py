@@ -9,14 +9,15 @@
                                                             # resumable: cells kept, each search journalled
     .venv/bin/python bench/control.py --cells runs/control_cells.jsonl --measured-only   # publish what is measured
 
-Arms (`actuators/driver.py`): `reactive` (the seeds' fixes and an HPA), `scheduled` (pre-scale before each
-calendar event, from its expected peak), `last-value` (with the calendar prior), `predict-linear` (Prometheus'
+Arms (`infercast/simulator/control/driver.py`): `reactive` (the seeds' fixes and an HPA), `scheduled` (pre-scale before
+each calendar event, from its expected peak), `last-value` (with the calendar prior), `predict-linear` (Prometheus'
 `predict_linear` over 15 m, no calendar), `predictive` (LSTM + Prophet, with the calendar), `perfect-forecast` (the
 same policy fed the true future) and `hindsight` (the best plan knowing the run's whole future; a bound only where
-its single-lever check passed, `actuators/levers.py`), with `causal` beside it (the best plan acting only after the
-surge's onset, found by the same search).  The forecast arms share one policy and differ only in the forecast they
-are fed.  Hindsight's candidates are forked from one plan-less run (`actuators/forks.py`); the bench prints its wall
-time per arm and per cell, and the search's own cost per cell.
+its single-lever check passed, `infercast/simulator/control/levers.py`), with `causal` beside it (the best plan acting
+only after the surge's onset, found by the same search).  The forecast arms share one policy and differ only in the
+forecast they are fed.  Hindsight's candidates are forked from one plan-less run
+(`infercast/simulator/control/forks.py`); the bench prints its wall time per arm and per cell, and the search's own cost
+per cell.
 
 Scenarios (chosen before any tuning, and none was tuned on: `SCENARIOS` says why each is here):
 - `flash-sale`: seed 000's sale, announced in the calendar with its expected peak;
@@ -83,7 +84,7 @@ NOTHING_TO_CAPTURE = 0.02
 class Scenario:
     name: str
     why: str
-    scenario: str | None = None  # a shipped scenario or a variant (infercast.twin.variants)
+    scenario: str | None = None  # a shipped scenario or a variant (infercast.simulator.twin.variants)
     trace: str | None = None  # a trace under the traces directory
     window: tuple[float, float] | None = None  # seconds of the trace to cut, before any speed-up
     time_scale: float = 1.0  # replay this many times faster
@@ -167,12 +168,12 @@ SCENARIOS = (
 
 def load(sc: Scenario, traces: Path, seed: int):
     """(fleet config, trace or None) for a scenario."""
-    from infercast.twin.variants import load_scenario
+    from infercast.simulator.twin.variants import load_scenario
 
     if sc.trace is None:
         return load_scenario(sc.scenario), None
-    from infercast.traces import load_trace
-    from infercast.twin.tracefleet import sized_trace_fleet
+    from infercast.simulator.replay.traces import load_trace
+    from infercast.simulator.twin.tracefleet import sized_trace_fleet
 
     base = load_scenario("flash-sale")
     trace = load_trace(traces / sc.trace, lengths=base.scenario.lengths, seed=seed)
@@ -181,8 +182,8 @@ def load(sc: Scenario, traces: Path, seed: int):
     if sc.time_scale != 1.0 or sc.rate_scale != 1.0:
         trace = trace.scaled(sc.time_scale, sc.rate_scale, seed=seed)
     if sc.surges:
-        from infercast.traces import Surge
-        from infercast.twin.tracefleet import surged_trace_run
+        from infercast.simulator.replay.traces import Surge
+        from infercast.simulator.twin.tracefleet import surged_trace_run
 
         cfg, trace, _ = surged_trace_run(trace, base, [Surge(*x) for x in sc.surges], size_fleet=True, seed=seed)
     else:
@@ -201,10 +202,11 @@ def run_cell(
 ) -> dict:
     """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
     judged against it).  `hindsight` also brings `causal` (the best plan acting only after the onset, found by the
-    same search: `actuators/levers.py`), which gets a row of its own.  `journals`: a directory where hindsight's
-    search writes each candidate as it ends (`forks.Forks`), so that a cell stopped half-way resumes there."""
-    from infercast.actuators.driver import run_arm, run_hindsight
+    same search: `infercast/simulator/control/levers.py`), which gets a row of its own.  `journals`: a directory where
+    hindsight's search writes each candidate as it ends (`forks.Forks`), so that a cell stopped half-way resumes
+    there."""
     from infercast.actuators.inputs import reference_series
+    from infercast.simulator.control.driver import run_arm, run_hindsight
 
     cfg, trace = load(sc, traces, seed)
     step = None
@@ -314,7 +316,7 @@ def false_actions(events: list[dict], reactive_ts, cfg) -> int:
     t, kv = ts.index.to_numpy(dtype=float), np.nan_to_num(ts.to_numpy(dtype=float))
     replicas: dict[str, int] = {}
     limits = {"memory_limit": math.inf, "max_context_tokens": math.inf}  # the admission limits as last set
-    from infercast.twin.layout import protected_layout
+    from infercast.simulator.twin.layout import protected_layout
 
     base = {name: float(pool.weight) for name, pool in protected_layout(cfg).pools.items()}  # the pools the arms run
     weights = dict(base)
@@ -467,7 +469,7 @@ def table_scenarios(result: dict) -> str:
 
 def beaten_by(arms: dict[str, dict]) -> list[str]:
     """The arms of a cell that beat hindsight (`plans.better`): where its search is too narrow."""
-    from infercast.actuators.plans import better
+    from infercast.simulator.control.plans import better
 
     h = arms.get("hindsight")
     return [a for a, r in arms.items() if h is not None and a != "hindsight" and better(r, h)]
@@ -589,8 +591,8 @@ ABLATION_KEYS = ("urgent_goodput_rps", "goodput_rps", "p99_latency_ms", "oom_eve
 
 def run_ablation_cell(lever: str, arm: str, seed: int) -> dict:
     """One arm on the flash sale with one lever (or none, or all) switched on."""
-    from infercast.actuators.driver import run_arm
-    from infercast.twin.variants import load_scenario
+    from infercast.simulator.control.driver import run_arm
+    from infercast.simulator.twin.variants import load_scenario
 
     cfg = load_scenario(ABLATION_SCENARIO)
     settings = seed004_levers()[lever]

@@ -5,9 +5,9 @@
     .venv/bin/python bench/demo.py --fresh-clone    # also time `bash scripts/demo.sh` in a fresh clone of this repo
     .venv/bin/python bench/demo.py --causal         # find the demo's `causal` plan, store it (docs/results/), exit
 
-`--causal` runs the causal search (`actuators/levers.py::causal_search`, what `driver.run_hindsight` reports as
-`causal`: every split of the standby reservoir from the first tick after the surge's onset, floors alone and with
-ceilings, then the tightened admission, then the release) on the demo's scenario and seed, and stores the winner
+`--causal` runs the causal search (`infercast/simulator/control/levers.py::causal_search`, what `driver.run_hindsight`
+reports as `causal`: every split of the standby reservoir from the first tick after the surge's onset, floors alone and
+with ceilings, then the tightened admission, then the release) on the demo's scenario and seed, and stores the winner
 with the command that made it in docs/results/demo-causal.json; the demo replays it (one run) as its `causal` arm.
 It is the best plan found, not checked against single-lever changes (`levers.descend`: too long for this machine).
 
@@ -41,7 +41,7 @@ def timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, subprocess.Completed
 
 
 def table_arms(result: dict) -> str:
-    from infercast.demo.report import attribution, markdown_table
+    from infercast.simulator.demo.report import attribution, markdown_table
 
     s = result["summary"]
     return (
@@ -69,11 +69,11 @@ TABLES = {"arms": table_arms, "run": table_run}
 
 def find_causal(scenario: str, seed: int) -> dict:
     """The demo's `causal` cell: the causal search's winner on `scenario` and `seed`, with what it scored."""
-    from infercast.actuators.driver import true_traffic
-    from infercast.actuators.forks import Forks
-    from infercast.actuators.levers import causal_search, onset, onset_tick
-    from infercast.actuators.plans import Plan
-    from infercast.twin.variants import load_scenario
+    from infercast.simulator.control.driver import true_traffic
+    from infercast.simulator.control.forks import Forks
+    from infercast.simulator.control.levers import causal_search, onset, onset_tick
+    from infercast.simulator.control.plans import Plan
+    from infercast.simulator.twin.variants import load_scenario
 
     cfg = load_scenario(scenario)
     traffic, duration = true_traffic(cfg, seed, None)
@@ -81,7 +81,7 @@ def find_causal(scenario: str, seed: int) -> dict:
     if started is None:
         raise SystemExit(f"bench/demo.py --causal: {scenario} has no surge, so no onset to act after")
     at = onset_tick(started)
-    run = Forks(cfg, seed, None, 5.0)  # the demo's step (infercast.demo.run.run_one)
+    run = Forks(cfg, seed, None, 5.0)  # the demo's step (infercast.simulator.demo.run.run_one)
     t0 = time.perf_counter()
     plan, res, tried = causal_search(cfg, run, traffic, duration, at, run(Plan()))
     keep = ("urgent_goodput_rps", "goodput_rps", "p99_latency_ms", "oom_events", "gpu_seconds")
@@ -100,7 +100,7 @@ def find_causal(scenario: str, seed: int) -> dict:
 
 
 def store_causal(scenario: str, seed: int) -> Path:
-    from infercast.demo.run import CAUSAL_FILE, RESULTS
+    from infercast.simulator.demo.run import CAUSAL_FILE, RESULTS
 
     cell = find_causal(scenario, seed)
     rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True)
@@ -128,9 +128,9 @@ def main() -> int:
         print("stored", store_causal(a.scenario, a.seed))
         return 0
     out = ROOT / "runs" / "demo"
-    replay_s, _ = timed([str(PY), "-m", "infercast.cli", "twin", "run", "--scenario", "flash-sale", "--json",
+    replay_s, _ = timed([str(PY), "-m", "infercast.tools.cli", "twin", "run", "--scenario", "flash-sale", "--json",
                          "--out", str(ROOT / "runs" / "bench-replay")])  # fmt: skip
-    demo_s, r = timed([str(PY), "-m", "infercast.cli", "demo", "--out", str(out), "--json", "--no-progress"])
+    demo_s, r = timed([str(PY), "-m", "infercast.tools.cli", "demo", "--out", str(out), "--json", "--no-progress"])
     summary = json.loads(r.stdout)
     timing = {"demo_wall_s": round(demo_s, 1), "replay_wall_s": round(replay_s, 1),
               "demo_vs_replay": round(demo_s / replay_s, 2), "fresh_clone_wall_s": None}  # fmt: skip

@@ -54,8 +54,9 @@ def run(speed: float) -> dict:
         try:
             _ready(PROMETHEUS, "/-/ready", stack)
             _ready(ALERTMANAGER, "/-/ready", stack)
-            cmd = [str(PY), "-m", "infercast.cli", "demo", "--prometheus", PROMETHEUS, "--alertmanager", ALERTMANAGER,
-                   "--speed", f"{speed:g}", "--out", tmp + "/demo", "--json", "--no-progress"]  # fmt: skip
+            cmd = [str(PY), "-m", "infercast.tools.cli", "demo", "--prometheus", PROMETHEUS,
+                   "--alertmanager", ALERTMANAGER, "--speed", f"{speed:g}", "--out", tmp + "/demo", "--json",
+                   "--no-progress"]  # fmt: skip
             wall, r = timed(cmd)
         finally:
             stack.send_signal(signal.SIGTERM)

@@ -172,7 +172,7 @@ def run(cycles: int, timeout: float, client_timeout: float = 60.0) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="infercast-faults-"))
     (tmp / "fleet.yaml").write_text(yaml.safe_dump(data))
     port = free_port()
-    argv = [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(tmp / "fleet.yaml")]
+    argv = [sys.executable, "-m", "infercast.tools.cli", "exporter", "--config", str(tmp / "fleet.yaml")]
     argv += ["--listen", f"127.0.0.1:{port}", "--no-nvml"]
     log = open(tmp / "exporter.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(argv, cwd=os.getcwd(), stdout=log, stderr=subprocess.STDOUT)

@@ -135,7 +135,7 @@ GOALS = {
 
 def _opts(series: str, **kw):
     """`infercast backtest --series SERIES`'s options, as the command's defaults set them."""
-    from infercast.predictors.evaluate import BacktestOptions
+    from infercast.simulator.replay.evaluate import BacktestOptions
 
     return BacktestOptions(series=series, **kw)
 
@@ -164,7 +164,7 @@ def _uncalibrated(lstm):
 
 def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
     from infercast.predictors import registry
-    from infercast.predictors.evaluate import backtest, load_series
+    from infercast.simulator.replay.evaluate import backtest, load_series
 
     lstm, _ = registry.load_lstm()
     extra = [_uncalibrated(lstm)] if lstm is not None else []
@@ -198,7 +198,7 @@ def kv_section(root: Path, names: list[str], plot_dir: Path | None) -> dict:
 
 
 #: Issue 37's harm slices: the real traces of the KV section, each replayed on a fleet sized as an operator sizes one
-#: (`infercast.predictors.sizing`: the trace's median load at <= 0.6 KV usage) and its harm marked
+#: (`infercast.simulator.replay.sizing`: the trace's median load at <= 0.6 KV usage) and its harm marked
 #: (`infercast.predictors.harm`).  All are development slices of /work/shared/traces, none held out by the traces'
 #: README; nothing here was chosen on any of them (the page scored is the alert as deployed, and the harm and page
 #: rules are fixed in `infercast.predictors.harm` before any was scored).  Not (yet) here: the scenarios, whose fleet
@@ -210,7 +210,7 @@ HARM_SLICES = ("azure-code", "azure-conv", "mooncake", "servegen-reason")
 HARM_MODELS = "lstm_aci,last_value,predict_linear,holt_winters,kalman"
 HARM_ROWS = ("harm_page", "last_value", "predict_linear", "holt_winters", "kalman", "always_alarm", "never_alarm")
 #: The page built for harm (`infercast.predictors.harm_page.CHOSEN`, chosen by bench/tune_harm_page.py on training
-#: runs only), on the deployed forecaster's band: `infercast.predictors.evaluate.harm_page_scores`.
+#: runs only), on the deployed forecaster's band: `infercast.simulator.replay.evaluate.harm_page_scores`.
 HARM_PAGE = "harm_page"
 #: Issue 37's targets for the deployed page.
 HARM_TARGETS = {"recall": 0.9, "median_lead_seconds": 120.0, "lead_vs_predict_linear": 1.5, "false_pages_per_day": 2.0}
@@ -219,7 +219,7 @@ HARM_TARGETS = {"recall": 0.9, "median_lead_seconds": 120.0, "lead_vs_predict_li
 def harm_section(root: Path, names: list[str]) -> dict:
     """Per slice: how the fleet was sized, its harm episodes, and every pager's harm scores (Prophet left out: it is
     not what any page runs on, and its refits would take most of the run)."""
-    from infercast.predictors.evaluate import backtest, load_series
+    from infercast.simulator.replay.evaluate import backtest, load_series
 
     out = {}
     for name in names:
@@ -372,7 +372,7 @@ def render_harm_readme(result: dict) -> str:
 
 
 def _kv_text(name: str, res: dict) -> str:
-    from infercast.predictors.evaluate import table
+    from infercast.simulator.replay.evaluate import table
 
     g = res["goal"]
     lines = [table(res), f"# sizing: {res['meta'].get('sizing', res['meta'].get('fleet'))}"]
@@ -389,8 +389,8 @@ def _kv_text(name: str, res: dict) -> str:
 
 def rps_section(root: Path, names: list[str]) -> dict:
     """Traffic 300 s ahead: Prophet beside the baselines (the event calendar only exists for the scenario)."""
-    from infercast.predictors.evaluate import backtest, load_series, table
     from infercast.predictors.naive import SeasonalNaive
+    from infercast.simulator.replay.evaluate import backtest, load_series, table
 
     out = {}
     for name in names:
@@ -421,7 +421,7 @@ def _calendar_ablation(events) -> list:
     """[the service's traffic pipeline built without the events' expected rates] where some event has one; []."""
     from infercast.config import load_config
     from infercast.predictors.deployed import service_forecaster
-    from infercast.predictors.evaluate import DEFAULT_FLEET
+    from infercast.simulator.replay.evaluate import DEFAULT_FLEET
 
     if not any(getattr(e, "expected_rps", None) is not None for e in events):
         return []
@@ -441,7 +441,7 @@ def servegen_section(root: Path) -> dict:
 
     from infercast.predictors.base import History
     from infercast.predictors.prophet_model import ProphetForecaster
-    from infercast.traces import servegen_rates
+    from infercast.simulator.replay.traces import servegen_rates
 
     day = 86400.0
     t, r = servegen_rates(root / "servegen" / "data" / "language" / "m-large", 0.0, 9 * day)
@@ -649,7 +649,7 @@ def traffic_section(root: Path) -> dict:
     from infercast.predictors.naive import SeasonalNaive
     from infercast.predictors.quantile_ar import QuantileAR
     from infercast.predictors.seasonal import CHOSEN, SeasonalBlend
-    from infercast.traces import servegen_rates
+    from infercast.simulator.replay.traces import servegen_rates
 
     day, horizon = 86400.0, 600.0
     t, r = servegen_rates(root / "servegen" / "data" / "language" / "m-large", 0.0, 9 * day)
@@ -850,7 +850,7 @@ def provenance(traces: Path) -> dict:
 
     from infercast.predictors.lstm import CALIBRATION_KEY, DEFAULT_MODEL
     from infercast.predictors.modelfile import paths
-    from infercast.predictors.train_cli import twin_provenance
+    from infercast.simulator.replay.train_cli import twin_provenance
 
     twin = twin_provenance(ROOT / "examples" / "flash-sale.yaml")
     changed = subprocess.run(

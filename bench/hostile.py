@@ -23,7 +23,7 @@ At least `--n` generated hostile payloads in all, shared out over these targets 
 - `textparse`: the exporter's isolating text parser and each collector (vLLM, SGLang, TGI, TRT-LLM, dcgm) on
   mutated real pages;
 - `config`: `infercast.config.load_config` on mutated fleet files (values, duplicate keys, YAML bombs, garbage);
-- `traces`: `infercast.traces.load_trace` on hostile Azure, Mooncake and ServeGen files;
+- `traces`: `infercast.simulator.replay.traces.load_trace` on hostile Azure, Mooncake and ServeGen files;
 - `actions`: `infercast.actuators.actions.parse_action` on hostile mappings.
 
 What counts, per target:
@@ -348,8 +348,8 @@ def start_listeners(stack: contextlib.ExitStack) -> list[Listener]:
     from infercast.actuators.webhook import Inbox, WebhookReceiver
     from infercast.config import load_config
     from infercast.exporters.server import Exporter, ExporterServer
-    from infercast.twin.fleet import build_fleet
-    from infercast.twin.surfaces import TwinServer
+    from infercast.simulator.twin.fleet import build_fleet
+    from infercast.simulator.twin.surfaces import TwinServer
 
     cfg = load_config(REPO / "examples" / "flash-sale.yaml")
     daemon = Daemon(lambda now, ctx: TickReport(), SingleReplica(), mode="active", token=TOKEN,
@@ -525,8 +525,8 @@ def start_readers(stack: contextlib.ExitStack) -> list[Reader]:
     from infercast.config import load_config
     from infercast.predictors.cli import forecasts_service
     from infercast.predictors.publish import LatestSamples
-    from infercast.twin.fleet import build_fleet
-    from infercast.twin.surfaces import TwinServer
+    from infercast.simulator.twin.fleet import build_fleet
+    from infercast.simulator.twin.surfaces import TwinServer
 
     cfg = load_config(REPO / "examples" / "flash-sale.yaml")
     latest = LatestSamples()
@@ -678,7 +678,7 @@ def fire_config(n: int, seed: int, engine: str, tmp: Path) -> Tally:
 
 
 def fire_traces(n: int, seed: int, engine: str, tmp: Path) -> Tally:
-    from infercast.traces import TraceError, load_trace
+    from infercast.simulator.replay.traces import TraceError, load_trace
 
     t = Tally("traces")
     row = "2023-11-16 18:17:03.9799600,4808,10"
@@ -825,10 +825,10 @@ def fire_redis_backend(n: int, seed: int, engine: str, tmp: Path) -> Tally | Non
 
     from infercast.actuators.actions import SetPoolWeight
     from infercast.actuators.backends.redis import RedisAdmin
-    from infercast.actuators.backends.twin import TwinAdmin
     from infercast.actuators.stamp import Stamp
     from infercast.config import load_config
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.admin import TwinAdmin
+    from infercast.simulator.twin.fleet import build_fleet
 
     sock = tmp / "redis.sock"
     proc = subprocess.Popen(

@@ -5,7 +5,7 @@ on the same arrivals, and the issue's targets checked run by run.
     .venv/bin/python bench/lab.py --rescore runs/lab-bench/raw.json --publish   # the twin and tables again
 
 One lab (2 engines, docs/lab.md) serves every run; between runs the proxy's limit is lifted and the engines and the
-page are left to settle (`infercast.lab.run.settle`).  The trace is tests/data's slice of Azure's 2023
+page are left to settle (`infercast.simulator.lab.run.settle`).  The trace is tests/data's slice of Azure's 2023
 conversation trace (its ATTRIBUTION.md), 600 s.
 
 Slices, chosen before any run was scored (this session saw only the first 60 s, the calibration slice, while
@@ -20,7 +20,7 @@ building; the previous session's slices 120-510 s were scored with other surges 
 - `calm`: seconds 395-595 as they are (no surge), as long as the ramp slice.  (First written as 400-600, which the
   trace's 599.97 s do not hold: the bench stopped there before the calm slice ran, and it was moved 5 s earlier.)
 
-The twin (`infercast.lab.twin`) replays each `none` run's own arrivals on a twin of the lab's engines and is
+The twin (`infercast.simulator.lab.twin`) replays each `none` run's own arrivals on a twin of the lab's engines and is
 compared with it: KV-usage mean absolute difference, preemptions, TTFT P50/P99.  Each run's lab report is what
 `infercast lab run --json` prints; the raw series are kept in runs/lab-bench/raw.json (not published), the tables
 are rendered from docs/results/lab.json.
@@ -118,7 +118,7 @@ def pairs(runs: list[dict]) -> list[dict]:
 
 def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> tuple[list[dict], dict]:
     """The twin on each `none` run's arrivals, beside the lab."""
-    from infercast.lab.twin import kv_mad, measured_from, replay_on_twin, twin_fleet
+    from infercast.simulator.lab.twin import kv_mad, measured_from, replay_on_twin, twin_fleet
 
     def kv_mean(series: list) -> float:
         return sum(kv for _, _, kv in series) / len(series) if series else 0.0
@@ -218,7 +218,7 @@ TABLES = {"runs": table_runs, "setup": table_setup, "targets": table_targets, "t
 
 def score(raw: dict) -> dict:
     """The published result from the raw runs: per-run rows without their series, targets, the twin."""
-    from infercast.lab.engines import EngineShape
+    from infercast.simulator.lab.engines import EngineShape
 
     setup = raw["setup"]
     slices = {k: tuple(v) for k, v in setup["slices"].items()}
@@ -261,10 +261,10 @@ def score(raw: dict) -> dict:
 def run_lab(args: argparse.Namespace) -> dict:
     import resource
 
-    from infercast.lab.cli import load_plan
-    from infercast.lab.run import run_load, settle
-    from infercast.lab.stack import LabSettings, start_lab
-    from infercast.traces import Surge
+    from infercast.simulator.lab.cli import load_plan
+    from infercast.simulator.lab.run import run_load, settle
+    from infercast.simulator.lab.stack import LabSettings, start_lab
+    from infercast.simulator.replay.traces import Surge
 
     settings = LabSettings(engines=2)
     wall0 = time.monotonic()
@@ -325,7 +325,7 @@ def partial_setup(raw: dict, given: str | None) -> dict:
     """The setup of a bench stopped before its end: the lab's shape and slices as this file has them, what was
     measured from outside (`given`: JSON of start_seconds, first_result_seconds, cpu_seconds, wall_seconds), the
     load averages from the runs."""
-    from infercast.lab.stack import LabSettings
+    from infercast.simulator.lab.stack import LabSettings
 
     loads = [r["load_avg"] for r in raw["runs"]]
     runs = max((r["run"] for r in raw["runs"]), default=0)

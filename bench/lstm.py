@@ -10,9 +10,9 @@ Three sections, each printed as ratios against a baseline measured in the same r
    `predict_linear(x[15m], 300)`'s and over the best classical baseline's (Holt-Winters, Kalman), band coverage
    and breach detection at 0.75.  The same network with its band calibration switched off (factors 1) is scored
    in the same run as `lstm_raw`, so the calibration's effect is read off one table.  The KV series are built
-   exactly as `infercast backtest --series kv` builds them (`infercast.predictors.evaluate.load_series`: the twin on a
-   fleet sized per trace); when the twin is not importable, the fluid pool model of `infercast.predictors.pretrain_data`
-   stands in, and the table says so.
+   exactly as `infercast backtest --series kv` builds them (`infercast.simulator.replay.evaluate.load_series`: the twin
+   on a fleet sized per trace); when the twin is not importable, the fluid pool model of
+   `infercast.simulator.replay.pretrain_data` stands in, and the table says so.
 2. inference: `forecast_many` on 1,000 series, against predict_linear's `forecast` on the same series.
 3. training: 50 series x 7 days of 15 s history (generated), against one epoch-equivalent of a plain numpy
    least-squares fit on the same number of windows.
@@ -43,14 +43,14 @@ BREACH_KEYS = ("breaches", "origin_f1", "origin_precision", "origin_recall", "ev
 def _kv_series(spec: str) -> tuple[History, str]:
     """The KV series `infercast backtest --series kv --trace SPEC` scores, and how it was made."""
     try:
-        import infercast.twin.run  # noqa: F401
-        from infercast.predictors.evaluate import BacktestOptions, load_series
+        import infercast.simulator.twin.run  # noqa: F401
+        from infercast.simulator.replay.evaluate import BacktestOptions, load_series
 
         data = load_series(spec, BacktestOptions(series="kv", step=15.0))
         return data.history, "twin"
     except ImportError:
-        from infercast.predictors.pretrain_data import trace_histories
-        from infercast.traces import load_trace
+        from infercast.simulator.replay.pretrain_data import trace_histories
+        from infercast.simulator.replay.traces import load_trace
 
         if spec.startswith("scenario:"):
             raise
@@ -147,7 +147,7 @@ def inference(model_path: str | None, n: int = 1000) -> dict:
 def training(epochs: int | None, seed: int = 0) -> dict:
     from infercast.predictors import features as F
     from infercast.predictors.lstm import LSTMForecaster, LSTMParams
-    from infercast.predictors.pretrain_data import generated_histories
+    from infercast.simulator.replay.pretrain_data import generated_histories
 
     t0 = time.perf_counter()
     hs = generated_histories([], 50, 24 * 7, seed=seed)

@@ -1,22 +1,24 @@
-"""infercast's layers, from its imports: which module belongs to which layer, the arrows between layers, the rules
-they keep, and the lines of code in each.
+"""infercast's layers, from its imports and its folders: the layer of a module is the folder it lives in, the
+arrows between folders, the rules they keep, and the lines of code in each layer.
 
     .venv/bin/python bench/structure.py [--publish]
 
-Four layers, from the ground up:
-- **foundation**: what every part imports (the metric catalog, the fleet file's config, HTTP serving, the Prometheus
-  store, the shipped files' locations).  Imports nothing above it.
-- **product**: the parts a real fleet runs (exporters, predictors, alert rules, dashboards, actuators).  Imports the
-  foundation and one another, never the simulator.
-- **tools**: the commands that put the parts together (`infercast` itself, `infercast check`, the Kubernetes
-  generator).  Import the product; the simulator's commands are reached only by name (`infercast.cli.COMMANDS`).
-- **simulator**: the fleet twin, the demo, and the modules that drive the product on the twin or on replayed
-  traces (the control arms and hindsight's plans, the twin's exporter source, the trace replays that make the
-  backtest's and the training's series).  Imports the product through the same interfaces a real fleet uses.
+Four layers, from the ground up, each a set of folders:
+- **foundation**: the modules of `infercast/` itself and `infercast/store/` (the metric catalog, the fleet file's
+  config, HTTP serving, the Prometheus store, the shipped files' locations).  Imports nothing above it.
+- **product**: the top-level folders a real fleet runs (exporters/, predictors/, alertrules/, dashboards/,
+  actuators/: pyproject.toml's package-dir maps each to `infercast.<folder>`).  Imports the foundation and one
+  another.
+- **simulator**: `infercast/simulator/`: the fleet twin, the arms that drive the product on it, the trace and twin
+  replays, the demo and the engine lab.  Imports the product through the interfaces a real fleet uses.
+- **tools**: `infercast/tools/`: the `infercast` command line, `infercast check` and the Kubernetes generator.  Put
+  the parts together: import the product and the simulator (each command's module inside a loader function).
 
-The rules (`tests/test_layers.py` checks them on every run): no arrow from a layer into one above it, none into
-the simulator from outside it, and no import cycle between modules.  Every import counts, including those inside
-functions.  `--publish` writes docs/results/structure.json and the picture and table in docs/architecture.md.
+The rules (`tests/test_layers.py` checks them on every run, and `lint-imports` with the contracts in pyproject.toml):
+no import from a layer into one above it (so none into the simulator from the product or the foundation), no import
+cycle between packages (the folders a reader sees: `box`), and none between modules.  Every import counts,
+including those inside functions.  `--publish` writes docs/results/structure.json and the picture and table in
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -31,53 +33,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-#: repository folder -> the package it installs as (pyproject.toml's package-dir)
-FOLDERS = {
-    "infercast": "infercast",
-    "exporters": "infercast.exporters",
-    "predictors": "infercast.predictors",
-    "alertrules": "infercast.alertrules",
-    "dashboards": "infercast.dashboards",
-    "actuators": "infercast.actuators",
-}
-LAYERS = ("foundation", "product", "tools", "simulator")
-#: the simulator: these packages and modules (and everything under them)
-SIMULATOR = (
-    "infercast.twin",
-    "infercast.demo",
-    "infercast.traces",
-    "infercast.lab",  # the engine lab replays traces against real engines, beside the twin
-    "infercast.actuators.arms",
-    "infercast.actuators.driver",
-    "infercast.actuators.plans",
-    "infercast.actuators.forks",  # the search's snapshots of twin runs
-    "infercast.actuators.levers",  # the search's single-lever moves
-    "infercast.actuators.backends.twin",
-    "infercast.exporters.twin",
-    "infercast.predictors.evaluate",
-    "infercast.predictors.backtest_cli",
-    "infercast.predictors.pretrain_data",
-    "infercast.predictors.sizing",
-    "infercast.predictors.replay",  # the harm replay runs the twin
-    "infercast.predictors.train_cli",
-)
-TOOLS = ("infercast.cli", "infercast.check", "infercast.k8s")
-PRODUCT = tuple(v for k, v in FOLDERS.items() if k != "infercast")
+#: the foundation's folder; the product's folders are pyproject.toml's package-dir (those holding code)
+FOUNDATION_FOLDER = "infercast"
+LAYERS = ("foundation", "product", "simulator", "tools")
+#: the layers' own packages, inside infercast/ (every module under them is of that layer)
+SIMULATOR = "infercast.simulator"
+TOOLS = "infercast.tools"
 #: what each layer may import besides itself
 MAY_IMPORT = {
     "foundation": set(),
     "product": {"foundation"},
-    "tools": {"foundation", "product"},
     "simulator": {"foundation", "product"},
+    "tools": {"foundation", "product", "simulator"},
 }
-#: the picture's boxes: the simulator's modules outside infercast.twin / infercast.demo are grouped by folder
-GROUPS = (
-    "infercast.twin",
-    "infercast.demo",
-    "infercast.lab",
-    *PRODUCT,
-    "infercast.k8s",
-)
+
+
+def product_folders(root: Path = ROOT) -> dict[str, str]:
+    """Repository folder -> the package it installs as, for the product's folders of code (pyproject.toml's
+    package-dir; a data-only folder such as examples/ has no __init__.py)."""
+    import tomllib
+
+    package_dir = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    return {folder: package for package, folder in package_dir.items() if (root / folder / "__init__.py").is_file()}
+
+
+#: repository folder -> the package it installs as: the foundation's and the product's
+FOLDERS = {FOUNDATION_FOLDER: "infercast", **product_folders()}
+PRODUCT = tuple(v for k, v in FOLDERS.items() if k != FOUNDATION_FOLDER)
 
 
 def _under(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -85,13 +67,28 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def layer_of(module: str) -> str:
-    if _under(module, SIMULATOR):
+    """The layer of a module is its folder's: infercast/simulator/, infercast/tools/, a product folder, or else the
+    foundation (infercast/ itself and infercast/store/)."""
+    if _under(module, (SIMULATOR,)):
         return "simulator"
-    if _under(module, TOOLS):
+    if _under(module, (TOOLS,)):
         return "tools"
     if _under(module, PRODUCT):
         return "product"
     return "foundation"
+
+
+def package_of(module: str, path: Path) -> str:
+    """The package (folder) a module is in; a package's `__init__` is in its own."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def box(module: str, path: Path) -> str:
+    """The folder a reader sees a module in, one level below its layer's root: `infercast` or `infercast.store` for
+    the foundation, `infercast.actuators` for all of actuators/ (its backends/ included), `infercast.simulator.twin`,
+    `infercast.tools.k8s`; a module directly in a layer's root is in the root's box (`infercast.simulator`)."""
+    depth = 3 if layer_of(module) in ("simulator", "tools") else 2
+    return ".".join(package_of(module, path).split(".")[:depth])
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -185,22 +182,21 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
     return out
 
 
-def box(module: str) -> str:
-    """The picture's box of a module: its package group and layer."""
-    group = next((g for g in GROUPS if _under(module, (g,))), "infercast")
-    return f"{layer_of(module)}: {group}"
-
-
 def lines_of_code(path: Path) -> int:
     """Non-blank lines that are not comments (docstrings count: they are the code's manual)."""
     return sum(1 for ln in path.read_text().splitlines() if ln.strip() and not ln.strip().startswith("#"))
 
 
+#: a module longer than this (lines in the file) is a room too large to hold (issue 39); tests and benches aside
+LONG_MODULE_LINES = 800
+
+
 def measure(root: Path = ROOT) -> dict:
     mods = modules(root)
     edges = imports(mods)
+    boxed = {name: f"{layer_of(name)}: {box(name, path)}" for name, path in mods.items()}
     arrows = Counter(
-        (box(a), box(b)) for a, targets in edges.items() for b in targets if box(a) != box(b)
+        (boxed[a], boxed[b]) for a, targets in edges.items() for b in targets if boxed[a] != boxed[b]
     )  # fmt: skip
     per_layer: Counter[str] = Counter()
     files: Counter[str] = Counter()
@@ -209,19 +205,26 @@ def measure(root: Path = ROOT) -> dict:
         files[layer_of(name)] += 1
     members: dict[str, list[str]] = {}
     for name in sorted(mods):
-        members.setdefault(box(name), []).append(name)
+        members.setdefault(boxed[name], []).append(name)
+    between_boxes = {a: {b for b in targets if boxed[b] != boxed[a]} for a, targets in edges.items()}
+    box_edges: dict[str, set[str]] = {}
+    for a, targets in between_boxes.items():
+        box_edges.setdefault(boxed[a], set()).update(boxed[b] for b in targets)
     return {
         "layers": {name: {"modules": files[name], "lines": per_layer[name]} for name in LAYERS},
         "boxes": members,
         "arrows": [{"from": a, "to": b, "imports": n} for (a, b), n in sorted(arrows.items())],
         "violations": violations(edges),
         "cycles": cycles(edges),
-        "simulator": list(SIMULATOR),
+        "package_cycles": cycles(box_edges),
+        "long_modules": sorted(
+            name for name, path in mods.items() if len(path.read_text().splitlines()) > LONG_MODULE_LINES
+        ),
     }
 
 
 def _label(box_name: str, members: list[str]) -> str:
-    """A box's caption: its package, and its modules where there are a few (the simulator's parts of a folder)."""
+    """A box's caption: its package, and its modules where there are a few."""
     group = box_name.split(": ")[1]
     if len(members) > 5:
         return f"{group} ({len(members)} modules)"
@@ -230,7 +233,7 @@ def _label(box_name: str, members: list[str]) -> str:
 
 
 def render_picture(r: dict) -> str:
-    """A Mermaid flowchart (GitHub renders it): one box per package group, one subgraph per layer."""
+    """A Mermaid flowchart (GitHub renders it): one box per folder, one subgraph per layer."""
     boxes = sorted({a["from"] for a in r["arrows"]} | {a["to"] for a in r["arrows"]})
     ids = {b: f"n{i}" for i, b in enumerate(boxes)}
     out = ["```mermaid", "flowchart BT"]
@@ -245,9 +248,10 @@ def render_picture(r: dict) -> str:
         a["imports"] for a in r["arrows"] if a["to"].startswith("simulator:") and not a["from"].startswith("simulator:")
     )
     out.append(
-        f"\nAn arrow is at least one import (anywhere in a module, functions included). Into the simulator from "
-        f"outside it: **{arrows_in}** imports; layer rules broken: **{len(r['violations'])}**; import cycles: "
-        f"**{len(r['cycles'])}**. `bench/structure.py`."
+        f"\nA box is a folder; an arrow is at least one import (anywhere in a module, functions included). Into the "
+        f"simulator from outside it: **{arrows_in}** imports; layer rules broken: **{len(r['violations'])}**; "
+        f"import cycles between packages: **{len(r['package_cycles'])}**, between modules: **{len(r['cycles'])}**; "
+        f"modules over {LONG_MODULE_LINES} lines: **{len(r['long_modules'])}**. `bench/structure.py`."
     )
     return "\n".join(out)
 
@@ -276,8 +280,12 @@ def main() -> int:
     print(render_lines(r))
     for v in r["violations"]:
         print("layer rule broken:", v)
+    for c in r["package_cycles"]:
+        print("import cycle between packages:", " <-> ".join(c))
     for c in r["cycles"]:
         print("import cycle:", " <-> ".join(c))
+    for m in r["long_modules"]:
+        print(f"over {LONG_MODULE_LINES} lines:", m)
     if args.publish:
         import subprocess
 
@@ -290,7 +298,7 @@ def main() -> int:
         r["commit"] = head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
         results.publish("structure", r, TABLES)
-    return 1 if r["violations"] or r["cycles"] else 0
+    return 1 if r["violations"] or r["cycles"] or r["package_cycles"] else 0
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def _twin_run(seed: int, calm: bool):
     import tune_alarm
 
     from infercast.predictors.base import History
-    from infercast.twin.run import run_scenario
+    from infercast.simulator.twin.run import run_scenario
 
     cfg = tune_alarm.choosing_fleet(seed, calm)
     ts = run_scenario(cfg, "none", seed=seed, step_seconds=STEP_S).timeseries
@@ -73,7 +73,7 @@ def _shaped_run(shape: str, seed: int):
     import tune_alarm
 
     from infercast.predictors.base import History
-    from infercast.traces import rate_series
+    from infercast.simulator.replay.traces import rate_series
 
     t, r = rate_series(tune_alarm.shaped_trace(shape, seed), STEP_S)
     return History(t.astype(float), r, {}, f"{shape}-{seed}"), ()

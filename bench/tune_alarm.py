@@ -9,11 +9,11 @@ Data (none of it is scored by bench/forecast.py, trains, validates or calibrates
 - *calm runs*: two runs (seeds 710, 711) of the same fleet with the flash-sale customer's stream and the calendar
   event removed: 30 minutes of the regular 200 req/s;
 - *bursty runs* (`BURSTY_SOURCES`): request-level ServeGen hours replayed through the twin on a fleet sized the way
-  `infercast.predictors.evaluate` sizes the scored series (`infercast.predictors.sizing.sized_fleet`, fixed for the
-  hour), the series the scored ones are (the fullest instance of the pool with the highest peak).  The published
+  `infercast.simulator.replay.evaluate` sizes the scored series (`infercast.simulator.replay.sizing.sized_fleet`, fixed
+  for the hour), the series the scored ones are (the fullest instance of the pool with the highest peak).  The published
   choice was made when that sizing pushed the busiest minutes over 0.8 KV; since issue 37 it sizes the trace's median
   load at <= 0.6 KV, so a rerun of this bench replays other fleets.  Per source, the `HOURS_PER_SOURCE` busiest
-  whole hours (by the 600 s rates, as `infercast.predictors.evaluate` picks ServeGen's busiest hour) that overlap
+  whole hours (by the 600 s rates, as `infercast.simulator.replay.evaluate` picks ServeGen's busiest hour) that overlap
   neither the scored hour nor any hour the LSTM was trained, validated or calibrated on (`EXCLUDED_HOURS`,
   docs/forecasting.md's protocol) nor each other:
   `reason/deepseek-r1` (the scored series' source: on/off bursts of long reasoning requests) and
@@ -133,7 +133,7 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
         return pickle.loads((cache / f"{seed}.pkl").read_bytes())
 
     from infercast.predictors.base import History
-    from infercast.twin.run import run_scenario
+    from infercast.simulator.twin.run import run_scenario
 
     cfg = choosing_fleet(seed, calm)
     ts = run_scenario(cfg, "none", seed=seed, step_seconds=15.0).timeseries
@@ -149,7 +149,8 @@ def _series(seed: int, calm: bool, cache: Path | None = None):
 
 def bursty_hours(t, rates, excluded, n: int) -> list[float]:
     """Starts of the `n` busiest whole hours of a ServeGen source (600 s rates `rates` at times `t`, the hour's mean
-    as `infercast.predictors.evaluate` ranks them) that overlap no `excluded` (start, end) and no hour picked before."""
+    as `infercast.simulator.replay.evaluate` ranks them) that overlap no `excluded` (start, end) and no hour picked
+    before."""
     import numpy as np
 
     hourly = np.convolve(np.nan_to_num(np.asarray(rates, float)), np.ones(6) / 6, mode="valid")
@@ -165,7 +166,8 @@ def bursty_hours(t, rates, excluded, n: int) -> list[float]:
 
 
 def _trace_series(path: Path, start: float, cache: Path | None = None):
-    """One ServeGen hour replayed on a sized fleet, as `infercast.predictors.evaluate` builds the scored series."""
+    """One ServeGen hour replayed on a sized fleet, as `infercast.simulator.replay.evaluate` builds the scored
+    series."""
     import pickle
 
     import numpy as np
@@ -173,7 +175,7 @@ def _trace_series(path: Path, start: float, cache: Path | None = None):
     key = f"{path.parent.name}-{path.name}-{start:g}.pkl"
     if cache is not None and (cache / key).exists():
         return pickle.loads((cache / key).read_bytes())
-    from infercast.predictors.evaluate import BacktestOptions, load_series
+    from infercast.simulator.replay.evaluate import BacktestOptions, load_series
 
     data = load_series(str(path), BacktestOptions(series="kv", start=start, end=start + 3600.0))
     out = (data.history, (), float(np.nanmax(data.history.y)))
@@ -185,7 +187,7 @@ def _trace_series(path: Path, start: float, cache: Path | None = None):
 
 def bursty_runs(traces: Path, cache: Path | None = None) -> list[tuple[str, str, object, tuple, float]]:
     """The ServeGen bursty choosing runs: ("bursty", "MODEL@START", history, events, peak) per picked hour."""
-    from infercast.traces import servegen_rates
+    from infercast.simulator.replay.traces import servegen_rates
 
     runs = []
     for src in BURSTY_SOURCES:
@@ -219,8 +221,8 @@ def shaped_trace(shape: str, seed: int):
     import numpy as np
 
     from infercast.config import load_config
-    from infercast.traces import Trace
-    from infercast.twin.traffic import sample_lengths
+    from infercast.simulator.replay.traces import Trace
+    from infercast.simulator.twin.traffic import sample_lengths
 
     rng = np.random.default_rng(seed)
     peak = 2.0 * BASE_RPS
@@ -233,8 +235,8 @@ def shaped_trace(shape: str, seed: int):
 
 
 def _shaped_series(shape: str, seed: int, cache: Path | None = None):
-    """A `SHAPES` run replayed on a fleet sized as `infercast.predictors.evaluate` sizes a trace (`sized_fleet`): the
-    series of the pool with the highest peak, its fullest instance."""
+    """A `SHAPES` run replayed on a fleet sized as `infercast.simulator.replay.evaluate` sizes a trace (`sized_fleet`):
+    the series of the pool with the highest peak, its fullest instance."""
     import pickle
 
     import numpy as np
@@ -243,8 +245,8 @@ def _shaped_series(shape: str, seed: int, cache: Path | None = None):
     if cache is not None and (cache / key).exists():
         return pickle.loads((cache / key).read_bytes())
     from infercast.config import load_config
-    from infercast.predictors.evaluate import DEFAULT_FLEET, _pool_history
-    from infercast.predictors.sizing import sized_fleet
+    from infercast.simulator.replay.evaluate import DEFAULT_FLEET, _pool_history
+    from infercast.simulator.replay.sizing import sized_fleet
 
     trace = shaped_trace(shape, seed)
     _, res, _ = sized_fleet(trace, load_config(DEFAULT_FLEET), 15.0)

@@ -7,7 +7,7 @@ Mooncake and ServeGen deepseek-r1's busiest hour [78000, 81600) s):
 - the ServeGen hours of bench/tune_alarm.py's bursty runs (`BURSTY_SOURCES`, `HOURS_PER_SOURCE` busiest whole hours
   of `reason/deepseek-r1` and `multimodal/mm-image` overlapping neither the scored hour nor the LSTM's training,
   validation and calibration hours), each replayed on a fleet sized as the scored slices are
-  (`infercast.predictors.sizing.sized_fleet`, median minute at <= 0.6 KV) with its harm marked;
+  (`infercast.simulator.replay.sizing.sized_fleet`, median minute at <= 0.6 KV) with its harm marked;
 - bench/tune_alarm.py's shaped runs (`SHAPES`: an organic ramp to twice the rate, seeds 750, 751; a batch client
   doubling the rate 2 minutes in 10, seeds 752, 753), sized and marked the same way.
 On each, the deployed KV forecaster (`lstm_aci`, built as `infercast backtest` builds it) forecasts from every 15 s
@@ -87,9 +87,9 @@ def _cached(cache: Path | None, key: str, build):
 def training_runs(traces: Path, cache: Path | None) -> list[tuple[str, object, list]]:
     """(name, KV history with covariates, harm episodes) per training run (module docstring)."""
     from infercast.config import load_config
-    from infercast.predictors.evaluate import DEFAULT_FLEET, BacktestOptions, _pool_history, load_series
-    from infercast.predictors.sizing import sized_fleet
-    from infercast.traces import servegen_rates
+    from infercast.simulator.replay.evaluate import DEFAULT_FLEET, BacktestOptions, _pool_history, load_series
+    from infercast.simulator.replay.sizing import sized_fleet
+    from infercast.simulator.replay.traces import servegen_rates
 
     ta = _tune_alarm()
     runs = []
@@ -126,8 +126,8 @@ def deployed_band(h):
     from infercast.config import load_config
     from infercast.predictors import deployed, registry
     from infercast.predictors.backtest import run_backtest
-    from infercast.predictors.evaluate import DEFAULT_FLEET
     from infercast.predictors.threads import one_math_thread
+    from infercast.simulator.replay.evaluate import DEFAULT_FLEET
 
     lstm, note = registry.load_lstm()
     if lstm is None:

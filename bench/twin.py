@@ -69,8 +69,8 @@ def per_request_event_loop(arrival_times) -> float:
 
 
 def run_arm(scenario: str, arm: str, seed: int = 0) -> dict:
-    from infercast.actuators.driver import run_arm
     from infercast.config import load_config, resolve_scenario
+    from infercast.simulator.control.driver import run_arm
 
     cfg = load_config(resolve_scenario(scenario))
     t0 = time.perf_counter()
@@ -92,7 +92,7 @@ def run_arm(scenario: str, arm: str, seed: int = 0) -> dict:
 # the keys that time the run (the same digest from two commits: the same results)
 _TIMED_ARM = """
 import hashlib, json, sys, time
-from infercast.actuators.driver import run_arm
+from infercast.simulator.control.driver import run_arm
 from infercast.config import load_config, resolve_scenario
 cfg = load_config(resolve_scenario(sys.argv[1]))
 w, c = time.perf_counter(), time.process_time()
@@ -154,7 +154,7 @@ def scenario_arrivals(scenario: str = "flash-sale", seed: int = 0):
     import numpy as np
 
     from infercast.config import load_config, resolve_scenario
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.fleet import build_fleet
 
     cfg = load_config(resolve_scenario(scenario))
     fleet = build_fleet(cfg, seed=seed)
@@ -167,8 +167,8 @@ def bench_trace(path: Path) -> dict:
     import numpy as np
 
     from infercast.config import load_config, resolve_scenario
-    from infercast.traces import load_trace
-    from infercast.twin.run import run_trace, size_fleet_for_trace
+    from infercast.simulator.replay.traces import load_trace
+    from infercast.simulator.twin.run import run_trace, size_fleet_for_trace
 
     cfg = load_config(resolve_scenario("flash-sale"))
     trace = load_trace(path)
@@ -191,8 +191,8 @@ def bench_trace(path: Path) -> dict:
 
 
 # --- tables -----------------------------------------------------------------------------------------------------
-from infercast.demo.report import fmt_cell as _n  # noqa: E402 (imported after the sys.path set-up)
-from infercast.demo.report import fmt_recovery as _recovery  # noqa: E402
+from infercast.simulator.demo.report import fmt_cell as _n  # noqa: E402 (imported after the sys.path set-up)
+from infercast.simulator.demo.report import fmt_recovery as _recovery  # noqa: E402
 
 
 def _arms_table(result: dict, scenario: str) -> str:
@@ -255,7 +255,7 @@ def seed004_other_seeds(seeds: tuple[int, ...] = OTHER_SEEDS) -> dict:
     """Goodput / `none` and recovery of seed 004's rows on other seeds: how much of the reproduction is the file's
     seed."""
     from infercast.config import load_config, resolve_scenario
-    from infercast.demo.run import run_demo
+    from infercast.simulator.demo.run import run_demo
 
     cfg = load_config(resolve_scenario("seed004-bench"))
     out = {}

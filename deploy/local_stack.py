@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         am = start_alertmanager((REPO / "alertrules" / "alertmanager.yml").read_text(), port=9093, workdir=am_dir)
         started.append(am)
         if not args.no_services:
-            infercast = [sys.executable, "-m", "infercast.cli"]
+            infercast = [sys.executable, "-m", "infercast.tools.cli"]
             predictor_fleet = wall_clock_fleet(args.config, args.dir / "fleet.yaml", time.time(), args.twin_speed)
             services = {
                 "exporter": [

@@ -16,7 +16,7 @@ from infercast.catalog import TARGET_UP
 from infercast.config import ConfigError, load_config, parse_listen
 from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.exporters.nvml import NvmlSource, find_gpus
-from infercast.exporters.server import Exporter, ExporterServer, build_sources, plugin_source
+from infercast.exporters.server import Exporter, ExporterServer, SourceFactory, build_sources
 from infercast.wallclock import Paced
 
 log = logging.getLogger(__name__)
@@ -75,14 +75,17 @@ def _listen(value: str) -> tuple[str, int]:
         raise ConfigError(f"--listen {value!r}: expected HOST:PORT, e.g. 127.0.0.1:9400") from None
 
 
-def build(args: argparse.Namespace):
+def build(args: argparse.Namespace, make_twin: SourceFactory | None = None):
+    """(config, the twin's source or None, the exporter).  `make_twin` builds the source of a `kind: twin` target:
+    the fleet twin is the simulator's, so the command line hands its factory in (infercast/tools/cli.py); without
+    one, a fleet file with a twin target is refused (`build_sources`)."""
     config = load_config(args.config)
     if getattr(args, "gpus_only", False):
         return config, None, Exporter(config, [NvmlSource(node=args.node)], fleet_view=False)
     twin = None
-    if any(t.kind == "twin" for t in config.targets):
+    if make_twin is not None and any(t.kind == "twin" for t in config.targets):
         name = next(t.name for t in config.targets if t.kind == "twin")
-        twin = plugin_source(config, "twin", name)
+        twin = make_twin(config, name)
     sources = build_sources(config, twin=twin)
     if use_nvml(args.nvml):
         sources.append(NvmlSource(node=args.node))
@@ -105,10 +108,11 @@ def use_nvml(asked: bool | None, find=find_gpus) -> bool:
     return bool(n)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, make_twin: SourceFactory | None = None) -> int:
+    """The exporter command; `make_twin` as in `build`."""
     if args.twin_warmup_seconds < 0 or args.twin_speed <= 0:
         raise ConfigError("--twin-warmup-seconds must be >= 0 and --twin-speed > 0")
-    config, twin, exporter = build(args)
+    config, twin, exporter = build(args, make_twin)
     if args.once:
         if twin is not None and args.twin_warmup_seconds > 0:
             # two scrapes a window apart in simulated time, so windowed ratios (hit ratio, rates) have a span

@@ -18,7 +18,6 @@ each is logged once when it starts and once when it ends, not every cycle.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -42,7 +41,7 @@ from infercast.catalog import (
     TARGET_SCRAPE_DURATION_SECONDS,
     TARGET_UP,
 )
-from infercast.config import FleetConfig
+from infercast.config import ConfigError, FleetConfig
 from infercast.exporters.base import FAMILY_DROPPED, METRIC_MISSING, SERVING_UP, Sample, ScrapeError, Target
 from infercast.exporters.derive import derive
 from infercast.exporters.router import RouterRecorder, apply_ingest, known_label_sets, recorder_samples
@@ -98,24 +97,27 @@ class TargetState:
     parse_errors: Counter[str] = field(default_factory=Counter)  # family -> scrapes that dropped it
 
 
-#: target kinds whose source lives outside the exporter's core, as MODULE:CLASS, imported only when a fleet file has
-#: such a target.  The fleet twin is the simulator's: the exporter scrapes it like any engine but never imports it
-#: otherwise (the layer rule, tests/test_layers.py).
-PLUGIN_SOURCES = {"twin": "infercast.exporters.twin:TwinSource"}
-
-
-def plugin_source(config: FleetConfig, kind: str, name: str) -> Source:
-    """The source of a target of a `PLUGIN_SOURCES` kind, built from the fleet file."""
-    module, _, cls = PLUGIN_SOURCES[kind].partition(":")
-    return getattr(importlib.import_module(module), cls)(config, name=name)
+#: builds the source of a target the exporter does not scrape over HTTP, from the fleet file and the target's name
+SourceFactory = Callable[[FleetConfig, str], Source]
+#: the target kind whose source is handed in: the fleet twin, an in-process simulation.  The twin is the
+#: simulator's (infercast/simulator/): whoever runs the exporter on it builds its source and passes it here
+#: (`infercast exporter` does, through infercast/tools/cli.py), so the exporter never imports the simulator
+#: (tests/test_layers.py).
+HANDED_IN = "twin"
 
 
 def build_sources(config: FleetConfig, *, twin: Source | None = None) -> list[Source]:
-    """One source per configured target (the twin target shares `twin` when given)."""
+    """One source per configured target; every `kind: twin` target is `twin`, which the caller built (a
+    `ConfigError` when the fleet file has one and no twin was handed in)."""
     out: list[Source] = []
     for tc in config.targets:
-        if tc.kind in PLUGIN_SOURCES:
-            out.append(twin if twin is not None and tc.kind == "twin" else plugin_source(config, tc.kind, tc.name))
+        if tc.kind == HANDED_IN:
+            if twin is None:
+                raise ConfigError(
+                    f"target {tc.name!r}: kind twin is the fleet twin, which this exporter was not given (run it "
+                    "with `infercast exporter`, which builds the twin from the fleet file)"
+                )
+            out.append(twin)
         else:
             target = Target.from_config(tc, config)
             ex = config.exporter

@@ -1,6 +1,6 @@
-"""The names of the arms the twin compares: one list for the driver (`actuators/driver.py`, which builds them), the
-command line (`infercast twin run --control`, `infercast demo --arms`) and the benches.  Kept here, with no imports,
-so that `--help` does not load the actuators."""
+"""The names of the arms the twin compares: one list for the driver (`infercast/simulator/control/driver.py`, which
+builds them), the command line (`infercast twin run --control`, `infercast demo --arms`) and the benches.  Kept here,
+with no imports, so that `--help` does not load the actuators."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ ENGINE_GPU_MEMORY_TOTAL_BYTES = "infercast_engine_gpu_memory_total_bytes"
 # --- recorded series computed from the engines' own metrics (alertrules/engines.py) --------------------------------
 # Named `level:metric:operations` (Prometheus' recording-rule convention, as kube-prometheus'
 # `instance:node_memory_utilisation:ratio`).  The engines' series keep their own labels; `pool` and `version` are
-# target labels set by the generated PodMonitors' relabelings or plain scrape configs (infercast/k8s/scrape.py).
+# target labels set by the generated PodMonitors' relabelings or plain scrape configs (infercast/tools/k8s/scrape.py).
 # `instance:` series are one per engine (a vLLM data-parallel engine, a Triton model), the same instances the
 # exporter counts; `pool_version:` aggregate them per the fleet file's pool and version.  Not metric families of
 # the catalog (no `infercast_` prefix): the rules make them, nothing exposes them.

@@ -163,7 +163,7 @@ MetricsSource = Literal["exporter", "engines"]
 
 class PoolEngines(Strict):
     """Where Prometheus finds a pool's engines, for the generated PodMonitors and scrape configs
-    (infercast/k8s/scrape.py): the engine kind (its metric names, port and path), and on Kubernetes the labels
+    (infercast/tools/k8s/scrape.py): the engine kind (its metric names, port and path), and on Kubernetes the labels
     of its pods.  Everything has a default, so a fleet file needs none of it."""
 
     kind: EngineKind = Field("vllm", description="the serving engine: vllm, sglang, tgi or trtllm (Triton)")
@@ -574,7 +574,7 @@ class MetricsConfig(Strict):
 #: fast page 14.4x over 1 h and 5 m (2% of the budget in an hour), slow page 6x over 6 h and 30 m (5% in six hours),
 #: ticket 1x over the slow windows (the budget spent as fast as it accrues)
 SLO_BURN_FAST, SLO_BURN_SLOW, SLO_BURN_TICKET = 14.4, 6.0, 1.0
-#: vLLM's time-to-first-token histogram buckets (vllm/v1/metrics/loggers.py, the same as infercast/twin/exposition's):
+#: vLLM's time-to-first-token histogram buckets (vllm/v1/metrics/loggers.py, the same as the twin's exposition):
 #: the latency SLI counts the requests in the bucket at the target, so a target must be one of its bounds
 TTFT_BUCKET_BOUNDS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,

@@ -1,8 +1,8 @@
 """Degenerate reference forecasters for the breach scores: `always_alarm` and `never_alarm`.
 
 A score that a useless model can max out says nothing, so every backtest with a threshold scores these two beside
-the real models (`infercast.predictors.evaluate`).  Both hold the last observed value as their path (their point scores
-are those of a flat forecast); only their upper band, which is what the breach scores judge, is degenerate:
+the real models (`infercast.simulator.replay.evaluate`).  Both hold the last observed value as their path (their point
+scores are those of a flat forecast); only their upper band, which is what the breach scores judge, is degenerate:
 
 - `always_alarm`: the band runs from the last value up to `ceiling`, the top of the series' range (1.0 for KV
   usage) or the threshold where the range has none, so its upper band reaches every threshold in range at every

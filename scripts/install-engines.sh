@@ -72,7 +72,7 @@ tiny_model() {
     kept="already there: $DIR/model"
     return 0
   fi
-  "$VENV/bin/python" infercast/lab/tinymodel.py "$DIR/model" || return
+  "$VENV/bin/python" infercast/simulator/lab/tinymodel.py "$DIR/model" || return
 }
 
 start=$SECONDS

@@ -149,6 +149,9 @@ python_packages() {
     kept="up to date"
     return 0
   fi
+  # a build/lib left by a `pip install .` or `pip wheel .` in this checkout keeps copies of modules that have since
+  # moved (infercast/twin/ before infercast/simulator/twin/); setuptools would put them in the next wheel it builds
+  rm -rf build/lib
   pip_ install -c constraints.txt -e '.[dev]' || return
   touch "$stamp"
 }

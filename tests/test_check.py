@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercast.check import check_alertmanager, check_dashboards, check_rules
-from infercast.cli import main
 from infercast.config import load_config
+from infercast.tools.check import check_alertmanager, check_dashboards, check_rules
+from infercast.tools.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET = REPO / "examples" / "flash-sale.yaml"
@@ -152,7 +152,7 @@ def test_an_empty_rules_or_dashboards_directory_fails(tmp_path, capsys):
 
 def test_strict_counts_a_missing_tool_as_failed(monkeypatch, capsys):
     # the shipped files, checked without promtool or amtool installed: skipped (exit 0), failed under --strict
-    monkeypatch.setattr("infercast.check._tool", lambda *names: None)
+    monkeypatch.setattr("infercast.tools.check._tool", lambda *names: None)
     assert main(["check"]) == 0
     assert "promtool is not installed" in capsys.readouterr().out
     assert main(["check", "--strict"]) == 1
@@ -218,7 +218,7 @@ def test_check_config_checks_what_that_fleet_builds_not_the_shipped_files(tmp_pa
     assert "--rules DIR --dashboards DIR" in captured.err  # how to check the deployed files
 
     # the rules promtool was given are the fleet's (its 0.8 trigger), not the shipped 0.75
-    from infercast.check import check_fleet_builds
+    from infercast.tools.check import check_fleet_builds
 
     seen: dict[str, str] = {}
 

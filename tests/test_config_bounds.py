@@ -33,6 +33,6 @@ def test_a_hundred_million_nodes_is_refused_with_the_maximum_and_rc_2(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError, match="less than or equal to 10000"):
         load_config(path)
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path)], capture_output=True,
-                       text=True, timeout=120, cwd=REPO, check=False)  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO, check=False)  # fmt: skip
     assert r.returncode == 2 and "less than or equal to 10000" in r.stderr, (r.returncode, r.stderr[-500:])

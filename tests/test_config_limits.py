@@ -71,7 +71,7 @@ def test_the_daemon_refuses_an_infinite_interval_with_rc_2_and_no_traceback(tmp_
     doc["actuator"]["audit_db"] = str(tmp_path / "a.db")
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(doc))
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path)],
+    r = subprocess.run([sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path)],
                        capture_output=True, text=True, timeout=120, cwd=REPO, check=False)  # fmt: skip
     assert r.returncode == 2, r.stderr[-800:]
     assert "actuator.interval_seconds" in r.stderr and "Traceback" not in r.stderr

@@ -67,7 +67,8 @@ def test_the_twin_exits_2_on_a_phase_of_a_trillion_requests_a_second(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text(yaml.safe_dump(_set("scenario.phases.0.rps", 1e12)))
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "twin", "run", "--scenario", str(path), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "infercast.tools.cli", "twin", "run", "--scenario", str(path),
+         "--out", str(tmp_path / "o")],
         capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
     )  # fmt: skip
     assert r.returncode == 2, (r.returncode, r.stderr[-1500:])

@@ -16,7 +16,7 @@ from bench.control import (
     wall_times,
 )
 from infercast.config import load_config
-from infercast.traces import Surge, load_trace
+from infercast.simulator.replay.traces import Surge, load_trace
 
 from .conftest import DATA, REPO
 

@@ -16,9 +16,9 @@ import infercast.catalog as catalog
 from infercast.alertrules.engines import RATE_WINDOW, engine_rule_file, engine_rules, names, pool_max_batch
 from infercast.alertrules.generate import generated_files
 from infercast.config import ConfigError, load_config, parse_config
-from infercast.k8s.build import BASE, ENGINES_DIR, base_files
-from infercast.k8s.scrape import ENGINE_PORTS, meta_label, pod_monitors, prometheus_config, scrape_configs
-from infercast.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
+from infercast.tools.k8s.build import BASE, ENGINES_DIR, base_files
+from infercast.tools.k8s.scrape import ENGINE_PORTS, meta_label, pod_monitors, prometheus_config, scrape_configs
+from infercast.tools.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
 from tests.conftest import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart-prometheus.yaml"
@@ -216,7 +216,7 @@ def test_a_target_without_pool_takes_its_versions_first_pool_and_one_without_eit
 
 
 def test_the_cli_writes_a_config_promtool_accepts(tmp_path: Path) -> None:
-    from infercast.cli import main
+    from infercast.tools.cli import main
 
     assert main(["k8s", "prometheus", f"--fleet={QUICKSTART}", f"--out={tmp_path}"]) == 0
     cfg = yaml.safe_load((tmp_path / "prometheus.yml").read_text())

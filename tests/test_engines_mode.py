@@ -26,7 +26,7 @@ from infercast.dashboards.build import DASHBOARDS, DashboardSettings, render
 from tests.conftest import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart-prometheus.yaml"
-CLI = [sys.executable, "-m", "infercast.cli"]
+CLI = [sys.executable, "-m", "infercast.tools.cli"]
 #: the exporter's series a reader must not read in engines mode: the ones it no longer emits, and the aggregates of
 #: them (the router's request counters are not emitted by the engines' Prometheus jobs either)
 EXPORTER_PATH = {*ENGINE_GIVEN, KV_USAGE_AVG, KV_USAGE_MAX, BATCH_SAT_AVG, REQ_RATE, REQ_SHARE, ROUTER_REQUESTS_TOTAL}

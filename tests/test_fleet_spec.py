@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercast.check import check_config
-from infercast.cli import main
 from infercast.config import ConfigError, load_config, parse_config
 from infercast.exporters.base import Sample
 from infercast.exporters.derive import derive
 from infercast.models import KNOWN_MODELS, known_model_names
+from infercast.tools.check import check_config
+from infercast.tools.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 FLASH_SALE = REPO / "examples" / "flash-sale.yaml"
@@ -77,7 +77,7 @@ def test_the_weights_check_still_refuses_weights_that_fill_the_cards():
 
 
 def test_the_twin_refuses_a_model_it_cannot_size_and_says_where_the_shape_goes():
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.fleet import build_fleet
 
     cfg = parse_config(flash_sale_without_shapes())  # loads: the real-fleet services need no shape
     with pytest.raises(ConfigError) as err:
@@ -98,7 +98,7 @@ def test_infercast_twin_run_exits_2_with_the_refusal(tmp_path, capsys):
 
 
 def test_the_twin_runs_a_known_model_named_alone():
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.fleet import build_fleet
 
     data = flash_sale_without_shapes()
     data["versions"] = {v: {"model": {"name": "Llama-3.1-8B-Instruct"}} for v in data["versions"]}

@@ -52,6 +52,6 @@ def test_a_fleet_file_nested_five_thousand_deep_is_a_config_error_not_a_recursio
     path.write_text("{" * 5000)
     with pytest.raises(ConfigError, match="nested deeper than a fleet file can be"):
         load_config(path)
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path)],
+    r = subprocess.run([sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path)],
                        capture_output=True, text=True, timeout=120, cwd=REPO, check=False)  # fmt: skip
     assert r.returncode == 2 and "nested deeper" in r.stderr and "Traceback" not in r.stderr, r.stderr[-800:]

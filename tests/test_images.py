@@ -23,7 +23,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from infercast.k8s.settings import CONTAINER_IMAGES, IMAGE_UID, PORTS
+from infercast.tools.k8s.settings import CONTAINER_IMAGES, IMAGE_UID, PORTS
 from tests.conftest import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -153,7 +153,7 @@ def _report():
         json.dump(sorted({m.partition(".")[0] for m in sys.modules}), f)
 
 if mode == "cli":
-    from infercast.cli import main
+    from infercast.tools.cli import main
     sys.exit(main(rest))
 if mode == "module":
     sys.argv = rest
@@ -343,7 +343,7 @@ def test_compose_runs_supported_prometheus_and_alertmanager_releases():
 
 
 def test_k8s_build_image_names_each_component_from_one_name_and_tag():
-    from infercast.k8s.settings import K8sSettings
+    from infercast.tools.k8s.settings import K8sSettings
 
     s = K8sSettings(image="registry.example.com:5000/infercast:1.2")  # `infercast k8s build --image ...`
     assert s.image_for("exporter") == "registry.example.com:5000/infercast-exporter:1.2"

@@ -20,10 +20,10 @@ import yaml
 
 from infercast.alertrules.rules import rule_files
 from infercast.alertrules.settings import AlertSettings
-from infercast.k8s.build import BASE, base_files, stale
-from infercast.k8s.manifests import matcher
-from infercast.k8s.settings import K8sSettings
-from infercast.k8s.validate import (
+from infercast.tools.k8s.build import BASE, base_files, stale
+from infercast.tools.k8s.manifests import matcher
+from infercast.tools.k8s.settings import K8sSettings
+from infercast.tools.k8s.validate import (
     NO_KUBECTL,
     OPERATOR_PACKAGE,
     VALIDATORS,
@@ -40,7 +40,11 @@ needs_kubectl = pytest.mark.skipif(kubectl() is None, reason=NO_KUBECTL)
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "k8s", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+        [sys.executable, "-m", "infercast.tools.cli", "k8s", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
 
 
@@ -234,7 +238,7 @@ def test_operator_objects_fail_when_the_validators_cannot_run(tmp_path, monkeypa
 def test_validate_cli_exits_non_zero_without_node(tmp_path) -> None:
     (tmp_path / "kubectl").symlink_to(kubectl())
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "k8s", "validate", "deploy/kubernetes/overlays/demo"],
+        [sys.executable, "-m", "infercast.tools.cli", "k8s", "validate", "deploy/kubernetes/overlays/demo"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -14,12 +14,12 @@ import yaml
 
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
 from infercast.config import parse_config
-from infercast.k8s.build import BASE, base_files
-from infercast.k8s.fleet import cluster_fleet
-from infercast.k8s.keda import forecast_query, scaled_objects
-from infercast.k8s.manifests import actuator
-from infercast.k8s.settings import K8sSettings
-from infercast.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
+from infercast.tools.k8s.build import BASE, base_files
+from infercast.tools.k8s.fleet import cluster_fleet
+from infercast.tools.k8s.keda import forecast_query, scaled_objects
+from infercast.tools.k8s.manifests import actuator
+from infercast.tools.k8s.settings import K8sSettings
+from infercast.tools.k8s.validate import NO_KUBECTL, kubectl, render, validate_objects
 from tests.conftest import REPO
 
 FLASH_SALE = REPO / "examples" / "flash-sale.yaml"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 import tomllib
 
-from infercast.k8s import validate
-from infercast.k8s.validate import NO_KUBECTL, kubectl
+from infercast.tools.k8s import validate
+from infercast.tools.k8s.validate import NO_KUBECTL, kubectl
 from tests.conftest import REPO
 
 

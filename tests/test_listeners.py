@@ -22,8 +22,8 @@ from infercast.alertrules.webhook import MAX_KEPT, Notification, WebhookRecorder
 from infercast.config import load_config, parse_config
 from infercast.exporters.router import MAX_COUNT
 from infercast.exporters.server import Exporter, ExporterServer, build_sources
-from infercast.twin.fleet import build_fleet
-from infercast.twin.surfaces import TwinServer
+from infercast.simulator.twin.fleet import build_fleet
+from infercast.simulator.twin.surfaces import TwinServer
 from tests.conftest import REPO
 
 FLEET = load_config(REPO / "examples" / "flash-sale.yaml")

@@ -3,7 +3,7 @@ itself (so the page and the test cannot drift), and every `infercast` command th
 
 No Kubernetes cluster and no Prometheus Operator run here, so the test plays the cluster's part:
 - `infercast k8s build --fleet` on the page's fleet file, the page's overlay rendered by `kubectl kustomize`, and
-  every object validated against Kubernetes' OpenAPI schemas and the CRD schemas (`infercast.k8s.validate`);
+  every object validated against Kubernetes' OpenAPI schemas and the CRD schemas (`infercast.tools.k8s.validate`);
 - the engines are the captured vLLM payloads of tests/data/engines served on loopback (tests/alerting/
   fake_engines.py), each PodMonitor translated into a static scrape job that gives Prometheus the pod labels the
   Operator's service discovery would (`__meta_kubernetes_pod_label_*`) and runs the PodMonitor's own relabelings;
@@ -51,17 +51,17 @@ from infercast.catalog import (
     KV_CACHE_USAGE_RATIO,
     REQUESTS_RUNNING,
 )
-from infercast.cli import build_parser
 from infercast.config import GatewayBackend, load_config, parse_config
-from infercast.k8s.scrape import meta_label
-from infercast.k8s.validate import kubectl, render, validate_objects
 from infercast.servers import free_port, start_prometheus
+from infercast.tools.cli import build_parser
+from infercast.tools.k8s.scrape import meta_label
+from infercast.tools.k8s.validate import kubectl, render, validate_objects
 from tests.actuators.kube_replay import merged, recorded
 from tests.alerting.fake_engines import FakeEngine
 from tests.conftest import REPO
 
 PAGE = REPO / "docs" / "quickstart-kubernetes.md"
-CLI = [sys.executable, "-m", "infercast.cli"]
+CLI = [sys.executable, "-m", "infercast.tools.cli"]
 #: pool -> the payload its engine pods serve here, and the labels those pods carry (the page's pod_labels)
 ENGINES = {"v4-main": "vllm.prom", "v3.5-fallback": "vllm-chat-v3.5.prom"}
 #: the fixtures' gauges: vllm:kv_cache_usage_perc per engine, vllm:num_requests_running per engine

@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
-from infercast.cli import main
 from infercast.exporters.forecasts import PrometheusForecasts
 from infercast.redact import redact, redact_url
 from infercast.servers import free_port
 from infercast.store import StoreError
 from infercast.store.prometheus import PrometheusStore
+from infercast.tools.cli import main
 from tests.exporters.fakes import FixtureServer, Route
 
 

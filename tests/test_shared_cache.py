@@ -72,7 +72,7 @@ def test_other_product_sources_compute_again(tmp_path, monkeypatch):
 def test_the_sources_digest_covers_the_twin_and_the_shipped_model():
     assert {"infercast", "actuators", "predictors", "examples"} <= set(shared_cache.PRODUCT_DIRS)
     assert all((REPO / d).is_dir() for d in shared_cache.PRODUCT_DIRS)
-    assert (REPO / "infercast" / "twin").is_dir() and (REPO / "predictors" / "models").is_dir()
+    assert (REPO / "infercast" / "simulator" / "twin").is_dir() and (REPO / "predictors" / "models").is_dir()
     assert len(shared_cache.sources_digest()) == 64
 
 

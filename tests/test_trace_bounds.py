@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercast.traces import MAX_TOKENS, TraceError, load_trace
+from infercast.simulator.replay.traces import MAX_TOKENS, TraceError, load_trace
 from tests.conftest import REPO
 
 ROW = "2023-11-16 18:17:03.9799600,4808,10"
@@ -73,7 +73,7 @@ def test_the_twin_on_a_trace_with_1e23_tokens_exits_2_naming_the_line(tmp_path):
     """What the user sees: `infercast twin run --trace big.csv` stops before running, rc 2, file and line named."""
     f = _file(tmp_path / "big.csv", ["TIMESTAMP,ContextTokens,GeneratedTokens", ROW, "2023-11-16 18:17:05.0,1e23,2"])
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "twin", "run", "--trace", str(f), "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "infercast.tools.cli", "twin", "run", "--trace", str(f), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
     )  # fmt: skip
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])

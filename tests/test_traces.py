@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from infercast.config import LengthDistribution
-from infercast.traces import (
+from infercast.simulator.replay.traces import (
     MAX_GENERATED_ARRIVALS,
     Trace,
     TraceError,
@@ -23,7 +23,7 @@ from infercast.traces import (
     rate_series,
     servegen_rates,
 )
-from infercast.twin.traffic import sample_lengths
+from infercast.simulator.twin.traffic import sample_lengths
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"
 AZURE_CODE = DATA / "azure" / "AzureLLMInferenceTrace_code.csv"
@@ -338,7 +338,7 @@ def test_out_of_order_rows_are_sorted_and_counted(tmp_path, caplog):
     rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
     rows += ["2023-11-16 18:00:10.0000000,10,1", "2023-11-16 18:00:00.0000000,20,2", "2023-11-16 18:00:05.0000000,30,3"]
     f = _chunk(tmp_path / "shuffled.csv", rows)
-    with caplog.at_level(logging.WARNING, logger="infercast.traces"):
+    with caplog.at_level(logging.WARNING, logger="infercast.simulator.replay.traces"):
         t = load_trace(f)
     assert "shuffled.csv: 1 timestamps out of order; sorted them (no row dropped)" in caplog.text
     assert t.arrivals_s.tolist() == [0.0, 5.0, 10.0]
@@ -435,7 +435,7 @@ def test_bad_range_arguments():
 
 
 def test_module_command_prints_a_summary_per_trace(tmp_path, capsys):
-    from infercast.traces import main
+    from infercast.simulator.replay.traces import main
 
     assert main([str(AZURE_CODE), str(tmp_path / "missing.csv")]) == 1
     first, second = capsys.readouterr().out.splitlines()

@@ -92,8 +92,11 @@ def test_the_wheel_installs_one_package_named_infercast(installed):
     packages = [n for n in installed["new_files"] if not n.endswith(".dist-info") and n != "__pycache__"]
     assert packages == ["infercast"], packages
     shipped = installed["site"] / "infercast"
-    for sub in ("exporters", "predictors", "alertrules", "dashboards", "actuators", "twin"):
+    for sub in ("exporters", "predictors", "alertrules", "dashboards", "actuators", "simulator/twin", "tools"):
         assert (shipped / sub / "__init__.py").is_file(), sub
+    # the two layers as folders: the simulator in one package, nothing of it left at its old places
+    for old in ("twin", "demo", "lab", "k8s", "traces.py", "cli.py", "actuators/arms.py", "exporters/twin.py"):
+        assert not (shipped / old).exists(), old
     # the data the commands open: fleet files, rules by their real suffix, runbooks, templates, dashboards, model
     for data in (
         "examples/flash-sale.yaml",
@@ -133,6 +136,14 @@ def test_check_passes_on_the_shipped_files_from_an_empty_directory(installed):
     for what in ("flash-sale.yaml", "alerts.yml", "recording.yml", "alertmanager.yml", "kv-cache-health.json"):
         (line,) = [ln for ln in lines if ln.rstrip().split()[2].endswith(what) or f"/{what}:" in ln]
         assert str(installed["site"]) in line, line
+
+
+def test_the_simulators_commands_answer_help_outside_the_checkout(installed):
+    """The command line reaches the simulator's commands through real imports (infercast/tools/cli.py): installed,
+    `infercast demo --help` and `infercast twin run --help` load them from the wheel."""
+    for args in (("demo", "--help"), ("twin", "run", "--help"), ("backtest", "--help"), ("lab", "--help")):
+        r = run(installed, *args)
+        assert r.returncode == 0 and "usage: infercast" in r.stdout, (args, r.stderr[-2000:])
 
 
 def test_the_twin_runs_the_flash_sale_by_name(installed):
@@ -204,7 +215,7 @@ def test_the_demo_runs_from_the_wheel_with_the_extra_the_readme_names(installed,
     (dist_info,) = [n for n in installed["new_files"] if n.endswith(".dist-info")]
     metadata = (installed["site"] / dist_info / "METADATA").read_text()
     assert f"Provides-Extra: {extra}" in metadata
-    code = "from infercast.demo.cli import DEFAULT_ARMS, missing; print(missing(DEFAULT_ARMS))"
+    code = "from infercast.simulator.demo.cli import DEFAULT_ARMS, missing; print(missing(DEFAULT_ARMS))"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     r = subprocess.run([installed["bin"] / "python", "-c", code], capture_output=True, text=True, cwd=installed["cwd"],
                        env=env, timeout=300)  # fmt: skip

@@ -19,7 +19,7 @@ stat`) before the action is reported applied.
   (the tightest `maxconn` / full_concurrency; None when unlimited).
 
 Idempotent, fenced and keyed like the Redis and file backends, with the state kept in the proxy itself (two stick
-tables the configuration declares, see `infercast.lab.proxy`): an action carrying an idempotency key already
+tables the configuration declares, see `infercast.simulator.lab.proxy`): an action carrying an idempotency key already
 applied is answered "replayed" without touching the proxy (and refused if the key was used for another action);
 a fencing token below the highest seen is refused ("stale fencing token"), one more than `max_fence_step` above
 it too.  Unlike Redis' Lua script, the read-check-write of the fence is not atomic: it assumes one actuator

@@ -1,9 +1,9 @@
 """The generic router admin API, served: any `FleetAdmin` behind `GET /v1/fleet` and `POST /v1/actions`.
 
 docs/router-admin-api.md is the contract; this is its reference implementation, served through
-`infercast.httpserve` (the twin's `TwinServer` mounts it over `infercast.actuators.backends.twin.TwinAdmin`).  A router
-written in another language implements the same three routes; `infercast.actuators.backends.router_http.HttpAdmin` is
-the client.
+`infercast.httpserve` (the twin's `TwinServer` mounts it over `infercast.simulator.twin.admin.TwinAdmin`).  A
+router written in another language implements the same three routes;
+`infercast.actuators.backends.router_http.HttpAdmin` is the client.
 
 What the server keeps, and why:
 - the answers of the last `remember` idempotency keys: a POST retried with the same `Idempotency-Key` (the client

@@ -8,8 +8,8 @@ import pytest
 
 from infercast.config import FleetConfig, load_config
 from infercast.servers import Server, start_redis
-from infercast.twin.fleet import build_fleet
-from infercast.twin.surfaces import TwinServer
+from infercast.simulator.twin.fleet import build_fleet
+from infercast.simulator.twin.surfaces import TwinServer
 from tests.conftest import REPO
 
 FLASH_SALE = REPO / "examples" / "flash-sale.yaml"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from infercast.config import FleetConfig, load_config
-from infercast.twin import Fleet, build_fleet
-from infercast.twin.layout import protected_layout
+from infercast.simulator.twin import Fleet, build_fleet
+from infercast.simulator.twin.layout import protected_layout
 from tests.shared_cache import SharedCache
 
 

@@ -18,11 +18,11 @@ from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import Result
 from infercast.actuators.audit import Audit, AuditError
 from infercast.actuators.backends.router_http import HttpAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.log_cli import parse_since
 from infercast.actuators.recovery import resolve_in_flight
 from infercast.actuators.stamp import decision_key
 from infercast.config import ConfigError
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.conftest import REPO
 
 W = SetPoolWeight("v4-main", 0.5)
@@ -114,7 +114,7 @@ def test_a_file_that_is_not_an_audit_trail_is_refused_clearly(tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "actuator", "log", *args],
+        [sys.executable, "-m", "infercast.tools.cli", "actuator", "log", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -232,7 +232,7 @@ def test_a_backend_that_cannot_tell_leaves_interrupted_and_one_that_cannot_be_as
     tmp_path, fleet_cfg
 ):
     from infercast.servers import free_port
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.fleet import build_fleet
 
     audit = Audit(tmp_path / "a.db")
     i = audit.record_decision(1.0, "k", W, {})

@@ -20,10 +20,10 @@ from infercast.actuators import log_cli
 from infercast.actuators.actions import SetPoolWeight
 from infercast.actuators.admin import BackendError
 from infercast.actuators.audit import Audit
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.policy import Decision, Outlook
 from infercast.actuators.recovery import reconcile_unknown
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.shared_fleet import protected_flash_sale
 from tests.actuators.test_controller import ScriptedInputs
 

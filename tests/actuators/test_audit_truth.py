@@ -23,13 +23,13 @@ from infercast.actuators.actions import SetPoolWeight
 from infercast.actuators.admin import BackendError
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.router_http import HttpAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.daemon import Daemon
 from infercast.actuators.leader import SingleReplica
 from infercast.actuators.policy import Decision, Outlook
 from infercast.actuators.recovery import reconcile_unknown, resolve_in_flight
 from infercast.actuators.tick import TickReport
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.doubles import Scripted
 from tests.actuators.faulty import FaultyServer, Step
 from tests.actuators.shared_fleet import protected_flash_sale
@@ -285,7 +285,7 @@ def test_guardrail_refusals_and_their_reasons_appear_in_actuator_log(setup, tmp_
     assert all(r.detail.startswith("guardrails: cooldown") and r.attempts == 0 for r in rows)
     audit.close()
     out = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "actuator", "log", "--db", str(db)],
+        [sys.executable, "-m", "infercast.tools.cli", "actuator", "log", "--db", str(db)],
         capture_output=True, text=True, timeout=60, cwd=REPO, check=True,
     ).stdout  # fmt: skip
     lines = [ln for ln in out.splitlines() if " refused " in ln]

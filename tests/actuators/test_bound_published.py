@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from infercast.actuators.plans import better
+from infercast.simulator.control.plans import better
 from tests.conftest import REPO
 
 KEYS = ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")

@@ -12,12 +12,12 @@ import pytest
 
 from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import BackendError
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.controller import ControlLoop
 from infercast.actuators.guardrails import Guardrails, check_inputs
 from infercast.actuators.inputs import InputError, Inputs
 from infercast.actuators.policy import Decision, Outlook
 from infercast.config import GuardrailConfig
+from infercast.simulator.twin.admin import TwinAdmin
 from tests.actuators.shared_fleet import protected_flash_sale
 
 

@@ -288,7 +288,7 @@ def fleet_file(tmp_path: Path, twin_url: str, **actuator) -> Path:
 
 def _cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "actuator", *args],
+        [sys.executable, "-m", "infercast.tools.cli", "actuator", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -335,7 +335,7 @@ def test_sigterm_finishes_the_tick_in_flight_then_exits(twin, tmp_path):
     path = fleet_file(tmp_path, twin.url)
     env = {**os.environ, "TEST_ROUTER_TOKEN": "s3cret", "INFERCAST_TEST_MARKS": str(marks),
            "INFERCAST_TEST_TICK_SECONDS": "2"}  # fmt: skip
-    argv = [sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path)]
+    argv = [sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path)]
     p = subprocess.Popen(
         [*argv, "--tick", "tests.actuators.doubles:slow"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -364,7 +364,7 @@ def test_the_daemon_against_a_twin_served_in_its_own_process_in_both_modes(tmp_p
 
     port = free_port()
     twin = subprocess.Popen(
-        [sys.executable, "-c", "from infercast.twin.surfaces import serve_main; serve_main()",
+        [sys.executable, "-c", "from infercast.simulator.twin.surfaces import serve_main; serve_main()",
          "--listen", f"127.0.0.1:{port}", "--speed", "10"],
         cwd=REPO, env={**os.environ, "INFERCAST_HTTP_TOKEN": "s3cret"}, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -65,7 +65,7 @@ infercast_forecast_breach_eta_seconds{pool="v4-main",version="v4",threshold="0.7
 
 def _once(path, *args):
     return subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path), *args, "--once"],
+        [sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path), *args, "--once"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
         env={**os.environ, "TEST_ROUTER_TOKEN": "s3cret"}, check=False,
     )  # fmt: skip

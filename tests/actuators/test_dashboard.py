@@ -29,8 +29,8 @@ W5 = SetPoolWeight("v4-main", 0.5)
 @pytest.fixture(scope="module")
 def running(tmp_path_factory, fleet_cfg):
     """The daemon (active, single replica) on a 0.3 s control loop against the twin, scraped every second."""
-    from infercast.twin.fleet import build_fleet
-    from infercast.twin.surfaces import TwinServer
+    from infercast.simulator.twin.fleet import build_fleet
+    from infercast.simulator.twin.surfaces import TwinServer
 
     tmp = tmp_path_factory.mktemp("dash")
     twin = TwinServer(build_fleet(fleet_cfg), token="s3cret").start()

@@ -18,7 +18,7 @@ from infercast.actuators.admin import ActionRefused, Result, apply_with_retries
 from infercast.actuators.backends import build_backend
 from infercast.actuators.backends.envoy_gateway import EnvoyGatewayAdmin, duration, policy_name, seconds_of
 from infercast.config import ConfigError, EnvoyGatewayBackend, parse_config
-from infercast.k8s.validate import crd_schemas
+from infercast.tools.k8s.validate import crd_schemas
 from tests.actuators.conftest import FLASH_SALE
 from tests.actuators.kube_replay import HTTPROUTES, Exchange, KubeReplay, merged, recorded
 from tests.conftest import REPO
@@ -238,10 +238,10 @@ def test_default_policy_names_are_kubernetes_names():
 
 
 def test_the_actuators_role_may_read_patch_and_create_its_policies_and_nothing_else_of_them():
-    from infercast.k8s.fleet import cluster_fleet
-    from infercast.k8s.manifests import actuator
-    from infercast.k8s.settings import K8sSettings
-    from infercast.k8s.validate import validate_objects
+    from infercast.tools.k8s.fleet import cluster_fleet
+    from infercast.tools.k8s.manifests import actuator
+    from infercast.tools.k8s.settings import K8sSettings
+    from infercast.tools.k8s.validate import validate_objects
 
     doc = yaml.safe_load(FLASH_SALE.read_text())
     doc["actuator"] = {"backend": {"kind": "envoy-gateway", "namespace": "inference", "breakers": BREAKERS}}

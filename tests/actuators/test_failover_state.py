@@ -29,9 +29,9 @@ import yaml
 from infercast.actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.redis import RedisAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.catalog import ACTUATOR_ACTIVE
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 from tests.conftest import REPO
 
 A1 = SetPoolWeight("v4-main", 0.5)
@@ -68,7 +68,7 @@ def _daemon(tmp_path: Path, url: str, name: str, script: list[list[Action]], han
     }
     if hang is not None:
         env["FAILOVER_HANG_ON"] = json.dumps(hang.to_dict())
-    argv = [sys.executable, "-m", "infercast.cli", "actuator", "--config", str(_fleet_file(tmp_path, url, name)),
+    argv = [sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(_fleet_file(tmp_path, url, name)),
             "--mode", "active", "--tick", "tests.actuators.failover_child:build"]  # fmt: skip
     err = (tmp_path / f"{name}.log").open("w")
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=err, stderr=subprocess.STDOUT, text=True)

@@ -21,11 +21,11 @@ from infercast.actuators.backends.file import FileAdmin
 from infercast.actuators.backends.redis import RedisAdmin
 from infercast.actuators.backends.redis import client as redis_client
 from infercast.actuators.backends.router_http import HttpAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.daemon import Daemon
 from infercast.actuators.leader import Leadership, RedisLease
 from infercast.actuators.stamp import Stamp
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.actuators.test_daemon import parts_for, scrape
 

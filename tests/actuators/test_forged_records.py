@@ -14,10 +14,10 @@ from infercast.actuators.admin import ActionRefused, BackendError, Result
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.file import FileAdmin
 from infercast.actuators.backends.redis import RedisAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.recovery import read_back, reconcile_unknown, resolve_in_flight
 from infercast.actuators.stamp import Stamp
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 
 W = SetPoolWeight("v4-main", 0.5)
 

@@ -1,17 +1,17 @@
-"""Hindsight's candidates forked from one plan-less run (`actuators/forks.py`, issue 41 item 2): every forked run is
-the same, to the last digit, as the plan replayed from the start; a candidate that cannot win is stopped by a bound
-that never under-estimates; the search reports what it saved."""
+"""Hindsight's candidates forked from one plan-less run (`infercast/simulator/control/forks.py`, issue 41 item 2): every
+forked run is the same, to the last digit, as the plan replayed from the start; a candidate that cannot win is stopped
+by a bound that never under-estimates; the search reports what it saved."""
 
 from __future__ import annotations
 
 import pytest
 
-from infercast.actuators.driver import _run
-from infercast.actuators.forks import Forks
-from infercast.actuators.plans import Plan, PlanArm, _base_nodes
 from infercast.config import load_config
-from infercast.traces import Surge, load_trace
-from infercast.twin.tracefleet import surged_trace_run
+from infercast.simulator.control.driver import _run
+from infercast.simulator.control.forks import Forks
+from infercast.simulator.control.plans import Plan, PlanArm, _base_nodes
+from infercast.simulator.replay.traces import Surge, load_trace
+from infercast.simulator.twin.tracefleet import surged_trace_run
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_the_bound_never_falls_below_what_the_run_ends_with_and_a_loser_is_stopp
     total = final.summary["tiers"]["urgent"]["offered"]
     state = forks._state_at(0.0)
     state.arm.plan = plan
-    from infercast.actuators.forks import _drive
+    from infercast.simulator.control.forks import _drive
 
     bounds = []
     while state.fleet.now < forks.duration - 1e-9:
@@ -82,7 +82,7 @@ def test_the_bound_never_falls_below_what_the_run_ends_with_and_a_loser_is_stopp
 
 def test_a_run_made_elsewhere_is_not_run_again(surged):
     """The bench hands hindsight its `reactive` run: the empty plan's, to the last digit."""
-    from infercast.actuators.driver import run_arm
+    from infercast.simulator.control.driver import run_arm
 
     cfg, trace = surged
     reactive = run_arm(cfg, "reactive", 0, trace)
@@ -116,7 +116,7 @@ def _late_variants(cfg) -> tuple[Plan, list[Plan]]:
 def test_a_plan_differing_late_forks_from_the_plan_already_run_and_is_the_same_as_a_replay(surged):
     """Candidates that differ from a plan already run only in their release are forked from that plan's own run
     where they first differ (not from the plan-less run at 105 s), and each is still its replay to the last digit."""
-    from infercast.actuators.forks import diverge
+    from infercast.simulator.control.forks import diverge
 
     cfg, trace = surged
     head, late = _late_variants(cfg)
@@ -145,7 +145,7 @@ def test_a_plan_differing_late_forks_from_the_plan_already_run_and_is_the_same_a
 def test_a_search_stopped_half_way_resumes_from_its_journal_with_the_same_result(surged, tmp_path):
     """A search with a journal, run again (as after an interruption), asks for no run but the winner's (made
     again in full: its time series and events), and finds the same plan with the same figures."""
-    from infercast.actuators.plans import search_hindsight
+    from infercast.simulator.control.plans import search_hindsight
 
     cfg, trace = surged
     head, late = _late_variants(cfg)
@@ -188,10 +188,10 @@ def test_late_forks_save_simulated_seconds_on_the_sales_whole_search_and_find_th
 
     import pandas as pd
 
-    import infercast.actuators.forks as forks_module
-    from infercast.actuators.driver import run_hindsight
-    from infercast.twin.run import RunResult
-    from infercast.twin.variants import load_scenario
+    import infercast.simulator.control.forks as forks_module
+    from infercast.simulator.control.driver import run_hindsight
+    from infercast.simulator.twin.run import RunResult
+    from infercast.simulator.twin.variants import load_scenario
 
     @dataclass
     class Clock:

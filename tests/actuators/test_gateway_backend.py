@@ -2,8 +2,8 @@
 recorded API answers replayed on loopback (tests/data/k8s/, tests/actuators/kube_replay.py): no API server runs
 here.  What the client sends is checked request by request, and every object the actuator would leave behind --
 the recorded object with the client's merge patch applied -- is validated against its published schema
-(`infercast.k8s.validate`): HTTPRoute against the Gateway API's CRD (v1.0.0), ScaledObject against KEDA's (2.10.1),
-HorizontalPodAutoscaler against Kubernetes' own (1.31 and 1.37)."""
+(`infercast.tools.k8s.validate`): HTTPRoute against the Gateway API's CRD (v1.0.0), ScaledObject against KEDA's
+(2.10.1), HorizontalPodAutoscaler against Kubernetes' own (1.31 and 1.37)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from infercast.actuators.backends import build_backend
 from infercast.actuators.backends.gateway import GatewayAdmin
 from infercast.actuators.backends.k8s import KubernetesAdmin
 from infercast.config import ConfigError, GatewayBackend, KubernetesBackend, parse_config
-from infercast.k8s.validate import validate_objects
+from infercast.tools.k8s.validate import validate_objects
 from tests.actuators.conftest import FLASH_SALE
 from tests.actuators.kube_replay import (
     DEPLOYMENTS,

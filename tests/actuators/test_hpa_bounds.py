@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from infercast.actuators.actions import ActionError, SetPoolBounds, parse_action
-from infercast.actuators.arms import Hpa
 from infercast.config import Autoscaler
-from infercast.twin.fleet import PoolLive
+from infercast.simulator.control.arms import Hpa
+from infercast.simulator.twin.fleet import PoolLive
 
 
 def _live(short: int = 7, long: int = 5, kv: float = 0.95, waiting: int = 40) -> dict[str, PoolLive]:

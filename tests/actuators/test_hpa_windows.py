@@ -1,12 +1,12 @@
-"""The twin's HPA (`infercast.actuators.arms.Hpa`) honours both of Kubernetes' stabilisation windows: a fleet file that
-sets `scale_up_stabilization_seconds` gets a scale-up that waits for the window's lowest recommendation, as the real
-HPA's `behavior.scaleUp.stabilizationWindowSeconds` does."""
+"""The twin's HPA (`infercast.simulator.control.arms.Hpa`) honours both of Kubernetes' stabilisation windows: a fleet
+file that sets `scale_up_stabilization_seconds` gets a scale-up that waits for the window's lowest recommendation, as
+the real HPA's `behavior.scaleUp.stabilizationWindowSeconds` does."""
 
 from __future__ import annotations
 
-from infercast.actuators.arms import Hpa
 from infercast.config import Autoscaler
-from infercast.twin.fleet import PoolLive
+from infercast.simulator.control.arms import Hpa
+from infercast.simulator.twin.fleet import PoolLive
 
 
 def _live(kv_short: float, replicas_short: int) -> dict[str, PoolLive]:

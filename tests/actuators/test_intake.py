@@ -84,7 +84,7 @@ def test_the_command_line_exits_2_when_asked_to_act_with_an_open_webhook(tmp_pat
     path.write_text(yaml.safe_dump(fleet_doc(tmp_path)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERCAST_")}
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "actuator", "--config", str(path), "--mode", "active",
+        [sys.executable, "-m", "infercast.tools.cli", "actuator", "--config", str(path), "--mode", "active",
          "--tick", "tests.actuators.doubles:weight_walk"],
         capture_output=True, text=True, timeout=60, cwd=REPO, env=env, check=False,
     )  # fmt: skip

@@ -11,11 +11,11 @@ import pytest
 from infercast.actuators.actions import SetPoolWeight
 from infercast.actuators.admin import ActionRefused
 from infercast.actuators.backends.redis import RedisAdmin, client
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.leader import KubernetesLease, Leadership, RedisLease, SingleReplica, micro_time
 from infercast.actuators.stamp import Stamp
 from infercast.config import KubernetesLeader
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.kube_replay import LEASES, Exchange, KubeReplay
 
 

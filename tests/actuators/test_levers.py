@@ -1,14 +1,14 @@
-"""Every lever a plan holds, one step either way (`actuators/levers.py`, issue 42 item 3): the neighbours move one
-lever each, the descent takes what beats the plan by more than the tie margin, and a plan is called a bound only
-when its single-lever check passed ("best found" otherwise); causal plans never act before the onset."""
+"""Every lever a plan holds, one step either way (`infercast/simulator/control/levers.py`, issue 42 item 3): the
+neighbours move one lever each, the descent takes what beats the plan by more than the tie margin, and a plan is called
+a bound only when its single-lever check passed ("best found" otherwise); causal plans never act before the onset."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from infercast.actuators.driver import true_traffic
-from infercast.actuators.levers import (
+from infercast.simulator.control.driver import true_traffic
+from infercast.simulator.control.levers import (
     causal_search,
     defaults,
     descend,
@@ -17,9 +17,9 @@ from infercast.actuators.levers import (
     onset_tick,
     quick_search,
 )
-from infercast.actuators.plans import Plan, PlanArm, beats
-from infercast.twin.run import RunResult
-from infercast.twin.variants import load_scenario
+from infercast.simulator.control.plans import Plan, PlanArm, beats
+from infercast.simulator.twin.run import RunResult
+from infercast.simulator.twin.variants import load_scenario
 
 STORED = [  # hindsight's seed 0 plan on the unannounced sale, as docs/results/control.json held it
     {"from_seconds": 510.0, "floors": {"v4-long": 5, "v4-short": 11}},
@@ -130,7 +130,7 @@ def test_the_quick_search_tries_the_splits_from_the_first_change_point_and_the_b
 
 
 def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_when_it_lets_go(cfg):
-    from infercast.actuators.plans import setting_actions
+    from infercast.simulator.control.plans import setting_actions
 
     plan = Plan(((30.0, ()), (60.0, ())), (), 60.0, None, "hpa",
                 (("breaker", "v4-short", 0.4), ("ceiling", "v4-long", 5.0), ("lane", "flash-sale", 800.0),
@@ -140,7 +140,7 @@ def test_a_plan_sets_its_other_levers_from_its_change_point_and_puts_them_back_w
     assert [a.kind for a in setting_actions(plan.settings)] == ["set_breaker_threshold", "set_rate_limit",
                                                                  "set_pool_weight"]  # fmt: skip
     short = cfg.model_copy(update={"scenario": cfg.scenario.model_copy(update={"duration_seconds": 90.0})})
-    from infercast.actuators.driver import _run
+    from infercast.simulator.control.driver import _run
 
     seen: dict[float, int] = {}
 
@@ -162,7 +162,7 @@ def test_a_neighbour_that_beats_the_plan_is_never_pruned_against_a_better_neighb
     loses on goodput; neighbour C ties the plan too (-0.1) but serves 5 req/s more goodput, so C beats the plan —
     yet C is more than the margin below B on urgent goodput.  Pruned against the best neighbour so far (B), C was
     stopped and the check passed; it must be run, fail the check, and the descent take C."""
-    from infercast.actuators.plans import could_win
+    from infercast.simulator.control.plans import could_win
 
     start = Plan.from_dict(STORED)
     b_plan, c_plan = (p for _, p in neighbours(cfg, start, 1800.0)[:2])

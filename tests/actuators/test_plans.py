@@ -1,5 +1,6 @@
-"""The plan arms (`actuators/plans.py`): `scheduled` pre-scales before a calendar event and only then; `hindsight`
-searches the plans it says it searches and keeps the best, where a noise-level gain never buys GPU-seconds."""
+"""The plan arms (`infercast/simulator/control/plans.py`): `scheduled` pre-scales before a calendar event and only then;
+`hindsight` searches the plans it says it searches and keeps the best, where a noise-level gain never buys
+GPU-seconds."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from infercast.actuators.driver import run_arm, true_traffic
-from infercast.actuators.plans import (
+from infercast.config import parse_config
+from infercast.simulator.control.driver import run_arm, true_traffic
+from infercast.simulator.control.plans import (
     Plan,
     better,
     candidate_plans,
@@ -18,9 +20,8 @@ from infercast.actuators.plans import (
     splits,
     staged_search,
 )
-from infercast.config import parse_config
-from infercast.twin.run import RunResult
-from infercast.twin.variants import load_scenario
+from infercast.simulator.twin.run import RunResult
+from infercast.simulator.twin.variants import load_scenario
 
 
 def _result(urgent: float, goodput: float, gpu: float) -> RunResult:

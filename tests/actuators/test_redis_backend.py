@@ -19,9 +19,9 @@ from infercast.actuators.actions import (
 )
 from infercast.actuators.admin import ActionRefused, BackendError, apply_with_retries
 from infercast.actuators.backends.redis import RedisAdmin, client
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.stamp import Stamp, stamped
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from infercast.actuators.admin import Admission, Observation, PoolState
 from infercast.actuators.policy import Outlook
 from infercast.actuators.reserve_policy import ReservePolicy, need_of
 from infercast.config import load_config
-from infercast.twin.layout import protected_layout
+from infercast.simulator.twin.layout import protected_layout
 
 
 @pytest.fixture()

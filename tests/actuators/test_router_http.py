@@ -20,7 +20,7 @@ def admin_for(twin, token: str | None = "s3cret", **kw) -> HttpAdmin:
 
 
 def test_observe_reads_the_twin_as_the_in_process_backend_does(twin):
-    from infercast.actuators.backends.twin import TwinAdmin
+    from infercast.simulator.twin.admin import TwinAdmin
 
     obs = admin_for(twin).observe()
     assert obs == TwinAdmin(twin.fleet).observe()

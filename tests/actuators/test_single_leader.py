@@ -12,12 +12,12 @@ import yaml
 from infercast.actuators.actions import SetPoolWeight
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.redis import RedisAdmin
-from infercast.actuators.backends.twin import TwinAdmin
 from infercast.actuators.daemon_cli import DaemonParts, build_daemon, hold_audit
 from infercast.actuators.webhook import Inbox
 from infercast.clock import WallClock
 from infercast.config import ConfigError, parse_config
-from infercast.twin.fleet import build_fleet
+from infercast.simulator.twin.admin import TwinAdmin
+from infercast.simulator.twin.fleet import build_fleet
 from tests.actuators.doubles import Scripted
 from tests.conftest import REPO
 
@@ -173,7 +173,7 @@ def test_of_two_infercast_actuator_processes_on_one_trail_named_two_ways_exactly
         paths.append(tmp_path / f"{name}.yaml")
         paths[-1].write_text(yaml.safe_dump(doc))
     env = {**os.environ, "INFERCAST_ACTUATOR_TOKEN": "t0k"}
-    cmd = [sys.executable, "-m", "infercast.cli", "actuator", "--mode", "active", "--config"]
+    cmd = [sys.executable, "-m", "infercast.tools.cli", "actuator", "--mode", "active", "--config"]
     first = subprocess.Popen([*cmd, str(paths[0])], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

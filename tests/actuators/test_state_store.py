@@ -258,10 +258,10 @@ def test_kubernetes_a_new_leader_learns_the_state_from_the_lease_and_writes_back
     without applying it (the twin keeps no idempotency keys: its settings show the change in effect, so it is
     counted), and the Lease annotation says so for the next leader."""
     from infercast.actuators.audit import Audit
-    from infercast.actuators.backends.twin import TwinAdmin
     from infercast.actuators.failover import FailoverState
     from infercast.config import load_config
-    from infercast.twin.fleet import build_fleet
+    from infercast.simulator.twin.admin import TwinAdmin
+    from infercast.simulator.twin.fleet import build_fleet
     from tests.conftest import REPO
 
     old = entry("k-old", W5, T0, token=3, holder="actuator-b")

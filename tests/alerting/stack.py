@@ -23,7 +23,7 @@ from infercast.wallclock import Paced, events_on_wall_clock
 
 from .conftest import REPO
 
-CLI = [sys.executable, "-m", "infercast.cli"]
+CLI = [sys.executable, "-m", "infercast.tools.cli"]
 
 
 def services_problem() -> str | None:

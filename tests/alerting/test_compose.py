@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infercast.alertrules.rules import JOBS
-from infercast.cli import COMMANDS
+from infercast.tools.cli import COMMANDS
 
 from .conftest import REPO, run
 

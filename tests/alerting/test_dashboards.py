@@ -79,7 +79,7 @@ def test_rebuilding_gives_the_committed_json():
 
 
 def test_cli_build_writes_the_same_files(tmp_path):
-    from infercast.cli import main
+    from infercast.tools.cli import main
 
     assert main(["dashboards", "build", "--out", str(tmp_path)]) == 0
     for name in DASHBOARDS:
@@ -123,7 +123,7 @@ def test_thresholds_come_from_the_fleet_file(tmp_path):
     """A fleet file with other thresholds gives other colour bands and threshold lines (none are built in)."""
     import yaml
 
-    from infercast.cli import main
+    from infercast.tools.cli import main
 
     data = yaml.safe_load(DEFAULT_FLEET.read_text())
     data["thresholds"].update(kv_forecast_trigger=0.61, memory_breaker=0.69, fragmentation_release=0.33)
@@ -226,7 +226,7 @@ def prometheus(tmp_path_factory):
         pytest.skip("promtool is not installed")
     assert promtool.returncode == 0, promtool.stderr
     engines = [FakeEngine(payload) for payload in PAYLOADS]
-    # each engine with the pool and version its PodMonitor adds (infercast/k8s/scrape.py): the SLO rules read them
+    # each engine with the pool and version its PodMonitor adds (infercast/tools/k8s/scrape.py): the SLO rules read them
     config = (
         prometheus_config({"infercast-exporter": f"127.0.0.1:{fleet_port}"}, rule_files=("recording.yml", "alerts.yml"))
         + "  - job_name: vllm\n    static_configs:\n"

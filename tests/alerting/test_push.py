@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from infercast.cli import main
 from infercast.dashboards.build import DASHBOARDS
+from infercast.tools.cli import main
 
 TOKEN = "glsa_s3cr3t-T0KEN-never-printed"
 

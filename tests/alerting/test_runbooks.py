@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from infercast.alertrules.rules import alert_names
-from infercast.check import check_runbooks
 from infercast.config import ConfigError, parse_config
+from infercast.tools.check import check_runbooks
 
 from .conftest import ALERTRULES, REPO
 

@@ -34,7 +34,7 @@ def demo(repo_root, shared_results):
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         out = tmp / "out"
         r = subprocess.run(
-            [sys.executable, "-m", "infercast.cli", "demo", "--scenario", str(path), "--out", str(out), *flags],
+            [sys.executable, "-m", "infercast.tools.cli", "demo", "--scenario", str(path), "--out", str(out), *flags],
             capture_output=True, text=True, cwd=repo_root, timeout=DEMO_TIMEOUT_S,
         )  # fmt: skip
         assert r.returncode == 0, r.stderr[-3000:]
@@ -115,7 +115,7 @@ def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_
     fleet and says how on stderr; perfect-forecast (asked for by its old name) reads the trace's own future (~20 s)."""
     trace = data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv"
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "demo", "--trace", str(trace), "--arms", "none,reactive,oracle",
+        [sys.executable, "-m", "infercast.tools.cli", "demo", "--trace", str(trace), "--arms", "none,reactive,oracle",
          "--out", str(tmp_path), "--json"],
         capture_output=True, text=True, cwd=repo_root, timeout=DEMO_TIMEOUT_S,
     )  # fmt: skip
@@ -129,11 +129,11 @@ def test_a_real_trace_is_replayed_on_a_fleet_sized_for_it_with_the_fixes_set_up_
 
 
 def test_an_unknown_arm_or_a_broken_trace_is_refused_with_what_to_do(repo_root, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "demo", "--arms", "none,clairvoyant"],
+    r = subprocess.run([sys.executable, "-m", "infercast.tools.cli", "demo", "--arms", "none,clairvoyant"],
                        capture_output=True, text=True, cwd=repo_root, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "unknown arm(s) clairvoyant" in r.stderr and "none,basic,reactive" in r.stderr
     broken = tmp_path / "broken.csv"
     broken.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,abc,12\n")
-    r = subprocess.run([sys.executable, "-m", "infercast.cli", "demo", "--trace", str(broken)],
+    r = subprocess.run([sys.executable, "-m", "infercast.tools.cli", "demo", "--trace", str(broken)],
                        capture_output=True, text=True, cwd=repo_root, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "broken.csv" in r.stderr and "line 2" in r.stderr

@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 from infercast.arm_names import ARMS
-from infercast.demo.cli import DEFAULT_ARMS, Progress, _duration, missing
-from infercast.demo.report import attribution
-from infercast.demo.run import _ToProgress, arm_logs
+from infercast.simulator.demo.cli import DEFAULT_ARMS, Progress, _duration, missing
+from infercast.simulator.demo.report import attribution
+from infercast.simulator.demo.run import _ToProgress, arm_logs
 
 
 class Clock:
@@ -106,7 +106,7 @@ def test_the_command_refuses_at_once_without_the_plotting_library(repo_root):
     """The command line, with matplotlib made unimportable: exit 2 within seconds, naming the extra and the CPU
     index, and nothing run (no arm's line)."""
     code = (
-        "import sys; sys.modules['matplotlib'] = None; from infercast.cli import main; "
+        "import sys; sys.modules['matplotlib'] = None; from infercast.tools.cli import main; "
         "sys.exit(main(['demo', '--arms', 'none', '--out', sys.argv[1], '--no-progress']))"
     )
     r = subprocess.run([sys.executable, "-c", code, str(repo_root / "runs" / "never")], capture_output=True,
@@ -121,7 +121,7 @@ def test_the_command_refuses_at_once_without_the_plotting_library(repo_root):
 def _run(name: str, pools: list[str], served: float, page: float | None = None, **summary):
     import pandas as pd
 
-    from infercast.demo.run import ArmRun
+    from infercast.simulator.demo.run import ArmRun
 
     rows = [
         {"t": t, "pool": p, "kv_usage": 0.5, "kv_usage_max": 0.6, "served_rps": served / len(pools),
@@ -138,8 +138,8 @@ def _run(name: str, pools: list[str], served: float, page: float | None = None, 
 def test_the_reports_first_screen_says_how_overloaded_and_what_the_calendar_knew():
     """Issue 38 item 9: every arm rejected ~95% and the report did not say the sale was far beyond the fleet; the
     predictive arm's lead came from the calendar and the report did not say so; pool names changed unexplained."""
-    from infercast.demo.report import _calendar_html, _overload_html, _pool_note, overload
-    from infercast.demo.run import DemoResult
+    from infercast.simulator.demo.report import _calendar_html, _overload_html, _pool_note, overload
+    from infercast.simulator.demo.run import DemoResult
 
     r = DemoResult("flash-sale", 0, horizon_seconds=300.0, event_onset_seconds=30.0,
                    events=[{"name": "flash-sale", "start": 600.0, "end": 1500.0, "expected_rps": 12000.0}])  # fmt: skip
@@ -168,7 +168,7 @@ def test_the_reports_first_screen_says_how_overloaded_and_what_the_calendar_knew
 
 
 def test_a_model_file_that_does_not_load_stops_the_demo_before_the_predictive_arm(tmp_path):
-    from infercast.demo.cli import lstm_refused
+    from infercast.simulator.demo.cli import lstm_refused
 
     assert lstm_refused(["none", "reactive"], str(tmp_path / "nope")) is None  # no arm needs it
     assert lstm_refused(["predictive"], None) is None  # the shipped model loads
@@ -178,7 +178,7 @@ def test_a_model_file_that_does_not_load_stops_the_demo_before_the_predictive_ar
 
 def test_causal_asked_for_where_no_plan_is_stored_is_refused_before_any_arm_runs(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "demo", "--scenario", "calm-day", "--arms", "reactive,causal",
+        [sys.executable, "-m", "infercast.tools.cli", "demo", "--scenario", "calm-day", "--arms", "reactive,causal",
          "--out", str(tmp_path / "out"), "--no-progress"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

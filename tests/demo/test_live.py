@@ -101,9 +101,9 @@ def servers(repo_root, tmp_path_factory):
 
 def _demo(repo_root, servers, out, *extra: str, prometheus: str | None = None, **popen):
     # -X faulthandler: a demo that hangs dumps every thread's stack on SIGABRT (`_wait_or_dump`)
-    argv = [sys.executable, "-X", "faulthandler", "-m", "infercast.cli", "demo", "--scenario", servers["scenario"],
-            "--out", str(out), "--no-progress", "--prometheus", prometheus or servers["prom"], *servers["flags"],
-            *extra]  # fmt: skip
+    argv = [sys.executable, "-X", "faulthandler", "-m", "infercast.tools.cli", "demo",
+            "--scenario", servers["scenario"], "--out", str(out), "--no-progress",
+            "--prometheus", prometheus or servers["prom"], *servers["flags"], *extra]  # fmt: skip
     if popen:
         return subprocess.Popen(argv, cwd=repo_root, text=True, **popen)
     return subprocess.run(argv, cwd=repo_root, capture_output=True, text=True, timeout=300)
@@ -168,7 +168,7 @@ def test_the_live_arm_pages_through_alertmanager_and_its_lead_is_read_from_the_n
 
 @pytest.mark.servers
 def test_a_wrong_or_unreachable_server_is_refused_at_once_with_what_is_wrong(repo_root, servers, tmp_path):
-    from infercast.demo.live_check import expected_rules
+    from infercast.simulator.demo.live_check import expected_rules
 
     nowhere = f"http://127.0.0.1:{free_port()}"
     n = len(expected_rules(SPEED))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from infercast.actuators.plans import Plan
-from infercast.demo.run import RESULTS, stored_causal_plan, stored_hindsight_plan
+from infercast.simulator.control.plans import Plan
+from infercast.simulator.demo.run import RESULTS, stored_causal_plan, stored_hindsight_plan
 
 
 def test_a_plan_survives_the_bench_json_it_is_stored_in():

@@ -157,7 +157,7 @@ def fake_pynvml(gpus: int = 2, *, available: bool = True, ecc: bool = True, xids
     return m
 
 
-# --- a fake twin fleet (the lead's infercast.twin has the same surface) ----------------------------------------
+# --- a fake twin fleet (the lead's infercast.simulator.twin has the same surface) --------------------------------
 @dataclass
 class FakeNode:
     name: str

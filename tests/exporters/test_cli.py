@@ -92,7 +92,7 @@ def test_the_command_line_entry_point(fixture_server, tmp_path):
     cfg = tmp_path / "fleet.yaml"
     cfg.write_text(yaml.safe_dump(data))
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--once", "--no-nvml"],
+        [sys.executable, "-m", "infercast.tools.cli", "exporter", "--config", str(cfg), "--once", "--no-nvml"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -116,7 +116,16 @@ def test_serving_mode_answers_and_stops_on_sigterm(fixture_server, tmp_path):
     cfg.write_text(yaml.safe_dump(data))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infercast.cli", "exporter", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "infercast.tools.cli",
+            "exporter",
+            "--config",
+            str(cfg),
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -153,3 +162,24 @@ def test_gpus_only_serves_this_nodes_gpus_and_nothing_fleet_wide(tmp_path, capsy
     assert names and all(n.startswith(("infercast_gpu_", "infercast_target_")) for n in names), names
     assert 'infercast_gpu_memory_used_bytes{gpu="1",node="gpu-7",uuid="GPU-fake-1"}' in out
     assert 'infercast_target_up{kind="nvml",target="nvml"} 1.0' in out
+
+
+def test_a_twin_target_without_the_twin_handed_in_is_refused_with_what_to_run(capsys):
+    """The exporter's module never imports the simulator (tests/test_layers.py): the twin's source is handed in by
+    the command line (`infercast exporter`, infercast/tools/cli.py).  Run without it, a fleet file with a
+    `kind: twin` target is a clear error naming the target, not an import of the simulator by name."""
+    from infercast.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"target 'twin': kind twin is the fleet twin.*infercast exporter"):
+        cli.run(args(REPO / "examples" / "flash-sale.yaml", "--once", "--no-nvml"))
+
+
+def test_the_command_line_hands_the_twin_to_the_exporter(capsys):
+    """`infercast exporter --config flash-sale --once`: the command line builds the twin's source and the exporter
+    scrapes it like an engine (the user's command is unchanged by the inversion)."""
+    from infercast.tools.cli import main
+
+    assert main(["exporter", "--config", str(REPO / "examples" / "flash-sale.yaml"), "--once", "--no-nvml",
+                 "--twin-warmup-seconds", "10"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert 'infercast_target_up{kind="twin",target="' in out

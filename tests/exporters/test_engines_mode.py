@@ -20,7 +20,7 @@ from infercast.catalog import (
     TARGET_UP,
 )
 from infercast.exporters.server import Exporter, build_sources, engine_labels
-from infercast.k8s.scrape import scrape_configs
+from infercast.tools.k8s.scrape import scrape_configs
 from tests.exporters.conftest import fleet, good_targets
 from tests.exporters.test_server import get, render, samples
 

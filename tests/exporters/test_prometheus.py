@@ -9,8 +9,8 @@ import pytest
 import requests
 
 from infercast.exporters.server import Exporter, ExporterServer, build_sources
-from infercast.exporters.twin import TwinSource
 from infercast.servers import ServerUnavailable, prometheus_config, start_prometheus
+from infercast.simulator.twin.source import TwinSource
 from tests.exporters.conftest import fleet, good_targets
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]

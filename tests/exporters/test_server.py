@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infercast.exporters.server import Exporter, ExporterServer, build_sources
-from infercast.exporters.twin import TwinSource
+from infercast.simulator.twin.source import TwinSource
 from tests.exporters.conftest import fleet, good_targets
 from tests.exporters.fakes import FakeFleet, FakeNode, Route, payload
 

@@ -11,7 +11,7 @@ import time
 from infercast.config import load_config
 from infercast.exporters.cli import _drive_twin
 from infercast.exporters.server import Exporter
-from infercast.exporters.twin import TwinSource
+from infercast.simulator.twin.source import TwinSource
 from tests.exporters.conftest import REPO
 from tests.exporters.test_server import get, render, samples
 
@@ -51,7 +51,7 @@ def test_twin_nodes_feed_the_catalog():
 
 def test_once_on_the_seed_fleet_prints_a_full_exposition():
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "exporter", "--config", "examples/flash-sale.yaml", "--once"],
+        [sys.executable, "-m", "infercast.tools.cli", "exporter", "--config", "examples/flash-sale.yaml", "--once"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -92,8 +92,8 @@ def test_split_pools_of_one_version_keep_the_twins_own_pool_labels():
     a forecast per pool sees each half under its own name: every node's series carry the twin's `node.pool`, not a
     pool looked up through the node's version."""
     from infercast.exporters.router import RouterRecorder
-    from infercast.twin import build_fleet
-    from infercast.twin.layout import protected_layout
+    from infercast.simulator.twin import build_fleet
+    from infercast.simulator.twin.layout import protected_layout
 
     laid = protected_layout(CONFIG)
     fleet = build_fleet(laid, seed=0, recorder=RouterRecorder())  # the exporter reads the router's decisions

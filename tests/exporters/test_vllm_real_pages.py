@@ -11,7 +11,7 @@ import pytest
 from infercast.config import parse_config
 from infercast.exporters import vllm
 from infercast.exporters.base import Target, diagnostics, parse_text
-from infercast.lab.stack import LabSettings, lab_fleet
+from infercast.simulator.lab.stack import LabSettings, lab_fleet
 from tests.exporters.conftest import REPO
 
 PAGES = REPO / "tests" / "data" / "engines" / "vllm-0.32-cpu"

@@ -22,8 +22,8 @@ from infercast.actuators.actions import PrewarmPool, ScalePool, SetAdmission, Se
 from infercast.actuators.admin import apply_with_retries
 from infercast.actuators.backends.haproxy import HAProxyAdmin, RuntimeAPI
 from infercast.actuators.stamp import Stamp, stamped
-from infercast.lab.proxy import haproxy_config
 from infercast.servers import free_port, which
+from infercast.simulator.lab.proxy import haproxy_config
 
 pytestmark = pytest.mark.servers
 
@@ -182,8 +182,8 @@ def test_a_fleet_file_points_the_actuator_at_haproxy(proxy: RuntimeAPI, tmp_path
     import yaml
 
     from infercast.actuators.backends import build_backend
-    from infercast.cli import main
     from infercast.config import parse_config
+    from infercast.tools.cli import main
 
     doc = _fleet({"kind": "haproxy", "socket": proxy.path, "servers": POOLS, "full_concurrency": 10})
     cfg = parse_config(doc)

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.actuators.actions import SetAdmission
-from infercast.lab.control import ControlState, Observed, Policy
-from infercast.lab.load import Outcome, Planned, scale_tokens
-from infercast.lab.run import EngineSample, summarize
-from infercast.traces import Surge, Trace
+from infercast.simulator.lab.control import ControlState, Observed, Policy
+from infercast.simulator.lab.load import Outcome, Planned, scale_tokens
+from infercast.simulator.lab.run import EngineSample, summarize
+from infercast.simulator.replay.traces import Surge, Trace
 from tests.conftest import REPO
 
 
@@ -81,8 +81,8 @@ def test_the_report_counts_preemptions_from_each_engines_counter_and_the_page_le
 
 def test_the_labs_scrape_job_is_the_one_infercast_k8s_prometheus_writes_for_its_fleet() -> None:
     from infercast.config import parse_config
-    from infercast.k8s.scrape import prometheus_config as k8s_config
-    from infercast.lab.stack import LabSettings, lab_fleet, prometheus_config
+    from infercast.simulator.lab.stack import LabSettings, lab_fleet, prometheus_config
+    from infercast.tools.k8s.scrape import prometheus_config as k8s_config
 
     ports = {"engine-0": 8001, "engine-1": 8002}
     mine = prometheus_config(ports, 2, ("engines.yml",))
@@ -103,7 +103,7 @@ TRACE = "tests/data/traces/azure/AzureLLMInferenceTrace_conv.csv"
     ],
 )
 def test_lab_run_refuses_bad_input_before_starting_anything(extra: list[str], says: str, capsys, tmp_path) -> None:
-    from infercast.cli import main
+    from infercast.tools.cli import main
 
     with pytest.raises(SystemExit, match=re.escape(says)):
         main(["lab", "run", "--trace", str(REPO / TRACE), "--seconds", "60", "--dir", str(tmp_path / "lab"), *extra])
@@ -126,8 +126,8 @@ def test_lab_run_refuses_a_bad_surge_as_twin_run_does(text: str, message: str, c
     --surge` prints for the same text: argparse's usage error (rc 2) naming the flag and `Surge.parse`'s reason."""
     import argparse
 
-    from infercast.cli import main
-    from infercast.twin.cli import add_arguments as twin_arguments
+    from infercast.simulator.twin_cli import add_arguments as twin_arguments
+    from infercast.tools.cli import main
 
     with pytest.raises(SystemExit) as lab:
         main(["lab", "run", "--trace", str(REPO / TRACE), f"--surge={text}", "--dir", str(tmp_path / "lab")])
@@ -147,8 +147,8 @@ def test_lab_run_lays_the_surge_on_as_twin_run_does() -> None:
     """The same arrivals as `twin run --surge` for the same slice, surge and seed (`Trace.surged`)."""
     from argparse import Namespace
 
-    from infercast.lab.cli import load_plan
-    from infercast.traces import load_trace
+    from infercast.simulator.lab.cli import load_plan
+    from infercast.simulator.replay.traces import load_trace
 
     surge = Surge.parse("20,30,3,10")
     args = Namespace(trace=str(REPO / TRACE), start=0.0, seconds=60.0, rate_scale=1.0, surge=[surge], seed=3)
@@ -159,7 +159,7 @@ def test_lab_run_lays_the_surge_on_as_twin_run_does() -> None:
 
 
 def test_the_lab_never_deletes_a_directory_it_did_not_make(tmp_path) -> None:
-    from infercast.lab.stack import LabDirError, LabSettings, start_lab
+    from infercast.simulator.lab.stack import LabDirError, LabSettings, start_lab
 
     mine = tmp_path / "notes"
     mine.mkdir()
@@ -176,7 +176,7 @@ def test_two_of_the_longest_requests_leave_the_labs_pool_under_the_predictive_tr
     a calm slice's coincidences of two long requests stay under the trigger; only a load that keeps three or more
     in flight (a surge) reaches it."""
     from infercast.config import Thresholds
-    from infercast.lab.stack import LabSettings
+    from infercast.simulator.lab.stack import LabSettings
 
     shape = LabSettings().shape
     longest_blocks = -(-(shape.max_model_len - 1) // shape.block_size)

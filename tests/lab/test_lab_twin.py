@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercast.lab.engines import EngineShape
-from infercast.lab.twin import Measured, kv_mad, measured_from, replay_on_twin, twin_fleet
-from infercast.twin.kvcache import PagedKV
+from infercast.simulator.lab.engines import EngineShape
+from infercast.simulator.lab.twin import Measured, kv_mad, measured_from, replay_on_twin, twin_fleet
+from infercast.simulator.twin.kvcache import PagedKV
 
 
 @settings(max_examples=60, deadline=None)
@@ -58,8 +58,8 @@ MEASURED = Measured(inter_token_seconds=0.02, prefill_tokens_per_second=2000.0, 
 
 
 def test_the_twin_of_the_lab_holds_exactly_the_labs_pool() -> None:
-    from infercast.traces import Trace
-    from infercast.twin.fleet import trace_fleet
+    from infercast.simulator.replay.traces import Trace
+    from infercast.simulator.twin.fleet import trace_fleet
 
     shape = EngineShape()
     cfg = twin_fleet(2, shape, MEASURED)

@@ -22,11 +22,11 @@ import requests
 from infercast.actuators.backends.haproxy import RuntimeAPI
 from infercast.catalog import KV_BLOCK_ALLOCATION_FAILURES_TOTAL
 from infercast.exporters.base import parse_text
-from infercast.lab.cli import load_plan
-from infercast.lab.engines import ENGINES_DIR, EngineShape, engine_python
-from infercast.lab.run import PREEMPTIONS, USAGE, prometheus_value, run_load
-from infercast.lab.stack import LabSettings, start_lab
-from infercast.traces import Surge
+from infercast.simulator.lab.cli import load_plan
+from infercast.simulator.lab.engines import ENGINES_DIR, EngineShape, engine_python
+from infercast.simulator.lab.run import PREEMPTIONS, USAGE, prometheus_value, run_load
+from infercast.simulator.lab.stack import LabSettings, start_lab
+from infercast.simulator.replay.traces import Surge
 from tests.conftest import REPO
 
 # the engine alone takes 1-3 minutes to load on a busy 2-core machine: a bound on hanging, not a time asserted

@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from infercast.cli import main
+from infercast.tools.cli import main
 
 SCORE_KEYS = {"mae", "peak_mae", "coverage", "coverage_nominal", "pinball", "fit_seconds", "predict_seconds_per_series"}
 BREACH_KEYS = {
@@ -169,7 +169,7 @@ def test_bad_trace_is_a_clear_error(capsys, tmp_path):
 def test_the_table_prints_the_lead_share_and_the_calm_lead_with_the_alert_as_deployed():
     """`infercast backtest`'s table (issue 27): lead share and the calm crossings' median lead per model, and the
     service's model once more as its alert pages (`[alert]`)."""
-    from infercast.predictors.evaluate import table
+    from infercast.simulator.replay.evaluate import table
 
     def breach(share, calm_lead, calm_n):
         return {

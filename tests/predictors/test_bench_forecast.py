@@ -11,7 +11,7 @@ import sys
 
 from infercast.predictors.lstm import DEFAULT_MODEL
 from infercast.predictors.modelfile import paths
-from infercast.predictors.train_cli import twin_provenance
+from infercast.simulator.replay.train_cli import twin_provenance
 from tests.conftest import REPO
 
 BENCH = REPO / "bench" / "forecast.py"

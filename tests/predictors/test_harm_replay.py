@@ -1,5 +1,5 @@
 """The replay that marks harm runs the twin exactly as `run_trace` does, and the fleet is sized as an operator sizes
-one (`infercast.predictors.sizing`, issue 37)."""
+one (`infercast.simulator.replay.sizing`, issue 37)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from infercast.config import load_config
 
 
 def test_the_harm_replay_is_run_trace_s_frame_and_the_sized_fleet_runs_its_median_at_most_0_6(data_dir, repo_root):
-    from infercast.predictors.replay import replay_trace
-    from infercast.predictors.sizing import MEDIAN_KV, median_kv, sized_fleet
-    from infercast.traces import load_trace
-    from infercast.twin.run import run_trace
+    from infercast.simulator.replay.harm_replay import replay_trace
+    from infercast.simulator.replay.sizing import MEDIAN_KV, median_kv, sized_fleet
+    from infercast.simulator.replay.traces import load_trace
+    from infercast.simulator.twin.run import run_trace
 
     trace = load_trace(data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_conv.csv")
     cfg, rep, how = sized_fleet(trace, load_config(repo_root / "examples" / "flash-sale.yaml"), 15.0)

@@ -17,7 +17,7 @@ from infercast.predictors import modelfile
 from infercast.predictors.base import Forecaster, History, future_grid
 from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
 from infercast.predictors.modelfile import ModelFileError
-from infercast.predictors.pretrain_data import generated_histories
+from infercast.simulator.replay.pretrain_data import generated_histories
 from tests.predictors.shared_lstm import trained_stem
 
 torch = pytest.importorskip("torch")

@@ -14,7 +14,7 @@ import pytest
 from infercast.predictors.base import History
 from infercast.predictors.lstm import CALIBRATION_KEY, LSTMForecaster, LSTMParams
 from infercast.predictors.modelfile import ModelFileError, paths
-from infercast.predictors.pretrain_data import generated_histories
+from infercast.simulator.replay.pretrain_data import generated_histories
 from tests.predictors.shared_lstm import trained_copy
 
 torch = pytest.importorskip("torch")

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import yaml
 
-from infercast.cli import main
 from infercast.predictors.lstm import LSTMForecaster
 from infercast.predictors.modelfile import paths
-from infercast.predictors.pretrain_data import (
+from infercast.simulator.replay.pretrain_data import (
     generated_histories,
     load_servegen_slices,
     plan_servegen_slices,
@@ -17,6 +16,7 @@ from infercast.predictors.pretrain_data import (
     servegen_source,
     trace_histories,
 )
+from infercast.tools.cli import main
 from tests.conftest import REPO
 
 pytest.importorskip("torch")
@@ -52,7 +52,7 @@ def test_generated_series_are_deterministic_and_cross_the_trigger():
 
 
 def test_trace_replay_through_the_fluid_model(data_dir):
-    from infercast.traces import load_trace
+    from infercast.simulator.replay.traces import load_trace
 
     tr = load_trace(data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_conv.csv")
     hs = trace_histories(tr, n_pools=2, seed=0)

@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 
-from infercast.cli import main
 from infercast.predictors.base import History, future_grid
 from infercast.predictors.reference import AlwaysAlarm, NeverAlarm, references
 from infercast.predictors.registry import CLIP
+from infercast.tools.cli import main
 
 
 def test_references_hold_the_last_value_and_put_the_upper_band_at_the_extremes():

@@ -75,7 +75,7 @@ def test_predictor_once_prints_the_forecast_metrics(prom, tmp_path, repo_root):
     p, _ = prom
     path = _fleet_file(tmp_path, repo_root, p.url)
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "predictor", "--config", str(path), "--once"],
+        [sys.executable, "-m", "infercast.tools.cli", "predictor", "--config", str(path), "--once"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -106,7 +106,7 @@ def test_predictor_without_prometheus_url_says_what_to_set(tmp_path, repo_root):
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(data))
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "predictor", "--config", str(path), "--once"],
+        [sys.executable, "-m", "infercast.tools.cli", "predictor", "--config", str(path), "--once"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -151,7 +151,7 @@ def test_service_with_prometheus_down_serves_the_reason_and_stops_on_sigterm(tmp
     port = free_port()
     path = _fleet_file(tmp_path, repo_root, f"http://127.0.0.1:{free_port()}", listen=f"127.0.0.1:{port}")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infercast.cli", "predictor", "--config", str(path)],
+        [sys.executable, "-m", "infercast.tools.cli", "predictor", "--config", str(path)],
         cwd=repo_root,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

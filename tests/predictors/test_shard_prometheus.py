@@ -127,7 +127,7 @@ def test_two_shards_split_the_fleet_and_a_dead_one_is_caught_per_pool(tmp_path, 
     }
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet))
-    cli = [sys.executable, "-m", "infercast.cli", "predictor", "--config", str(path)]
+    cli = [sys.executable, "-m", "infercast.tools.cli", "predictor", "--config", str(path)]
     procs = [
         subprocess.Popen(
             [*cli, "--listen", targets[i], "--shard", f"{i}/2"],

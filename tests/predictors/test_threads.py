@@ -13,8 +13,8 @@ import pytest
 from infercast.predictors import threads
 from infercast.predictors.backtest import run_backtest
 from infercast.predictors.base import History
-from infercast.predictors.evaluate import BacktestOptions, SeriesData, backtest
 from infercast.predictors.registry import make
+from infercast.simulator.replay.evaluate import BacktestOptions, SeriesData, backtest
 
 
 def _series(n: int = 120, seed: int = 0) -> History:

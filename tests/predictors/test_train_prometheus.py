@@ -19,12 +19,12 @@ from infercast.catalog import (
     REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
 )
-from infercast.cli import main
 from infercast.predictors import history as H
 from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster
 from infercast.predictors.modelfile import paths
 from infercast.servers import free_port
 from infercast.store.prometheus import PrometheusStore
+from infercast.tools.cli import main
 from tests.predictors.conftest import openmetrics, start_backfilled
 
 pytest.importorskip("torch")

@@ -13,8 +13,8 @@ from infercast.store.memory import MemoryStore
 
 
 def test_loop_over_a_twin_replay_forecasts_every_pool_it_can_and_says_why_not_otherwise(data_dir, repo_root):
-    from infercast.predictors.sizing import sized_fleet
-    from infercast.traces import load_trace
+    from infercast.simulator.replay.sizing import sized_fleet
+    from infercast.simulator.replay.traces import load_trace
 
     trace = load_trace(data_dir / "traces" / "azure" / "AzureLLMInferenceTrace_code.csv")
     _, res, _ = sized_fleet(trace, load_config(repo_root / "examples" / "flash-sale.yaml"), 15.0)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infercast.actuators.driver import run_arm
 from infercast.actuators.inputs import reference_series
 from infercast.config import load_config
+from infercast.simulator.control.driver import run_arm
 
 SURGE = 600.0
 

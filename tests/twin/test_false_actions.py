@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.control import false_actions
 from infercast.config import load_config
-from infercast.twin.layout import protected_layout
+from infercast.simulator.twin.layout import protected_layout
 
 from ..conftest import REPO
 

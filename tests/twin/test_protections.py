@@ -11,17 +11,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from infercast.actuators.arms import Hpa
-from infercast.actuators.driver import run_arm
 from infercast.config import load_config, parse_config
 from infercast.fairshare import max_min_share
-from infercast.twin import build_fleet
-from infercast.twin.engine import TickSink
-from infercast.twin.fleet import PoolLive
-from infercast.twin.layout import protected_layout
-from infercast.twin.requests import PriorityQueue, Requests
-from infercast.twin.router import LatencyBook
-from infercast.twin.run import failing_since, recovery
+from infercast.simulator.control.arms import Hpa
+from infercast.simulator.control.driver import run_arm
+from infercast.simulator.twin import build_fleet
+from infercast.simulator.twin.accounting import LatencyBook
+from infercast.simulator.twin.engine import TickSink
+from infercast.simulator.twin.fleet import PoolLive
+from infercast.simulator.twin.layout import protected_layout
+from infercast.simulator.twin.requests import PriorityQueue, Requests
+from infercast.simulator.twin.run import failing_since, recovery
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ from infercast.config import (
     load_config,
     parse_config,
 )
-from infercast.twin import build_fleet
-from infercast.twin.drf import drf_share
-from infercast.twin.engine import TickSink
-from infercast.twin.layout import protected_layout
-from infercast.twin.requests import Requests
+from infercast.simulator.twin import build_fleet
+from infercast.simulator.twin.drf import drf_share
+from infercast.simulator.twin.engine import TickSink
+from infercast.simulator.twin.layout import protected_layout
+from infercast.simulator.twin.requests import Requests
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercast.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
-from infercast.twin.router import pick, pool_row, retry_cohorts
+from infercast.simulator.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
+from infercast.simulator.twin.sharing import pick, pool_row, retry_cohorts
 
 _bound = st.integers(min_value=0, max_value=40)
 

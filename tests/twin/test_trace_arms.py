@@ -13,14 +13,14 @@ import sys
 
 import pytest
 
-from infercast.actuators.driver import ARMS, run_arm
-from infercast.actuators.plans import better
 from infercast.config import load_config
-from infercast.traces import load_trace
-from infercast.twin import fleet as twin_fleet
-from infercast.twin.cli import ALIASES, CONTROLS, add_arguments
-from infercast.twin.layout import protected_layout
-from infercast.twin.tracefleet import always_on_nodes, sized_trace_fleet
+from infercast.simulator.control.driver import ARMS, run_arm
+from infercast.simulator.control.plans import better
+from infercast.simulator.replay.traces import load_trace
+from infercast.simulator.twin import fleet as twin_fleet
+from infercast.simulator.twin.layout import protected_layout
+from infercast.simulator.twin.tracefleet import always_on_nodes, sized_trace_fleet
+from infercast.simulator.twin_cli import ALIASES, CONTROLS, add_arguments
 
 # (path under tests/data, load_trace's window, Trace.window): a few minutes of each, the busy part included
 SLICES = {
@@ -112,7 +112,7 @@ def test_every_arm_runs_on_each_trace_format_and_the_accounting_adds_up(cfg, dat
 def test_cli_runs_a_controlled_arm_on_a_trace_with_the_fleet_sized_for_it(repo_root, data_dir, tmp_path):
     trace = data_dir / SLICES["azure"][0]
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
+        [sys.executable, "-m", "infercast.tools.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
          "--control", "reactive", "--json", "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=repo_root, timeout=300,
     )  # fmt: skip
@@ -132,7 +132,7 @@ def test_quota_lanes_for_streams_the_trace_lacks_are_left_out_with_one_warning(c
     stream to act on in a trace, so `protect()` leaves it out and says so once, not once a run."""
     monkeypatch.setattr(twin_fleet, "_WARNED", set())
     trace = _trace(cfg, data_dir, "mooncake").window(0.0, 60.0)
-    caplog.set_level(logging.WARNING, logger="infercast.twin.fleet")
+    caplog.set_level(logging.WARNING, logger="infercast.simulator.twin.fleet")
     for _ in range(2):
         fleet = twin_fleet.trace_fleet(protected_layout(cfg), trace, 0)
         fleet.protect()

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercast.config import load_config
-from infercast.traces import Surge, SurgeError, load_trace
-from infercast.twin.cli import add_arguments
-from infercast.twin.run import run_trace
-from infercast.twin.tracefleet import sized_trace_fleet, surged_trace_run
+from infercast.simulator.replay.traces import Surge, SurgeError, load_trace
+from infercast.simulator.twin.run import run_trace
+from infercast.simulator.twin.tracefleet import sized_trace_fleet, surged_trace_run
+from infercast.simulator.twin_cli import add_arguments
 
 SLICES = {
     "azure": ("traces/azure/AzureLLMInferenceTrace_code.csv", {}),
@@ -96,7 +96,7 @@ def test_any_valid_surge_keeps_the_trace_sorted_inside_its_span_and_outside_the_
     start, seconds, factor, ramp_share, seed
 ):
     rng = np.random.default_rng(0)
-    from infercast.traces import Trace
+    from infercast.simulator.replay.traces import Trace
 
     t = np.sort(rng.uniform(0.0, 600.0, 3000))
     trace = Trace("t", "synthetic", t, rng.integers(1, 9000, len(t)), rng.integers(1, 500, len(t)), 600.0)
@@ -151,7 +151,7 @@ def test_a_window_outside_the_trace_stops_the_cli_before_it_runs(repo_root, data
     """What the user sees: rc 2, the window and the trace's span named, nothing run or written."""
     trace = data_dir / SLICES["mooncake"][0]  # 297 s
     r = subprocess.run(
-        [sys.executable, "-m", "infercast.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
+        [sys.executable, "-m", "infercast.tools.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
          "--surge", "200,120,4", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=repo_root, timeout=120,
     )  # fmt: skip
@@ -185,7 +185,7 @@ def test_cli_runs_a_surged_trace_deterministically(repo_root, data_dir, tmp_path
     outs = []
     for i in range(2):
         r = subprocess.run(
-            [sys.executable, "-m", "infercast.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
+            [sys.executable, "-m", "infercast.tools.cli", "twin", "run", "--trace", str(trace), "--size-fleet",
              "--surge", "100,120,3,30", "--seed", "4", "--control", "reactive", "--json",
              "--out", str(tmp_path / str(i))],
             capture_output=True, text=True, cwd=repo_root, timeout=600,
@@ -203,7 +203,7 @@ def test_cli_runs_a_surged_trace_deterministically(repo_root, data_dir, tmp_path
 def test_every_arm_runs_on_a_surged_slice_of_each_trace_format(cfg, data_dir, kind):
     """Issue 42 item 5: `--surge` works on each trace format for every arm (hindsight's quick search here: the full
     one with its check runs in the control bench)."""
-    from infercast.actuators.driver import ARMS, run_arm
+    from infercast.simulator.control.driver import ARMS, run_arm
 
     trace = _trace(cfg, data_dir, kind)
     trace = trace.window(0.0, min(trace.duration_s, 300.0))

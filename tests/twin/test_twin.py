@@ -11,12 +11,12 @@ import pytest
 import requests
 
 from infercast.config import ConfigError, load_config, parse_config
-from infercast.traces import load_trace
-from infercast.twin import build_fleet, run_scenario, run_trace, size_fleet_for_trace
-from infercast.twin.kvcache import ContiguousKV, PagedKV
-from infercast.twin.latency import FloorSampler, prefill_floor_seconds, sample_prefill_seconds
-from infercast.twin.router import water_fill
-from infercast.twin.surfaces import TwinServer
+from infercast.simulator.replay.traces import load_trace
+from infercast.simulator.twin import build_fleet, run_scenario, run_trace, size_fleet_for_trace
+from infercast.simulator.twin.kvcache import ContiguousKV, PagedKV
+from infercast.simulator.twin.latency import FloorSampler, prefill_floor_seconds, sample_prefill_seconds
+from infercast.simulator.twin.sharing import water_fill
+from infercast.simulator.twin.surfaces import TwinServer
 
 TRACES = {
     "azure": "traces/azure/AzureLLMInferenceTrace_code.csv",
@@ -149,7 +149,7 @@ def test_bad_scenario_files_get_clear_errors(tmp_path):
 
 def _cli(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "infercast.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "infercast.tools.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
     )
 
 
@@ -209,7 +209,7 @@ def test_nodes_serve_vllm_metrics_and_the_router_an_admin_api(cfg):
 def test_request_rows_follow_the_request_columns():
     from dataclasses import fields
 
-    from infercast.twin.requests import ROW_FIELDS, RequestQueue, Requests
+    from infercast.simulator.twin.requests import ROW_FIELDS, RequestQueue, Requests
 
     # a queue row (what a node admits one at a time) lists the cohort's columns in order
     assert tuple(f.name for f in fields(Requests)) == ROW_FIELDS
@@ -226,7 +226,7 @@ def test_nodes_drained_in_the_same_tick_go_back_in_name_order(cfg):
     """Which standby node a later scale-up takes depends on the reservoir's order: nodes that finish draining in
     the same tick go back sorted by name, not in the per-process hash order of a set (two `infercast demo` workers
     gave different reports before)."""
-    from infercast.twin.layout import protected_layout
+    from infercast.simulator.twin.layout import protected_layout
 
     fleet = build_fleet(protected_layout(cfg), seed=0)
     r = fleet.router
@@ -242,7 +242,7 @@ def test_requests_of_every_stream_reach_the_pools_in_the_order_they_were_sent(re
     went ahead of the 32k prompts sent earlier in the same tick, and with no gateway bucket (which sorts its
     queue) the unprotected arm's urgent P99 before the load test came out 0.63 s, against 0.95 s for the same fleet
     behind a bucket that never filled."""
-    from infercast.twin.router import Router
+    from infercast.simulator.twin.router import Router
 
     cfg = load_config(repo_root / "examples" / "seed004-bench.yaml")
     sent: list[tuple[np.ndarray, np.ndarray]] = []

@@ -1,11 +1,12 @@
-"""The named scenario variants (`infercast/twin/variants.py`): each changes one thing of the shipped scenario."""
+"""The named scenario variants (`infercast/simulator/twin/variants.py`): each changes one thing of the shipped
+scenario."""
 
 from __future__ import annotations
 
 import pytest
 
 from infercast.config import ConfigError
-from infercast.twin.variants import VARIANTS, load_scenario
+from infercast.simulator.twin.variants import VARIANTS, load_scenario
 
 
 def test_the_unannounced_sale_is_the_same_sale_with_an_empty_calendar():

@@ -1,7 +1,7 @@
 // Checks custom objects with the validators that @kubernetes-models packages made from the projects' own published
 // CRD schemas (packages and versions: package.json beside this file; the sources: ../SOURCE.md): the Prometheus
 // Operator's (ServiceMonitor, AlertmanagerConfig), the Gateway API's (HTTPRoute) and KEDA's (ScaledObject).
-// Run by infercast/k8s/validate.py: a JSON array of objects on stdin, a JSON array of answers on stdout, one per
+// Run by infercast/tools/k8s/validate.py: a JSON array of objects on stdin, a JSON array of answers on stdout, one per
 // object and in order: {"checked": true, "errors": [{"path": "spec/endpoints/0/interval", "message": "..."}]}, or
 // {"checked": false} for a kind the package has no validator for.
 //
