@@ -29,6 +29,7 @@ from infercast.catalog import (
     KV_CACHE_USAGE_RATIO,
     REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
+    breach_threshold_label,
 )
 from infercast.config import FleetConfig
 from infercast.store import Store, StoreError, grid
@@ -109,7 +110,12 @@ class StoreInputs:
                 self._q(FORECAST_KV_CACHE_USAGE_RATIO, {"pool": p.name, "band": "upper"}, start, now), now
             )
             eta, _ = _latest(
-                self._q(FORECAST_BREACH_ETA_SECONDS, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now),
+                self._q(
+                    FORECAST_BREACH_ETA_SECONDS,
+                    {"pool": p.name, "threshold": breach_threshold_label(self.trigger)},
+                    start,
+                    now,
+                ),
                 now,
             )
             rps_now, served_now = self._rates(p.name, now)
@@ -160,7 +166,7 @@ class StoreInputs:
             increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_sum", {"pool": pool}, g[0], g[-1])), g),
             increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_count", {"pool": pool}, g[0], g[-1])), g),
         )
-        why = onset(a, queue[1], queue[0], ttft)
+        why = onset(a, queue[1], queue[0], ttft, self.surge)
         return {
             "arrivals_rps": a.last_rps,
             "baseline_rps": a.baseline_rps,

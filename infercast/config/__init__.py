@@ -99,6 +99,7 @@ from .pools import (
 )
 from .predictor import Event, PredictorConfig
 from .protections import (
+    HPA_SCALE_DOWN_STABILIZATION_SECONDS,
     ApiKeyTiers,
     Autoscaler,
     Bucket,
@@ -116,6 +117,7 @@ from .thresholds import Thresholds
 __all__ = [
     "DTYPE_BYTES",
     "GIB",
+    "HPA_SCALE_DOWN_STABILIZATION_SECONDS",
     "MAX_ACTUATOR_SECONDS",
     "MAX_BATCH",
     "MAX_BYTES",

@@ -38,6 +38,11 @@ class ContextPools(Strict):
     long_pool: str = Field(description="name of the long-context pool")
 
 
+#: Kubernetes HPA's default scale-down stabilization window, seconds: the autoscaler's default, and what the
+#: actuator's reserve and its flap count hold to when the fleet file has no autoscaler
+HPA_SCALE_DOWN_STABILIZATION_SECONDS = 300.0
+
+
 class Autoscaler(Strict):
     """An autoscaler on current metrics with Kubernetes HPA's defaults (15 s sync, 10% tolerance, no scale-up
     stabilisation, 300 s scale-down stabilisation).  It starts nodes of a standby pool of the same version, which
@@ -53,7 +58,8 @@ class Autoscaler(Strict):
         0.0, description="a scale-up goes only as high as the lowest recommendation of this window (HPA's default 0)"
     )
     scale_down_stabilization_seconds: Annotated[float, Field(ge=0.0)] = Field(
-        300.0, description="a scale-down goes only as low as the highest recommendation of this window (HPA's 300 s)"
+        HPA_SCALE_DOWN_STABILIZATION_SECONDS,
+        description="a scale-down goes only as low as the highest recommendation of this window (HPA's 300 s)",
     )
 
 

@@ -39,7 +39,7 @@ def _cfg() -> PredictorConfig:
 
 
 def _loop(**kw) -> PredictorLoop:
-    return PredictorLoop(_cfg(), threshold=0.75, rps_model="last_value", kv_model="last_value", **kw)
+    return PredictorLoop(_cfg(), trigger=0.75, rps_model="last_value", kv_model="last_value", **kw)
 
 
 def _engines(store: MemoryStore, start: float, end: float, *, rules: bool = True) -> None:
