@@ -91,7 +91,7 @@ KV_SOURCES = ("auto", "rules", "raw")
 
 
 @dataclass(frozen=True)
-class Inputs:
+class SourceSeries:
     """The series a tick reads, by the fleet file's `metrics.source` (alertrules/sources.py, the one table):
     - `exporter`: KV usage per instance `infercast_kv_cache_usage_ratio` (its rules `KV_RULES`), traffic the rate
       of the router's `infercast_router_requests_total` computed here;
@@ -107,7 +107,7 @@ class Inputs:
     covariates: dict[str, tuple[str, str]]
 
     @classmethod
-    def of(cls, source: str = EXPORTER, window: str = "5m") -> Inputs:
+    def of(cls, source: str = EXPORTER, window: str = "5m") -> SourceSeries:
         rps = (ROUTER_REQUESTS_TOTAL, "rate") if source == EXPORTER else (series_name(REQ_RATE, source, window), "sum")
         return cls(
             kv=series_name(KV_CACHE_USAGE_RATIO, source, window),
@@ -538,7 +538,7 @@ class PredictorLoop:
     _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=dict)
     kv_source: str = "auto"  # KV_SOURCES: see `_kv_from_rules`
-    metrics_source: str = EXPORTER  # the fleet file's `metrics.source`: what `Inputs` the tick reads
+    metrics_source: str = EXPORTER  # the fleet file's `metrics.source`: what `SourceSeries` the tick reads
     rate_window: str = "5m"  # the fleet file's `metrics.rate_window` (the engine rules' names)
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
@@ -553,10 +553,10 @@ class PredictorLoop:
     _rules_on: bool = False
     _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
     _traffic_found: bool | None = None  # whether the traffic series had any (pool, version) last tick (`_say_traffic`)
-    inputs: Inputs = field(init=False)
+    inputs: SourceSeries = field(init=False)
 
     def __post_init__(self) -> None:
-        self.inputs = Inputs.of(self.metrics_source, self.rate_window)
+        self.inputs = SourceSeries.of(self.metrics_source, self.rate_window)
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
