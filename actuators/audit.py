@@ -91,7 +91,11 @@ class AuditError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Decision:
+class AuditRecord:
+    """One decision as the audit trail holds it: its row id and idempotency key, the action and the figures it rested
+    on, and what became of it (status, the backend's answer, the verdict, a rollback's link).  The policy's own
+    decision, before it is recorded, is `policy.Decision`."""
+
     id: int
     key: str
     decided_at: float
@@ -325,19 +329,19 @@ class Audit:
         return f"decision {decision_id} is {state}: {what} needs it {needed}"
 
     # --- reading ---------------------------------------------------------------------------------------------
-    def get(self, decision_id: int) -> Decision | None:
+    def get(self, decision_id: int) -> AuditRecord | None:
         rows = self._select("WHERE id = ?", (decision_id,))
         return rows[0] if rows else None
 
-    def by_key(self, key: str) -> Decision | None:
+    def by_key(self, key: str) -> AuditRecord | None:
         rows = self._select("WHERE key = ?", (key,))
         return rows[0] if rows else None
 
-    def in_flight(self) -> list[Decision]:
+    def in_flight(self) -> list[AuditRecord]:
         """Decided and never answered: what a restart must resolve before acting again."""
         return self._select("WHERE status = 'decided' ORDER BY id")
 
-    def unknown(self, limit: int = 100) -> list[Decision]:
+    def unknown(self, limit: int = 100) -> list[AuditRecord]:
         """Decisions whose answer was lost and whose effect could not be read back yet, oldest first."""
         return self._select("WHERE status = 'unknown' ORDER BY id LIMIT ?", (int(limit),))
 
@@ -348,12 +352,12 @@ class Audit:
             except sqlite3.Error as e:
                 raise AuditError(f"{self.path}: cannot read the audit trail: {e}") from None
 
-    def awaiting_verdict(self) -> list[Decision]:
+    def awaiting_verdict(self) -> list[AuditRecord]:
         """Applied and not yet judged: what verification (after a restart too) still owes a verdict (a rollback is
         not judged: it restores what was there)."""
         return self._select("WHERE status = 'applied' AND verdict IS NULL AND undoes IS NULL ORDER BY id")
 
-    def applied_since(self, start: float, end: float) -> list[Decision]:
+    def applied_since(self, start: float, end: float) -> list[AuditRecord]:
         """Every decision decided in [start, end] that the backend applied (rollbacks included), oldest first: what
         a control loop's guardrails must count, whichever tick or process settled it."""
         return self._select(
@@ -361,14 +365,14 @@ class Audit:
             (float(start), float(end)),
         )
 
-    def recent(self, since: float, limit: int | None = None) -> list[Decision]:
+    def recent(self, since: float, limit: int | None = None) -> list[AuditRecord]:
         """Decisions made at or after `since`, oldest first (the newest `limit` of them)."""
         if limit is None:
             return self._select("WHERE decided_at >= ? ORDER BY decided_at, id", (since,))
         rows = self._select("WHERE decided_at >= ? ORDER BY decided_at DESC, id DESC LIMIT ?", (since, int(limit)))
         return rows[::-1]
 
-    def applied_in_window(self, target: str, start: float, end: float) -> list[Decision]:
+    def applied_in_window(self, target: str, start: float, end: float) -> list[AuditRecord]:
         """Actions on `target` (a pool, `fleet`, `lane:NAME`: `Action.target`) the backend applied in
         [start, end], by the time it answered: for cooldowns and change budgets."""
         return self._select(
@@ -376,7 +380,7 @@ class Audit:
             (target, start, end),
         )
 
-    def _select(self, where: str, args: tuple = ()) -> list[Decision]:
+    def _select(self, where: str, args: tuple = ()) -> list[AuditRecord]:
         with self._lock:
             try:
                 rows = self._db.execute(
@@ -399,8 +403,8 @@ class Audit:
         self.close()
 
 
-def _decision(r: tuple) -> Decision:
-    return Decision(
+def _decision(r: tuple) -> AuditRecord:
+    return AuditRecord(
         id=r[0],
         key=r[1],
         decided_at=r[2],

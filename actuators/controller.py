@@ -32,13 +32,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
 from infercast.actuators.admin import BackendError, FleetAdmin, Observation, Result, apply_with_retries
-from infercast.actuators.audit import AuditError
-from infercast.actuators.guardrails import Guardrails, check_inputs
-from infercast.actuators.inputs import InputError, Inputs, InputSource, StoreInputs
+from infercast.actuators.audit import Audit, AuditError
+from infercast.actuators.guardrails import Guardrails, input_freeze
+from infercast.actuators.inputs import InputError, InputSource, LoopInputs, StoreInputs
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.recovery import Settled, record_settled, settle
 from infercast.actuators.reserve_policy import ReservePolicy, reserve_blocker
@@ -46,6 +46,11 @@ from infercast.actuators.stamp import Stamp, decision_key, stamped
 from infercast.actuators.steadiness import settings_of
 from infercast.actuators.webhook import alert_book
 from infercast.config import FleetConfig
+
+if TYPE_CHECKING:
+    from infercast.actuators.daemon_cli import DaemonParts
+    from infercast.actuators.tick import TickContext, TickReport
+    from infercast.actuators.webhook import AlertEvent
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +69,7 @@ class Pending:
     decision: Decision
     result: Result
     kv_at_decision: dict[str, float]
-    audit_id: Any = None
+    audit_id: int | None = None  # its row in the audit trail (None: no trail, or not recorded)
 
 
 @dataclass
@@ -85,7 +90,7 @@ class ControlLoop:
         *,
         policy: PredictivePolicy | None = None,
         mode: Mode = "active",
-        audit: Any = None,
+        audit: Audit | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
@@ -106,17 +111,18 @@ class ControlLoop:
         # an older action whose setting a newer one changed is superseded, never judged or rolled back
         self.changed: dict[str, tuple[float, str]] = {}
         self.log: list[dict] = []
-        self._fed: dict[Any, float] = {}  # audit ids of applied rows the guardrails count -> when decided
+        self._fed: dict[int, float] = {}  # audit ids of applied rows the guardrails count -> when decided
         self._refusals: dict[tuple[str, str], float] = {}  # (action, reason's words) -> when last audited
         # advisory proposals logged: (kind, target) -> the action last logged for it.  A proposal is logged when it
-        # appears and when it changes, not every tick (issue 38: the same three proposals every 15 s)
+        # appears and when it changes, not every tick (an operator reading the log wants news, not the same three
+        # proposals every 15 s)
         self._proposals: dict[tuple[str, str], str] = {}
         self._proposed_now: set[tuple[str, str]] = set()
         # the firing alerts about the fleet's pools: bounded, and each expires (actuators/webhook.py)
         self.alerting = alert_book(cfg)
 
     # --- the tick -------------------------------------------------------------------------------------------
-    def tick(self, now: float, ctx: Any = None, alerts: Iterable[Any] = ()) -> LoopReport:
+    def tick(self, now: float, ctx: TickContext | None = None, alerts: Iterable[AlertEvent] = ()) -> LoopReport:
         """One round.  `ctx` (the daemon's `TickContext`) decides whether to act and stamps each apply; without
         it the loop's own mode and `is_leader` do.  `alerts`: Alertmanager notifications since the last tick."""
         self.alerting.note(alerts, now)
@@ -129,13 +135,13 @@ class ControlLoop:
             inputs = self.inputs.read(now, fleet)
         except InputError as e:
             return self._freeze(report, str(e), "store_down")
-        fz = check_inputs(now, inputs.figures, inputs.ages, self.cfg.guardrails)
+        fz = input_freeze(now, inputs.figures, inputs.ages, self.cfg.guardrails)
         if fz is not None:
             return self._freeze(report, fz.reason, fz.code)
         if self.frozen is not None:
             log.info("actuator unfrozen at %.0f (was: %s)", now, self.frozen)
             self.frozen = None
-        active = self._active(ctx)
+        active = self._applies(ctx)
         self._sync_guardrails(now)
         self._verify(now, fleet, inputs, report, ctx, active)
         decisions = self.policy.decide(now, fleet, self._with_alerts(inputs.outlook))
@@ -150,7 +156,10 @@ class ControlLoop:
             del self._proposals[gone]
         return report
 
-    def _active(self, ctx: Any) -> bool:
+    def _applies(self, ctx: TickContext | None) -> bool:
+        """Whether this tick applies its decisions (else it records them as advisory): the daemon's context says
+        (active mode and leading); without one, the loop's own mode and leader check.  A frozen tick has returned
+        before this is asked; `applying_now` is the same question from outside, frozen included."""
         if ctx is not None:
             return bool(ctx.active)
         return self.mode == "active" and self.is_leader()
@@ -178,11 +187,13 @@ class ControlLoop:
         return out
 
     @property
-    def acting(self) -> bool:
-        """Whether decisions are applied now: active mode, the leadership, and not frozen."""
+    def applying_now(self) -> bool:
+        """Whether a tick now would apply decisions: active mode, the leadership, and not frozen."""
         return self.mode == "active" and self.frozen is None and self.is_leader()
 
-    def _carry_out(self, now: float, d: Decision, inputs: Inputs, report: LoopReport, ctx: Any, active: bool) -> None:
+    def _carry_out(
+        self, now: float, d: Decision, inputs: LoopInputs, report: LoopReport, ctx: TickContext | None, active: bool
+    ) -> None:
         key = decision_key(now, d.action)
         audit_id, unaudited = self._audit_decision(now, key, d, active, ctx)
         if unaudited and active:  # the row is logged whole by the audit trail; an unrecorded action never goes out
@@ -204,8 +215,8 @@ class ControlLoop:
             self.pending.append(Pending(now, now + self._window(d.action), d, res, self._kv(inputs), audit_id))
 
     def _audit_decision(
-        self, now: float, key: str, d: Decision, active: bool, ctx: Any, undoes: int | None = None
-    ) -> tuple[Any, str]:
+        self, now: float, key: str, d: Decision, active: bool, ctx: TickContext | None, undoes: int | None = None
+    ) -> tuple[int | None, str]:
         """Record `d` before it is carried out: (its audit id or None, why it is not in the trail or "")."""
         if self.audit is None:
             return None, ""
@@ -219,7 +230,7 @@ class ControlLoop:
         except AuditError as e:
             return None, f"not in the audit trail: {e}"
 
-    def _apply(self, now: float, key: str, d: Decision, ctx: Any, audit_id: Any) -> Settled:
+    def _apply(self, now: float, key: str, d: Decision, ctx: TickContext | None, audit_id: int | None) -> Settled:
         """Send `d` with retries under its key (and the leader's token under the daemon: a retry is applied once),
         read a lost answer back instead of assuming it failed, and write what is true to the audit trail."""
         admin = stamped(self.admin, ctx.stamp(key) if ctx is not None else Stamp(key))
@@ -233,7 +244,7 @@ class ControlLoop:
         return settled
 
     # --- the guardrails' memory and the audit trail ------------------------------------------------------------
-    def _counted(self, audit_id: Any, at: float) -> None:
+    def _counted(self, audit_id: int | None, at: float) -> None:
         """An applied row the guardrails already count (the loop applied it itself)."""
         if audit_id is not None:
             self._fed[audit_id] = at
@@ -267,7 +278,7 @@ class ControlLoop:
         return w + self.cfg.router.cold_start_seconds if isinstance(a, ScalePool) else w
 
     @staticmethod
-    def _kv(inputs: Inputs) -> dict[str, float]:
+    def _kv(inputs: LoopInputs) -> dict[str, float]:
         return {p: o.kv_now for p, o in inputs.outlook.items()}
 
     def _remember(self, a: Action, now: float) -> None:
@@ -278,9 +289,9 @@ class ControlLoop:
 
     def _superseded(self, p: Pending) -> str | None:
         """What changed a setting of `p`'s action after it was applied (None: nothing did).  Its effect can no
-        longer be seen, and its undo would put back a value older than the newer change: before, verification found
-        "no effect" and rolled it back, undoing the newer state (a relaxed `max_context_tokens` 16000 set back to
-        8192 a minute later, the policy at level 0 and nothing to relax it again, issue 36)."""
+        longer be seen, and its undo would put back a value older than the newer change: judging it would find "no
+        effect" and roll it back, undoing the newer state (a relaxed `max_context_tokens` 16000 set back to 8192 a
+        minute later, with the policy at level 0 and nothing to relax it again)."""
         for setting in settings_of(p.decision.action):
             when, what = self.changed.get(setting, (-math.inf, ""))
             if when > p.at:
@@ -289,7 +300,13 @@ class ControlLoop:
 
     # --- verification -------------------------------------------------------------------------------------
     def _verify(
-        self, now: float, fleet: Observation, inputs: Inputs, report: LoopReport, ctx: Any, active: bool
+        self,
+        now: float,
+        fleet: Observation,
+        inputs: LoopInputs,
+        report: LoopReport,
+        ctx: TickContext | None,
+        active: bool,
     ) -> None:
         due = [p for p in self.pending if p.due <= now + 1e-9]
         self.pending = [p for p in self.pending if p.due > now + 1e-9]
@@ -316,7 +333,7 @@ class ControlLoop:
             self._roll_back(now, undo, p, fleet, report, ctx, active, why)
 
     def _roll_back(
-        self, now: float, undo: Decision, p: Pending, fleet: Observation, report: LoopReport, ctx: Any,
+        self, now: float, undo: Decision, p: Pending, fleet: Observation, report: LoopReport, ctx: TickContext | None,
         active: bool, why: str,
     ) -> None:  # fmt: skip
         """Apply `undo` (the backend's previous setting) within the guardrails, and audit it as a decision of its
@@ -352,7 +369,7 @@ class ControlLoop:
             self._remember(undo.action, now)
             self.policy.note_rolled_back(p.decision, undo.action, now)
 
-    def _verdict(self, p: Pending, fleet: Observation, inputs: Inputs) -> tuple[str, str]:
+    def _verdict(self, p: Pending, fleet: Observation, inputs: LoopInputs) -> tuple[str, str]:
         """`verified`, `no_effect` (the fleet does not show the change) or `worse` (after a shift or relaxation
         the pool's fullest instance crossed the trigger and is higher than when it was decided)."""
         a = p.decision.action
@@ -466,13 +483,13 @@ REASON_OF_INTENT = {"protect": "forecast", "shift": "forecast", "relax": "relax"
 
 
 class NoStore:
-    """Inputs when the daemon has no Prometheus configured: every tick freezes and says so."""
+    """The loop's inputs when the daemon has no Prometheus configured: every tick freezes and says so."""
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
         raise InputError("no metric store: set predictor.prometheus_url in the fleet file")
 
 
-def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Callable[[], float]):
+def to_tick_report(r: LoopReport, loop: ControlLoop, now: float, answered: Callable[[], float]) -> TickReport:
     """The loop's report as the daemon publishes it (`infercast.actuators.tick.TickReport`: catalog values only)."""
     from infercast.actuators.tick import ActionOutcome, TickReport, VerdictOutcome
 
@@ -516,17 +533,26 @@ def daemon_policy(cfg: FleetConfig) -> PredictivePolicy:
     return PredictivePolicy(cfg)
 
 
-def build_tick(parts):
+@dataclass
+class DaemonTick:
+    """The daemon's `TickHook` over one `ControlLoop`: each call runs a tick with the alerts the webhook received
+    since the last one and reports it as the daemon publishes it.  `loop` is the control loop itself, for tests and
+    for the daemon's metrics of what was last set."""
+
+    loop: ControlLoop
+    parts: DaemonParts
+
+    def __call__(self, now: float, ctx: TickContext) -> TickReport:
+        inbox = self.parts.inbox
+        report = self.loop.tick(now, ctx, inbox.drain() if inbox is not None else ())
+        return to_tick_report(report, self.loop, now, self.parts.clock.now)
+
+
+def build_tick(parts: DaemonParts) -> DaemonTick:
     """infercast's control loop for the daemon (`actuators/daemon_cli.py`, `DaemonParts` in): the policy
     (`daemon_policy`) and the guardrails on the forecasts and live figures in Prometheus, applied through the
     configured backend."""
     cfg = parts.config
     inputs = StoreInputs(parts.store, cfg, cfg.predictor.step_seconds) if parts.store is not None else NoStore()
     loop = ControlLoop(cfg, parts.admin, inputs, policy=daemon_policy(cfg), mode=parts.mode, audit=parts.audit)
-
-    def tick(now: float, ctx):
-        report = loop.tick(now, ctx, parts.inbox.drain() if parts.inbox is not None else ())
-        return to_tick_report(report, loop, now, parts.clock.now)
-
-    tick.loop = loop  # for tests and the daemon's metrics of what was last set
-    return tick
+    return DaemonTick(loop, parts)

@@ -34,7 +34,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -44,6 +44,10 @@ from infercast.actuators.leader import LeaderElector, Leadership
 from infercast.actuators.metrics import ActuatorMetrics
 from infercast.actuators.tick import Loop, Mode, TickContext, TickHook, TickReport
 from infercast.actuators.webhook import Offer, WebhookReceiver
+
+if TYPE_CHECKING:
+    from infercast.actuators.audit import Audit
+    from infercast.actuators.failover import FailoverState
 from infercast.catalog import ACTUATOR_AUDIT_FAILED, ACTUATOR_FENCED, ACTUATOR_FROZEN
 from infercast.clock import Clock, WallClock
 from infercast.httpserve import TOKEN_ENV, TOKEN_FILE_ENV, HttpService, Response, Route, is_loopback
@@ -93,9 +97,9 @@ class Daemon:
         port: int = 0,
         token: str | None = None,
         fence_reader: Callable[[], int | None] | None = None,
-        audit: Any = None,
+        audit: Audit | None = None,
         reconcile: Callable[[float], Any] | None = None,
-        state: Any = None,
+        state: FailoverState | None = None,
     ) -> None:
         self.tick = tick
         self.state = state  # infercast.actuators.failover.FailoverState (None: nothing kept beside the lease)

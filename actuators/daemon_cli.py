@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infercast.actuators.admin import FleetAdmin
 from infercast.actuators.audit import Audit, AuditError
@@ -30,6 +30,11 @@ from infercast.actuators.tick import Mode, TickHook
 from infercast.actuators.webhook import Inbox
 from infercast.clock import Clock, WallClock
 from infercast.config import ConfigError, FleetConfig, load_config, parse_listen
+from infercast.store import Store
+
+if TYPE_CHECKING:
+    from infercast.actuators.failover import FailoverState
+    from infercast.actuators.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +56,11 @@ class DaemonParts:
     admin: FleetAdmin
     audit: Audit
     inbox: Inbox
-    store: Any | None  # infercast.store.prometheus.PrometheusStore, or None when no Prometheus is configured
+    store: Store | None  # infercast.store.prometheus.PrometheusStore, or None when no Prometheus is configured
     clock: Clock
     apply_attempts: int = 3
     apply_backoff_seconds: float = 0.2
-    audit_lock: Any = None  # the open lock file of an acting `leader: single` daemon (hold_audit)
+    audit_lock: _Held | None = None  # the open lock file of an acting `leader: single` daemon (hold_audit)
 
 
 def load_tick_factory(spec: str):
@@ -125,7 +130,7 @@ def webhook_token(cfg: FleetConfig) -> str | None:
         raise ConfigError(f"actuator.webhook: {e}") from None
 
 
-def keep_state_beside_the_lease(parts: DaemonParts, elector: Any) -> Any:
+def keep_state_beside_the_lease(parts: DaemonParts, elector: LeaderElector) -> FailoverState | None:
     """The guardrail state kept beside `elector`'s lease (`infercast.actuators.failover.FailoverState`), with
     `parts.audit` replaced by the trail that writes it; None (parts unchanged) where the lease has nowhere to keep
     it."""
@@ -141,8 +146,8 @@ def keep_state_beside_the_lease(parts: DaemonParts, elector: Any) -> Any:
 
 
 def build_daemon(
-    parts: DaemonParts, tick: TickHook, listen: str | None = None, *, serve: bool = True, elector: Any = None,
-    state: Any = None,
+    parts: DaemonParts, tick: TickHook, listen: str | None = None, *, serve: bool = True,
+    elector: LeaderElector | None = None, state: FailoverState | None = None,
 ):  # fmt: skip
     """The daemon; `serve=False` (--once) gives it no webhook, so it needs no token.  ConfigError when the webhook
     would be open where it must not be (infercast.actuators.daemon.check_webhook_auth).  `elector`: the one
@@ -181,7 +186,7 @@ def build_daemon(
         raise ConfigError(str(e)) from None
 
 
-def hold_audit(path: str) -> Any:
+def hold_audit(path: str) -> _Held:
     """An exclusive lock on the audit trail for as long as the returned file stays open: two acting daemons on one
     audit trail (`leader: single` started twice) is a ConfigError naming the other's pid, not two silent actors.
 

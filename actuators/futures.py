@@ -17,7 +17,7 @@ import dataclasses
 import math
 
 from infercast.actuators.admin import Observation
-from infercast.actuators.inputs import Inputs, InputSource
+from infercast.actuators.inputs import InputSource, LoopInputs
 from infercast.actuators.policy import Outlook
 from infercast.config import FleetConfig
 
@@ -34,7 +34,7 @@ class CalendarInputs:
         self.surge = cfg.policy.traffic_surge_factor
         self.windows = [(w.start_s, w.end_s, w.expected_rps) for w in event_windows(cfg.events)]
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
         got = self.live.read(now, fleet)
         fleet_rps = sum(o.rps_now for o in got.outlook.values() if math.isfinite(o.rps_now))
         ahead = [
@@ -57,7 +57,7 @@ class CalendarInputs:
         return told(got, outlook)
 
 
-def told(got: Inputs, outlook: dict[str, Outlook]) -> Inputs:
+def told(got: LoopInputs, outlook: dict[str, Outlook]) -> LoopInputs:
     """`got` with the outlooks told another future, and no forecast age: the pipeline's own forecasts (which need
     minutes of history before the first) are not what such an arm decides on, so their age cannot freeze it."""
     ages = {k: v for k, v in got.ages.items() if k != "forecast"}
@@ -88,7 +88,7 @@ class TruthOverlay:
         self.live, self.truth = live, truth
         self.trigger = cfg.thresholds.kv_forecast_trigger
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
         got = self.live.read(now, fleet)
         truth = self.truth.read(now, fleet).outlook
         outlook = {}

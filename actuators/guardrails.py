@@ -43,7 +43,7 @@ class Freeze:
     code: str = "other"  # one of infercast.catalog.FREEZE_REASONS
 
 
-def check_inputs(now: float, figures: dict[str, float], ages: dict[str, float], cfg: GuardrailConfig) -> Freeze | None:
+def input_freeze(now: float, figures: dict[str, float], ages: dict[str, float], cfg: GuardrailConfig) -> Freeze | None:
     """A freeze if any figure is NaN, infinite or negative, or any input is older than its limit."""
     for name, v in sorted(figures.items()):
         if v is None or not math.isfinite(v):

@@ -1,7 +1,7 @@
 """What the control loop decides on: per pool, an `Outlook` (live figures and the forecasts' upper bands), plus the
 figures and their ages that the guardrails check before anything is decided.
 
-Two sources give the same `Inputs`:
+Two sources give the same `LoopInputs`:
 - `StoreInputs` reads the metric store (Prometheus, or the in-memory store of the embedded pipeline): the fullest
   instance's KV usage, the published KV forecast's upper band and breach ETA, the request rate and its forecast.
   The daemon and the `predictive` arm use it.
@@ -30,6 +30,7 @@ from infercast.catalog import (
     KV_CACHE_USAGE_RATIO,
     REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
+    breach_threshold_label,
 )
 from infercast.config import FleetConfig
 from infercast.store import Store, StoreError, grid
@@ -43,7 +44,9 @@ class InputError(Exception):
 
 
 @dataclass(frozen=True)
-class Inputs:
+class LoopInputs:
+    """What one tick of the control loop decides on, as read at `at`."""
+
     at: float
     outlook: dict[str, Outlook]
     figures: dict[str, float] = field(default_factory=dict)  # every number the decision rests on (freeze check)
@@ -51,7 +54,7 @@ class Inputs:
 
 
 class InputSource(Protocol):
-    def read(self, now: float, fleet: Observation) -> Inputs: ...
+    def read(self, now: float, fleet: Observation) -> LoopInputs: ...
 
 
 def serving(fleet: Observation) -> list[PoolState]:
@@ -81,8 +84,8 @@ class StoreInputs:
         self.trigger = cfg.thresholds.kv_forecast_trigger
         self.surge = cfg.policy.traffic_surge_factor
         self.horizon = cfg.predictor.horizon_seconds
-        # `metrics.source: engines`: live KV usage from the engines' own per-engine rule (the exporter no longer
-        # emits its copy), traffic from the engines' finished requests per second (alertrules/sources.py)
+        # `metrics.source: engines`: live KV usage from the engines' own per-engine rule (the exporter does not
+        # emit its copy then), traffic from the engines' finished requests per second (alertrules/sources.py)
         m = cfg.metrics
         self.engines = m.source == ENGINES
         self.kv_metric = series_name(KV_CACHE_USAGE_RATIO, m.source, m.rate_window)
@@ -96,7 +99,7 @@ class StoreInputs:
         except StoreError as e:
             raise InputError(f"the store did not answer for {metric}: {e}") from None
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
         start = now - 4 * self.step
         outlook, figures = {}, {}
         live_t, fc_t = -math.inf, -math.inf
@@ -110,7 +113,12 @@ class StoreInputs:
                 self._q(FORECAST_KV_CACHE_USAGE_RATIO, {"pool": p.name, "band": "upper"}, start, now), now
             )
             eta, _ = _latest(
-                self._q(FORECAST_BREACH_ETA_SECONDS, {"pool": p.name, "threshold": f"{self.trigger:g}"}, start, now),
+                self._q(
+                    FORECAST_BREACH_ETA_SECONDS,
+                    {"pool": p.name, "threshold": breach_threshold_label(self.trigger)},
+                    start,
+                    now,
+                ),
                 now,
             )
             rps_now, served_now = self._rates(p.name, now)
@@ -137,7 +145,7 @@ class StoreInputs:
             if math.isfinite(t_u):  # a forecast was published (a missing one shows as the forecast's age)
                 figures[f"{p.name}.kv_upper"] = upper
         ages = {"live": now - live_t, "forecast": now - fc_t} if outlook else {}
-        return Inputs(now, outlook, figures, ages)
+        return LoopInputs(now, outlook, figures, ages)
 
     def _first_signals(self, pool: str, now: float) -> dict:
         """The signals that move first (`actuators/signals.py`): the router's arrivals for the pool over the last
@@ -161,7 +169,7 @@ class StoreInputs:
             increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_sum", {"pool": pool}, g[0], g[-1])), g),
             increases(((s.t, s.v) for s in self._q(f"{VLLM_TTFT}_count", {"pool": pool}, g[0], g[-1])), g),
         )
-        why = onset(a, queue[1], queue[0], ttft)
+        why = onset(a, queue[1], queue[0], ttft, self.surge)
         return {
             "arrivals_rps": a.last_rps,
             "baseline_rps": a.baseline_rps,
@@ -219,7 +227,7 @@ class TruthInputs:
         siblings = [q for q in serving(fleet) if self._serves(q) == kind]
         return request_rate_at(self.traffic, t, *kind) / max(1, len(siblings))
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
         live = self.fleet.live()
         ahead = now + np.arange(self.step, self.horizon + 1e-9, self.step)
         out = {}
@@ -239,7 +247,7 @@ class TruthInputs:
                 float(rps.max()),
                 float(ahead[peak[0]] - now) if len(peak) else math.inf,
             )
-        return Inputs(now, out, {}, {})
+        return LoopInputs(now, out, {}, {})
 
 
 def request_rate_at(traffic, t: float, short: bool = True, long: bool = True) -> float:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from infercast.actuators.actions import Action
-from infercast.config import FleetConfig
+from infercast.config import HPA_SCALE_DOWN_STABILIZATION_SECONDS, FleetConfig
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def action_ledger(cfg: FleetConfig, history, summary: dict) -> dict:
     surge), and per setting the applied `changes` and `flaps` (tighten-relax-tighten within the autoscaler's
     scale-down window, Kubernetes' own dwell for a replica count): `actuators/ledger.py`."""
     a = cfg.protections.autoscaler
-    dwell = a.scale_down_stabilization_seconds if a is not None else 300.0
+    dwell = a.scale_down_stabilization_seconds if a is not None else HPA_SCALE_DOWN_STABILIZATION_SECONDS
     changes = setting_changes(history)
     flaps = count_flaps(changes, dwell)
     by = count_changes(changes)

@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infercast.actuators.audit import Audit, AuditError, Decision
+from infercast.actuators.audit import Audit, AuditError, AuditRecord
 from infercast.config import ConfigError, load_config
 from infercast.durations import parse_duration
 
@@ -81,7 +81,7 @@ def _when(t: float | None) -> str:
     return "" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def table(rows: list[Decision]) -> str:
+def table(rows: list[AuditRecord]) -> str:
     """The decisions as an aligned text table (a header and one line each)."""
     head = ("id", "decided (UTC)", "action", "status", "tries", "detail", "verdict", "why")
     lines = [

@@ -37,7 +37,7 @@ from infercast.actuators.actions import (
     SetRateLimit,
 )
 from infercast.actuators.admin import BackendError, FleetAdmin, Observation, Result
-from infercast.actuators.audit import Audit, AuditError, Decision
+from infercast.actuators.audit import Audit, AuditError, AuditRecord
 from infercast.actuators.stamp import KeyedAdmin
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Resolution:
-    decision: Decision
+    decision: AuditRecord
     outcome: Literal["applied", "refused", "failed", "interrupted", "unresolved"]
     detail: str
 
@@ -221,7 +221,7 @@ def resolve_in_flight(
 
 
 def _resolve_unkeyed(
-    audit: Audit, admin: FleetAdmin, d: Decision, now: float, cause: str, by_settings: bool
+    audit: Audit, admin: FleetAdmin, d: AuditRecord, now: float, cause: str, by_settings: bool
 ) -> Resolution:
     why = f"interrupted by a {cause}; the {admin.name} backend cannot tell whether it was applied; not repeated"
     if by_settings:

@@ -43,6 +43,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from infercast.config import HPA_SCALE_DOWN_STABILIZATION_SECONDS, PolicyConfig, Thresholds
+
 #: a node's capacity is never judged on less KV than this (an idle pool's figure says nothing)
 MIN_KV = 0.05
 #: no pool needs more nodes than this (a pool serving almost nothing would otherwise need an infinity)
@@ -79,14 +81,16 @@ class PoolNeed:
 
 @dataclass(frozen=True)
 class ReserveSettings:
-    kv_target: float = 0.6  # KV usage per node a node's capacity is counted at (the autoscaler's target)
-    kv_trigger: float = 0.75  # a KV forecast at or over this asks for nodes (thresholds.kv_forecast_trigger)
+    # the defaults are the fleet file's (`reserve_policy.reserve_settings` gives a file's own values)
+    kv_target: float = PolicyConfig().target_kv  # KV usage per node a node's capacity is counted at
+    kv_trigger: float = Thresholds().kv_forecast_trigger  # a KV forecast at or over this asks for nodes
     min_need: float = 0.5  # a need of less than this much of a node is noise
     tolerance: float = 0.1  # demand within this share over what a pool serves is met (the HPA's tolerance)
     drain_seconds: float = 60.0  # a queue is to be drained within this long
     other_weight: float = 0.1  # a non-urgent request served counts this much of an urgent one
     switch_margin: float = 0.25  # an earmark moves pools only for this much more value per node
-    release_hold_seconds: float = 300.0  # an earmark is held this long after its pool last needed it
+    #: an earmark is held this long after its pool last needed it (the autoscaler's scale-down window)
+    release_hold_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: a surge is an interval with this many times the arrivals of the baseline (the policy's traffic_surge_factor)
-SURGE_FACTOR = 1.5
+from infercast.config import PolicyConfig
+
+#: a surge is an interval with this many times the arrivals of the baseline: the fleet file's
+#: `policy.traffic_surge_factor` (the same factor announces a peak from the traffic forecast); this is its default,
+#: for callers without a fleet file
+SURGE_FACTOR = PolicyConfig().traffic_surge_factor
 #: ... and at least this many requests more than the baseline interval had (a handful of requests on a quiet
 #: pool is noise, not a surge)
 MIN_EXTRA_REQUESTS = 30.0
@@ -31,12 +35,13 @@ QUEUE_FACTOR = 3.0
 MIN_EXTRA_WAITING = 20.0
 #: a baseline of fewer intervals than this (a minute of 15 s scrapes) judges nothing
 MIN_HISTORY = 4
-#: the mean time to first token over the last interval at this many times its baseline (the arrivals' factor), and
+#: the mean time to first token over the last interval at this many times its baseline (the default arrivals' factor: a
+#: latency threshold of its own, not the fleet file's surge factor), and
 #: at least `MIN_EXTRA_TTFT_SECONDS` over it (a tenth of a second: vLLM's histogram bucket there), from at least
 #: `MIN_TTFT_REQUESTS` first tokens, is a surge too.  Checked on the held-apart seed 700 only, never on the scored
 #: seeds 0-2: its calm intervals peak at 1.15x the baseline (+0.08 s), the unannounced sale's first interval is at
 #: 2.5x (+0.13 s, short-context pool) and 2.2x (+0.67 s, long-context pool)
-TTFT_FACTOR = SURGE_FACTOR
+TTFT_FACTOR = 1.5
 MIN_EXTRA_TTFT_SECONDS = 0.1
 MIN_TTFT_REQUESTS = 10.0
 
@@ -140,14 +145,16 @@ def ttft_onset(t: Latency) -> str:
     return ""
 
 
-def onset(a: Arrivals, waiting: float, waiting_before: float, ttft: Latency = NO_LATENCY) -> str:
-    """Why a surge has started in the last interval ("" when none): arrivals `SURGE_FACTOR` times their baseline,
+def onset(
+    a: Arrivals, waiting: float, waiting_before: float, ttft: Latency = NO_LATENCY, surge_factor: float = SURGE_FACTOR
+) -> str:
+    """Why a surge has started in the last interval ("" when none): arrivals `surge_factor` times their baseline,
     the queue `QUEUE_FACTOR` times what it was one interval ago, or the time to first token (`ttft_onset`).
     Nothing is judged before a minute of history (the arrivals' or, without a router counter, the first tokens')."""
     if max(a.history, ttft.history) < MIN_HISTORY:
         return ""
     extra = (a.last_rps - a.baseline_rps) * a.interval_seconds
-    if a.history >= MIN_HISTORY and a.last_rps >= SURGE_FACTOR * a.baseline_rps and extra >= MIN_EXTRA_REQUESTS:
+    if a.history >= MIN_HISTORY and a.last_rps >= surge_factor * a.baseline_rps and extra >= MIN_EXTRA_REQUESTS:
         return f"arrivals {a.last_rps:.1f} req/s over the last {a.interval_seconds:.0f} s against {a.baseline_rps:.1f}"
     if (
         math.isfinite(waiting)

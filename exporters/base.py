@@ -127,7 +127,7 @@ class Target:
 
         The version is the one the fleet file gives that served model name (what the engine actually serves; a
         Triton server serves several), else the target's `version`.  A model the fleet file does not name on a
-        target without a `version` is a ScrapeError naming it: it used to become its own "version", splitting
+        target without a `version` is a ScrapeError naming it, rather than a "version" of its own that would split
         the pool's health score.  The pool is the target's when it serves that version, else the first pool
         serving it, else the target's, else "unknown".
         """

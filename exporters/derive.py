@@ -203,8 +203,8 @@ def pressure(dims: Mapping[str, float], fullness: float = 1.0) -> float | None:
     """The pool's own pressure 0-1: the worst of its KV, fragmentation, allocation, batch and queue dimensions.
 
     Queue depth counts because an engine that queues instead of admitting (SGLang with 17 requests waiting per
-    running one, at low KV usage) is as close to timeouts, retries and failover as a full cache; it used to score
-    no pressure at all.
+    running one, at low KV usage) is as close to timeouts, retries and failover as a full cache, though its KV
+    dimensions show no pressure at all.
 
     Fragmentation's pressure is scaled by `fullness` (KV usage / the forecast trigger, at most 1): blocks a quarter
     empty on a nearly idle cache waste little and threaten nothing; on a full one they are what tips it over.

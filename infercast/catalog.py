@@ -549,3 +549,10 @@ def exposed_names(m: MetricSpec) -> tuple[str, ...]:
     if m.kind is Kind.HISTOGRAM:
         return (f"{m.name}_bucket", f"{m.name}_sum", f"{m.name}_count")
     return (m.name,)
+
+
+def breach_threshold_label(trigger: float) -> str:
+    """The `threshold` label of `FORECAST_BREACH_ETA_SECONDS`: the fleet file's `thresholds.kv_forecast_trigger`
+    (`0.75` -> "0.75", `0.7` -> "0.7").  The predictor publishes the series under it and the actuator selects the
+    series by it, both through this function, so the two cannot spell the same trigger differently."""
+    return f"{trigger:g}"

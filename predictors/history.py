@@ -15,10 +15,10 @@ What is read, and how, comes from the predictor itself, so training and serving 
   `counter_rate`), each left out when Prometheus has none (the model masks a missing covariate; Prophet is then
   not fitted).
 All on the predictor's step grid, over [start, end].  These are the exporter's series; with the fleet file's
-`metrics.source: engines` (`fetch(..., inputs=Inputs.of("engines"))`) the engine recording rules' instead:
+`metrics.source: engines` (`fetch(..., inputs=SourceSeries.of("engines"))`) the engine recording rules' instead:
 `pool_version:engine_kv_cache_usage:max/avg`, the per-engine `instance:engine_kv_cache_usage:ratio` as the raw
 fallback, `instance:engine_requests_running:count` / `_waiting:count` for those covariates and
-`pool_version:engine_requests:rate5m` for traffic (`infercast.predictors.service.Inputs`).
+`pool_version:engine_requests:rate5m` for traffic (`infercast.predictors.service.SourceSeries`).
 
 `split_times` cuts the common time axis into train / validation / held-out tail: by time, never shuffled, so no
 window of a later part is ever seen by an earlier one.  Pure apart from the store it is handed.
@@ -36,7 +36,7 @@ from infercast.predictors.service import (
     KV_SOURCES,
     SERIES,
     AlignedMatrix,
-    Inputs,  # what the predictor reads, by metrics.source: its KV rules, raw KV metric, covariates, traffic
+    SourceSeries,  # what the predictor reads, by metrics.source: its KV rules, raw KV metric, covariates, traffic
     align_many,
     align_matrix,
 )
@@ -116,11 +116,11 @@ def fetch(
     matchers: dict[str, str] | None = None,
     source: str = "auto",
     need_s: float = 0.0,
-    inputs: Inputs | None = None,
+    inputs: SourceSeries | None = None,
 ) -> FleetHistory:
     """Read the fleet's history over [start, end] on the grid `start + k * step` (see the module docstring).
 
-    `inputs`: the series the predictor reads (`Inputs.of(metrics.source)`: the exporter's, the default, or the
+    `inputs`: the series the predictor reads (`SourceSeries.of(metrics.source)`: the exporter's, the default, or the
     engine recording rules'), so training reads what serving will.
 
     `need_s`: with `source="auto"`, the recording rules are used when they span at least this long (or as long as
@@ -133,7 +133,7 @@ def fetch(
     if n < 2:
         raise HistoryError(f"the range [{start:.0f}, {end:.0f}] holds fewer than two {step:g} s steps")
     t = g0 + step * np.arange(n)
-    ins = inputs or Inputs.of()
+    ins = inputs or SourceSeries.of()
     kv_rules, kv_raw = ins.kv_rules, ins.kv
     notes: list[str] = []
     kv: dict[str, dict[tuple[str, str], np.ndarray]] = {}

@@ -28,6 +28,7 @@ from infercast.catalog import (
     FORECAST_SKIPPED,
     LEGACY_BAND_VALUES,
     LEGACY_FORECAST_LABELS,
+    breach_threshold_label,
     spec,
 )
 from infercast.predictors.base import Forecast
@@ -92,19 +93,13 @@ def forecast_samples(
     ]
 
 
-def threshold_label(threshold: float) -> str:
-    return f"{threshold:g}"
-
-
-def breach_eta_sample(
-    pool: str, version: str, threshold: float, eta_s: float, aggregate: str = "mean"
-) -> ForecastSample:
+def breach_eta_sample(pool: str, version: str, trigger: float, eta_s: float, aggregate: str = "mean") -> ForecastSample:
     return sample(
         FORECAST_BREACH_ETA_SECONDS,
         eta_s,
         pool=pool,
         version=version,
-        threshold=threshold_label(threshold),
+        threshold=breach_threshold_label(trigger),
         aggregate=aggregate,
     )
 
@@ -212,7 +207,7 @@ def kv_forecast_samples_many(
     at_horizon: np.ndarray,
     horizon_s: float,
     aggregate: str,
-    threshold: float,
+    trigger: float,
     eta_s: np.ndarray,
 ) -> list[ForecastSample]:
     """`forecast_samples("kv", ...)` then `breach_eta_sample(...)` for each group, in that order: `at_horizon` is
@@ -225,7 +220,9 @@ def kv_forecast_samples_many(
         )
         for k in FORECAST_BANDS
     )
-    eta = SampleTemplate(FORECAST_BREACH_ETA_SECONDS, free, threshold=threshold_label(threshold), aggregate=aggregate)
+    eta = SampleTemplate(
+        FORECAST_BREACH_ETA_SECONDS, free, threshold=breach_threshold_label(trigger), aggregate=aggregate
+    )
     out: list[ForecastSample] = []
     for (pool, version), (v0, v1, v2), e in zip(groups, at_horizon.tolist(), eta_s.tolist(), strict=True):
         pv = (("pool", str(pool)), ("version", str(version)))

@@ -55,7 +55,7 @@ from infercast.catalog import (
     REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
 )
-from infercast.config import FleetConfig, PredictorConfig
+from infercast.config import FleetConfig, PredictorConfig, Thresholds
 from infercast.predictors import deployed, registry
 from infercast.predictors.base import Forecast, Forecaster, History
 from infercast.predictors.calendar import prior_upper_many
@@ -91,7 +91,7 @@ KV_SOURCES = ("auto", "rules", "raw")
 
 
 @dataclass(frozen=True)
-class Inputs:
+class SourceSeries:
     """The series a tick reads, by the fleet file's `metrics.source` (alertrules/sources.py, the one table):
     - `exporter`: KV usage per instance `infercast_kv_cache_usage_ratio` (its rules `KV_RULES`), traffic the rate
       of the router's `infercast_router_requests_total` computed here;
@@ -107,7 +107,7 @@ class Inputs:
     covariates: dict[str, tuple[str, str]]
 
     @classmethod
-    def of(cls, source: str = EXPORTER, window: str = "5m") -> Inputs:
+    def of(cls, source: str = EXPORTER, window: str = "5m") -> SourceSeries:
         rps = (ROUTER_REQUESTS_TOTAL, "rate") if source == EXPORTER else (series_name(REQ_RATE, source, window), "sum")
         return cls(
             kv=series_name(KV_CACHE_USAGE_RATIO, source, window),
@@ -524,7 +524,7 @@ class PredictorLoop:
     """Forecast every (pool, version) each tick; see the module docstring for what is read and published."""
 
     config: PredictorConfig
-    threshold: float = 0.75
+    trigger: float = Thresholds().kv_forecast_trigger  # thresholds.kv_forecast_trigger (from_config gives the file's)
     events: Sequence = ()
     lstm: Forecaster | None = None
     lstm_error: str | None = None
@@ -538,7 +538,7 @@ class PredictorLoop:
     _store_errors: dict[str, str] = field(default_factory=dict)
     _known: dict[str, set[Group]] = field(default_factory=dict)
     kv_source: str = "auto"  # KV_SOURCES: see `_kv_from_rules`
-    metrics_source: str = EXPORTER  # the fleet file's `metrics.source`: what `Inputs` the tick reads
+    metrics_source: str = EXPORTER  # the fleet file's `metrics.source`: what `SourceSeries` the tick reads
     rate_window: str = "5m"  # the fleet file's `metrics.rate_window` (the engine rules' names)
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
@@ -553,10 +553,10 @@ class PredictorLoop:
     _rules_on: bool = False
     _g0: float = -math.inf  # this tick's `history_seconds` grid start (the calendar prior's view of the history)
     _traffic_found: bool | None = None  # whether the traffic series had any (pool, version) last tick (`_say_traffic`)
-    inputs: Inputs = field(init=False)
+    inputs: SourceSeries = field(init=False)
 
     def __post_init__(self) -> None:
-        self.inputs = Inputs.of(self.metrics_source, self.rate_window)
+        self.inputs = SourceSeries.of(self.metrics_source, self.rate_window)
 
     @classmethod
     def from_config(cls, cfg: FleetConfig, **kw) -> PredictorLoop:
@@ -575,7 +575,7 @@ class PredictorLoop:
         kw.setdefault("rate_window", cfg.metrics.rate_window)
         return cls(
             cfg.predictor,
-            threshold=cfg.thresholds.kv_forecast_trigger,
+            trigger=cfg.thresholds.kv_forecast_trigger,
             events=cfg.events,
             lstm=lstm,
             lstm_error=err,
@@ -733,8 +733,8 @@ class PredictorLoop:
                     else:
                         slot.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
                         if kind == "kv":
-                            eta = fc.breach_eta(self.threshold, now)
-                            slot.append(breach_eta_sample(*group, self.threshold, eta, aggregate))
+                            eta = fc.breach_eta(self.trigger, now)
+                            slot.append(breach_eta_sample(*group, self.trigger, eta, aggregate))
                         succeeded.add(fc.model)
                 if reason is not None:
                     slot.append(skipped_sample(*group, series, reason))
@@ -811,7 +811,7 @@ class PredictorLoop:
             start = np.concatenate([job.starts[idx] for job, idx in zip(jobs, picks, strict=True)])
             yhat, lower, upper, t_future = self._kv_paths(t, y, start, keys, covs, lstm, scale)
             ok = np.isfinite(yhat[:, -1]) & np.isfinite(lower[:, -1]) & np.isfinite(upper[:, -1])
-            hit = upper >= self.threshold
+            hit = upper >= self.trigger
             eta = np.where(hit.any(axis=1), t_future[np.argmax(hit, axis=1)] - now, math.inf)
             at_h = np.stack([yhat[:, -1], lower[:, -1], upper[:, -1]], axis=1)
             row = 0
@@ -820,7 +820,7 @@ class PredictorLoop:
                 sel = np.arange(row, row + m)[ok[row : row + m]]
                 groups = [keys[r][1] for r in sel.tolist()]
                 samples = kv_forecast_samples_many(
-                    groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.threshold, eta[sel]
+                    groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
                 )
                 for j, g in enumerate(groups):
                     results[(job.series, g)] = samples[4 * j : 4 * j + 4]
@@ -840,9 +840,7 @@ class PredictorLoop:
                     if fc is not None:
                         results[key] = [
                             *forecast_samples("kv", *key[1], fc, cfg.horizon_seconds, job.aggregate),
-                            breach_eta_sample(
-                                *key[1], self.threshold, fc.breach_eta(self.threshold, now), job.aggregate
-                            ),
+                            breach_eta_sample(*key[1], self.trigger, fc.breach_eta(self.trigger, now), job.aggregate),
                         ]
                         succeeded.add(fc.model)
                 row += m

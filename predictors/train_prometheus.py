@@ -182,16 +182,16 @@ def _inputs(args: argparse.Namespace):
     """What the deployed predictor of the fleet file (`--config`) reads: its `metrics.source` (the exporter's
     series or the engine rules) and rate window, so the model trains on the series it will serve on."""
     from infercast.config import ConfigError, load_config
-    from infercast.predictors.service import Inputs
+    from infercast.predictors.service import SourceSeries
 
     path = getattr(args, "config", None)
     if not path:
-        return Inputs.of()
+        return SourceSeries.of()
     try:
         m = load_config(path).metrics
     except ConfigError as e:
         raise Refusal(f"--config: {e}") from None
-    return Inputs.of(m.source, m.rate_window)
+    return SourceSeries.of(m.source, m.rate_window)
 
 
 def _say(msg: str) -> None:

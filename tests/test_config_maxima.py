@@ -1,4 +1,4 @@
-"""Issue 24 item 7, the rest: every count and rate in a fleet file has a documented maximum (infercast/config.py,
+"""Issue 24 item 7, the rest: every count and rate in a fleet file has a documented maximum (infercast/config/,
 docs/security.md), and a value past it is a ConfigError naming the key and the bound -- rc 2 from the command line.
 Before, `rps: 1e12` in a traffic phase, `max_batch: 1e9`, `change_budget_per_hour: 1e9` and the like were accepted
 and the twin or the actuator tried to honour them."""

@@ -22,7 +22,7 @@ from infercast.actuators.actions import Action, parse_action
 from infercast.actuators.admin import Observation, Result
 from infercast.actuators.controller import ControlLoop, to_tick_report
 from infercast.actuators.daemon_cli import DaemonParts
-from infercast.actuators.inputs import Inputs
+from infercast.actuators.inputs import LoopInputs
 from infercast.actuators.policy import Decision
 
 
@@ -46,10 +46,10 @@ class ScriptedPolicy:
 
 
 class FreshInputs:
-    """Inputs with nothing stale (no figures, no ages): the loop never freezes."""
+    """LoopInputs with nothing stale (no figures, no ages): the loop never freezes."""
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
-        return Inputs(at=now, outlook={})
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
+        return LoopInputs(at=now, outlook={})
 
 
 class HangAfter:

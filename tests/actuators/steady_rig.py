@@ -18,7 +18,7 @@ from infercast.actuators.actions import Action
 from infercast.actuators.audit import Audit
 from infercast.actuators.backends.file import FileAdmin
 from infercast.actuators.controller import ControlLoop, LoopReport
-from infercast.actuators.inputs import Inputs
+from infercast.actuators.inputs import LoopInputs
 from infercast.actuators.policy import Outlook
 from infercast.actuators.webhook import AlertEvent
 from infercast.config import FleetConfig, parse_config
@@ -41,8 +41,8 @@ class ScriptedInputs:
     def __init__(self, pools: Iterable[str] = POOLS) -> None:
         self.outlook: dict[str, Outlook] = {p: Outlook(p, 0.3, 0.3) for p in pools}
 
-    def read(self, now: float, fleet) -> Inputs:
-        return Inputs(now, dict(self.outlook), {}, {"live": 0.0, "forecast": 0.0})
+    def read(self, now: float, fleet) -> LoopInputs:
+        return LoopInputs(now, dict(self.outlook), {}, {"live": 0.0, "forecast": 0.0})
 
 
 def alert(status: str, pool: str = "v4-main", fingerprint: str = "a1") -> AlertEvent:

@@ -13,8 +13,8 @@ import pytest
 from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import BackendError
 from infercast.actuators.controller import ControlLoop
-from infercast.actuators.guardrails import Guardrails, check_inputs
-from infercast.actuators.inputs import InputError, Inputs
+from infercast.actuators.guardrails import Guardrails, input_freeze
+from infercast.actuators.inputs import InputError, LoopInputs
 from infercast.actuators.policy import Decision, Outlook
 from infercast.config import GuardrailConfig
 from infercast.simulator.twin.admin import TwinAdmin
@@ -33,7 +33,7 @@ class ScriptedInputs:
     def read(self, now, fleet):
         if self.error is not None:
             raise self.error
-        return Inputs(now, dict(self.outlook), dict(self.figures), dict(self.ages))
+        return LoopInputs(now, dict(self.outlook), dict(self.figures), dict(self.ages))
 
 
 @pytest.fixture()
@@ -75,7 +75,7 @@ def test_bad_inputs_freeze_the_loop_and_say_why(setup, what, expected):
     assert report.frozen is not None and expected in report.frozen
     assert report.frozen_code in ("bad_value", "forecaster_down", "store_down")
     assert report.outcomes == [] and not fleet.actions, "a frozen loop changes nothing"
-    assert not loop.acting
+    assert not loop.applying_now
     # the inputs come back: it unfreezes and acts
     inputs.error, inputs.figures, inputs.ages = None, {}, {"live": 0.0, "forecast": 0.0}
     assert loop.tick(fleet.now + 15).outcomes and loop.frozen is None
@@ -136,7 +136,7 @@ def test_guardrails_bound_steps_and_spend_a_budget():
         g.record_applied(t, SetPoolWeight("p", 0.5))
     assert "change budget spent" in g.judge(4.0, [ok], fleet)[0].reason
     assert g.judge(3601.5, [ok], fleet)[0].allowed, "the budget is a rolling hour"
-    assert check_inputs(0.0, {"a": 0.5}, {"live": 5.0}, GuardrailConfig()) is None
+    assert input_freeze(0.0, {"a": 0.5}, {"live": 5.0}, GuardrailConfig()) is None
 
 
 def test_a_shift_that_makes_the_pool_worse_is_rolled_back(setup):

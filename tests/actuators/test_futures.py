@@ -11,7 +11,7 @@ import pytest
 
 from infercast.actuators.admin import Admission, Observation, PoolState
 from infercast.actuators.futures import CalendarInputs, TruthOverlay, present_only
-from infercast.actuators.inputs import Inputs
+from infercast.actuators.inputs import LoopInputs
 from infercast.actuators.policy import Outlook
 from infercast.config import load_config
 
@@ -29,8 +29,8 @@ class Fixed:
     def __init__(self, outlook: dict[str, Outlook]) -> None:
         self.outlook = outlook
 
-    def read(self, now: float, fleet: Observation) -> Inputs:
-        return Inputs(now, self.outlook, {"v4-short.kv_upper": 0.9}, {"live": 5.0, "forecast": 9999.0})
+    def read(self, now: float, fleet: Observation) -> LoopInputs:
+        return LoopInputs(now, self.outlook, {"v4-short.kv_upper": 0.9}, {"live": 5.0, "forecast": 9999.0})
 
 
 def live() -> dict[str, Outlook]:

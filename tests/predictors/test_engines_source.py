@@ -14,7 +14,7 @@ import numpy as np
 from infercast.alertrules.engines import names
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO, FORECAST_REQUESTS_PER_SECOND, KV_CACHE_USAGE_RATIO
 from infercast.config import PredictorConfig, load_config
-from infercast.predictors.service import Inputs, PredictorLoop
+from infercast.predictors.service import PredictorLoop, SourceSeries
 from infercast.store.memory import MemoryStore
 from tests.conftest import REPO
 
@@ -39,7 +39,7 @@ def _cfg() -> PredictorConfig:
 
 
 def _loop(**kw) -> PredictorLoop:
-    return PredictorLoop(_cfg(), threshold=0.75, rps_model="last_value", kv_model="last_value", **kw)
+    return PredictorLoop(_cfg(), trigger=0.75, rps_model="last_value", kv_model="last_value", **kw)
 
 
 def _engines(store: MemoryStore, start: float, end: float, *, rules: bool = True) -> None:
@@ -67,7 +67,7 @@ def _forecasts(samples, name):
 
 def test_the_fleet_files_metrics_source_picks_the_engine_rules():
     cfg = load_config(REPO / "examples" / "flash-sale.yaml")
-    assert PredictorLoop.from_config(cfg, load_lstm=False, rps_model="last_value").inputs == Inputs.of("exporter")
+    assert PredictorLoop.from_config(cfg, load_lstm=False, rps_model="last_value").inputs == SourceSeries.of("exporter")
     engines = cfg.model_copy(update={"metrics": cfg.metrics.model_copy(update={"source": "engines"})})
     loop = PredictorLoop.from_config(engines, load_lstm=False, rps_model="last_value")
     assert loop.inputs.kv_rules == {"max": N["kv_usage_max"], "mean": N["kv_usage_avg"]}

@@ -35,7 +35,7 @@ def _cfg(**kw) -> PredictorConfig:
 
 
 def _loop(**kw) -> PredictorLoop:
-    return PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman", **kw)
+    return PredictorLoop(_cfg(), trigger=0.75, rps_model="kalman", **kw)
 
 
 def _fill(store: MemoryStore, start: float, end: float, kv=lambda t: 0.4, rps: float = 50.0, pool=POOL, skip=None):
@@ -255,7 +255,7 @@ def test_a_model_that_fails_at_forecast_time_falls_back_for_that_series():
 def test_the_combination_is_the_traffic_model_by_default():
     st = MemoryStore()
     _fill(st, T0, T0 + 3600, rps=80.0)
-    out = PredictorLoop(_cfg(), threshold=0.75).tick(T0 + 3585, st)
+    out = PredictorLoop(_cfg(), trigger=0.75).tick(T0 + 3585, st)
     rps = {s.label_dict["band"]: s for s in out if s.name == "infercast_forecast_requests_per_second"}
     assert rps["point"].label_dict["forecaster"] == "combined_aci"
     assert rps["point"].value == pytest.approx(80.0, rel=0.02)
@@ -443,7 +443,7 @@ def test_an_announced_rate_is_spread_over_the_pools_as_todays_traffic_is():
     st = MemoryStore()
     _fill(st, T0, T0 + 3600, rps=300.0)
     _fill(st, T0, T0 + 3600, rps=100.0, pool={"pool": "v4-long", "version": "v4"})
-    loop = PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman", events=(sale,))
+    loop = PredictorLoop(_cfg(), trigger=0.75, rps_model="kalman", events=(sale,))
     out = loop.tick(T0 + 3585, st)
     point = {
         s.label_dict["pool"]: s.value
@@ -451,5 +451,5 @@ def test_an_announced_rate_is_spread_over_the_pools_as_todays_traffic_is():
         if s.name == "infercast_forecast_requests_per_second" and s.label_dict["band"] == "point"
     }
     assert point == {"v4-main": pytest.approx(9000.0, rel=0.01), "v4-long": pytest.approx(3000.0, rel=0.01)}
-    calm = PredictorLoop(_cfg(), threshold=0.75, rps_model="kalman").tick(T0 + 3585, st)
+    calm = PredictorLoop(_cfg(), trigger=0.75, rps_model="kalman").tick(T0 + 3585, st)
     assert max(s.value for s in calm if s.name == "infercast_forecast_requests_per_second") < 1000.0

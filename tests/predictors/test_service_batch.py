@@ -123,7 +123,7 @@ def test_the_batched_tick_forecasts_what_the_per_series_path_does(scale):
     model = TimeScaled(lstm, scale) if scale != 1.0 else lstm
     events = [EventWindow("sale", T0 + step * 300, T0 + step * 340)]
     st = _fleet(24, step)
-    kw = {"threshold": 0.75, "events": events, "lstm": model, "rps_model": "kalman"}
+    kw = {"trigger": 0.75, "events": events, "lstm": model, "rps_model": "kalman"}
     batched, single = PredictorLoop(cfg, batched=True, **kw), PredictorLoop(cfg, batched=False, **kw)
     assert batched._batch_model() is not None and single._batch_model() is None
     worst, published, widened, ceiling = 0.0, 0, False, False
@@ -221,7 +221,7 @@ def test_a_series_the_batched_pass_cannot_forecast_falls_back_alone(caplog):
     cfg = PredictorConfig(history_seconds=3600.0)
     lstm = _lstm()
     st = _fleet(6, 15.0)
-    loop = PredictorLoop(cfg, threshold=0.75, lstm=lstm, rps_model="kalman")
+    loop = PredictorLoop(cfg, trigger=0.75, lstm=lstm, rps_model="kalman")
     real = lstm.forecast_windows
 
     def poisoned(raw, dt, *a, **kw):

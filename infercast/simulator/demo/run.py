@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from infercast.catalog import FORECAST_KV_CACHE_USAGE_RATIO
-from infercast.config import FleetConfig
+from infercast.config import FleetConfig, PredictorConfig, Thresholds
 from infercast.runfiles import write_json, write_run
 
 P99_WINDOW_SECONDS = 30.0
@@ -75,11 +75,12 @@ class DemoResult:
     arms: dict[str, ArmRun] = field(default_factory=dict)
     avalanche_seconds: float | None = None  # the reference time of the alert leads (see the module docstring)
     surge_start_seconds: float | None = None
-    trigger: float = 0.75
-    horizon_seconds: float = 300.0
+    trigger: float = Thresholds().kv_forecast_trigger
+    horizon_seconds: float = PredictorConfig().horizon_seconds
     #: what the calendar knew: the fleet file's `events` on the run's clock (name, start, end, expected_rps)
     events: list[dict] = field(default_factory=list)
-    event_onset_seconds: float = 30.0  # predictor.event_onset_seconds: when an announced event's ceiling starts
+    #: predictor.event_onset_seconds: when an announced event's ceiling starts
+    event_onset_seconds: float = PredictorConfig().event_onset_seconds
 
     def summary(self) -> dict:
         return {
