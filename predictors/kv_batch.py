@@ -25,7 +25,7 @@ from infercast.predictors.publish import (
     kv_forecast_samples_many,
     skipped_sample,
 )
-from infercast.predictors.reading import RATE_WINDOW_STEPS, AlignedMatrix, Group
+from infercast.predictors.reading import RATE_WINDOW_STEPS, AlignedMatrix, Group, series_history
 from infercast.predictors.timescale import RATE_FEATURES, TimeScaled
 
 if TYPE_CHECKING:
@@ -110,17 +110,6 @@ class BatchedKV:
         def _fallback(
             self, series: str, group: Group, name: str, h: History, error: object
         ) -> tuple[Forecast | None, list[str]]: ...
-
-        def _history(
-            self,
-            series: str,
-            kind: str,
-            group: Group,
-            t: np.ndarray,
-            y: np.ndarray,
-            start: int,
-            covs: dict[str, AlignedMatrix] | None,
-        ) -> History: ...
 
         def _note(self, series: str, group: Group, reason: str | None) -> None: ...
 
@@ -208,7 +197,7 @@ class BatchedKV:
                         self._failing.discard((model_name, "kv", key[1]))
                     continue
                 # the baseline reads no covariates (and these are the window's only)
-                h = self._history(key[0], "kv", key[1], t, y.row(r), int(start[r]), None)
+                h = series_history(key[0], "kv", key[1], t, y.row(r), int(start[r]), None)
                 self._baseline_row(now, key, h, model_name, job.aggregate, out)
             row += m
 

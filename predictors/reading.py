@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from infercast.predictors.base import History
 from infercast.predictors.rolling import Block, RollingHistory
 from infercast.store import Series, Store, StoreError
 
@@ -253,3 +254,19 @@ def counter_rate(v: np.ndarray, step: float, window: int = RATE_WINDOW_STEPS) ->
         rate = np.where(k > 0, total / (k * step), np.nan)
     rate[~ok] = np.nan  # no rate where the newest interval itself is missing
     return rate
+
+
+def series_history(
+    series: str,
+    kind: str,
+    group: Group,
+    t: np.ndarray,
+    y: np.ndarray,
+    start: int,
+    covs: dict[str, AlignedMatrix] | None,
+) -> History:
+    """One series' history as its model reads it: from `start`, with the LSTM's covariates for KV."""
+    feats = {}
+    if kind == "kv":
+        feats = {k: m.y[m.index[group]][start:] for k, m in (covs or {}).items() if group in m.index}
+    return History(t[start:], y[start:], feats, f"{series}/{group[0]}/{group[1]}")

@@ -84,6 +84,7 @@ from infercast.predictors.reading import (
     align_many,
     align_matrix,
     counter_rate,
+    series_history,
 )
 from infercast.predictors.rolling import Block, RollingHistory
 from infercast.predictors.timescale import TimeScaled
@@ -530,7 +531,7 @@ class PredictorLoop(BatchedKV):
         for i, group in enumerate(am.groups):
             reason, start = reasons[i], int(starts[i])
             if reason is None:
-                h = self._history(series, kind, group, ts, am.y[i], start, tick.covs)
+                h = series_history(series, kind, group, ts, am.y[i], start, tick.covs)
                 if shares is not None:  # the calendar's fleet-wide expected rates, spread as today's traffic is
                     deployed.set_traffic_share(self._model(series, kind, group).model, float(shares[i]))
                 fc, failed = self._forecast(series, kind, group, h, now)
@@ -568,22 +569,6 @@ class PredictorLoop(BatchedKV):
             self._store_errors[metric] = str(raw)
         elif self._store_errors.pop(metric, None) is not None:
             log.info("predictor: reading %s again", metric)
-
-    def _history(
-        self,
-        series: str,
-        kind: str,
-        group: Group,
-        t: np.ndarray,
-        y: np.ndarray,
-        start: int,
-        covs: dict[str, AlignedMatrix] | None,
-    ) -> History:
-        """One series' history as its model reads it: from `start`, with the LSTM's covariates for KV."""
-        feats = {}
-        if kind == "kv":
-            feats = {k: m.y[m.index[group]][start:] for k, m in (covs or {}).items() if group in m.index}
-        return History(t[start:], y[start:], feats, f"{series}/{group[0]}/{group[1]}")
 
     def _covariates(self, read: Callable[[str], Block | StoreError], tail: int) -> dict[str, AlignedMatrix]:
         """LSTM covariates per group on the grid's last `tail` points (the batched pass reads the model's window and
