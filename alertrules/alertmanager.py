@@ -47,41 +47,33 @@ class Receivers:
 
 
 def _pager(r: Receivers, team: str) -> dict[str, Any]:
-    name = f"pager-{team}"
-    if r.pager == "pagerduty":
-        return {
-            "name": name,
-            "pagerduty_configs": [
-                {
-                    "routing_key_file": r.pagerduty_key_file,
-                    "description": '{{ template "infercast.pagerduty.description" . }}',
-                    "details": {
-                        "firing": '{{ template "infercast.pagerduty.details" . }}',
-                        "team": team,
-                    },
-                    "send_resolved": True,
-                }
-            ],
-        }
-    return {"name": name, "webhook_configs": [{"url": r.pager_url, "send_resolved": True}]}
+    pagerduty = {
+        "routing_key_file": r.pagerduty_key_file,
+        "description": '{{ template "infercast.pagerduty.description" . }}',
+        "details": {"firing": '{{ template "infercast.pagerduty.details" . }}', "team": team},
+        "send_resolved": True,
+    }
+    return _receiver(f"pager-{team}", r.pager_url, ("pagerduty_configs", pagerduty) if r.pager == "pagerduty" else None)
 
 
 def _chat(r: Receivers, team: str) -> dict[str, Any]:
-    name = f"chat-{team}"
-    if r.chat == "slack":
-        return {
-            "name": name,
-            "slack_configs": [
-                {
-                    "api_url_file": r.slack_url_file,
-                    "channel": f"#infercast-{team}",
-                    "title": '{{ template "infercast.slack.title" . }}',
-                    "text": '{{ template "infercast.slack.text" . }}',
-                    "send_resolved": True,
-                }
-            ],
-        }
-    return {"name": name, "webhook_configs": [{"url": r.chat_url, "send_resolved": True}]}
+    slack = {
+        "api_url_file": r.slack_url_file,
+        "channel": f"#infercast-{team}",
+        "title": '{{ template "infercast.slack.title" . }}',
+        "text": '{{ template "infercast.slack.text" . }}',
+        "send_resolved": True,
+    }
+    return _receiver(f"chat-{team}", r.chat_url, ("slack_configs", slack) if r.chat == "slack" else None)
+
+
+def _receiver(name: str, url: str, native: tuple[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """A receiver: the integration's own config (`native`: its key and config) when one is chosen, else a webhook
+    to `url`."""
+    if native is not None:
+        key, config = native
+        return {"name": name, key: [config]}
+    return {"name": name, "webhook_configs": [{"url": url, "send_resolved": True}]}
 
 
 def _actuator_webhook(r: Receivers) -> dict[str, Any]:
