@@ -16,9 +16,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from infercast.actuators.actions import Action
+
+if TYPE_CHECKING:
+    from infercast.config import PoolConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,23 @@ class PoolState:
     max_context_tokens: int | None = None
     spare: int = 0  # more replicas the pool's reservoir (or cluster) can start now
     reservoir: str | None = None  # pools naming the same reservoir share its spare
+
+
+def fleet_pool_state(name: str, pc: PoolConfig, **observed: Any) -> PoolState:
+    """Pool `name` as the fleet file declares it (`pc`): its nodes all serving (none on standby), its weight; what a
+    backend reads from the system it drives (a route's weight, a proxy's timeout) in `observed`."""
+    replicas = 0 if pc.standby else pc.nodes
+    state: dict[str, Any] = {
+        "name": name,
+        "version": pc.version,
+        "replicas": replicas,
+        "ready": replicas,
+        "weight": pc.weight,
+        "standby": pc.standby,
+        "min_context_tokens": pc.min_context_tokens,
+        "max_context_tokens": pc.max_context_tokens,
+    }
+    return PoolState(**(state | observed))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from infercast.actuators.audit import Audit, AuditError, AuditRecord
 from infercast.config import ConfigError, load_config
-from infercast.durations import parse_duration
+from infercast.durations import parse_duration, parse_time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,14 +42,9 @@ def parse_since(text: str, now: float) -> float:
     except ValueError:
         pass
     try:
-        return float(t)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(t)
+        return parse_time(t)
     except ValueError:
         raise ConfigError(f"--since: expected 90m, 24h, 7d, an ISO time or Unix seconds, got {text!r}") from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,41 +47,33 @@ class Receivers:
 
 
 def _pager(r: Receivers, team: str) -> dict[str, Any]:
-    name = f"pager-{team}"
-    if r.pager == "pagerduty":
-        return {
-            "name": name,
-            "pagerduty_configs": [
-                {
-                    "routing_key_file": r.pagerduty_key_file,
-                    "description": '{{ template "infercast.pagerduty.description" . }}',
-                    "details": {
-                        "firing": '{{ template "infercast.pagerduty.details" . }}',
-                        "team": team,
-                    },
-                    "send_resolved": True,
-                }
-            ],
-        }
-    return {"name": name, "webhook_configs": [{"url": r.pager_url, "send_resolved": True}]}
+    pagerduty = {
+        "routing_key_file": r.pagerduty_key_file,
+        "description": '{{ template "infercast.pagerduty.description" . }}',
+        "details": {"firing": '{{ template "infercast.pagerduty.details" . }}', "team": team},
+        "send_resolved": True,
+    }
+    return _receiver(f"pager-{team}", r.pager_url, ("pagerduty_configs", pagerduty) if r.pager == "pagerduty" else None)
 
 
 def _chat(r: Receivers, team: str) -> dict[str, Any]:
-    name = f"chat-{team}"
-    if r.chat == "slack":
-        return {
-            "name": name,
-            "slack_configs": [
-                {
-                    "api_url_file": r.slack_url_file,
-                    "channel": f"#infercast-{team}",
-                    "title": '{{ template "infercast.slack.title" . }}',
-                    "text": '{{ template "infercast.slack.text" . }}',
-                    "send_resolved": True,
-                }
-            ],
-        }
-    return {"name": name, "webhook_configs": [{"url": r.chat_url, "send_resolved": True}]}
+    slack = {
+        "api_url_file": r.slack_url_file,
+        "channel": f"#infercast-{team}",
+        "title": '{{ template "infercast.slack.title" . }}',
+        "text": '{{ template "infercast.slack.text" . }}',
+        "send_resolved": True,
+    }
+    return _receiver(f"chat-{team}", r.chat_url, ("slack_configs", slack) if r.chat == "slack" else None)
+
+
+def _receiver(name: str, url: str, native: tuple[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """A receiver: the integration's own config (`native`: its key and config) when one is chosen, else a webhook
+    to `url`."""
+    if native is not None:
+        key, config = native
+        return {"name": name, key: [config]}
+    return {"name": name, "webhook_configs": [{"url": url, "send_resolved": True}]}
 
 
 def _actuator_webhook(r: Receivers) -> dict[str, Any]:
@@ -92,7 +84,20 @@ def _actuator_webhook(r: Receivers) -> dict[str, Any]:
 
 
 def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
+    """Alertmanager's configuration: the route tree, the inhibit rules and the receivers (`r`: default when None)."""
     r = r or Receivers()
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "templates": [f"{r.template_dir}/{TEMPLATE_FILE}"],
+        "route": _route(),
+        "inhibit_rules": _inhibit_rules(),
+        "receivers": _receivers(r),
+    }
+
+
+def _route() -> dict[str, Any]:
+    """The route tree: the watchdog alone, information nowhere, the actuator's alerts to it first, then each team's
+    alerts by severity (page, ticket or chat)."""
     team_routes = [
         {
             "matchers": [f'team="{team}"'],
@@ -106,74 +111,72 @@ def alertmanager_config(r: Receivers | None = None) -> dict[str, Any]:
         }
         for team in TEAMS
     ]
-    cfg: dict[str, Any] = {
-        "global": {"resolve_timeout": "5m"},
-        "templates": [f"{r.template_dir}/{TEMPLATE_FILE}"],
-        "route": {
-            # an alert no route matches (no team label) reaches the platform chat: only a critical with a team pages
-            "receiver": "chat-platform",
-            "group_by": ["alertname", "pool", "version"],
-            "group_wait": "30s",
-            "group_interval": "5m",
-            "repeat_interval": "4h",
-            "routes": [
-                # The dead man's switch, alone and every minute: its silence is what pages (outside Alertmanager).
-                {
-                    "matchers": ['alertname="InfercastWatchdog"'],
-                    "receiver": "watchdog",
-                    "group_by": ["alertname"],
-                    "group_wait": "0s",
-                    "group_interval": "1m",
-                    "repeat_interval": "1m",
-                },
-                # Information only (e.g. "the actuator acted"): visible in Alertmanager, never notified.
-                {"matchers": ['severity="info"'], "receiver": "blackhole"},
-                # What the actuator acts on reaches it at once, and then people as usual (continue).
-                {
-                    "matchers": ['actuator="notify"'],
-                    "receiver": "infercast-actuator",
-                    "group_by": ["alertname", "pool", "version"],
-                    "group_wait": "0s",
-                    "group_interval": "30s",
-                    "repeat_interval": "5m",
-                    "continue": True,
-                },
-                *team_routes,
-            ],
-        },
-        "inhibit_rules": [
-            # A critical for a pool silences that pool's warnings; the predictive warning stays visible.
-            # `pool=~".+"` keeps alerts without a pool (GPU, pipeline) from inhibiting each other.
+    return {
+        # an alert no route matches (no team label) reaches the platform chat: only a critical with a team pages
+        "receiver": "chat-platform",
+        "group_by": ["alertname", "pool", "version"],
+        "group_wait": "30s",
+        "group_interval": "5m",
+        "repeat_interval": "4h",
+        "routes": [
+            # The dead man's switch, alone and every minute: its silence is what pages (outside Alertmanager).
             {
-                "source_matchers": ['severity="critical"', 'pool=~".+"'],
-                "target_matchers": ['severity="warning"', 'kind!="predictive"'],
-                "equal": ["pool"],
+                "matchers": ['alertname="InfercastWatchdog"'],
+                "receiver": "watchdog",
+                "group_by": ["alertname"],
+                "group_wait": "0s",
+                "group_interval": "1m",
+                "repeat_interval": "1m",
             },
-            # The threshold alert is hidden only while the actuator's action is verified working: the Mitigated
-            # alert holds only while the fullest instance's KV usage falls and no request of the pool was refused
-            # or failed in 5 minutes (rules.py).  Nothing hides the SLO pages.
+            # Information only (e.g. "the actuator acted"): visible in Alertmanager, never notified.
+            {"matchers": ['severity="info"'], "receiver": "blackhole"},
+            # What the actuator acts on reaches it at once, and then people as usual (continue).
             {
-                "source_matchers": ['alertname="InfercastKVCacheForecastBreachMitigated"'],
-                "target_matchers": ['alertname="InfercastKVCacheUsageHigh"'],
-                "equal": ["pool", "version"],
+                "matchers": ['actuator="notify"'],
+                "receiver": "infercast-actuator",
+                "group_by": ["alertname", "pool", "version"],
+                "group_wait": "0s",
+                "group_interval": "30s",
+                "repeat_interval": "5m",
+                "continue": True,
             },
-            # An SLO page for a pool silences the same SLO's ticket there (the page says more, and sooner).
-            {
-                "source_matchers": ['alertname=~"Infercast(Availability|Latency)BurnRate(Fast|Slow)"'],
-                "target_matchers": ['severity="ticket"'],
-                "equal": ["pool", "version", "slo"],
-            },
-        ],
-        "receivers": [
-            {"name": "blackhole"},
-            {"name": "infercast-actuator", "webhook_configs": [_actuator_webhook(r)]},
-            *[_pager(r, t) for t in TEAMS],
-            *[_chat(r, t) for t in TEAMS],
-            *[
-                {"name": f"ticket-{t}", "webhook_configs": [{"url": r.ticket_url, "send_resolved": True}]}
-                for t in TEAMS
-            ],
-            {"name": "watchdog", "webhook_configs": [{"url": r.watchdog_url, "send_resolved": False}]},
+            *team_routes,
         ],
     }
-    return cfg
+
+
+def _inhibit_rules() -> list[dict[str, Any]]:
+    return [
+        # A critical for a pool silences that pool's warnings; the predictive warning stays visible.
+        # `pool=~".+"` keeps alerts without a pool (GPU, pipeline) from inhibiting each other.
+        {
+            "source_matchers": ['severity="critical"', 'pool=~".+"'],
+            "target_matchers": ['severity="warning"', 'kind!="predictive"'],
+            "equal": ["pool"],
+        },
+        # The threshold alert is hidden only while the actuator's action is verified working: the Mitigated
+        # alert holds only while the fullest instance's KV usage falls and no request of the pool was refused
+        # or failed in 5 minutes (rules.py).  Nothing hides the SLO pages.
+        {
+            "source_matchers": ['alertname="InfercastKVCacheForecastBreachMitigated"'],
+            "target_matchers": ['alertname="InfercastKVCacheUsageHigh"'],
+            "equal": ["pool", "version"],
+        },
+        # An SLO page for a pool silences the same SLO's ticket there (the page says more, and sooner).
+        {
+            "source_matchers": ['alertname=~"Infercast(Availability|Latency)BurnRate(Fast|Slow)"'],
+            "target_matchers": ['severity="ticket"'],
+            "equal": ["pool", "version", "slo"],
+        },
+    ]
+
+
+def _receivers(r: Receivers) -> list[dict[str, Any]]:
+    return [
+        {"name": "blackhole"},
+        {"name": "infercast-actuator", "webhook_configs": [_actuator_webhook(r)]},
+        *[_pager(r, t) for t in TEAMS],
+        *[_chat(r, t) for t in TEAMS],
+        *[{"name": f"ticket-{t}", "webhook_configs": [{"url": r.ticket_url, "send_resolved": True}]} for t in TEAMS],
+        {"name": "watchdog", "webhook_configs": [{"url": r.watchdog_url, "send_resolved": False}]},
+    ]

@@ -64,7 +64,7 @@ from infercast.catalog import (
     REQUESTS_WAITING,
     ROUTER_REQUESTS_TOTAL,
 )
-from infercast.config import FleetConfig
+from infercast.config import FleetConfig, Thresholds
 from infercast.exporters.base import SERVING_UP, Sample
 from infercast.exporters.windows import RATE_PREFIX
 
@@ -144,7 +144,15 @@ def health(
             score = ramp(per_req, 0.0, th.allocation_failures_bad_per_request_second)
             dims[pv]["allocation_failures"] = min(dims[pv].get("allocation_failures", 100.0), score)
 
-    # router: shares of outcomes over the window, per (pool, version)
+    _router_dimensions(th, samples, dims)
+    if gpu_pools:
+        _gpu_dimensions(config, samples, gpu_pools, dims)
+    _staleness(samples, dims)
+    return {pv: d for pv, d in dims.items() if d}
+
+
+def _router_dimensions(th: Thresholds, samples: list[Sample], dims: dict[tuple[str, str], dict[str, float]]) -> None:
+    """The router's shares of outcomes over the window, per (pool, version): timeouts, errors, degradations."""
     req_rates: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for s in samples:
         if s.name == RATE_PREFIX + ROUTER_REQUESTS_TOTAL:
@@ -165,33 +173,41 @@ def health(
         if version_total > 0:
             dims[pv]["degradation_rate"] = ramp(deg_from.get(pv[1], 0.0) / version_total, 0.0, th.router_share_bad)
 
-    # GPUs of targets that belong to a pool
-    if gpu_pools:
-        pool_version = {p: c.version for p, c in config.pools.items()}
-        for s in samples:
-            pool = gpu_pools.get((s.labels.get("node", ""), s.labels.get("gpu", "")))
-            if pool is None:
-                continue
-            pv = (pool, pool_version.get(pool, "unknown"))
-            if s.name == GPU_TEMPERATURE_CELSIUS:
-                score = ramp(
-                    s.value, th.gpu_temperature_celsius - th.gpu_temperature_margin_celsius, th.gpu_temperature_celsius
-                )
-                dims[pv]["gpu_temperature"] = min(dims[pv].get("gpu_temperature", 100.0), score)
-            elif s.name in GPU_ERROR_RATES:
-                if s.name.endswith("ecc_errors_total") and s.labels.get("type") != "uncorrectable":
-                    continue
-                score = 0.0 if s.value > 0 else 100.0
-                dims[pv]["gpu_errors"] = min(dims[pv].get("gpu_errors", 100.0), score)
 
-    # staleness: share of the pool's serving targets that answered
+def _gpu_dimensions(
+    config: FleetConfig,
+    samples: list[Sample],
+    gpu_pools: Mapping[tuple[str, str], str],
+    dims: dict[tuple[str, str], dict[str, float]],
+) -> None:
+    """The GPUs of targets that belong to a pool: temperature and errors."""
+    th = config.thresholds
+    pool_version = {p: c.version for p, c in config.pools.items()}
+    for s in samples:
+        pool = gpu_pools.get((s.labels.get("node", ""), s.labels.get("gpu", "")))
+        if pool is None:
+            continue
+        pv = (pool, pool_version.get(pool, "unknown"))
+        if s.name == GPU_TEMPERATURE_CELSIUS:
+            score = ramp(
+                s.value, th.gpu_temperature_celsius - th.gpu_temperature_margin_celsius, th.gpu_temperature_celsius
+            )
+            dims[pv]["gpu_temperature"] = min(dims[pv].get("gpu_temperature", 100.0), score)
+        elif s.name in GPU_ERROR_RATES:
+            if s.name.endswith("ecc_errors_total") and s.labels.get("type") != "uncorrectable":
+                continue
+            score = 0.0 if s.value > 0 else 100.0
+            dims[pv]["gpu_errors"] = min(dims[pv].get("gpu_errors", 100.0), score)
+
+
+def _staleness(samples: list[Sample], dims: dict[tuple[str, str], dict[str, float]]) -> None:
+    """The share of each pool's serving targets that answered."""
     ups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in samples:
         if s.name == SERVING_UP and "pool" in s.labels:
             ups[_pv(s.labels)].append(s.value)
     for pv, values in ups.items():
         dims[pv]["staleness"] = 100.0 * sum(values) / len(values)
-    return {pv: d for pv, d in dims.items() if d}
 
 
 def health_score(dims: Mapping[str, float]) -> float:

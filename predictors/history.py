@@ -136,39 +136,9 @@ def fetch(
     ins = inputs or SourceSeries.of()
     kv_rules, kv_raw = ins.kv_rules, ins.kv
     notes: list[str] = []
-    kv: dict[str, dict[tuple[str, str], np.ndarray]] = {}
     metrics: dict[str, str] = {}
-    used = "raw"
     try:
-        if source in ("auto", "rules"):
-            rules = {how: _rows(align_matrix(_query(store, kv_rules[how], matchers, t), g0, step, n, "max"))
-                     for how in KV_AGGREGATES}  # fmt: skip
-            rule_span = _span_s(rules[KV_AGGREGATES[0]], t)
-            if source == "rules":
-                if not rules[KV_AGGREGATES[0]]:
-                    raise HistoryError(
-                        f"the recording rule {kv_rules[KV_AGGREGATES[0]]} has no series"
-                        + _where(matchers)
-                        + " (load the recording rules, or use --source raw)"
-                    )
-                kv, used = rules, "rules"
-            elif rules[KV_AGGREGATES[0]] and rule_span >= need_s:
-                kv, used = rules, "rules"
-            else:
-                raw = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
-                if rules[KV_AGGREGATES[0]] and _span_s(raw[KV_AGGREGATES[0]], t) <= rule_span:
-                    kv, used = rules, "rules"
-                else:
-                    kv = raw
-                    notes.append(
-                        f"the recording rule {kv_rules[KV_AGGREGATES[0]]} "
-                        + (f"spans only {rule_span / 3600:.1f} h" if rules[KV_AGGREGATES[0]] else "has no series")
-                        + f"; read {kv_raw} combined over instances as the predictor does "
-                        "(recording rules are not evaluated retroactively: `promtool tsdb create-blocks-from rules` "
-                        "backfills them)"
-                    )
-        else:
-            kv = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
+        kv, used = _read_kv(store, source, ins, matchers, (t, g0, step), need_s, notes)
         for how in KV_AGGREGATES:
             metrics[f"kv_{how}"] = kv_rules[how] if used == "rules" else f"{how} by (pool, version) ({kv_raw})"
         if not kv[KV_AGGREGATES[0]]:
@@ -205,6 +175,55 @@ def fetch(
         ]
     rps_h = [History(t, y, {}, f"rps/{g[0]}/{g[1]}") for g, y in sorted(rps.items()) if np.isfinite(y).sum() > 2]
     return FleetHistory(t, out_kv, rps_h, used, metrics, notes)
+
+
+def _read_kv(
+    store: Store,
+    source: str,
+    ins: Inputs,
+    matchers: dict[str, str] | None,
+    grid: tuple[np.ndarray, float, float],
+    need_s: float,
+    notes: list[str],
+) -> tuple[dict[str, dict[tuple[str, str], np.ndarray]], str]:
+    """KV usage per aggregate and (pool, version) on the grid (`t`, its start and step), and where it came from
+    (`rules` or `raw`): the recording rules when `source` says so, or (`auto`) when they span `need_s` or as long as
+    the raw metric; why not, in `notes`."""
+    t, g0, step = grid
+    n = len(t)
+    kv_rules, kv_raw = ins.kv_rules, ins.kv
+    kv: dict[str, dict[tuple[str, str], np.ndarray]] = {}
+    used = "raw"
+    if source in ("auto", "rules"):
+        rules = {how: _rows(align_matrix(_query(store, kv_rules[how], matchers, t), g0, step, n, "max"))
+                 for how in KV_AGGREGATES}  # fmt: skip
+        rule_span = _span_s(rules[KV_AGGREGATES[0]], t)
+        if source == "rules":
+            if not rules[KV_AGGREGATES[0]]:
+                raise HistoryError(
+                    f"the recording rule {kv_rules[KV_AGGREGATES[0]]} has no series"
+                    + _where(matchers)
+                    + " (load the recording rules, or use --source raw)"
+                )
+            kv, used = rules, "rules"
+        elif rules[KV_AGGREGATES[0]] and rule_span >= need_s:
+            kv, used = rules, "rules"
+        else:
+            raw = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
+            if rules[KV_AGGREGATES[0]] and _span_s(raw[KV_AGGREGATES[0]], t) <= rule_span:
+                kv, used = rules, "rules"
+            else:
+                kv = raw
+                notes.append(
+                    f"the recording rule {kv_rules[KV_AGGREGATES[0]]} "
+                    + (f"spans only {rule_span / 3600:.1f} h" if rules[KV_AGGREGATES[0]] else "has no series")
+                    + f"; read {kv_raw} combined over instances as the predictor does "
+                    "(recording rules are not evaluated retroactively: `promtool tsdb create-blocks-from rules` "
+                    "backfills them)"
+                )
+    else:
+        kv = _raw_kv(store, kv_raw, matchers, t, g0, step, n)
+    return kv, used
 
 
 def _raw_kv(

@@ -33,6 +33,10 @@ with `forecaster="<baseline>_aci"`.  Traffic by the online combination of the si
 share of an event's `expected_rps` set every tick from its share of the traffic now), published as
 `forecaster="combined_aci"`; `rps_model` names another (`prophet_anchored`: Prophet anchored to the current level,
 refitted every `refit_interval_seconds`).  Forecasts are made every tick.
+
+A tick (`PredictorLoop.tick`) starts its grid and reads (`_start_tick`), takes each series through read, check and
+forecast (`_series_samples`), sends the ready KV series through the batched pass, and publishes.  Reading the store
+onto the grid is `infercast.predictors.reading`; the batched KV pass, `infercast.predictors.kv_batch`.
 """
 
 from __future__ import annotations
@@ -58,23 +62,60 @@ from infercast.catalog import (
 from infercast.config import FleetConfig, PredictorConfig, Thresholds
 from infercast.predictors import deployed, registry
 from infercast.predictors.base import Forecast, Forecaster, History
-from infercast.predictors.calendar import prior_upper_many
 from infercast.predictors.conformal import AdaptiveBandBank
+from infercast.predictors.kv_batch import BatchedKV, KVJob, RowBlocks
 from infercast.predictors.publish import (
     ForecastSample,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
-    kv_forecast_samples_many,
     last_success_sample,
     skipped_sample,
 )
+from infercast.predictors.reading import (
+    ALIGN_CHUNK,
+    RATE_WINDOW_STEPS,
+    Aligned,
+    AlignedMatrix,
+    Group,
+    TickReads,
+    align,
+    align_block,
+    align_many,
+    align_matrix,
+    counter_rate,
+    series_history,
+)
 from infercast.predictors.rolling import Block, RollingHistory
-from infercast.predictors.timescale import RATE_FEATURES, TimeScaled
-from infercast.store import Series, Store, StoreError
+from infercast.predictors.timescale import TimeScaled
+from infercast.store import Store, StoreError
 
 if TYPE_CHECKING:
     from infercast.predictors.lstm import LSTMForecaster
+
+#: what importers read from here (the tick's reading and batched pass live in `reading` and `kv_batch`)
+__all__ = [
+    "ALIGN_CHUNK",
+    "COVARIATE_METRICS",
+    "KV_RULES",
+    "KV_SOURCES",
+    "RATE_WINDOW_STEPS",
+    "SERIES",
+    "Aligned",
+    "AlignedMatrix",
+    "Group",
+    "SourceSeries",
+    "PredictorLoop",
+    "RowBlocks",
+    "align",
+    "align_block",
+    "align_many",
+    "align_matrix",
+    "check_input",
+    "check_inputs",
+    "counter_rate",
+    "traffic_shares",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +124,6 @@ COVARIATE_METRICS = {
     "waiting": (REQUESTS_WAITING, "sum"),
     "fragmentation": (KV_CACHE_FRAGMENTATION_RATIO, "mean"),
 }
-Group = tuple[str, str]  # (pool, version)
 #: the KV aggregates -> the recording rule that records the same figure per (pool, version) (alertrules/rules.py)
 KV_RULES: dict[str, str] = {"max": KV_USAGE_MAX, "mean": KV_USAGE_AVG}
 #: where KV usage is read from: the recording rules, the raw metric, or the rules when they cover what is read
@@ -125,221 +165,6 @@ class SourceSeries:
             (key, kind, self.kv if kind == "kv" else self.rps[0], how if kind == "kv" else self.rps[1], agg)
             for key, kind, _, how, agg in SERIES
         )
-
-
-@dataclass
-class Aligned:
-    """One (pool, version)'s series on the tick's grid; `raw_nonfinite` counts NaN/Inf values the store returned."""
-
-    y: np.ndarray
-    raw_points: int = 0
-    raw_nonfinite: int = 0
-    last_raw_t: float = -math.inf  # newest time the store returned anything for this group, NaN included
-
-
-@dataclass
-class AlignedMatrix:
-    """Every (pool, version) of one metric on the tick's grid, one row each, rows in sorted group order."""
-
-    groups: list[Group]
-    y: np.ndarray  # (groups, n)
-    raw_points: np.ndarray  # (groups,) samples the store returned on the grid
-    raw_nonfinite: np.ndarray  # (groups,) of which NaN/Inf
-    last_raw_t: np.ndarray  # (groups,) newest time the store returned anything, NaN included; -inf: never
-    index: dict[Group, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.index:
-            self.index = {g: i for i, g in enumerate(self.groups)}
-
-    def row(self, i: int) -> Aligned:
-        return Aligned(self.y[i], int(self.raw_points[i]), int(self.raw_nonfinite[i]), float(self.last_raw_t[i]))
-
-    def as_dict(self) -> dict[Group, Aligned]:
-        return {g: self.row(i) for i, g in enumerate(self.groups)}
-
-
-#: Series placed on the grid at a time by `align_many`'s general path (memory, not speed, sets it).
-ALIGN_CHUNK = 4096
-
-
-def align_matrix(series: list[Series], g0: float, step: float, n: int, how: str) -> AlignedMatrix:
-    """Series -> one row per (pool, version) on the grid `g0 + k*step`, k < n, built in numpy for the whole fleet.
-
-    `how`: `mean`, `max` or `sum` of gauges over instances, or `rate` (per-second increase of counters,
-    reset-aware, summed over label sets).  NaN where no instance has a value.
-    """
-    return align_many(series, g0, step, n, (how,))[how]
-
-
-def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
-    """`align_matrix` for several ways of combining the same series, placing them on the grid once."""
-    index: dict[Group, int] = {}
-    gid: list[int] = []
-    ts, vs = [], []
-    for s in series:
-        pool = s.labels.get("pool")
-        if not pool:
-            continue
-        gid.append(index.setdefault((pool, s.labels.get("version", "")), len(index)))
-        ts.append(np.asarray(s.t, dtype=np.float64))
-        vs.append(np.asarray(s.v, dtype=np.float64))
-    if not index:
-        empty = np.zeros(0, dtype=np.int64)
-        return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
-    n_series = len(ts)
-    placed: np.ndarray | None = None  # allocated below unless every series is on the grid already
-    points = np.zeros(n_series)
-    nonfinite = np.zeros(n_series)
-    last_s = np.full(n_series, -math.inf)
-    # Fast path: a series with a sample at every grid point (what Prometheus' query_range returns for a healthy
-    # series) is its row as it is; checked, not assumed.  The others are placed sample by sample.
-    cand = np.fromiter((len(x) == n for x in ts), dtype=bool, count=n_series)
-    rest = np.ones(n_series, dtype=bool)
-    if cand.any():
-        ci = np.nonzero(cand)[0]
-        exact = np.zeros(len(ci), dtype=bool)
-        grid = np.arange(n)
-        for a in range(0, len(ci), ALIGN_CHUNK):
-            part = ci[a : a + ALIGN_CHUNK]
-            tm = np.concatenate([ts[i] for i in part]).reshape(len(part), n)  # (vstack is slower on many rows)
-            exact[a : a + ALIGN_CHUNK] = (np.rint((tm - g0) / step) == grid).all(axis=1)
-            last_s[part] = tm.max(axis=1)
-        last_s[ci[~exact]] = -math.inf  # placed below, sample by sample, counting only the grid's
-        ci = ci[exact]
-        vm = np.concatenate([vs[i] for i in ci]).reshape(len(ci), n) if len(ci) else np.zeros((0, n))
-        if len(ci) == n_series:
-            placed = vm  # ci is every series, in order
-        else:
-            placed = np.full((n_series, n), np.nan)
-            placed[ci] = vm
-        points[ci] = n
-        nonfinite[ci] = (~np.isfinite(vm)).sum(axis=1)
-        rest[ci] = False
-    if placed is None:
-        placed = np.full((n_series, n), np.nan)
-    rest_rows = np.nonzero(rest)[0]
-    for a in range(0, len(rest_rows), ALIGN_CHUNK):  # in chunks: the temporaries stay small on a large fleet
-        ri = rest_rows[a : a + ALIGN_CHUNK]
-        lens = np.fromiter((len(ts[i]) for i in ri), dtype=np.int64, count=len(ri))
-        sid = np.repeat(ri, lens)
-        tt = np.concatenate([ts[i] for i in ri])
-        vv = np.concatenate([vs[i] for i in ri])
-        k = np.rint((tt - g0) / step).astype(np.int64)
-        ok = (k >= 0) & (k < n)
-        placed[sid[ok], k[ok]] = vv[ok]
-        points += np.bincount(sid[ok], minlength=n_series)
-        nonfinite += np.bincount(sid[ok], weights=~np.isfinite(vv[ok]), minlength=n_series)
-        np.maximum.at(last_s, sid[ok], tt[ok])
-    placed[~np.isfinite(placed)] = np.nan
-    return _combine(index, gid, placed, points, nonfinite, last_s, step, hows)
-
-
-def align_block(block: Block, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
-    """`align_many` for a `Block` (the rolling history's matrix, already on the grid): the same matrices."""
-    t = block.t
-    n = len(t)
-    index: dict[Group, int] = {}
-    gid: list[int] = []
-    rows: list[int] = []
-    for i, lab in enumerate(block.labels):
-        pool = lab.get("pool")
-        if pool:
-            gid.append(index.setdefault((pool, lab.get("version", "")), len(index)))
-            rows.append(i)
-    if not index:
-        empty = np.zeros(0, dtype=np.int64)
-        return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
-    every = len(rows) == len(block.labels)
-    v = block.v if every else block.v[rows]
-    present = block.present if every else block.present[rows]
-    fin = np.isfinite(v)
-    placed = np.where(fin, v, np.nan)  # a copy: the block is the rolling history's, read-only here
-    points = present.sum(axis=1).astype(np.float64)
-    nonfinite = (present & ~fin).sum(axis=1).astype(np.float64)
-    anyp = present.any(axis=1)
-    last_s = np.where(anyp, t[n - 1 - np.argmax(present[:, ::-1], axis=1)], -math.inf)
-    return _combine(index, gid, placed, points, nonfinite, last_s, float(t[1] - t[0]) if n > 1 else 1.0, hows)
-
-
-def _combine(
-    index: dict[Group, int],
-    gid: list[int],
-    placed: np.ndarray,
-    points: np.ndarray,
-    nonfinite: np.ndarray,
-    last_s: np.ndarray,
-    step: float,
-    hows: tuple[str, ...],
-) -> dict[str, AlignedMatrix]:
-    """The series placed on the grid (`placed`, a row each, in group `gid`) -> one row per (pool, version)."""
-    groups = sorted(index)
-    g = len(groups)
-    rank = np.empty(g, dtype=np.int64)
-    rank[[index[k] for k in groups]] = np.arange(g)
-    sgroup = rank[np.asarray(gid)]  # each series' row
-    raw_points = np.bincount(sgroup, weights=points, minlength=g).astype(np.int64)
-    raw_nonfinite = np.bincount(sgroup, weights=nonfinite, minlength=g).astype(np.int64)
-    last = np.full(g, -math.inf)
-    np.maximum.at(last, sgroup, last_s)
-    order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
-    firsts = np.searchsorted(sgroup[order], np.arange(g))
-    single = len(gid) == g  # one series per group: nothing to combine
-    in_order = bool((order == np.arange(len(order))).all())
-    out = {}
-    for how in hows:
-        m = counter_rate(placed, step) if how == "rate" else placed
-        m = m if in_order else m[order]
-        if single:
-            y = m  # shared by the ways of combining (mean and max of one series are the series): read-only
-            y.flags.writeable = False
-        else:
-            fin = np.isfinite(m)
-            count = np.add.reduceat(fin.astype(np.int64), firsts, axis=0)
-            if how == "max":
-                y = np.fmax.reduceat(m, firsts, axis=0)
-            else:
-                y = np.add.reduceat(np.where(fin, m, 0.0), firsts, axis=0)
-                if how == "mean":
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        y = y / count
-            y = np.where(count > 0, y, np.nan)
-        out[how] = AlignedMatrix(groups, y, raw_points, raw_nonfinite, last)
-    return out
-
-
-def align(series: list[Series], g0: float, step: float, n: int, how: str) -> dict[Group, Aligned]:
-    """`align_matrix` as one `Aligned` per (pool, version)."""
-    return align_matrix(series, g0, step, n, how).as_dict()
-
-
-RATE_WINDOW_STEPS = 4
-
-
-def counter_rate(v: np.ndarray, step: float, window: int = RATE_WINDOW_STEPS) -> np.ndarray:
-    """Per-second rate of a counter sampled on a grid (the last axis; rows are separate counters), like PromQL's
-    `rate(x[window*step])`.
-
-    Increases between neighbouring grid points are reset-aware (a decrease means the counter restarted from 0, so
-    the increase is the new value), then averaged over the last `window` intervals that have both ends, so a
-    scrape that lands in the next grid interval (a 0 then a double increase) does not read as a traffic dip.
-    """
-    v = np.asarray(v, dtype=np.float64)
-    n = v.shape[-1]
-    inc = np.full(v.shape, np.nan)
-    d = v[..., 1:] - v[..., :-1]
-    inc[..., 1:] = np.where(d < 0, v[..., 1:], d)
-    ok = np.isfinite(inc)
-    zeros = np.zeros((*v.shape[:-1], 1))
-    csum = np.concatenate([zeros, np.cumsum(np.where(ok, inc, 0.0), axis=-1)], axis=-1)
-    cnt = np.concatenate([zeros, np.cumsum(ok, axis=-1)], axis=-1)
-    lo = np.maximum(np.arange(n) + 1 - window, 0)
-    total = csum[..., 1:] - csum[..., lo]
-    k = cnt[..., 1:] - cnt[..., lo]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(k > 0, total / (k * step), np.nan)
-    rate[~ok] = np.nan  # no rate where the newest interval itself is missing
-    return rate
 
 
 def check_input(t: np.ndarray, a: Aligned, now: float, min_points: int, stale_after: float) -> tuple[str | None, int]:
@@ -450,53 +275,6 @@ def _load_lstm(pc: PredictorConfig) -> tuple[Forecaster | None, str | None]:
     return (TimeScaled(lstm, scale) if scale != 1.0 else lstm), None
 
 
-class RowBlocks:
-    """Chosen rows of several matrices read as one matrix, without copying them: the batched tick's KV series of
-    both aggregates, each aggregate's rows in its own aligned matrix (which, for one-instance pools, is the same)."""
-
-    def __init__(self, blocks: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        self.blocks = blocks  # (matrix, the rows of it taken, in order)
-        self.ends = np.cumsum([len(idx) for _, idx in blocks])
-
-    def __len__(self) -> int:
-        return int(self.ends[-1]) if len(self.ends) else 0
-
-    def _where(self, rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.ends, rows, side="right")
-
-    def row(self, r: int) -> np.ndarray:
-        b = int(self._where(np.asarray([r]))[0])
-        m, idx = self.blocks[b]
-        return m[idx[r - (self.ends[b - 1] if b else 0)]]
-
-    def tail(self, w: int) -> np.ndarray:
-        """The last `w` columns of every row, stacked (small: the model's window)."""
-        return np.concatenate([m[idx, m.shape[1] - w :] for m, idx in self.blocks])
-
-    def at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """`matrix[rows, cols]` elementwise, as if the rows were stacked."""
-        out = np.empty(len(rows))
-        which = self._where(rows)
-        for b, (m, idx) in enumerate(self.blocks):
-            on = which == b
-            if on.any():
-                local = rows[on] - (self.ends[b - 1] if b else 0)
-                out[on] = m[idx[local], cols[on]]
-        return out
-
-
-@dataclass
-class _KVJob:
-    """One KV series kind's rows waiting for the batched pass, and where its samples go."""
-
-    series: str
-    aggregate: str
-    am: AlignedMatrix
-    reasons: list[str | None]
-    starts: np.ndarray
-    slot: list[ForecastSample]
-
-
 @dataclass
 class SeriesModel:
     model: Forecaster
@@ -520,7 +298,34 @@ TRAFFIC_SOURCES = {
 
 
 @dataclass
-class PredictorLoop:
+class _Tick:
+    """One tick's working state: its time and grid, the KV model and source, what it read and placed on the grid,
+    the LSTM's covariates, the KV series waiting for the batched pass, and the models that forecast."""
+
+    now: float
+    t: np.ndarray
+    batch_model: tuple[LSTMForecaster, float] | None
+    rules: bool
+    reads: TickReads
+    placed: dict[tuple[str, str], AlignedMatrix] = field(default_factory=dict)
+    covs: dict[str, AlignedMatrix] | None = None
+    batch: list[KVJob] = field(default_factory=list)
+    succeeded: set[str] = field(default_factory=set)
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+    def aligned(self, metric: str, how: str, raw: Block, w: int, inputs: Sequence[tuple[str, ...]]) -> AlignedMatrix:
+        """`metric` combined `how` on the last `w` grid points; KV's mean and max share one placement on the grid."""
+        if (metric, how) not in self.placed:
+            hows = tuple(h for _, _, m, h, _ in inputs if m == metric) or (how,)
+            self.placed.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
+        return self.placed[(metric, how)]
+
+
+@dataclass
+class PredictorLoop(BatchedKV):
     """Forecast every (pool, version) each tick; see the module docstring for what is read and published."""
 
     config: PredictorConfig
@@ -648,100 +453,107 @@ class PredictorLoop:
 
     # ------------------------------------------------------------------ the tick
     def tick(self, now: float, store: Store) -> list[ForecastSample]:
+        """Every series' samples this tick: read each from the store, check it, forecast it (KV in one batched pass
+        when the LSTM can take it), then the models' last successes."""
+        tick = self._start_tick(now, store)
+        slots = [self._series_samples(tick, *spec) for spec in self.inputs.series()]  # in SERIES order
+        if tick.batch and tick.batch_model is not None:
+            kv_t = tick.t[tick.n - self.series_span("kv", tick.n, tick.batch_model) :]
+            tick.succeeded |= self._kv_batch(now, kv_t, tick.batch, tick.covs or {}, *tick.batch_model)
+        return self._publish(now, slots, tick.succeeded)
+
+    def _start_tick(self, now: float, store: Store) -> _Tick:
+        """The tick's grid (`history_seconds` back from `now`, on `step_seconds`), its model and its reads."""
         cfg = self.config
         step = cfg.step_seconds
         g0 = math.floor((now - cfg.history_seconds) / step) * step
         n = math.floor((now - g0) / step + 1e-9) + 1
         t = g0 + step * np.arange(n)
-        out: list[ForecastSample] = []
-        succeeded: set[str] = set()
-        if self.lstm_error:
-            out.append(skipped_sample("", "", "kv:lstm", "model_error"))
         batch_model = self._batch_model()
         rules = self._kv_from_rules(store, now, t, self.series_span("kv", n, batch_model))
-        spans = self.spans(n, batch_model, rules)
+        reads = TickReads(store, self._rolling, t, self.spans(n, batch_model, rules), step)
         self._g0 = float(t[0])
-        blocks: dict[str, Block | StoreError] = {}
+        return _Tick(now, t, batch_model, rules, reads)
 
-        def read(metric: str) -> Block | StoreError:
-            """The metric's window this tick (its longest span), through the rolling history: once per tick."""
-            if metric not in blocks:
-                w = spans[metric]
-                try:
-                    blocks[metric] = self._rolling.read(store, metric, float(t[n - w]), float(t[-1]), step)
-                except StoreError as e:
-                    blocks[metric] = e
-            return blocks[metric]
+    def _series_samples(self, tick: _Tick, series: str, kind: str, metric: str, how: str, aggregate: str) -> list:
+        """One series' samples for every (pool, version) it has, or why it has none; the KV series that go through
+        the batched pass get theirs there (the list is filled in place)."""
+        slot: list[ForecastSample] = []
+        if kind == "kv" and tick.rules:  # the recorded figure per (pool, version): a series per group
+            metric, how = self.inputs.kv_rules[how], "max"
+        fresh = metric not in tick.reads
+        raw = tick.reads.read(metric)
+        if fresh:
+            self._say_store(metric, raw)
+        if isinstance(raw, StoreError):
+            for group in self._known.get(series) or {("", "")}:
+                slot.append(skipped_sample(*group, series, "source_down"))
+                self._note(series, group, "source_down")
+            return slot
+        n = tick.n
+        w = self.series_span(kind, n, tick.batch_model)
+        ts = tick.t[n - w :]  # this series' grid: the last `w` points of the tick's
+        am = tick.aligned(metric, how, raw, w, self.inputs.series())
+        self._known[series] = set(am.groups)
+        if kind == "rps":
+            self._say_traffic(metric, bool(am.groups))
+        if w < n:
+            self._gone_stale(series, am, float(tick.t[0]), slot)
+        if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and tick.covs is None:
+            # the batched pass reads only the model's window of them: it asks the store for no more
+            tail = None if tick.batch_model is None else self.covariate_span(n, tick.batch_model)
+            tick.covs = self._covariates(tick.reads.read, w if tail is None else tail)
+        cfg = self.config
+        reasons, starts = check_inputs(ts, am, tick.now, cfg.min_history_points, cfg.stale_after_seconds)
+        if w < n:
+            self._hole_before_window(series, ts, am, reasons, starts, float(tick.t[0]))
+        if kind == "kv" and tick.batch_model is not None:
+            tick.batch.append(KVJob(series, aggregate, am, reasons, starts, slot))
+        else:
+            self._forecast_each(tick, series, kind, aggregate, ts, am, reasons, starts, slot)
+        return slot
 
-        aligned: dict[tuple[str, str], AlignedMatrix] = {}
-        covs: dict[str, AlignedMatrix] | None = None
-        slots: list[list[ForecastSample]] = []  # each series' samples, in SERIES order
-        batch: list[_KVJob] = []
-        inputs = self.inputs.series()
-        for series, kind, metric, how, aggregate in inputs:
-            slot: list[ForecastSample] = []
-            slots.append(slot)
-            if kind == "kv" and rules:  # the recorded figure per (pool, version): a series per group
-                metric, how = self.inputs.kv_rules[how], "max"
-            fresh = metric not in blocks
-            raw = read(metric)
-            if fresh:
-                if isinstance(raw, StoreError):
-                    if self._store_errors.get(metric) != str(raw):  # once per outage (and per new kind of error)
-                        log.warning("predictor: cannot read %s: %s", metric, raw)
-                    self._store_errors[metric] = str(raw)
-                elif self._store_errors.pop(metric, None) is not None:
-                    log.info("predictor: reading %s again", metric)
-            if isinstance(raw, StoreError):
-                for group in self._known.get(series) or {("", "")}:
-                    slot.append(skipped_sample(*group, series, "source_down"))
-                    self._note(series, group, "source_down")
-                continue
-            w = self.series_span(kind, n, batch_model)
-            ts = t[n - w :]  # this series' grid: the last `w` points of the tick's
-            if (metric, how) not in aligned:  # KV's mean and max share one placement on the grid
-                hows = tuple(h for _, _, m, h, _ in inputs if m == metric) or (how,)
-                aligned.update({(metric, h): a for h, a in align_block(raw.tail(w), hows).items()})
-            am = aligned[(metric, how)]
-            self._known[series] = set(am.groups)
-            if kind == "rps":
-                self._say_traffic(metric, bool(am.groups))
-            if w < n:
-                self._gone_stale(series, am, float(t[0]), slot)
-            if kind == "kv" and self.lstm is not None and self.kv_model in (None, "lstm") and covs is None:
-                # the batched pass reads only the model's window of them: it asks the store for no more
-                tail = None if batch_model is None else self.covariate_span(n, batch_model)
-                covs = self._covariates(read, w if tail is None else tail)
-            reasons, starts = check_inputs(ts, am, now, cfg.min_history_points, cfg.stale_after_seconds)
-            if w < n:
-                self._hole_before_window(series, ts, am, reasons, starts, float(t[0]))
-            if kind == "kv" and batch_model is not None:
-                batch.append(_KVJob(series, aggregate, am, reasons, starts, slot))
-                continue
-            shares = traffic_shares(am.y) if kind == "rps" else None
-            for i, group in enumerate(am.groups):
-                reason, start = reasons[i], int(starts[i])
-                if reason is None:
-                    h = self._history(series, kind, group, ts, am.y[i], start, covs)
-                    if shares is not None:  # the calendar's fleet-wide expected rates, spread as today's traffic is
-                        deployed.set_traffic_share(self._model(series, kind, group).model, float(shares[i]))
-                    fc, failed = self._forecast(series, kind, group, h, now)
-                    for name in failed:
-                        slot.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
-                    if fc is None:
-                        reason = "model_error"
-                    else:
-                        slot.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
-                        if kind == "kv":
-                            eta = fc.breach_eta(self.trigger, now)
-                            slot.append(breach_eta_sample(*group, self.trigger, eta, aggregate))
-                        succeeded.add(fc.model)
-                if reason is not None:
-                    slot.append(skipped_sample(*group, series, reason))
-                self._note(series, group, reason)
-        if batch and batch_model is not None:
-            kv_t = t[n - self.series_span("kv", n, batch_model) :]
-            succeeded |= self._kv_batch(now, kv_t, batch, covs or {}, *batch_model)
+    def _forecast_each(
+        self,
+        tick: _Tick,
+        series: str,
+        kind: str,
+        aggregate: str,
+        ts: np.ndarray,
+        am: AlignedMatrix,
+        reasons: list[str | None],
+        starts: np.ndarray,
+        slot: list[ForecastSample],
+    ) -> None:
+        """The per-series path: each ready (pool, version) through its own model, its samples into `slot`."""
+        cfg, now = self.config, tick.now
+        shares = traffic_shares(am.y) if kind == "rps" else None
+        for i, group in enumerate(am.groups):
+            reason, start = reasons[i], int(starts[i])
+            if reason is None:
+                h = series_history(series, kind, group, ts, am.y[i], start, tick.covs)
+                if shares is not None:  # the calendar's fleet-wide expected rates, spread as today's traffic is
+                    deployed.set_traffic_share(self._model(series, kind, group).model, float(shares[i]))
+                fc, failed = self._forecast(series, kind, group, h, now)
+                for name in failed:
+                    slot.append(skipped_sample(*group, f"{series}:{name}", "model_error"))
+                if fc is None:
+                    reason = "model_error"
+                else:
+                    slot.extend(forecast_samples(kind, *group, fc, cfg.horizon_seconds, aggregate or "mean"))
+                    if kind == "kv":
+                        eta = fc.breach_eta(self.trigger, now)
+                        slot.append(breach_eta_sample(*group, self.trigger, eta, aggregate))
+                    tick.succeeded.add(fc.model)
+            if reason is not None:
+                slot.append(skipped_sample(*group, series, reason))
+            self._note(series, group, reason)
+
+    def _publish(self, now: float, slots: list[list[ForecastSample]], succeeded: set[str]) -> list[ForecastSample]:
+        """The tick's samples in their order: a refused LSTM's skip, each series', then each model's last success."""
+        out: list[ForecastSample] = []
+        if self.lstm_error:
+            out.append(skipped_sample("", "", "kv:lstm", "model_error"))
         for slot in slots:
             out.extend(slot)
         for m in succeeded:
@@ -749,177 +561,14 @@ class PredictorLoop:
         out.extend(last_success_sample(m, ts) for m, ts in sorted(self._last_success.items()))
         return out
 
-    def _history(
-        self,
-        series: str,
-        kind: str,
-        group: Group,
-        t: np.ndarray,
-        y: np.ndarray,
-        start: int,
-        covs: dict[str, AlignedMatrix] | None,
-    ) -> History:
-        """One series' history as its model reads it: from `start`, with the LSTM's covariates for KV."""
-        feats = {}
-        if kind == "kv":
-            feats = {k: m.y[m.index[group]][start:] for k, m in (covs or {}).items() if group in m.index}
-        return History(t[start:], y[start:], feats, f"{series}/{group[0]}/{group[1]}")
-
-    # ------------------------------------------------------------------ the batched KV tick
-    def _batch_model(self) -> tuple[LSTMForecaster, float] | None:
-        """(the LSTM, its time scale) when the KV series go through one batched pass (`_kv_batch`), else None: the
-        loop is not `batched`, KV is not forecast by the LSTM, or the model would not read the tick's grid as it is
-        (its step or horizon differ: the per-series path then resamples, or refuses, as it always did)."""
-        if not self.batched or self.lstm is None or self.kv_model not in (None, "lstm"):
-            return None
-        inner, scale = self.lstm, 1.0
-        if isinstance(inner, TimeScaled):
-            inner, scale = inner.inner, inner.scale
-        from infercast.predictors.lstm import LSTMForecaster
-
-        if not isinstance(inner, LSTMForecaster) or inner.net_ is None:
-            return None
-        p, cfg = inner.params, self.config
-        if abs(cfg.step_seconds * scale - p.step_s) > 0.01 * p.step_s or cfg.horizon_seconds * scale > p.horizon_s:
-            return None
-        if cfg.min_history_points < 2:  # a one-sample history has no step: the per-series path says so
-            return None
-        return inner, scale
-
-    def _kv_batch(
-        self,
-        now: float,
-        t: np.ndarray,
-        jobs: list[_KVJob],
-        covs: dict[str, AlignedMatrix],
-        lstm: LSTMForecaster,
-        scale: float,
-    ) -> set[str]:
-        """Forecast every KV series that is ready, both aggregates, through the deployed pipeline at once: one LSTM
-        pass (`forecast_windows`, chunked), the online band (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s
-        state in arrays), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts as the
-        per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
-        cfg = self.config
-        picks = [np.asarray([i for i, r in enumerate(job.reasons) if r is None], dtype=np.int64) for job in jobs]
-        keys = [(job.series, job.am.groups[i]) for job, idx in zip(jobs, picks, strict=True) for i in idx.tolist()]
-        model_name = f"{self.lstm.name}_aci" if cfg.band_adaptation > 0 else self.lstm.name  # type: ignore[union-attr]
-        results: dict[tuple[str, Group], list[ForecastSample]] = {}
-        failed: dict[tuple[str, Group], list[ForecastSample]] = {}
-        succeeded: set[str] = set()
-        if keys:
-            y = RowBlocks([(job.am.y, idx) for job, idx in zip(jobs, picks, strict=True)])
-            start = np.concatenate([job.starts[idx] for job, idx in zip(jobs, picks, strict=True)])
-            yhat, lower, upper, t_future = self._kv_paths(t, y, start, keys, covs, lstm, scale)
-            ok = np.isfinite(yhat[:, -1]) & np.isfinite(lower[:, -1]) & np.isfinite(upper[:, -1])
-            hit = upper >= self.trigger
-            eta = np.where(hit.any(axis=1), t_future[np.argmax(hit, axis=1)] - now, math.inf)
-            at_h = np.stack([yhat[:, -1], lower[:, -1], upper[:, -1]], axis=1)
-            row = 0
-            for job, idx in zip(jobs, picks, strict=True):
-                m = len(idx)
-                sel = np.arange(row, row + m)[ok[row : row + m]]
-                groups = [keys[r][1] for r in sel.tolist()]
-                samples = kv_forecast_samples_many(
-                    groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
-                )
-                for j, g in enumerate(groups):
-                    results[(job.series, g)] = samples[4 * j : 4 * j + 4]
-                if groups:
-                    succeeded.add(model_name)
-                for r in range(row, row + m):
-                    key = keys[r]
-                    if ok[r]:
-                        if self._failing and (model_name, "kv", key[1]) in self._failing:
-                            log.info("predictor: %s for %s %s/%s works again", model_name, "kv", *key[1])
-                            self._failing.discard((model_name, "kv", key[1]))
-                        continue
-                    # the baseline reads no covariates (and these are the window's only)
-                    h = self._history(key[0], "kv", key[1], t, y.row(r), int(start[r]), None)
-                    fc, names = self._fallback("kv", key[1], model_name, h, "non-finite forecast")
-                    failed[key] = [skipped_sample(*key[1], f"{key[0]}:{nm}", "model_error") for nm in names]
-                    if fc is not None:
-                        results[key] = [
-                            *forecast_samples("kv", *key[1], fc, cfg.horizon_seconds, job.aggregate),
-                            breach_eta_sample(*key[1], self.trigger, fc.breach_eta(self.trigger, now), job.aggregate),
-                        ]
-                        succeeded.add(fc.model)
-                row += m
-        for job in jobs:
-            for i, group in enumerate(job.am.groups):
-                key = (job.series, group)
-                reason = job.reasons[i]
-                if reason is None:
-                    job.slot.extend(failed.get(key, ()))
-                    got = results.get(key)
-                    if got is None:
-                        reason = "model_error"
-                    else:
-                        job.slot.extend(got)
-                if reason is not None:
-                    job.slot.append(skipped_sample(*group, job.series, reason))
-                self._note(job.series, group, reason)
-        return succeeded
-
-    def _kv_paths(
-        self,
-        t: np.ndarray,
-        y: RowBlocks,
-        start: np.ndarray,
-        keys: list[tuple[str, Group]],
-        covs: dict[str, AlignedMatrix],
-        lstm: LSTMForecaster,
-        scale: float,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(yhat, lower, upper, t_future) of the KV pipeline for rows `y[i, start[i]:]` on grid `t`."""
-        cfg = self.config
-        rows, n = len(y), len(t)
-        lookback = lstm.params.lookback
-        w = min(lookback, n)
-        live = np.arange(n - w, n)[None, :] >= start[:, None]  # the window's samples inside each row's history
-
-        def window(tail: np.ndarray) -> np.ndarray:
-            """The last `w` grid columns of each row -> its raw window (NaN before its start, front-padded)."""
-            out = np.full((rows, lookback), np.nan)
-            out[:, lookback - w :] = np.where(live, tail, np.nan)
-            return out
-
-        raw = {"y": window(y.tail(w))}
-        groups = [g for _, g in keys]
-        for name, cm in covs.items():
-            if not cm.groups:
-                continue  # the store has none of it: the model masks it, as for a series without it
-            at = np.fromiter((cm.index.get(g, -1) for g in groups), dtype=np.int64, count=rows)
-            tail = np.full((rows, w), np.nan)
-            tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
-            if scale != 1.0 and name in RATE_FEATURES:
-                tail = tail / scale
-            raw[name] = window(tail)
-        # the future grid as `future_grid` makes it for each series, in the model's time
-        tm = t * scale if scale != 1.0 else t
-        step_m = float(np.median(np.diff(tm)))
-        tf = tm[-1] + step_m * np.arange(1, max(1, round(cfg.horizon_seconds * scale / step_m)) + 1)
-        paths = lstm.forecast_windows(raw, tf - tm[-1])
-        t_future = tf / scale if scale != 1.0 else tf
-        lower, yhat, upper = paths[:, 0], paths[:, 1], paths[:, 2]
-        if self._kv_bank is None:
-            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
-        if self._kv_bank is not None:
-            yhat, lower, upper = self._kv_bank.forecast(keys, t, y.at, start, t_future, lower, yhat, upper)
-        windows = self._windows()
-        if windows:
-            prior = deployed.kv_event_prior(cfg, windows, lstm)
-            if prior is not None:
-                # the prior asks whether an earlier occurrence of the event lies inside the series' history: the
-                # tick reads only the model's window, so a history starting with it reaches back to `history_seconds`
-                # (the grid a full read would have had); one starting later (a hole in the window) starts there
-                t0 = np.where(start > 0, t[start], min(self._g0, float(t[0])))
-                upper = prior_upper_many(prior, t0, float(t[-1]), t_future, upper, cfg.horizon_seconds)
-        return yhat, lower, upper, t_future
-
-    def _windows(self) -> list:
-        if self._event_windows is None:
-            self._event_windows = deployed.service_windows(self.events)
-        return self._event_windows
+    def _say_store(self, metric: str, raw: Block | StoreError) -> None:
+        """Log a store that stopped answering for `metric` (once per outage and per new error), and its return."""
+        if isinstance(raw, StoreError):
+            if self._store_errors.get(metric) != str(raw):
+                log.warning("predictor: cannot read %s: %s", metric, raw)
+            self._store_errors[metric] = str(raw)
+        elif self._store_errors.pop(metric, None) is not None:
+            log.info("predictor: reading %s again", metric)
 
     def _covariates(self, read: Callable[[str], Block | StoreError], tail: int) -> dict[str, AlignedMatrix]:
         """LSTM covariates per group on the grid's last `tail` points (the batched pass reads the model's window and
@@ -1009,24 +658,6 @@ class PredictorLoop:
             log.info("predictor: reading KV usage from %s", src)
         self._rules_on = on
         return on
-
-    def kv_window(self, lstm: LSTMForecaster) -> int:
-        """Grid points of KV usage the batched pass needs: the model's window (`lookback`) and the rate's few
-        points before it, at least `min_history_points` (the skip check) and a horizon and a step (the band learns
-        from the outcome of the forecast made one horizon ago)."""
-        cfg = self.config
-        horizon_steps = math.ceil(cfg.horizon_seconds / cfg.step_seconds - 1e-9)
-        return max(lstm.params.lookback + RATE_WINDOW_STEPS, cfg.min_history_points + 1, horizon_steps + 2)
-
-    def series_span(self, kind: str, n: int, batch_model: tuple[LSTMForecaster, float] | None) -> int:
-        """Grid points a series kind is read over: KV through the batched LSTM pass, its window; the rest (traffic,
-        whose models look back an hour or more; the per-series path and the baselines), the whole `history_seconds`."""
-        if kind == "kv" and batch_model is not None:
-            return min(n, self.kv_window(batch_model[0]))
-        return n
-
-    def covariate_span(self, n: int, batch_model: tuple[LSTMForecaster, float]) -> int:
-        return min(n, batch_model[0].params.lookback + RATE_WINDOW_STEPS)
 
     def spans(self, n: int, batch_model: tuple[LSTMForecaster, float] | None, rules: bool = False) -> dict[str, int]:
         """metric -> grid points this tick reads of it (the longest of its uses): what the rolling history holds.

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from infercast.durations import parse_duration
+from infercast.durations import parse_duration, parse_time
 from infercast.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -92,14 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _time(text: str, what: str) -> float:
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        ts = datetime.fromisoformat(text)
+        return parse_time(text)
     except ValueError:
         raise Refusal(f"{what} {text!r} is neither Unix seconds nor an RFC 3339 time") from None
-    return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).timestamp()
 
 
 def time_range(args: argparse.Namespace, now: float) -> tuple[float, float]:

@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from infercast.actuators.actions import Action, SetBreakerThreshold
-from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
 from infercast.actuators.backends.gateway import GatewayAdmin
 from infercast.actuators.kube import api_client, call, call_or_none
 from infercast.config import FleetConfig
@@ -243,15 +243,4 @@ class EnvoyGatewayAdmin:
         return self.gateway.apply(action)
 
     def _from_fleet(self, pool: str) -> PoolState:
-        pc = self.fleet.pools[pool]
-        replicas = 0 if pc.standby else pc.nodes
-        return PoolState(
-            name=pool,
-            version=pc.version,
-            replicas=replicas,
-            ready=replicas,
-            weight=pc.weight,
-            standby=pc.standby,
-            min_context_tokens=pc.min_context_tokens,
-            max_context_tokens=pc.max_context_tokens,
-        )
+        return fleet_pool_state(pool, self.fleet.pools[pool])

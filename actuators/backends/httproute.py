@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from infercast.actuators.actions import Action, SetPoolWeight
-from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
 from infercast.actuators.kube import call
 from infercast.config import FleetConfig
 
@@ -75,23 +75,10 @@ class HTTPRouteWeights:
 
     def states(self, weights: dict[str, float]) -> tuple[PoolState, ...]:
         """The mapped pools with `weights` (read from the route), replicas from the fleet file."""
-        pools = []
-        for pool in self.route.backends:
-            pc = self.fleet.pools[pool]
-            replicas = 0 if pc.standby else pc.nodes
-            pools.append(
-                PoolState(
-                    name=pool,
-                    version=pc.version,
-                    replicas=replicas,
-                    ready=replicas,
-                    weight=weights.get(pool, pc.weight),
-                    standby=pc.standby,
-                    min_context_tokens=pc.min_context_tokens,
-                    max_context_tokens=pc.max_context_tokens,
-                )
-            )
-        return tuple(pools)
+        return tuple(
+            fleet_pool_state(pool, self.fleet.pools[pool], weight=weights.get(pool, self.fleet.pools[pool].weight))
+            for pool in self.route.backends
+        )
 
     def weights(self) -> dict[str, float]:
         """pool -> its weight as the route has it (first rule with its backendRef), for the pools the route has."""

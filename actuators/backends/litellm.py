@@ -37,7 +37,7 @@ from typing import Any
 import requests
 
 from infercast.actuators.actions import Action, SetBreakerThreshold, SetPoolWeight
-from infercast.actuators.admin import ActionRefused, BackendError, Observation, PoolState, Result
+from infercast.actuators.admin import ActionRefused, BackendError, Observation, Result, fleet_pool_state
 from infercast.config import FleetConfig
 from infercast.redact import redact
 
@@ -65,18 +65,12 @@ class LiteLLMAdmin:
             params = (found.get(dep_id) or {}).get("litellm_params") or {}
             weight = params.get("weight")
             timeout = params.get("stream_timeout")
-            replicas = 0 if pc.standby else pc.nodes
             pools.append(
-                PoolState(
-                    name=pool,
-                    version=pc.version,
-                    replicas=replicas,
-                    ready=replicas,
+                fleet_pool_state(
+                    pool,
+                    pc,
                     weight=pc.weight if not _number(weight) else weight / self.cfg.weight_scale,
                     breaker_threshold_seconds=float(timeout) if _number(timeout) else None,
-                    standby=pc.standby,
-                    min_context_tokens=pc.min_context_tokens,
-                    max_context_tokens=pc.max_context_tokens,
                 )
             )
         return Observation(time.time(), tuple(pools))

@@ -212,6 +212,19 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
     PersistentVolumeClaim of its own.  RBAC: the Lease, and what its backend may change (the `scale` of exactly the
     Deployments a Kubernetes backend maps pools to; a gateway backend's HTTPRoute and autoscalers)."""
     name, ns, port = "infercast-actuator", s.namespace, PORTS["actuator"]
+    rbac = _actuator_roles(name, ns, cfg)
+    sts = _actuator_set(s, cfg, name, port)
+    return [
+        service_account(name, ns, "actuator", token=True),
+        *rbac,
+        sts,
+        service(name, ns, "actuator", port, "infercast-actuator"),
+    ]
+
+
+def _actuator_set(s: K8sSettings, cfg: FleetConfig, name: str, port: int) -> Obj:
+    """The actuator's StatefulSet: its replicas spread over nodes, each with its audit volume."""
+    ns = s.namespace
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {
@@ -252,6 +265,12 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
         },
     }
+    return sts
+
+
+def _actuator_roles(name: str, ns: str, cfg: FleetConfig) -> list[Obj]:
+    """The actuator's Roles and their bindings: the Lease, and what its backend may change."""
+    backend = cfg.actuator.backend
     lease_role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -267,8 +286,7 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
             },
         ],
     }
-    objs = [service_account(name, ns, "actuator", token=True), lease_role, _binding(lease_role, name, ns)]
-    backend = cfg.actuator.backend
+    objs = [lease_role, _binding(lease_role, name, ns)]
     if isinstance(backend, KubernetesBackend):
         names = sorted(set(backend.deployments.values()))
         scale_role = {
@@ -291,7 +309,7 @@ def actuator(s: K8sSettings, cfg: FleetConfig) -> list[Obj]:
         objs += [scale_role, _binding(scale_role, name, ns)]
     if isinstance(backend, GatewayBackend):
         objs += _gateway_roles(backend, name, ns)
-    return [*objs, sts, service(name, ns, "actuator", port, "infercast-actuator")]
+    return objs
 
 
 def audit_claim(s: K8sSettings) -> Obj:

@@ -1,0 +1,205 @@
+"""Serving latency: vLLM's own histograms (TTFT, TPOT, end to end) per version, and the load behind them."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+
+from . import queries as q
+from .panels import Bands, DashboardSettings, Section, base, compose, stat, ts, variable
+
+
+def latency(s: DashboardSettings) -> Dashboard:
+    return compose(
+        base(
+            "infercast-latency",
+            "infercast / Serving latency (vLLM)",
+            "Time to first token, time per output token and end-to-end latency from vLLM's own histograms, per "
+            "version, with the load behind them.",
+            variable("model_name", "Model", q.VAR_MODEL_NAME),
+        ),
+        _now(s),
+        _ttft(s),
+        _tpot(s),
+        _end_to_end(s),
+        _load(s),
+    )
+
+
+def _now(s: DashboardSettings) -> Section:
+    v = s.versions
+    b = Bands.of(s)
+    return [
+        Row("Now"),
+        stat(
+            "Time to first token p99 (worst version)",
+            q.latency_worst(q.VLLM_TTFT, 0.99, v),
+            "s",
+            b.ttft,
+            description="The highest 99th percentile of time to first token over the selected models' versions; "
+            f"red above the latency SLO's target ({s.slo.ttft_seconds:g} s).",
+        ),
+        stat(
+            "Time per output token p99 (worst version)",
+            q.latency_worst(q.VLLM_TPOT, 0.99, v),
+            "s",
+            description="The highest 99th percentile of time per output token (a request's decode time / its "
+            "output tokens after the first).",
+        ),
+        stat(
+            "End-to-end latency p99 (worst version)",
+            q.latency_worst(q.VLLM_E2E, 0.99, v),
+            "s",
+            description="The highest 99th percentile of end-to-end request latency (queue, prefill, decode).",
+        ),
+        stat(
+            "Requests finished per second",
+            q.Q(f"sum(rate({q.VLLM_SUCCESS}{{{q.VLLM}}}[$__rate_interval]))", "finished", instant=True),
+            "reqps",
+            description="Requests the selected engines finished per second, every finish reason.",
+        ),
+    ]
+
+
+def _ttft(s: DashboardSettings) -> Section:
+    v = s.versions
+    b = Bands.of(s)
+    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
+    return [
+        Row("Time to first token (TTFT)"),
+        ts(
+            "Time to first token by version",
+            q.latency_quantile(q.VLLM_TTFT, 0.5, v),
+            q.latency_quantile(q.VLLM_TTFT, 0.9, v),
+            q.latency_quantile(q.VLLM_TTFT, 0.99, v),
+            unit="s",
+            thresholds=b.ttft,
+            lo=0,
+            description=f"p50, p90 and p99 of vLLM's time to first token {by_version}: queueing plus prefill. "
+            f"Red line: the latency SLO's target ({s.slo.ttft_seconds:g} s; objective: {s.slo.latency:g} of "
+            "requests within it).",
+        ),
+        ts(
+            "Queue time by version",
+            q.latency_quantile(q.VLLM_QUEUE, 0.5, v),
+            q.latency_quantile(q.VLLM_QUEUE, 0.99, v),
+            unit="s",
+            lo=0,
+            description="p50 and p99 of the time requests waited to be scheduled (the queueing part of TTFT).",
+        ),
+    ]
+
+
+def _tpot(s: DashboardSettings) -> Section:
+    v = s.versions
+    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
+    return [
+        Row("Time per output token (TPOT)"),
+        ts(
+            "Time per output token by version",
+            q.latency_quantile(q.VLLM_TPOT, 0.5, v),
+            q.latency_quantile(q.VLLM_TPOT, 0.99, v),
+            q.latency_mean(q.VLLM_TPOT, v),
+            unit="s",
+            lo=0,
+            description=f"p50, p99 and mean of each request's time per output token {by_version}.",
+        ),
+        ts(
+            "Inter-token latency by version",
+            q.latency_quantile(q.VLLM_ITL, 0.5, v),
+            q.latency_quantile(q.VLLM_ITL, 0.99, v),
+            unit="s",
+            lo=0,
+            description="p50 and p99 of the gap between consecutive output tokens (every token, not per "
+            "request): the stutter a streaming user sees.",
+        ),
+    ]
+
+
+def _end_to_end(s: DashboardSettings) -> Section:
+    v = s.versions
+    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
+    return [
+        Row("End to end"),
+        ts(
+            "End-to-end latency by version",
+            q.latency_quantile(q.VLLM_E2E, 0.5, v),
+            q.latency_quantile(q.VLLM_E2E, 0.9, v),
+            q.latency_quantile(q.VLLM_E2E, 0.99, v),
+            unit="s",
+            lo=0,
+            description=f"p50, p90 and p99 of vLLM's end-to-end request latency {by_version}.",
+        ),
+        ts(
+            "Prefill and decode time p99 by version",
+            q.latency_quantile(q.VLLM_PREFILL, 0.99, v, what="prefill"),
+            q.latency_quantile(q.VLLM_DECODE, 0.99, v, what="decode"),
+            unit="s",
+            lo=0,
+            description="p99 of the time requests spent in prefill and in decode: which phase the "
+            "end-to-end latency comes from.",
+        ),
+    ]
+
+
+def _load(s: DashboardSettings) -> Section:
+    v = s.versions
+    b = Bands.of(s)
+    return [
+        Row("Load"),
+        ts(
+            "Prompt and generation tokens per second by version",
+            q.vllm_by_version(
+                f"rate({q.VLLM_PROMPT_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
+                v,
+                "prompt {{version}} ({{model_name}})",
+            ),
+            q.vllm_by_version(
+                f"rate({q.VLLM_GENERATION_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
+                v,
+                "generation {{version}} ({{model_name}})",
+            ),
+            unit="short",
+            lo=0,
+            description="Tokens the engines prefilled (prompt) and generated per second, summed per version: the "
+            "throughput behind the latencies.",
+        ),
+        ts(
+            "Requests running and waiting by version",
+            q.vllm_by_version(f"{q.VLLM_RUNNING}{{{q.VLLM}}}", v, "running {{version}} ({{model_name}})"),
+            q.vllm_by_version(f"{q.VLLM_WAITING}{{{q.VLLM}}}", v, "waiting {{version}} ({{model_name}})"),
+            unit="short",
+            lo=0,
+            description="Requests in the engines' batches and waiting to be scheduled, summed per version.",
+        ),
+        ts(
+            "KV-cache usage by version (fullest engine)",
+            q.vllm_by_version(f"{q.VLLM_KV_USAGE}{{{q.VLLM}}}", v, "{{version}} ({{model_name}})", agg="max"),
+            unit="percentunit",
+            thresholds=b.kv,
+            lo=0,
+            hi=1,
+            description=f"vLLM's kv_cache_usage_perc of the fullest engine per version; lines at the predictive "
+            f"trigger ({s.thresholds.kv_forecast_trigger:g}) and the memory breaker "
+            f"({s.thresholds.memory_breaker:g}) from the fleet file.",
+        ),
+        ts(
+            "Preemptions per second by version",
+            q.vllm_by_version(
+                f"rate({q.VLLM_PREEMPTIONS}{{{q.VLLM}}}[$__rate_interval])", v, "{{version}} ({{model_name}})"
+            ),
+            unit="ops",
+            lo=0,
+            description="Requests vLLM preempted because a KV block could not be allocated: latency spikes follow.",
+        ),
+        ts(
+            "Requests finished per second by version and reason",
+            q.Q(
+                f"sum by (model_name, version, finished_reason) "
+                f"({q.versioned(f'rate({q.VLLM_SUCCESS}{{{q.VLLM}}}[$__rate_interval])', v)})",
+                "{{version}} ({{model_name}}) {{finished_reason}}",
+            ),
+            unit="reqps",
+            lo=0,
+            description="Finished requests per second by why they finished (stop, length, abort, error).",
+        ),
+    ]
