@@ -180,7 +180,7 @@ def fetch(
 def _read_kv(
     store: Store,
     source: str,
-    ins: Inputs,
+    ins: SourceSeries,
     matchers: dict[str, str] | None,
     grid: tuple[np.ndarray, float, float],
     need_s: float,
