@@ -48,7 +48,7 @@ from infercast.actuators.webhook import alert_book
 from infercast.config import FleetConfig
 
 if TYPE_CHECKING:
-    from infercast.actuators.daemon_cli import DaemonParts
+    from infercast.actuators.parts import DaemonParts
     from infercast.actuators.tick import TickContext, TickReport
     from infercast.actuators.webhook import AlertEvent
 

@@ -21,16 +21,14 @@ import logging
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infercast.actuators.admin import FleetAdmin
 from infercast.actuators.audit import Audit, AuditError
+from infercast.actuators.parts import DaemonParts
 from infercast.actuators.tick import Mode, TickHook
 from infercast.actuators.webhook import Inbox
 from infercast.clock import Clock, WallClock
 from infercast.config import ConfigError, FleetConfig, load_config, parse_listen
-from infercast.store import Store
 
 if TYPE_CHECKING:
     from infercast.actuators.failover import FailoverState
@@ -45,22 +43,6 @@ def default_tick_factory():
     from infercast.actuators.controller import build_tick
 
     return build_tick
-
-
-@dataclass
-class DaemonParts:
-    """What a tick factory gets to build the control loop from."""
-
-    config: FleetConfig
-    mode: Mode
-    admin: FleetAdmin
-    audit: Audit
-    inbox: Inbox
-    store: Store | None  # infercast.store.prometheus.PrometheusStore, or None when no Prometheus is configured
-    clock: Clock
-    apply_attempts: int = 3
-    apply_backoff_seconds: float = 0.2
-    audit_lock: _Held | None = None  # the open lock file of an acting `leader: single` daemon (hold_audit)
 
 
 def load_tick_factory(spec: str):

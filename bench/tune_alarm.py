@@ -543,7 +543,7 @@ def render_choice(result: dict) -> str:
         ("`thresholds.kv_forecast_hysteresis`", "hysteresis", HYSTERESIS),
         ("`predictor.event_onset_seconds`", "onset_seconds", ONSET_SECONDS),
     )
-    rows = ["| setting | the rule's choice | deployed (infercast/config.py) | tried |", "|---|---:|---:|---|"]
+    rows = ["| setting | the rule's choice | deployed (infercast/config/predictor.py) | tried |", "|---|---:|---:|---|"]
     rows += [f"| {label} | {c[k]} | {dep[k]} | {', '.join(map(str, tried))} |" for label, k, tried in settings]
     rows.append("")
     rows.append(
