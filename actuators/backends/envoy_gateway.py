@@ -38,7 +38,7 @@ from typing import Any
 from infercast.actuators.actions import Action, SetBreakerThreshold
 from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
 from infercast.actuators.backends.gateway import GatewayAdmin
-from infercast.actuators.kube import api_client, call, call_or_none
+from infercast.actuators.kube import CustomObjects, api_client, call, call_or_none
 from infercast.config import FleetConfig
 
 POLICIES = ("gateway.envoyproxy.io", "v1alpha1", "backendtrafficpolicies")
@@ -69,7 +69,7 @@ def policy_name(pool: str) -> str:
     return "infercast-breaker-" + re.sub(r"[^a-z0-9.-]+", "-", pool.lower()).strip("-.")
 
 
-class BreakerPolicies:
+class BreakerPolicies(CustomObjects):
     """`set_breaker_threshold` as one BackendTrafficPolicy per pool (module doc)."""
 
     name = "envoy-gateway-breakers"
@@ -84,14 +84,8 @@ class BreakerPolicies:
         *,
         server_dry_run: bool = False,
     ) -> None:
-        from kubernetes import client
-
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
+        super().__init__(api, namespace, fleet, timeout_seconds, server_dry_run=server_dry_run)
         self.breakers = breakers  # infercast.config.EnvoyGatewayBreakers
-        self.fleet = fleet
-        self.timeout = timeout_seconds
-        self.dry_run = "All" if server_dry_run else None
 
     def policy(self, pool: str) -> str:
         return self.breakers.pools[pool].policy or policy_name(pool)
@@ -163,7 +157,7 @@ class BreakerPolicies:
         pool, where = action.pool, self.where(action.pool)
         want = self.spec(pool, action.seconds)
         shown = want["retry"]["perRetry"]["timeout"]
-        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        note = self.dry_run_note
         obj = self.read(pool)
         if obj is None:
             call(self.custom.create_namespaced_custom_object, *POLICIES[:2], self.namespace, POLICIES[2],
