@@ -116,22 +116,15 @@ class CustomObjects:
     custom-objects API, the namespace its objects live in, the fleet file, the timeout of one API call, and the
     `dryRun` value every write carries (`All` when `server_dry_run`: the API server admits, nothing persists)."""
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        """`section`: the `actuator.backend` section (`infercast.config.GatewayBackend` or `EnvoyGatewayBackend`)."""
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
+        self.namespace = section.namespace
         self.fleet = fleet
-        self.timeout = timeout_seconds
-        self.dry_run = "All" if server_dry_run else None
+        self.timeout = section.timeout_seconds
+        self.dry_run = "All" if section.server_dry_run else None
 
     @property
     def dry_run_note(self) -> str:

@@ -71,27 +71,13 @@ class Floor:
 class AutoscalerFloors(CustomObjects):
     name = "autoscaler"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        autoscalers: dict[str, Any],
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
         from kubernetes import client
 
-        super().__init__(api, namespace, fleet, timeout_seconds, server_dry_run=server_dry_run)
+        super().__init__(api, section, fleet)
         self.hpas = client.AutoscalingV2Api(api)
         self.apps = client.AppsV1Api(api)
-        self.autoscalers = dict(autoscalers)  # pool -> AutoscalerTarget (kind, name)
-
-    @classmethod
-    def from_config(cls, api: Any, cfg: Any, fleet: FleetConfig) -> AutoscalerFloors:
-        """From `infercast.config.GatewayBackend` and an API client built from it."""
-        return cls(api, cfg.namespace, cfg.autoscalers, fleet, cfg.timeout_seconds, server_dry_run=cfg.server_dry_run)
+        self.autoscalers = dict(section.autoscalers)  # pool -> AutoscalerTarget (kind, name)
 
     # --- FleetAdmin ------------------------------------------------------------------------------------------
     def observe(self) -> Observation:

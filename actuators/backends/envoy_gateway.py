@@ -74,18 +74,9 @@ class BreakerPolicies(CustomObjects):
 
     name = "envoy-gateway-breakers"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        breakers: Any,
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
-        super().__init__(api, namespace, fleet, timeout_seconds, server_dry_run=server_dry_run)
-        self.breakers = breakers  # infercast.config.EnvoyGatewayBreakers
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        super().__init__(api, section, fleet)
+        self.breakers = section.breakers  # infercast.config.EnvoyGatewayBreakers
 
     def policy(self, pool: str) -> str:
         return self.breakers.pools[pool].policy or policy_name(pool)
@@ -205,13 +196,12 @@ class EnvoyGatewayAdmin:
         api = api_client(cfg)
         gateway = None
         if cfg.httproute is not None or cfg.autoscalers:
-            route = HTTPRouteWeights.from_config(api, cfg, fleet) if cfg.httproute is not None else None
-            floors = AutoscalerFloors.from_config(api, cfg, fleet) if cfg.autoscalers else None
+            route = HTTPRouteWeights(api, cfg, fleet) if cfg.httproute is not None else None
+            floors = AutoscalerFloors(api, cfg, fleet) if cfg.autoscalers else None
             gateway = GatewayAdmin(route, floors, fleet)
         breakers = None
         if cfg.breakers is not None:
-            breakers = BreakerPolicies(api, cfg.namespace, cfg.breakers, fleet, cfg.timeout_seconds,
-                                       server_dry_run=cfg.server_dry_run)  # fmt: skip
+            breakers = BreakerPolicies(api, cfg, fleet)
         return cls(gateway, breakers, fleet)
 
     def observe(self) -> Observation:

@@ -39,8 +39,8 @@ class GatewayAdmin:
     def from_config(cls, cfg: Any, fleet: FleetConfig) -> GatewayAdmin:
         """From `infercast.config.GatewayBackend`: one API client for both parts."""
         api = api_client(cfg)
-        route = HTTPRouteWeights.from_config(api, cfg, fleet) if cfg.httproute is not None else None
-        floors = AutoscalerFloors.from_config(api, cfg, fleet) if cfg.autoscalers else None
+        route = HTTPRouteWeights(api, cfg, fleet) if cfg.httproute is not None else None
+        floors = AutoscalerFloors(api, cfg, fleet) if cfg.autoscalers else None
         return cls(route, floors, fleet)
 
     def observe(self) -> Observation:

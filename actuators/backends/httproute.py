@@ -41,23 +41,9 @@ MAX_WEIGHT = 1_000_000
 class HTTPRouteWeights(CustomObjects):
     name = "httproute"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        route: Any,
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
-        super().__init__(api, namespace, fleet, timeout_seconds, server_dry_run=server_dry_run)
-        self.route = route  # infercast.config.HTTPRouteTarget
-
-    @classmethod
-    def from_config(cls, api: Any, cfg: Any, fleet: FleetConfig) -> HTTPRouteWeights:
-        """From `infercast.config.GatewayBackend` (its `httproute`) and an API client built from it."""
-        return cls(api, cfg.namespace, cfg.httproute, fleet, cfg.timeout_seconds, server_dry_run=cfg.server_dry_run)
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        super().__init__(api, section, fleet)
+        self.route = section.httproute  # infercast.config.HTTPRouteTarget
 
     @property
     def where(self) -> str:
