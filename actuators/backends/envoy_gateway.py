@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from typing import Any
 
 from infercast.actuators.actions import Action, SetBreakerThreshold
-from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state, in_fleet_order
 from infercast.actuators.backends.gateway import GatewayAdmin
 from infercast.actuators.kube import CustomObjects, api_client, call, call_or_none
 from infercast.config import FleetConfig
@@ -190,15 +189,8 @@ class EnvoyGatewayAdmin:
     @classmethod
     def from_config(cls, cfg: Any, fleet: FleetConfig) -> EnvoyGatewayAdmin:
         """From `infercast.config.EnvoyGatewayBackend`: one API client for every part."""
-        from infercast.actuators.backends.autoscaler import AutoscalerFloors
-        from infercast.actuators.backends.httproute import HTTPRouteWeights
-
         api = api_client(cfg)
-        gateway = None
-        if cfg.httproute is not None or cfg.autoscalers:
-            route = HTTPRouteWeights(api, cfg, fleet) if cfg.httproute is not None else None
-            floors = AutoscalerFloors(api, cfg, fleet) if cfg.autoscalers else None
-            gateway = GatewayAdmin(route, floors, fleet)
+        gateway = GatewayAdmin.through(api, cfg, fleet) if cfg.httproute is not None or cfg.autoscalers else None
         breakers = None
         if cfg.breakers is not None:
             breakers = BreakerPolicies(api, cfg, fleet)
@@ -212,8 +204,7 @@ class EnvoyGatewayAdmin:
             for pool, seconds in self.breakers.thresholds().items():
                 p = states.get(pool) or self._from_fleet(pool)
                 states[pool] = dataclasses.replace(p, breaker_threshold_seconds=seconds)
-        order = list(self.fleet.pools)
-        return Observation(time.time(), tuple(sorted(states.values(), key=lambda p: order.index(p.name))))
+        return in_fleet_order(states.values(), self.fleet)
 
     def apply(self, action: Action) -> Result:
         if isinstance(action, SetBreakerThreshold):
