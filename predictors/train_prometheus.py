@@ -33,11 +33,15 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from infercast.durations import parse_duration, parse_time
 from infercast.redact import redact_url
+
+if TYPE_CHECKING:
+    from infercast.predictors.lstm import LSTMParams
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threshold", type=float, default=0.75, help="KV usage the breach scores judge (default 0.75)")
     g.add_argument("--no-prophet", action="store_true", help="do not fit Prophet on the traffic")
     g.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+
+
+def lstm_params(args: argparse.Namespace, **fixed: float) -> LSTMParams:
+    """The LSTM's training parameters from `infercast train`'s flags (--step, --seed, --max-epochs,
+    --windows-per-epoch, --hidden), for the model file built from generated series and for one trained on a
+    Prometheus history alike; `fixed` sets the others."""
+    from infercast.predictors.lstm import LSTMParams
+
+    return LSTMParams(
+        step_s=args.step,
+        seed=args.seed,
+        max_epochs=args.max_epochs,
+        windows_per_epoch=args.windows_per_epoch,
+        hidden=args.hidden,
+        **fixed,
+    )
 
 
 def _time(text: str, what: str) -> float:
@@ -195,7 +215,7 @@ def _say(msg: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from infercast.predictors import history as H
-    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
+    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster
     from infercast.predictors.modelfile import paths
 
     t_start = time.perf_counter()
@@ -206,14 +226,8 @@ def _run(args: argparse.Namespace) -> int:
         min_history = parse_duration(args.min_history)
     except ValueError as e:
         raise Refusal(f"--min-history: {e}") from None
-    params = LSTMParams(
-        step_s=args.step,
-        seed=args.seed,
-        max_epochs=args.max_epochs,
-        windows_per_epoch=args.windows_per_epoch,
-        hidden=args.hidden,
-        val_fraction=0.0,  # the validation part is the time after the training part (split below)
-    )
+    # the validation part is the time after the training part (split below)
+    params = lstm_params(args, val_fraction=0.0)
     try:
         H.split_times(0.0, 1.0, args.val_fraction, args.holdout_fraction, 1e-6)
     except ValueError as e:
