@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from infercast.durations import parse_duration, parse_time
+from infercast.predictors.score_table import aligned, cell
 from infercast.redact import redact_url
 
 if TYPE_CHECKING:
@@ -471,10 +472,6 @@ def score_rps(hs, split, args, horizon_s: float) -> dict | None:
     return {name: pooled(rows) for name, rows in per_model.items()} or None
 
 
-def _f(v, nd: int = 4) -> str:
-    return "-" if v is None else f"{v:.{nd}g}" if isinstance(v, float) else str(v)
-
-
 def report(kv: dict, rps: dict | None, threshold: float) -> str:
     """The held-out score tables."""
     lines = []
@@ -488,17 +485,17 @@ def report(kv: dict, rps: dict | None, threshold: float) -> str:
             table.append(
                 (
                     name,
-                    _f(r.get("peak_mae")),
-                    _f(r.get("mae")),
-                    _f(r.get("coverage"), 3),
-                    _f(r.get("pinball")),
-                    _f(b.get("origin_f1"), 3),
-                    _f(b.get("origin_recall"), 3),
-                    _f(b.get("false_alarms_per_hour"), 3),
+                    cell(r.get("peak_mae")),
+                    cell(r.get("mae")),
+                    cell(r.get("coverage"), 3),
+                    cell(r.get("pinball")),
+                    cell(b.get("origin_f1"), 3),
+                    cell(b.get("origin_recall"), 3),
+                    cell(b.get("false_alarms_per_hour"), 3),
                     str(r["n_origins"]),
                 )
             )
-        lines += _rows(table)
+        lines += aligned(table, "  ")
         crossing = next((r["breach"]["origins_crossing"] for r in rows.values() if r.get("breach")), 0)
         if not crossing:
             lines.append(f"  (no origin in the held-out tail crossed {threshold:g} within the horizon: f1/recall -)")
@@ -507,17 +504,8 @@ def report(kv: dict, rps: dict | None, threshold: float) -> str:
         table = [("model", "peak_mae", "mae", "coverage", "pinball", "origins")]
         for name, r in rps.items():
             table.append(
-                (name, _f(r.get("peak_mae")), _f(r.get("mae")), _f(r.get("coverage"), 3), _f(r.get("pinball")),
+                (name, cell(r.get("peak_mae")), cell(r.get("mae")), cell(r.get("coverage"), 3), cell(r.get("pinball")),
                  str(r["n_origins"]))
             )  # fmt: skip
-        lines += _rows(table)
+        lines += aligned(table, "  ")
     return "\n".join(lines)
-
-
-def _rows(table: list[tuple]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
-    out = []
-    for r in table:
-        cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        out.append("  " + "  ".join(cells))
-    return out
