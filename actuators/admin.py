@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from infercast.actuators.actions import Action
 
 if TYPE_CHECKING:
-    from infercast.config import PoolConfig
+    from infercast.config import FleetConfig, PoolConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,12 @@ def fleet_pool_state(name: str, pc: PoolConfig, **observed: Any) -> PoolState:
         "max_context_tokens": pc.max_context_tokens,
     }
     return PoolState(**(state | observed))
+
+
+def in_fleet_order(states: Iterable[PoolState], fleet: FleetConfig) -> Observation:
+    """An observation, now, of `states` in the order the fleet file lists the pools."""
+    order = list(fleet.pools)
+    return Observation(time.time(), tuple(sorted(states, key=lambda p: order.index(p.name))))
 
 
 @dataclass(frozen=True)

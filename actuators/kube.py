@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from infercast.actuators.admin import ActionRefused, BackendError
-from infercast.config import ConfigError
+from infercast.config import ConfigError, FleetConfig
 from infercast.redact import redact
 
 T = TypeVar("T")
@@ -109,3 +109,24 @@ def status_reason(e: Any) -> str:
         return str(body.get("reason") or e.reason or "")
     except (TypeError, ValueError, AttributeError):
         return str(e.reason or "")
+
+
+class CustomObjects:
+    """What each gateway backend part (route weights, autoscaler floors, breaker policies) holds: the cluster's
+    custom-objects API, the namespace its objects live in, the fleet file, the timeout of one API call, and the
+    `dryRun` value every write carries (`All` when `server_dry_run`: the API server admits, nothing persists)."""
+
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        """`section`: the `actuator.backend` section (`infercast.config.GatewayBackend` or `EnvoyGatewayBackend`)."""
+        from kubernetes import client
+
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = section.namespace
+        self.fleet = fleet
+        self.timeout = section.timeout_seconds
+        self.dry_run = "All" if section.server_dry_run else None
+
+    @property
+    def dry_run_note(self) -> str:
+        """Appended to what a write reports, so that a dry run never reads as a change."""
+        return " (server dry run: admitted, not persisted)" if self.dry_run else ""

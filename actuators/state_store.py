@@ -21,17 +21,15 @@ and how to clear it, never read as empty.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from infercast.actuators.actions import Action, parse_action
+from infercast.actuators.durable import replace_durably
 from infercast.actuators.leader import Leadership
 from infercast.actuators.stamp import KEY_PATTERN
 
@@ -429,21 +427,7 @@ class FileStateStore:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 doc, _ = parse_doc(self._text(), self.where, self.clear)
                 change(doc)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-                try:
-                    with os.fdopen(fd, "w") as f:
-                        json.dump(doc, f, sort_keys=True)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.replace(tmp, self.path)
-                finally:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(tmp)
-                dirfd = os.open(self.path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dirfd)
-                finally:
-                    os.close(dirfd)
+                replace_durably(self.path, json.dumps(doc, sort_keys=True))
         except OSError as e:
             raise StateError(f"{self.where}: cannot be written: {e}") from None
 

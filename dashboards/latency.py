@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
+from grafana_foundation_sdk.models.dashboard import ThresholdsConfig
 
 from . import queries as q
 from .panels import Bands, DashboardSettings, Section, base, compose, stat, ts, variable
+
+BY_VERSION = "per version (the fleet file maps vLLM's model_name to versions)"
 
 
 def latency(s: DashboardSettings) -> Dashboard:
@@ -23,6 +29,24 @@ def latency(s: DashboardSettings) -> Dashboard:
         _end_to_end(s),
         _load(s),
     )
+
+
+def _seconds(
+    title: str,
+    family: str,
+    quantiles: tuple[float, ...],
+    v: Mapping[str, str],
+    *,
+    description: str,
+    thresholds: ThresholdsConfig | None = None,
+    mean: bool = False,
+) -> Timeseries:
+    """A latency panel: the `quantiles` (and with `mean`, the mean) of one vLLM histogram per version, in seconds
+    from 0."""
+    queries = [q.latency_quantile(family, p, v) for p in quantiles]
+    if mean:
+        queries.append(q.latency_mean(family, v))
+    return ts(title, *queries, description=description, unit="s", thresholds=thresholds, lo=0)
 
 
 def _now(s: DashboardSettings) -> Section:
@@ -63,27 +87,23 @@ def _now(s: DashboardSettings) -> Section:
 def _ttft(s: DashboardSettings) -> Section:
     v = s.versions
     b = Bands.of(s)
-    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
     return [
         Row("Time to first token (TTFT)"),
-        ts(
+        _seconds(
             "Time to first token by version",
-            q.latency_quantile(q.VLLM_TTFT, 0.5, v),
-            q.latency_quantile(q.VLLM_TTFT, 0.9, v),
-            q.latency_quantile(q.VLLM_TTFT, 0.99, v),
-            unit="s",
+            q.VLLM_TTFT,
+            (0.5, 0.9, 0.99),
+            v,
             thresholds=b.ttft,
-            lo=0,
-            description=f"p50, p90 and p99 of vLLM's time to first token {by_version}: queueing plus prefill. "
+            description=f"p50, p90 and p99 of vLLM's time to first token {BY_VERSION}: queueing plus prefill. "
             f"Red line: the latency SLO's target ({s.slo.ttft_seconds:g} s; objective: {s.slo.latency:g} of "
             "requests within it).",
         ),
-        ts(
+        _seconds(
             "Queue time by version",
-            q.latency_quantile(q.VLLM_QUEUE, 0.5, v),
-            q.latency_quantile(q.VLLM_QUEUE, 0.99, v),
-            unit="s",
-            lo=0,
+            q.VLLM_QUEUE,
+            (0.5, 0.99),
+            v,
             description="p50 and p99 of the time requests waited to be scheduled (the queueing part of TTFT).",
         ),
     ]
@@ -91,24 +111,21 @@ def _ttft(s: DashboardSettings) -> Section:
 
 def _tpot(s: DashboardSettings) -> Section:
     v = s.versions
-    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
     return [
         Row("Time per output token (TPOT)"),
-        ts(
+        _seconds(
             "Time per output token by version",
-            q.latency_quantile(q.VLLM_TPOT, 0.5, v),
-            q.latency_quantile(q.VLLM_TPOT, 0.99, v),
-            q.latency_mean(q.VLLM_TPOT, v),
-            unit="s",
-            lo=0,
-            description=f"p50, p99 and mean of each request's time per output token {by_version}.",
+            q.VLLM_TPOT,
+            (0.5, 0.99),
+            v,
+            mean=True,
+            description=f"p50, p99 and mean of each request's time per output token {BY_VERSION}.",
         ),
-        ts(
+        _seconds(
             "Inter-token latency by version",
-            q.latency_quantile(q.VLLM_ITL, 0.5, v),
-            q.latency_quantile(q.VLLM_ITL, 0.99, v),
-            unit="s",
-            lo=0,
+            q.VLLM_ITL,
+            (0.5, 0.99),
+            v,
             description="p50 and p99 of the gap between consecutive output tokens (every token, not per "
             "request): the stutter a streaming user sees.",
         ),
@@ -117,17 +134,14 @@ def _tpot(s: DashboardSettings) -> Section:
 
 def _end_to_end(s: DashboardSettings) -> Section:
     v = s.versions
-    by_version = "per version (the fleet file maps vLLM's model_name to versions)"
     return [
         Row("End to end"),
-        ts(
+        _seconds(
             "End-to-end latency by version",
-            q.latency_quantile(q.VLLM_E2E, 0.5, v),
-            q.latency_quantile(q.VLLM_E2E, 0.9, v),
-            q.latency_quantile(q.VLLM_E2E, 0.99, v),
-            unit="s",
-            lo=0,
-            description=f"p50, p90 and p99 of vLLM's end-to-end request latency {by_version}.",
+            q.VLLM_E2E,
+            (0.5, 0.9, 0.99),
+            v,
+            description=f"p50, p90 and p99 of vLLM's end-to-end request latency {BY_VERSION}.",
         ),
         ts(
             "Prefill and decode time p99 by version",

@@ -30,7 +30,7 @@ import codecs
 import math
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -367,6 +367,22 @@ SERVING_UP = "_target_up"
 
 #: how far over 1 a ratio computed from two engine values may be (float rounding), before it is an error
 RATIO_SLACK = 1e-6
+
+
+#: an engine series' (model_name, rank) where the engine runs several ranks in one server (vLLM `engine`, SGLang
+#: `dp_rank`); either is None where the page has no such label
+RankKey = tuple[str | None, str | None]
+
+
+def by_rank(keys: Iterable[RankKey], target: Target, prefix: str = "") -> Iterator[tuple[RankKey, str, dict[str, str]]]:
+    """Each (model, rank) key, in a stable order, with its instance and its serving labels: the instance is the
+    target's name when the page shows one rank (or the series has none), else `<target>/<prefix><rank>`."""
+    keys = set(keys)
+    ranks = {rank for _, rank in keys}
+    for key in sorted(keys, key=lambda k: (k[0] or "", k[1] or "")):
+        model, rank = key
+        instance = target.name if len(ranks) <= 1 or rank is None else f"{target.name}/{prefix}{rank}"
+        yield key, instance, target.serving_labels(model, instance)
 
 
 def saturation(running: float | None, max_batch: float | None) -> float | None:

@@ -27,10 +27,12 @@ from infercast.exporters.base import (
     HIT_HITS,
     HIT_QUERIES,
     Emitter,
+    RankKey,
     Raw,
     Sample,
     ScrapeError,
     Target,
+    by_rank,
     parse_text,
     saturation,
 )
@@ -68,7 +70,7 @@ MAXIMA = dict.fromkeys((USAGE_NAME, HIT_RATE), 1.0)
 #: the families an SGLang page must have
 EXPECTED = ((USAGE_NAME,), (RUNNING_NAME,), (QUEUE_NAME,))
 
-Key = tuple[str | None, str | None]  # (model_name, dp_rank)
+Key = RankKey  # (model_name, dp_rank)
 
 
 def _by_key(rows, mode: str | tuple[str, ...] | None = None) -> dict[Key, float]:
@@ -95,12 +97,8 @@ def build(raw: Raw, target: Target) -> list[Sample]:
     keys = set().union(*(f[n] for n in (USAGE_NAME, RUNNING_NAME, QUEUE_NAME, RETRACTED)))
     if not keys:
         raise ScrapeError("no SGLang scheduler families in the body (is this an SGLang /metrics endpoint?)")
-    ranks = {dp for _, dp in keys}
     out = Emitter()
-    for key in sorted(keys, key=lambda k: (k[0] or "", k[1] or "")):
-        model, dp = key
-        instance = target.name if len(ranks) <= 1 or dp is None else f"{target.name}/dp{dp}"
-        labels = target.serving_labels(model, instance)
+    for key, _, labels in by_rank(keys, target, "dp"):
         running = f[RUNNING_NAME].get(key)
         out.add(KV_CACHE_USAGE_RATIO, labels, f[USAGE_NAME].get(key))
         out.add(REQUESTS_RUNNING, labels, running)

@@ -45,10 +45,12 @@ from infercast.exporters.base import (
     HIT_HITS,
     HIT_QUERIES,
     Emitter,
+    RankKey,
     Raw,
     Sample,
     ScrapeError,
     Target,
+    by_rank,
     first,
     parse_text,
     saturation,
@@ -91,7 +93,7 @@ MAXIMA = dict.fromkeys((*USAGE_NAMES, ENGINE_KV_CACHE_FRAGMENTATION_RATIO, ENGIN
 #: the families a vLLM page must have (alternatives: a renamed family, the current name first)
 EXPECTED = (USAGE_NAMES, (RUNNING_NAME,), (WAITING_NAME, WAITING_BY_REASON))
 
-Key = tuple[str | None, str | None]  # (model_name, engine)
+Key = RankKey  # (model_name, engine)
 
 
 def _by_key(rows: list[tuple[dict[str, str], float]] | None) -> dict[Key, float]:
@@ -128,12 +130,8 @@ def build(raw: Raw, target: Target) -> list[Sample]:
     keys = set().union(*fams.values())
     if not keys:
         raise ScrapeError("no vLLM families in the body (is this a vLLM /metrics endpoint?)")
-    engines = {engine for _, engine in keys}
     out = Emitter()
-    for key in sorted(keys, key=lambda k: (k[0] or "", k[1] or "")):
-        model, engine = key
-        instance = target.name if len(engines) <= 1 or engine is None else f"{target.name}/{engine}"
-        labels = target.serving_labels(model, instance)
+    for key, instance, labels in by_rank(keys, target):
         running = fams["running"].get(key)
         out.add(KV_CACHE_USAGE_RATIO, labels, fams["usage"].get(key))
         out.add(REQUESTS_RUNNING, labels, running)

@@ -33,11 +33,16 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from infercast.durations import parse_duration, parse_time
+from infercast.predictors.score_table import aligned, cell
 from infercast.redact import redact_url
+
+if TYPE_CHECKING:
+    from infercast.predictors.lstm import LSTMParams
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +93,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threshold", type=float, default=0.75, help="KV usage the breach scores judge (default 0.75)")
     g.add_argument("--no-prophet", action="store_true", help="do not fit Prophet on the traffic")
     g.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
+
+
+def lstm_params(args: argparse.Namespace, **fixed: float) -> LSTMParams:
+    """The LSTM's training parameters from `infercast train`'s flags (--step, --seed, --max-epochs,
+    --windows-per-epoch, --hidden), for the model file built from generated series and for one trained on a
+    Prometheus history alike; `fixed` sets the others."""
+    from infercast.predictors.lstm import LSTMParams
+
+    return LSTMParams(
+        step_s=args.step,
+        seed=args.seed,
+        max_epochs=args.max_epochs,
+        windows_per_epoch=args.windows_per_epoch,
+        hidden=args.hidden,
+        **fixed,
+    )
 
 
 def _time(text: str, what: str) -> float:
@@ -195,7 +216,7 @@ def _say(msg: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from infercast.predictors import history as H
-    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster, LSTMParams
+    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster
     from infercast.predictors.modelfile import paths
 
     t_start = time.perf_counter()
@@ -206,14 +227,8 @@ def _run(args: argparse.Namespace) -> int:
         min_history = parse_duration(args.min_history)
     except ValueError as e:
         raise Refusal(f"--min-history: {e}") from None
-    params = LSTMParams(
-        step_s=args.step,
-        seed=args.seed,
-        max_epochs=args.max_epochs,
-        windows_per_epoch=args.windows_per_epoch,
-        hidden=args.hidden,
-        val_fraction=0.0,  # the validation part is the time after the training part (split below)
-    )
+    # the validation part is the time after the training part (split below)
+    params = lstm_params(args, val_fraction=0.0)
     try:
         H.split_times(0.0, 1.0, args.val_fraction, args.holdout_fraction, 1e-6)
     except ValueError as e:
@@ -457,10 +472,6 @@ def score_rps(hs, split, args, horizon_s: float) -> dict | None:
     return {name: pooled(rows) for name, rows in per_model.items()} or None
 
 
-def _f(v, nd: int = 4) -> str:
-    return "-" if v is None else f"{v:.{nd}g}" if isinstance(v, float) else str(v)
-
-
 def report(kv: dict, rps: dict | None, threshold: float) -> str:
     """The held-out score tables."""
     lines = []
@@ -474,17 +485,17 @@ def report(kv: dict, rps: dict | None, threshold: float) -> str:
             table.append(
                 (
                     name,
-                    _f(r.get("peak_mae")),
-                    _f(r.get("mae")),
-                    _f(r.get("coverage"), 3),
-                    _f(r.get("pinball")),
-                    _f(b.get("origin_f1"), 3),
-                    _f(b.get("origin_recall"), 3),
-                    _f(b.get("false_alarms_per_hour"), 3),
+                    cell(r.get("peak_mae")),
+                    cell(r.get("mae")),
+                    cell(r.get("coverage"), 3),
+                    cell(r.get("pinball")),
+                    cell(b.get("origin_f1"), 3),
+                    cell(b.get("origin_recall"), 3),
+                    cell(b.get("false_alarms_per_hour"), 3),
                     str(r["n_origins"]),
                 )
             )
-        lines += _rows(table)
+        lines += aligned(table, "  ")
         crossing = next((r["breach"]["origins_crossing"] for r in rows.values() if r.get("breach")), 0)
         if not crossing:
             lines.append(f"  (no origin in the held-out tail crossed {threshold:g} within the horizon: f1/recall -)")
@@ -493,17 +504,8 @@ def report(kv: dict, rps: dict | None, threshold: float) -> str:
         table = [("model", "peak_mae", "mae", "coverage", "pinball", "origins")]
         for name, r in rps.items():
             table.append(
-                (name, _f(r.get("peak_mae")), _f(r.get("mae")), _f(r.get("coverage"), 3), _f(r.get("pinball")),
+                (name, cell(r.get("peak_mae")), cell(r.get("mae")), cell(r.get("coverage"), 3), cell(r.get("pinball")),
                  str(r["n_origins"]))
             )  # fmt: skip
-        lines += _rows(table)
+        lines += aligned(table, "  ")
     return "\n".join(lines)
-
-
-def _rows(table: list[tuple]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
-    out = []
-    for r in table:
-        cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        out.append("  " + "  ".join(cells))
-    return out

@@ -35,7 +35,7 @@ from typing import Any
 
 from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolBounds
 from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
-from infercast.actuators.kube import call, call_or_none
+from infercast.actuators.kube import CustomObjects, call, call_or_none
 from infercast.config import FleetConfig
 
 KEDA = ("keda.sh", "v1alpha1", "scaledobjects")
@@ -68,34 +68,16 @@ class Floor:
         return 1 if self.kind == "HorizontalPodAutoscaler" else 0
 
 
-class AutoscalerFloors:
+class AutoscalerFloors(CustomObjects):
     name = "autoscaler"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        autoscalers: dict[str, Any],
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
         from kubernetes import client
 
+        super().__init__(api, section, fleet)
         self.hpas = client.AutoscalingV2Api(api)
-        self.custom = client.CustomObjectsApi(api)
         self.apps = client.AppsV1Api(api)
-        self.namespace = namespace
-        self.autoscalers = dict(autoscalers)  # pool -> AutoscalerTarget (kind, name)
-        self.fleet = fleet
-        self.timeout = timeout_seconds
-        self.dry_run = "All" if server_dry_run else None
-
-    @classmethod
-    def from_config(cls, api: Any, cfg: Any, fleet: FleetConfig) -> AutoscalerFloors:
-        """From `infercast.config.GatewayBackend` and an API client built from it."""
-        return cls(api, cfg.namespace, cfg.autoscalers, fleet, cfg.timeout_seconds, server_dry_run=cfg.server_dry_run)
+        self.autoscalers = dict(section.autoscalers)  # pool -> AutoscalerTarget (kind, name)
 
     # --- FleetAdmin ------------------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -144,7 +126,7 @@ class AutoscalerFloors:
         if want == f.floor:
             return Result("applied", f"{where} already has {f.field} {want}", undo)
         self._patch(f, {"metadata": {"resourceVersion": f.resource_version}, "spec": {f.field: want}})
-        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        note = self.dry_run_note
         capped = (
             " (capped at its ceiling)"
             if isinstance(action, PrewarmPool) and want < self.fleet.pools[action.pool].nodes
@@ -171,7 +153,7 @@ class AutoscalerFloors:
             "spec": {f.field: action.floor, _ceiling(f): action.ceiling},
         }
         self._patch(f, body)
-        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        note = self.dry_run_note
         return Result(
             "applied",
             f"{where} {f.field} {f.floor} -> {action.floor}, {_ceiling(f)} {f.ceiling} -> {action.ceiling}{note}",

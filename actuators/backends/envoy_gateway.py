@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from typing import Any
 
 from infercast.actuators.actions import Action, SetBreakerThreshold
-from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state, in_fleet_order
 from infercast.actuators.backends.gateway import GatewayAdmin
-from infercast.actuators.kube import api_client, call, call_or_none
+from infercast.actuators.kube import CustomObjects, api_client, call, call_or_none
 from infercast.config import FleetConfig
 
 POLICIES = ("gateway.envoyproxy.io", "v1alpha1", "backendtrafficpolicies")
@@ -69,29 +68,14 @@ def policy_name(pool: str) -> str:
     return "infercast-breaker-" + re.sub(r"[^a-z0-9.-]+", "-", pool.lower()).strip("-.")
 
 
-class BreakerPolicies:
+class BreakerPolicies(CustomObjects):
     """`set_breaker_threshold` as one BackendTrafficPolicy per pool (module doc)."""
 
     name = "envoy-gateway-breakers"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        breakers: Any,
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
-        from kubernetes import client
-
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
-        self.breakers = breakers  # infercast.config.EnvoyGatewayBreakers
-        self.fleet = fleet
-        self.timeout = timeout_seconds
-        self.dry_run = "All" if server_dry_run else None
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        super().__init__(api, section, fleet)
+        self.breakers = section.breakers  # infercast.config.EnvoyGatewayBreakers
 
     def policy(self, pool: str) -> str:
         return self.breakers.pools[pool].policy or policy_name(pool)
@@ -163,7 +147,7 @@ class BreakerPolicies:
         pool, where = action.pool, self.where(action.pool)
         want = self.spec(pool, action.seconds)
         shown = want["retry"]["perRetry"]["timeout"]
-        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        note = self.dry_run_note
         obj = self.read(pool)
         if obj is None:
             call(self.custom.create_namespaced_custom_object, *POLICIES[:2], self.namespace, POLICIES[2],
@@ -205,19 +189,11 @@ class EnvoyGatewayAdmin:
     @classmethod
     def from_config(cls, cfg: Any, fleet: FleetConfig) -> EnvoyGatewayAdmin:
         """From `infercast.config.EnvoyGatewayBackend`: one API client for every part."""
-        from infercast.actuators.backends.autoscaler import AutoscalerFloors
-        from infercast.actuators.backends.httproute import HTTPRouteWeights
-
         api = api_client(cfg)
-        gateway = None
-        if cfg.httproute is not None or cfg.autoscalers:
-            route = HTTPRouteWeights.from_config(api, cfg, fleet) if cfg.httproute is not None else None
-            floors = AutoscalerFloors.from_config(api, cfg, fleet) if cfg.autoscalers else None
-            gateway = GatewayAdmin(route, floors, fleet)
+        gateway = GatewayAdmin.through(api, cfg, fleet) if cfg.httproute is not None or cfg.autoscalers else None
         breakers = None
         if cfg.breakers is not None:
-            breakers = BreakerPolicies(api, cfg.namespace, cfg.breakers, fleet, cfg.timeout_seconds,
-                                       server_dry_run=cfg.server_dry_run)  # fmt: skip
+            breakers = BreakerPolicies(api, cfg, fleet)
         return cls(gateway, breakers, fleet)
 
     def observe(self) -> Observation:
@@ -228,8 +204,7 @@ class EnvoyGatewayAdmin:
             for pool, seconds in self.breakers.thresholds().items():
                 p = states.get(pool) or self._from_fleet(pool)
                 states[pool] = dataclasses.replace(p, breaker_threshold_seconds=seconds)
-        order = list(self.fleet.pools)
-        return Observation(time.time(), tuple(sorted(states.values(), key=lambda p: order.index(p.name))))
+        return in_fleet_order(states.values(), self.fleet)
 
     def apply(self, action: Action) -> Result:
         if isinstance(action, SetBreakerThreshold):

@@ -42,7 +42,6 @@ import fcntl
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +62,7 @@ from infercast.actuators.actions import (
 )
 from infercast.actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
 from infercast.actuators.backends.router_api import MAX_FENCE_STEP
+from infercast.actuators.durable import replace_durably
 from infercast.actuators.stamp import Stamp
 from infercast.config import FleetConfig
 
@@ -268,7 +268,6 @@ class FileAdmin:
         return doc
 
     def _write(self, doc: dict[str, Any]) -> None:
-        directory = self.path.parent
         text = (
             json.dumps(doc, indent=2, sort_keys=False) + "\n"
             if self.fmt == "json"
@@ -279,26 +278,10 @@ class FileAdmin:
             mode = self.path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o644
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-            tmp = None
-            dfd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            replace_durably(self.path, text, mode=mode, suffix=".tmp")
         except OSError as e:
             raise BackendError(f"{self.path}: cannot write: {e}") from None
-        finally:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

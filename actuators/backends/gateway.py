@@ -16,11 +16,10 @@ guardrails, advisory mode and the audit trail are the controller's and the daemo
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from infercast.actuators.actions import Action, PrewarmPool, ScalePool, SetPoolBounds, SetPoolWeight
-from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result
+from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, in_fleet_order
 from infercast.actuators.backends.autoscaler import AutoscalerFloors
 from infercast.actuators.backends.httproute import HTTPRouteWeights
 from infercast.actuators.kube import api_client
@@ -38,9 +37,13 @@ class GatewayAdmin:
     @classmethod
     def from_config(cls, cfg: Any, fleet: FleetConfig) -> GatewayAdmin:
         """From `infercast.config.GatewayBackend`: one API client for both parts."""
-        api = api_client(cfg)
-        route = HTTPRouteWeights.from_config(api, cfg, fleet) if cfg.httproute is not None else None
-        floors = AutoscalerFloors.from_config(api, cfg, fleet) if cfg.autoscalers else None
+        return cls.through(api_client(cfg), cfg, fleet)
+
+    @classmethod
+    def through(cls, api: Any, cfg: Any, fleet: FleetConfig) -> GatewayAdmin:
+        """The parts `cfg` maps (its `httproute`, its `autoscalers`), each talking to the cluster through `api`."""
+        route = HTTPRouteWeights(api, cfg, fleet) if cfg.httproute is not None else None
+        floors = AutoscalerFloors(api, cfg, fleet) if cfg.autoscalers else None
         return cls(route, floors, fleet)
 
     def observe(self) -> Observation:
@@ -52,8 +55,7 @@ class GatewayAdmin:
             for p in self.route.states(weights):
                 states.setdefault(p.name, p)
             states = {n: dataclasses.replace(p, weight=weights[n]) if n in weights else p for n, p in states.items()}
-        order = list(self.fleet.pools)
-        return Observation(time.time(), tuple(sorted(states.values(), key=lambda p: order.index(p.name))))
+        return in_fleet_order(states.values(), self.fleet)
 
     def apply(self, action: Action) -> Result:
         if isinstance(action, SetPoolWeight):

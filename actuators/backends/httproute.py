@@ -30,7 +30,7 @@ from typing import Any
 
 from infercast.actuators.actions import Action, SetPoolWeight
 from infercast.actuators.admin import ActionRefused, Observation, PoolState, Result, fleet_pool_state
-from infercast.actuators.kube import call
+from infercast.actuators.kube import CustomObjects, call
 from infercast.config import FleetConfig
 
 ROUTES = ("gateway.networking.k8s.io", "v1", "httproutes")
@@ -38,32 +38,12 @@ INFERENCE_GROUPS = ("inference.networking.k8s.io", "inference.networking.x-k8s.i
 MAX_WEIGHT = 1_000_000
 
 
-class HTTPRouteWeights:
+class HTTPRouteWeights(CustomObjects):
     name = "httproute"
 
-    def __init__(
-        self,
-        api: Any,
-        namespace: str,
-        route: Any,
-        fleet: FleetConfig,
-        timeout_seconds: float = 5.0,
-        *,
-        server_dry_run: bool = False,
-    ) -> None:
-        from kubernetes import client
-
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
-        self.route = route  # infercast.config.HTTPRouteTarget
-        self.fleet = fleet
-        self.timeout = timeout_seconds
-        self.dry_run = "All" if server_dry_run else None
-
-    @classmethod
-    def from_config(cls, api: Any, cfg: Any, fleet: FleetConfig) -> HTTPRouteWeights:
-        """From `infercast.config.GatewayBackend` (its `httproute`) and an API client built from it."""
-        return cls(api, cfg.namespace, cfg.httproute, fleet, cfg.timeout_seconds, server_dry_run=cfg.server_dry_run)
+    def __init__(self, api: Any, section: Any, fleet: FleetConfig) -> None:
+        super().__init__(api, section, fleet)
+        self.route = section.httproute  # infercast.config.HTTPRouteTarget
 
     @property
     def where(self) -> str:
@@ -140,7 +120,7 @@ class HTTPRouteWeights:
         body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"rules": rules}}
         call(self.custom.patch_namespaced_custom_object, *ROUTES[:2], self.namespace, ROUTES[2], self.route.name, body,
              dry_run=self.dry_run, timeout=self.timeout)  # fmt: skip
-        note = " (server dry run: admitted, not persisted)" if self.dry_run else ""
+        note = self.dry_run_note
         rules_text = ", ".join(str(i) for i in sorted(set(changed)))
         return Result(
             "applied",

@@ -32,6 +32,8 @@ import numpy as np
 
 from infercast.predictors.base import History
 from infercast.predictors.reference import references
+from infercast.predictors.score_table import aligned
+from infercast.predictors.score_table import cell as _fmt
 from infercast.predictors.scoring import CALM_SECONDS
 from infercast.resources import example_fleet
 from infercast.simulator.replay.sizing import sized_fleet
@@ -256,14 +258,6 @@ def harm_page_scores(h: History, service_run, harm: list[tuple[float, float]] | 
     }
 
 
-def _fmt(v, nd: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{nd}g}"
-    return str(v)
-
-
 def _calm(b: dict) -> str:
     """`calm_lead` cell: median lead over the crossings after `CALM_SECONDS` under the threshold, and their count."""
     if not b.get("calm_breaches"):
@@ -319,7 +313,6 @@ def table(result: dict) -> str:
                 _fmt(pred * 1000 if pred is not None else None, 3),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
     lines = [
         f"# {result['trace']} series={result['series']} horizon={result['horizon_s']:g}s step={result['step_s']:g}s "
         f"samples={result['samples']} threshold={result['threshold']}"
@@ -338,10 +331,7 @@ def table(result: dict) -> str:
             "share = mean lead / possible lead per crossing (missed: 0), calm_lead = median lead in s on the "
             "crossings after the calm minutes (missed: 0) and how many of them, fa/h = false-alarm episodes per hour)"
         )
-    for r in rows:
-        lines.append(
-            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        )
+    lines += aligned(rows)
     lines += harm_table(result)
     for n in result["notes"]:
         lines.append(f"note: {n}")
@@ -369,7 +359,6 @@ def harm_table(result: dict) -> list[str]:
     if len(rows) == 1:
         return []
     harm = (result.get("meta") or {}).get("harm") or {}
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = [
         "",
         f"# harm: {harm.get('episodes', '?')} episodes in the replay ({harm.get('by_kind', {})} harmful samples by "
@@ -377,8 +366,5 @@ def harm_table(result: dict) -> list[str]:
         "ahead; lead_s: median lead, capped at 600; false/day: pages with no harm within 10 minutes, per day; "
         "paged: share of the time paged)",
     ]
-    for r in rows:
-        out.append(
-            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        )
+    out += aligned(rows)
     return out

@@ -271,16 +271,10 @@ def _twin_runs(
 
 
 def _fit(args: argparse.Namespace, train: list, val: list, n_generated: int, twin_weight: float):
-    from infercast.predictors.lstm import LSTMForecaster, LSTMParams
+    from infercast.predictors.lstm import LSTMForecaster
+    from infercast.predictors.train_prometheus import lstm_params
 
-    params = LSTMParams(
-        step_s=args.step,
-        seed=args.seed,
-        max_epochs=args.max_epochs,
-        windows_per_epoch=args.windows_per_epoch,
-        hidden=args.hidden,
-    )
-    model = LSTMForecaster(params, progress=not args.no_progress)
+    model = LSTMForecaster(lstm_params(args), progress=not args.no_progress)
     weights = None
     if twin_weight != 1.0:
         weights = [1.0] * n_generated + [twin_weight] * (len(train) - n_generated)
