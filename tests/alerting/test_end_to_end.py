@@ -32,6 +32,7 @@ from .stack import require_services, running_stack
 
 SPEED = float(os.environ.get("INFERCAST_E2E_SPEED", "5"))
 WARMUP_SIM_S = 300.0  # the flash sale starts at 600 simulated seconds
+SALE_SIM_S = 600.0
 TRIGGER = 0.75
 POOL = "v4-main"
 GOAL_LEAD_S = 120.0
@@ -59,7 +60,12 @@ def test_predictive_page_arrives_two_minutes_before_the_first_instance_crosses_t
             # the page for the pool that crosses: the calendar prior raises every pool's band at once, and a page
             # that names the idle fallback pool is not v4-main's page
             note = stack.hook.first("InfercastKVCacheForecastBreach", "infercast-actuator", {"pool": POOL})
-            first = stack.first_crossing(fullest, TRIGGER)
+            # the crossing the page is for is the sale's: at its regular 200 req/s the fullest instance touches 0.75
+            # now and then in the calm phase (docs/alerting.md); such a touch, reported below, is not the incident
+            # (in one CI run one came 2.5 simulated s before the calendar's page, at 467.5 s)
+            sale = stack.started + (SALE_SIM_S - WARMUP_SIM_S) / SPEED
+            first = stack.first_crossing(fullest, TRIGGER, start=sale)
+            calm = stack.first_crossing(fullest, TRIGGER)
             assert first is not None, f"no v4 instance crossed {TRIGGER}: {stack.logs()}"
             assert note is not None, f"the predictive alert never reached the webhook: {stack.logs()}"
             reactive = stack.hook.first("InfercastKVCacheUsageHigh", "infercast-actuator", {"pool": POOL})
@@ -70,6 +76,7 @@ def test_predictive_page_arrives_two_minutes_before_the_first_instance_crosses_t
                 "twin_speed": SPEED,
                 "page_sim_s": round(stack.sim(note.received_at), 1),
                 "first_instance_crossed_sim_s": round(stack.sim(first), 1),
+                "calm_phase_crossing_sim_s": round(stack.sim(calm), 1) if calm is not None and calm < sale else None,
                 "pool_mean_crossed_sim_s": round(stack.sim(crossed), 1) if crossed else None,
                 "forecast_upper_crossed_sim_s": round(stack.sim(forecast_crossed), 1) if forecast_crossed else None,
                 "lead_vs_first_instance_s": round(lead_first, 1),
