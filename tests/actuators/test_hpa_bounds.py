@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercast.actuators.actions import ActionError, SetPoolBounds, parse_action
+from infercast.actuators.actions import ActionError, ScalePool, SetPoolBounds, parse_action
 from infercast.config import Autoscaler
 from infercast.simulator.control.arms import Hpa
 from infercast.simulator.twin.fleet import PoolLive
@@ -44,6 +44,21 @@ def test_a_floor_is_granted_before_a_proportional_share():
     short, long = got.get("v4-short", 7), got.get("v4-long", 5)
     assert short >= 10, "the floor's three nodes were shared away"
     assert (short - 7) + (long - 5) == 4 and long <= 6
+
+
+def test_floors_beyond_the_reserve_are_shared_fairly_as_plain_replica_counts():
+    """Two floors that together ask for more than the reservoir holds (each pool's own floor raised while another
+    earmark still holds nodes) are shared max-min fair, and the counts are plain ints: a numpy integer from the
+    fair share made `ScalePool` refuse the autoscaler's decision ("replicas: expected an integer 0-10000, got
+    np.int64(15)") and the run stopped."""
+    hpa = _hpa()
+    hpa.set_bounds("v4-short", 11, 11)
+    hpa.set_bounds("v4-long", 9, 9)
+    got = hpa.decide(615.0, _live(), spare=4)
+    assert got == {"v4-short": 9, "v4-long": 7}
+    assert all(type(n) is int for n in got.values())
+    for pool, n in got.items():
+        ScalePool(pool, n)  # what the arm applies: accepted
 
 
 def test_a_lowered_ceiling_scales_down_at_once_past_the_scale_down_window():

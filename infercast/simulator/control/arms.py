@@ -133,7 +133,8 @@ class Hpa:
             # spare nodes shared in proportion to the asks beyond it
             owed = {n: min(asks[n], max(0, self.min_nodes[n] - live[n].replicas)) for n in asks}
             if sum(owed.values()) > spare:
-                owed = dict(zip(owed, max_min_share(list(owed.values()), spare), strict=True))
+                # plain ints: a numpy integer is no `ScalePool` replica count (the action refuses it)
+                owed = {n: int(k) for n, k in zip(owed, max_min_share(list(owed.values()), spare), strict=True)}
             left = spare - sum(owed.values())
             rest = {n: asks[n] - owed[n] for n in asks}
             total = sum(rest.values())
