@@ -91,6 +91,10 @@ class ReserveSettings:
     switch_margin: float = 0.25  # an earmark moves pools only for this much more value per node
     #: an earmark is held this long after its pool last needed it (the autoscaler's scale-down window)
     release_hold_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
+    #: earmarks move between pools at most once in this long (the same window): a moved node drains on one pool
+    #: and serves on the other only after a cold start, so values that cross and re-cross with every scrape (two
+    #: pools both short of nodes in a surge) must not move it back and forth
+    switch_hold_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class ReservePlan:
     ceilings: dict[str, int]
     earmarks: dict[str, int]
     needed_at: dict[str, float] = field(default_factory=dict)  # pool -> when it last needed a node
+    moved_at: float = -math.inf  # when earmarks last moved from one pool to another
     values: dict[str, float] = field(default_factory=dict)  # pool -> value of its next node (req/s)
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -192,8 +197,12 @@ def plan_reserve(
         if best is None or value(best, marks[best] + 1) <= 0:
             break
         marks[best] += 1
-    # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain)
-    for _ in range(reserve):
+    # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain),
+    # unless earmarks moved within the switch hold
+    moved_at = previous.moved_at if previous is not None else -math.inf
+    may_move = now - moved_at >= s.switch_hold_seconds
+    moves = 0
+    for _ in range(reserve if may_move else 0):
         gain = None
         for p in pools:
             vp = value(p, marks[p] + 1)
@@ -208,6 +217,9 @@ def plan_reserve(
         _, p, q = gain
         marks[p] += 1
         marks[q] -= 1
+        moves += 1
+    if moves:
+        moved_at = now
     free = reserve - sum(marks.values())
     floors = {p: needs[p].base + marks[p] for p in pools}
     ceilings = {p: floors[p] + free for p in pools}
@@ -221,7 +233,7 @@ def plan_reserve(
         )
         for p in pools
     }
-    return ReservePlan(reserve, floors, ceilings, marks, needed_at, values, reasons)
+    return ReservePlan(reserve, floors, ceilings, marks, needed_at, moved_at, values, reasons)
 
 
 def standing_plan(bases: Mapping[str, int], reserve: int) -> ReservePlan:

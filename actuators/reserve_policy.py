@@ -70,6 +70,9 @@ def reserve_settings(cfg: FleetConfig) -> ReserveSettings:
         release_hold_seconds=a.scale_down_stabilization_seconds
         if a is not None
         else HPA_SCALE_DOWN_STABILIZATION_SECONDS,
+        switch_hold_seconds=a.scale_down_stabilization_seconds
+        if a is not None
+        else HPA_SCALE_DOWN_STABILIZATION_SECONDS,
     )
 
 
@@ -118,10 +121,6 @@ class ReservePolicy(PredictivePolicy):
     def decide(self, now: float, fleet: Observation, outlook: dict[str, Outlook]) -> list[Decision]:
         self._onset = any(o.onset for o in outlook.values())
         return self._bounds(now, fleet, outlook) + super().decide(now, fleet, outlook)
-
-    def _levels(self, fleet: Observation, mixed: bool, memory: bool) -> list[dict[str, Any]]:
-        # a surge that is here (the onset) will fill KV whatever the forecast says: the memory step is on the ladder
-        return super()._levels(fleet, mixed, memory or self._onset)
 
     def _tighten(self, fleet, serving, outlook) -> list[Decision]:
         """At the onset, every remaining tightening step in one: a surge that is here is no forecast to wait out,
