@@ -159,15 +159,50 @@ def _loop(cfg: FleetConfig, batched: bool):
     return loop
 
 
-def _ticks(loop, store, repeat: int) -> tuple[list[float], list]:
-    """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples)."""
-    times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -1, -1)
+class _Collections:
+    """Seconds the garbage collector has run in this process (gc.callbacks), to charge a tick for the collections
+    its garbage sets off after it returns (the tick pauses the collector: `service.collector_paused`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self)
+
+
+def _ticks(loop, store, repeat: int, after_gc: list[float] | None = None) -> tuple[list[float], list]:
+    """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples).  A timed
+    tick's duration includes the garbage collections run between its end and the next tick's start (a tick leaves
+    its collections to after it; one more, untimed, tick follows the last timed one so its are counted too), listed
+    in `after_gc` when given."""
+    times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -2, -1)
     took, out = [], []
-    for k, now in enumerate(times):
-        t0 = time.perf_counter()
-        out = loop.tick(float(now), store)
-        if k >= WARMUP_TICKS:
-            took.append(time.perf_counter() - t0)
+    before = 0.0
+    with _Collections() as gcs:
+        for k, now in enumerate(times):
+            if k > WARMUP_TICKS:  # the previous tick was timed: its collections since
+                took[-1] += gcs.seconds - before
+                if after_gc is not None:
+                    after_gc.append(gcs.seconds - before)
+            if k == len(times) - 1:
+                loop.tick(float(now), store)  # only for the collections the last timed tick left behind
+                break
+            t0 = time.perf_counter()
+            out = loop.tick(float(now), store)
+            if k >= WARMUP_TICKS:
+                took.append(time.perf_counter() - t0)
+            before = gcs.seconds
     return took, out
 
 
