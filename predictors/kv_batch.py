@@ -108,6 +108,7 @@ class _BatchOut:
     """What the batched pass made: samples per (series, group), the failed models' skips, the models that forecast."""
 
     results: dict[tuple[str, Group], list[ForecastSample]] = field(default_factory=dict)
+    whole: dict[str, list[ForecastSample]] = field(default_factory=dict)  # series -> every group's, in order
     failed: dict[tuple[str, Group], list[ForecastSample]] = field(default_factory=dict)
     succeeded: set[str] = field(default_factory=set)
 
@@ -207,10 +208,20 @@ class BatchedKV:
             samples = kv_forecast_samples_many(
                 groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
             )
-            for j, g in enumerate(groups):
-                out.results[(job.series, g)] = samples[4 * j : 4 * j + 4]
             if groups:
                 out.succeeded.add(model_name)
+            if m == len(job.am.groups) and len(sel) == m:
+                # every group of the job ready and forecast (a steady tick): its samples are the slot's, in order
+                out.whole[job.series] = samples
+                if self._failing:
+                    for g in groups:
+                        if (model_name, "kv", g) in self._failing:
+                            log.info("predictor: %s for %s %s/%s works again", model_name, "kv", *g)
+                            self._failing.discard((model_name, "kv", g))
+                row += m
+                continue
+            for j, g in enumerate(groups):
+                out.results[(job.series, g)] = samples[4 * j : 4 * j + 4]
             for r in range(row, row + m):
                 key = keys[r]
                 if ok[r]:
@@ -239,6 +250,12 @@ class BatchedKV:
     def _fill_slots(self, jobs: list[KVJob], out: _BatchOut) -> None:
         """Each job's samples into its slot, in its groups' order: the forecast's, or the reason it has none."""
         for job in jobs:
+            whole = out.whole.get(job.series)
+            if whole is not None:  # every group forecast, none failed: its samples in its groups' order
+                job.slot.extend(whole)
+                for group in job.am.groups:
+                    self._note(job.series, group, None)
+                continue
             for i, group in enumerate(job.am.groups):
                 key = (job.series, group)
                 reason = job.reasons[i]

@@ -58,3 +58,40 @@ def test_row_for_row_placement_holds_what_matching_by_key_holds(seed, ticks, poo
         np.testing.assert_array_equal(a.present, b.present)
         assert fast.rows == slow.rows
         assert (fast.full_fetches, fast.incremental_fetches) == (slow.full_fetches, slow.incremental_fetches)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ticks=st.integers(1, 25), pool=st.integers(1, 8))
+def test_the_grouping_kept_between_reads_combines_as_working_it_out_each_time(seed, ticks, pool):
+    """`align_block` keeps the rows' (pool, version) grouping with the window's label sets: every tick's matrices
+    (each way of combining) must equal those of a block that shares nothing, as the label sets come, go and reorder."""
+    from infercast.predictors.reading import align_block
+    from infercast.predictors.rolling import Block
+
+    rng = np.random.default_rng(seed)
+    every = [{"pool": f"p{i % 3}", "version": f"v{i % 2}", "instance": f"n{i}"} for i in range(pool)]
+    every.append({"instance": "no-pool"})  # a label set without a pool: not a group's
+    store = Scripted()
+    store.rng = np.random.default_rng(seed)
+    window = RollingWindow("m")
+    order = list(range(len(every)))
+    for k in range(ticks):
+        r = rng.random()
+        if r < 0.15:
+            order = rng.permutation(len(every)).tolist()
+        elif r < 0.3:
+            order = [i for i in range(len(every)) if rng.random() < 0.7]
+        store.labels = [every[i] for i in order]
+        end = T0 + STEP * k
+        block = window.read(store, end - STEP * 9, end, STEP)
+        for tail in (10, 4):
+            b = block.tail(tail)
+            kept = align_block(b, ("mean", "max", "sum", "rate"))
+            fresh = align_block(Block([dict(x) for x in b.labels], b.t, b.v, b.present), ("mean", "max", "sum", "rate"))
+            for how, am in fresh.items():
+                got = kept[how]
+                assert got.groups == am.groups and got.index == am.index
+                np.testing.assert_array_equal(got.y, am.y)
+                np.testing.assert_array_equal(got.raw_points, am.raw_points)
+                np.testing.assert_array_equal(got.raw_nonfinite, am.raw_nonfinite)
+                np.testing.assert_array_equal(got.last_raw_t, am.last_raw_t)
