@@ -708,11 +708,11 @@ class PredictorLoop(BatchedKV):
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """The garbage collector off for the block (a tick), on again after if it was.  A 50,000-series tick builds some
-    two million objects (samples, labels, the rolling history's answers), none of them garbage in a cycle: with the
-    collector on, they set off about six full collections per tick, each walking every object the process holds
-    (measured at 50,000 series: 1.2 s of a 6 s tick, 0.15 s a collection).  Paused, the tick's survivors are looked
-    at once by the first young-generation collection after it (outside the tick; bench/scale.py adds that time to
-    the tick's figure), and only what the tick left behind, never the whole heap again and again."""
+    two million objects (samples, their labels, the store's answers), none of them garbage in a cycle; with the
+    collector on they set off about six full collections per tick, each walking every object the process holds
+    (measured at 50,000 series on 2 shared cores: 1.2 s of a 6 s tick, 0.15 s a collection, 4x the 10,000-series
+    figure: the main reason the tick grew faster than the fleet).  Paused, what the tick leaves is walked by one
+    young-generation collection after it (about 0.27 s at 50,000; bench/scale.py counts it in the tick's time)."""
     was = gc.isenabled()
     gc.disable()
     try:
