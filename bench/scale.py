@@ -12,7 +12,9 @@ series, one replica against two shards, and the exporter's /metrics render at 51
    traffic series: Prophet's per-series traffic forecasts are not in these figures).  Each group publishes two KV
    forecasts (the pool's mean and its fullest instance), so N groups are 2N forecast series.  The loop first ticks one
    horizon and a step (21 ticks, 15 s apart) so every band has forecasts waiting for their outcomes, as in a running
-   daemon; then the median of `--repeat` ticks is the figure.  The per-series path (`PredictorLoop(batched=False)`:
+   daemon; then the median of `--repeat` ticks is the figure, each tick's time with the garbage collections that run
+   between its end and the next tick (the tick pauses the collector, `service.collector_paused`: what it leaves
+   is collected after it, and counted here).  The per-series path (`PredictorLoop(batched=False)`:
    each series through its own pipeline, as the tick forecast before issue 25) runs first, the same ticks on the first
    `--per-series-max` groups only (it costs about 1 ms a group) and its time is scaled by N / that number: the output
    says which.  `max_abs_diff` is the largest difference between the two paths' published values on those groups.
@@ -159,15 +161,50 @@ def _loop(cfg: FleetConfig, batched: bool):
     return loop
 
 
-def _ticks(loop, store, repeat: int) -> tuple[list[float], list]:
-    """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples)."""
-    times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -1, -1)
+class _Collections:
+    """Seconds the garbage collector has run in this process (gc.callbacks), to charge a tick for the collections
+    its garbage sets off after it returns (the tick pauses the collector: `service.collector_paused`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self)
+
+
+def _ticks(loop, store, repeat: int, after_gc: list[float] | None = None) -> tuple[list[float], list]:
+    """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples).  A timed
+    tick's duration includes the garbage collections run between its end and the next tick's start (a tick leaves
+    its collections to after it; one more, untimed, tick follows the last timed one so its are counted too), listed
+    in `after_gc` when given."""
+    times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -2, -1)
     took, out = [], []
-    for k, now in enumerate(times):
-        t0 = time.perf_counter()
-        out = loop.tick(float(now), store)
-        if k >= WARMUP_TICKS:
-            took.append(time.perf_counter() - t0)
+    before = 0.0
+    with _Collections() as gcs:
+        for k, now in enumerate(times):
+            if k > WARMUP_TICKS:  # the previous tick was timed: its collections since
+                took[-1] += gcs.seconds - before
+                if after_gc is not None:
+                    after_gc.append(gcs.seconds - before)
+            if k == len(times) - 1:
+                loop.tick(float(now), store)  # only for the collections the last timed tick left behind
+                break
+            t0 = time.perf_counter()
+            out = loop.tick(float(now), store)
+            if k >= WARMUP_TICKS:
+                took.append(time.perf_counter() - t0)
+            before = gcs.seconds
     return took, out
 
 
@@ -240,8 +277,20 @@ def measure(n: int, repeat: int, per_series_max: int) -> dict:
             raise SystemExit("scale: the two shards do not publish exactly the one replica's forecasts")
         r["shard_tick_seconds"] = [s for s, _ in shards]
         r["two_replicas_ratio"] = max(r["shard_tick_seconds"]) / r["tick_seconds"]
+    r.update(state_bytes(loop, n))
     r["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return r
+
+
+def state_bytes(loop, n: int) -> dict:
+    """What the loop keeps between ticks, in array bytes per group: the rolling history (every metric's window:
+    values and presence) and the online band's state (factors and the forecasts waiting for their outcomes)."""
+    history = sum(w.v.nbytes + w.present.nbytes for w in loop._rolling.windows.values())
+    bank = loop._kv_bank
+    band = 0 if bank is None else sum(getattr(bank, k).nbytes for k in ("log_up", "log_lo", "updates", "last_t"))
+    if bank is not None:
+        band += sum(getattr(bank, k).nbytes for k in ("pend_t", "pend_lo", "pend_up", "pend_n"))
+    return {"history_bytes_per_series": history / n, "band_bytes_per_series": band / n}
 
 
 def _one_size(root: Path, n: int, repeat: int, per_series_max: int) -> dict:
@@ -440,6 +489,13 @@ def table_forecast(r: dict) -> str:
             "series added: the predictor's rolling history, band state and the tick's temporaries, and the bench's own "
             "copy of the fleet's hour of four metrics, about 7.5 KiB of it)."
         )
+        big = max(f["sizes"], key=lambda s: s["series"])
+        if "history_bytes_per_series" in big:
+            rows.append(
+                f"Kept between ticks, per series at {big['series']:,}: the rolling history "
+                f"{big['history_bytes_per_series'] / 1024:,.2f} KiB (each metric's window, values and presence), the "
+                f"online band {big['band_bytes_per_series']:,.0f} bytes."
+            )
     sh = (
         next(s for s in f["sizes"] if "shard_tick_seconds" in s)
         if any("shard_tick_seconds" in s for s in f["sizes"])
@@ -469,7 +525,15 @@ def table_forecast(r: dict) -> str:
         "the first "
         f"{f['per_series_max']:,} groups and scaled where marked; max abs diff between the two paths' published "
         "values; traffic not included (its forecasts, per series, are timed in docs/results/forecast.md). "
-        f"{f['torch_threads']} torch thread; {r['machine']}; load average "
+        f"{f['torch_threads']} torch thread"
+        + (
+            f", the LSTM's chunks of windows on {f['lstm_workers']} threads (the same floats as one); a pool's mean "
+            "and max that are one window (a one-instance pool, as every group here) are forecast once; each tick's "
+            "time includes the garbage collections it leaves to after it returns"
+            if "lstm_workers" in f
+            else ""
+        )
+        + f"; {r['machine']}; load average "
         f"{f['load_before']:.1f} before, {f['load_after']:.1f} after."
     )
     return "\n".join(rows)
@@ -530,6 +594,7 @@ def main() -> int:
     if not sizes or min(sizes) < 2 or a.nodes < 1 or a.gpus < 1 or a.repeat < 1 or a.per_series_max < 1:
         p.error("--sizes must be >= 2; --nodes, --gpus, --repeat and --per-series-max >= 1")
     from infercast.config import PredictorConfig
+    from infercast.predictors.lstm import forecast_workers
 
     if a.fetch_only:
         for n in sizes:
@@ -567,6 +632,7 @@ def main() -> int:
             "warmup_ticks": WARMUP_TICKS,
             "per_series_max": a.per_series_max,
             "torch_threads": PredictorConfig().torch_threads,
+            "lstm_workers": forecast_workers(),
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             "fetch": fetched,

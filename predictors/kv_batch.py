@@ -69,6 +69,28 @@ class RowBlocks:
         return out
 
 
+def same_windows(groups: list[Group], y: np.ndarray) -> np.ndarray:
+    """For each row, the first row of the same (pool, version) whose KV window is the same bits (NaN where it is
+    NaN), else the row itself.  A pool of one instance has its mean and its fullest instance equal: the network would
+    be handed the same window (and the same covariates, which are the group's) twice; the batched pass forecasts it
+    once and gives both rows its forecast.  Rows are not compared otherwise: two groups' equal windows still differ in
+    their covariates."""
+    rows = len(groups)
+    ids: dict[Group, int] = {}
+    gid = np.fromiter((ids.setdefault(g, len(ids)) for g in groups), dtype=np.int64, count=rows)
+    every = np.arange(rows)
+    if len(ids) == rows:
+        return every
+    _, first_at = np.unique(gid, return_index=True)  # the first row of each group
+    cand = first_at[gid]
+    maybe = np.flatnonzero(cand != every)
+    bits = np.ascontiguousarray(y).view(np.int64)
+    equal = (bits[maybe] == bits[cand[maybe]]).all(axis=1)
+    out = every.copy()
+    out[maybe[equal]] = cand[maybe[equal]]
+    return out
+
+
 @dataclass
 class KVJob:
     """One KV series kind's rows waiting for the batched pass, and where its samples go."""
@@ -86,6 +108,7 @@ class _BatchOut:
     """What the batched pass made: samples per (series, group), the failed models' skips, the models that forecast."""
 
     results: dict[tuple[str, Group], list[ForecastSample]] = field(default_factory=dict)
+    whole: dict[str, list[ForecastSample]] = field(default_factory=dict)  # series -> every group's, in order
     failed: dict[tuple[str, Group], list[ForecastSample]] = field(default_factory=dict)
     succeeded: set[str] = field(default_factory=set)
 
@@ -185,10 +208,20 @@ class BatchedKV:
             samples = kv_forecast_samples_many(
                 groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
             )
-            for j, g in enumerate(groups):
-                out.results[(job.series, g)] = samples[4 * j : 4 * j + 4]
             if groups:
                 out.succeeded.add(model_name)
+            if m == len(job.am.groups) and len(sel) == m:
+                # every group of the job ready and forecast (a steady tick): its samples are the slot's, in order
+                out.whole[job.series] = samples
+                if self._failing:
+                    for g in groups:
+                        if (model_name, "kv", g) in self._failing:
+                            log.info("predictor: %s for %s %s/%s works again", model_name, "kv", *g)
+                            self._failing.discard((model_name, "kv", g))
+                row += m
+                continue
+            for j, g in enumerate(groups):
+                out.results[(job.series, g)] = samples[4 * j : 4 * j + 4]
             for r in range(row, row + m):
                 key = keys[r]
                 if ok[r]:
@@ -217,6 +250,12 @@ class BatchedKV:
     def _fill_slots(self, jobs: list[KVJob], out: _BatchOut) -> None:
         """Each job's samples into its slot, in its groups' order: the forecast's, or the reason it has none."""
         for job in jobs:
+            whole = out.whole.get(job.series)
+            if whole is not None:  # every group forecast, none failed: its samples in its groups' order
+                job.slot.extend(whole)
+                for group in job.am.groups:
+                    self._note(job.series, group, None)
+                continue
             for i, group in enumerate(job.am.groups):
                 key = (job.series, group)
                 reason = job.reasons[i]
@@ -248,28 +287,37 @@ class BatchedKV:
         w = min(lookback, n)
         live = np.arange(n - w, n)[None, :] >= start[:, None]  # the window's samples inside each row's history
 
-        def window(tail: np.ndarray) -> np.ndarray:
-            """The last `w` grid columns of each row -> its raw window (NaN before its start, front-padded)."""
-            out = np.full((rows, lookback), np.nan)
-            out[:, lookback - w :] = np.where(live, tail, np.nan)
+        def window(tail: np.ndarray, on: np.ndarray) -> np.ndarray:
+            """The last `w` grid columns of rows `on` -> their raw windows (NaN before the start, front-padded)."""
+            out = np.full((len(on), lookback), np.nan)
+            out[:, lookback - w :] = np.where(live[on], tail, np.nan)
             return out
 
-        raw = {"y": window(y.tail(w))}
+        every = np.arange(rows)
+        y_win = window(y.tail(w), every)
         groups = [g for _, g in keys]
+        src = same_windows(groups, y_win) if self.dedupe_windows else every
+        uniq = np.flatnonzero(src == every)  # the rows the network sees; the others copy the row they equal
+        raw = {"y": y_win if len(uniq) == rows else y_win[uniq]}
+        ugroups = groups if len(uniq) == rows else [groups[i] for i in uniq.tolist()]
         for name, cm in covs.items():
             if not cm.groups:
                 continue  # the store has none of it: the model masks it, as for a series without it
-            at = np.fromiter((cm.index.get(g, -1) for g in groups), dtype=np.int64, count=rows)
-            tail = np.full((rows, w), np.nan)
+            at = np.fromiter((cm.index.get(g, -1) for g in ugroups), dtype=np.int64, count=len(ugroups))
+            tail = np.full((len(ugroups), w), np.nan)
             tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
             if scale != 1.0 and name in RATE_FEATURES:
                 tail = tail / scale
-            raw[name] = window(tail)
+            raw[name] = window(tail, uniq)
         # the future grid as `future_grid` makes it for each series, in the model's time
         tm = t * scale if scale != 1.0 else t
         step_m = float(np.median(np.diff(tm)))
         tf = tm[-1] + step_m * np.arange(1, max(1, round(cfg.horizon_seconds * scale / step_m)) + 1)
         paths = lstm.forecast_windows(raw, tf - tm[-1])
+        if len(uniq) < rows:
+            at_uniq = np.empty(rows, dtype=np.int64)
+            at_uniq[uniq] = np.arange(len(uniq))
+            paths = paths[at_uniq[src]]
         t_future = tf / scale if scale != 1.0 else tf
         lower, yhat, upper = paths[:, 0], paths[:, 1], paths[:, 2]
         if self._kv_bank is None:
@@ -286,6 +334,9 @@ class BatchedKV:
                 t0 = np.where(start > 0, t[start], min(self._g0, float(t[0])))
                 upper = prior_upper_many(prior, t0, float(t[-1]), t_future, upper, cfg.horizon_seconds)
         return yhat, lower, upper, t_future
+
+    #: forecast a window the tick holds twice (a one-instance pool's mean and max) once (`same_windows`)
+    dedupe_windows: bool = True
 
     def _windows(self) -> list:
         if self._event_windows is None:

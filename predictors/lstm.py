@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 import platform
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,31 @@ FACTOR_MIN, FACTOR_MAX = 0.05, 50.0  # a factor outside this range means the dat
 #: Windows per forward pass of a batched forecast (`forecast_windows`): small enough that a pass stays in the CPU's
 #: caches (on 2 shared cores 256-512 windows ran fastest, 20,000 at once 3x slower) and memory stays bounded.
 BATCH_CHUNK = 512
+#: Python threads `forecast_windows` spreads its chunks over by default (`forecast_workers`): torch and numpy release
+#: the GIL in the forward pass and most of the array work, so two chunks run at once on two cores.  Each chunk is
+#: computed exactly as before (the same windows, torch's intra-op threads unchanged, `predictor.torch_threads`), so
+#: the forecasts are bit for bit those of one thread (tests/predictors/test_lstm_windows.py).
+MAX_WORKERS = 2
+
+
+def forecast_workers() -> int:
+    """Chunk threads for `forecast_windows`: the cores this process may run on, at most `MAX_WORKERS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One long-lived pool per worker count: a tick reuses its threads, idle between ticks."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lstm-chunk")
+
+
+# a forked child (a bench's or the twin's worker processes) has none of its parent's threads: it makes its own pool
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 def set_threads(n: int) -> None:
@@ -409,13 +436,17 @@ class LSTMForecaster:
             result.append(Forecast(t_future, mid, lo, hi, band=DEFAULT_BAND, model=self.name))
         return result
 
-    def forecast_windows(self, raw: dict[str, np.ndarray], dt: np.ndarray, chunk: int = BATCH_CHUNK) -> np.ndarray:
+    def forecast_windows(
+        self, raw: dict[str, np.ndarray], dt: np.ndarray, chunk: int = BATCH_CHUNK, workers: int | None = None
+    ) -> np.ndarray:
         """Forecast N series at once from their raw windows, in `F.tail_windows`' layout (the last `lookback` samples
         on the model grid, NaN where missing), at `dt` seconds after each window's last sample (the same offsets for
         every series: a tick's series share one grid).  (N, 3, len(dt)): P10, P50, P90, each series exactly what
         `forecast_many` gives it, calibrated, clipped and interpolated the same way, up to float rounding.
 
-        The windows go through the network `chunk` at a time, so memory stays bounded whatever N is.
+        The windows go through the network `chunk` at a time, so memory stays bounded whatever N is; the chunks are
+        spread over `workers` threads (default `forecast_workers()`), each chunk computed as one thread would, so
+        the result does not depend on `workers`.
         """
         self._check_fitted()
         p = self.params
@@ -426,14 +457,26 @@ class LSTMForecaster:
         model_dt = p.step_s * np.arange(0, p.horizon_steps + 1)
         j = np.clip(np.searchsorted(model_dt, dt, side="right") - 1, 0, p.horizon_steps - 1)
         frac = np.clip(dt - model_dt[j], 0.0, model_dt[j + 1] - model_dt[j]) / (model_dt[j + 1] - model_dt[j])
-        for a in range(0, n, max(1, chunk)):
+        chunk = max(1, chunk)
+
+        def one(a: int) -> None:
             y_last, rawp = self._raw_paths_windows({k: v[a : a + chunk] for k, v in raw.items()})
             paths = np.clip(self._calibrated(rawp), p.y_min, p.y_max)
             full = np.concatenate([np.repeat(y_last[:, None, None], 3, axis=1), paths], axis=2)
             left, right = full[..., j], full[..., j + 1]
             part = left + (right - left) * frac
             part[:, 1] = np.clip(part[:, 1], part[:, 0], part[:, 2])
-            out[a : a + len(y_last)] = part
+            out[a : a + len(y_last)] = part  # each chunk its own rows: the threads never write the same memory
+
+        starts = range(0, n, chunk)
+        workers = forecast_workers() if workers is None else max(1, int(workers))
+        if workers == 1 or len(starts) < 2:
+            for a in starts:
+                one(a)
+        else:
+            # (no_grad is per thread: `_raw_paths_windows` enters it in the thread that runs the chunk)
+            for f in [_pool(min(workers, len(starts))).submit(one, a) for a in starts]:
+                f.result()  # re-raises a chunk's error here
         return out
 
     def _raw_paths(self, grids: list[History]) -> tuple[np.ndarray, np.ndarray]:

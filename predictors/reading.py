@@ -150,18 +150,26 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
 
 
 def align_block(block: Block, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
-    """`align_many` for a `Block` (the rolling history's matrix, already on the grid): the same matrices."""
+    """`align_many` for a `Block` (the rolling history's matrix, already on the grid): the same matrices.  The rows'
+    grouping depends on the labels alone: worked out once per label sets and kept in `block.derived` when the block
+    shares one (a rolling window's reads, while its label sets stay the same)."""
     t = block.t
     n = len(t)
-    index: dict[Group, int] = {}
-    gid: list[int] = []
-    rows: list[int] = []
-    for i, lab in enumerate(block.labels):
-        pool = lab.get("pool")
-        if pool:
-            gid.append(index.setdefault((pool, lab.get("version", "")), len(index)))
-            rows.append(i)
-    if not index:
+    cached = block.derived.get("grouping") if block.derived is not None else None
+    if cached is None:
+        index: dict[Group, int] = {}
+        gid: list[int] = []
+        rows: list[int] = []
+        for i, lab in enumerate(block.labels):
+            pool = lab.get("pool")
+            if pool:
+                gid.append(index.setdefault((pool, lab.get("version", "")), len(index)))
+                rows.append(i)
+        cached = (_grouping(index, gid) if index else None, rows)
+        if block.derived is not None:
+            block.derived["grouping"] = cached
+    grouping, rows = cached
+    if grouping is None:
         empty = np.zeros(0, dtype=np.int64)
         return {how: AlignedMatrix([], np.full((0, n), np.nan), empty, empty, np.zeros(0)) for how in hows}
     every = len(rows) == len(block.labels)
@@ -173,7 +181,39 @@ def align_block(block: Block, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]
     nonfinite = (present & ~fin).sum(axis=1).astype(np.float64)
     anyp = present.any(axis=1)
     last_s = np.where(anyp, t[n - 1 - np.argmax(present[:, ::-1], axis=1)], -math.inf)
-    return _combine(index, gid, placed, points, nonfinite, last_s, float(t[1] - t[0]) if n > 1 else 1.0, hows)
+    return _combined(grouping, placed, points, nonfinite, last_s, float(t[1] - t[0]) if n > 1 else 1.0, hows)
+
+
+@dataclass(frozen=True)
+class _Grouping:
+    """How the placed series (a row each, series `i` in group `gid[i]`) combine into one row per (pool, version)."""
+
+    groups: list[Group]  # sorted
+    index: dict[Group, int]  # group -> its row
+    sgroup: np.ndarray  # each series' group row
+    order: np.ndarray  # the series, each group's together, in the store's order
+    firsts: np.ndarray  # where each group starts in `order`
+    single: bool  # one series per group
+    in_order: bool  # `order` is the identity
+
+
+def _grouping(index: dict[Group, int], gid: list[int]) -> _Grouping:
+    groups = sorted(index)
+    g = len(groups)
+    rank = np.empty(g, dtype=np.int64)
+    rank[[index[k] for k in groups]] = np.arange(g)
+    sgroup = rank[np.asarray(gid)]  # each series' row
+    order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
+    firsts = np.searchsorted(sgroup[order], np.arange(g))
+    return _Grouping(
+        groups,
+        {k: i for i, k in enumerate(groups)},
+        sgroup,
+        order,
+        firsts,
+        len(gid) == g,
+        bool((order == np.arange(len(order))).all()),
+    )
 
 
 def _combine(
@@ -187,38 +227,44 @@ def _combine(
     hows: tuple[str, ...],
 ) -> dict[str, AlignedMatrix]:
     """The series placed on the grid (`placed`, a row each, in group `gid`) -> one row per (pool, version)."""
-    groups = sorted(index)
-    g = len(groups)
-    rank = np.empty(g, dtype=np.int64)
-    rank[[index[k] for k in groups]] = np.arange(g)
-    sgroup = rank[np.asarray(gid)]  # each series' row
+    return _combined(_grouping(index, gid), placed, points, nonfinite, last_s, step, hows)
+
+
+def _combined(
+    gr: _Grouping,
+    placed: np.ndarray,
+    points: np.ndarray,
+    nonfinite: np.ndarray,
+    last_s: np.ndarray,
+    step: float,
+    hows: tuple[str, ...],
+) -> dict[str, AlignedMatrix]:
+    g = len(gr.groups)
+    sgroup = gr.sgroup
     raw_points = np.bincount(sgroup, weights=points, minlength=g).astype(np.int64)
     raw_nonfinite = np.bincount(sgroup, weights=nonfinite, minlength=g).astype(np.int64)
     last = np.full(g, -math.inf)
     np.maximum.at(last, sgroup, last_s)
-    order = np.argsort(sgroup, kind="stable")  # each group's series together, in the store's order
-    firsts = np.searchsorted(sgroup[order], np.arange(g))
-    single = len(gid) == g  # one series per group: nothing to combine
-    in_order = bool((order == np.arange(len(order))).all())
     out = {}
     for how in hows:
         m = counter_rate(placed, step) if how == "rate" else placed
-        m = m if in_order else m[order]
-        if single:
+        m = m if gr.in_order else m[gr.order]
+        if gr.single:
             y = m  # shared by the ways of combining (mean and max of one series are the series): read-only
             y.flags.writeable = False
         else:
             fin = np.isfinite(m)
-            count = np.add.reduceat(fin.astype(np.int64), firsts, axis=0)
+            count = np.add.reduceat(fin.astype(np.int64), gr.firsts, axis=0)
             if how == "max":
-                y = np.fmax.reduceat(m, firsts, axis=0)
+                y = np.fmax.reduceat(m, gr.firsts, axis=0)
             else:
-                y = np.add.reduceat(np.where(fin, m, 0.0), firsts, axis=0)
+                y = np.add.reduceat(np.where(fin, m, 0.0), gr.firsts, axis=0)
                 if how == "mean":
                     with np.errstate(invalid="ignore", divide="ignore"):
                         y = y / count
             y = np.where(count > 0, y, np.nan)
-        out[how] = AlignedMatrix(groups, y, raw_points, raw_nonfinite, last)
+        # the groups and their index are shared (read-only) by every matrix of this grouping
+        out[how] = AlignedMatrix(gr.groups, y, raw_points, raw_nonfinite, last, gr.index)
     return out
 
 
