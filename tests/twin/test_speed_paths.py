@@ -143,3 +143,62 @@ def test_rows_of_rows_compose(n, data):
     whole = a if pick(i, j) is None else a[pick(i, j)]
     assert whole.tolist() == step.tolist()
     assert pick(a, pick(i, j)).tolist() == step.tolist()
+
+
+# --- issue 41, third pass: plain-Python paths for the few requests a node admits in a tick --------------------------
+
+
+def _queue_ops():
+    push = st.tuples(st.just("push"), st.lists(st.integers(0, 2), max_size=8))
+    front = st.tuples(st.just("front"), st.integers(0, 2))
+    take = st.tuples(st.sampled_from(["head", "pop_many", "discard", "drop"]), st.integers(0, 12))
+    return st.lists(st.one_of(push, front, take), max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_queue_ops())
+def test_the_queues_hand_out_the_requests_a_list_of_rows_would(ops):
+    """The queues' shortcuts (one slice of the first cohort for `head`, empty classes skipped in a tiered queue's
+    `head` and `pop_many`, an empty queue's `drop_older_than`) must hand out what a plain list of rows in serving
+    order gives -- requeued rows first, then the cohorts in order; urgent, then normal, then low -- and the tiered
+    queue what its generic walk over the classes (`_across`) gives."""
+    for tiered in (False, True):
+        q = PriorityQueue() if tiered else RequestQueue()
+        model: list[list[tuple]] = [[], [], []]  # rows in serving order, per class (one class without tiers)
+        t = 0.0
+        for op, arg in ops:
+            if op == "push":
+                reqs = _cohort(arg, t0=t)
+                t += 10.0
+                q.push(reqs)
+                for row in _rows(reqs):
+                    model[row[5] if tiered else 0].append(row)
+            elif op == "front":
+                row = (t - 5.0, t - 5.0, 7, 1, 9, arg, 1, False, t - 5.0, 0, False)
+                q.push_front(row)
+                model[arg if tiered else 0].insert(0, row)
+            else:
+                flat = [r for rows in model for r in rows]
+                if op == "head":
+                    assert _rows(q.head(arg)) == flat[:arg]
+                    if tiered:
+                        assert _rows(q._across(arg, lambda c, k: c.head(k))) == flat[:arg]
+                elif op in ("pop_many", "discard"):
+                    got = q.pop_many(arg) if op == "pop_many" else None
+                    if got is not None:
+                        assert _rows(got) == flat[:arg]
+                    else:
+                        q.discard(arg)
+                    left = arg
+                    for rows in model:
+                        k = min(left, len(rows))
+                        del rows[:k]
+                        left -= k
+                else:  # drop what was sent before a cutoff (the rows are in time order within each class)
+                    cutoff = t - 10.0 * arg
+                    gone = _rows(q.drop_older_than(cutoff))
+                    want = [r for rows in model for r in rows if r[1] < cutoff]
+                    assert sorted(gone) == sorted(want)
+                    for rows in model:
+                        rows[:] = [r for r in rows if r[1] >= cutoff]
+            assert len(q) == sum(len(rows) for rows in model)

@@ -84,7 +84,10 @@ class Requests:
 
     @staticmethod
     def concat(parts: list[Requests]) -> Requests:
-        parts = [p for p in parts if len(p)]
+        if len(parts) == 1:  # the common case, without the filtering below
+            p = parts[0]
+            return p if len(p.orig_t) else Requests.empty()
+        parts = [p for p in parts if len(p.orig_t)]
         if not parts:
             return Requests.empty()
         if len(parts) == 1:
@@ -133,6 +136,10 @@ class RequestQueue:
 
     def head(self, n: int) -> Requests:
         """The first n requests, in the order `peek`/`pop` would hand them out, left in the queue."""
+        if n > 0 and not self._front and self._chunks:  # the head of the first chunk holds them: one slice
+            c, h = self._chunks[0], self._head
+            if len(c.orig_t) - h >= n:
+                return c.take(slice(h, h + n))
         parts: list[Requests] = []
         if self._front and n > 0:
             rows = self._front[::-1][:n]  # the last one put back comes out first
@@ -165,6 +172,8 @@ class RequestQueue:
 
     def drop_older_than(self, att_t_cutoff: float) -> Requests:
         """Remove requests whose attempt started before the cutoff (their clients gave up); returns them."""
+        if not self._len:
+            return Requests.empty()
         out: list[Requests] = []
         if self._front:
             keep = [r for r in self._front if r[1] >= att_t_cutoff]
@@ -236,7 +245,7 @@ class RequestQueue:
 
 
 def is_sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
 def stable_order(a: np.ndarray) -> np.ndarray:
@@ -276,12 +285,12 @@ class PriorityQueue:
     def push(self, reqs: Requests) -> None:
         if not len(reqs):
             return
-        present = np.flatnonzero(np.bincount(reqs.prio, minlength=3)).tolist()
+        present = (np.bincount(reqs.prio, minlength=3)).nonzero()[0].tolist()
         if len(present) == 1:  # one class: the cohort as it is
             self.classes[present[0]].push(reqs)
             return
         for c in present:
-            self.classes[c].push(reqs.take(np.flatnonzero(reqs.prio == c)))
+            self.classes[c].push(reqs.take((reqs.prio == c).nonzero()[0]))
 
     def push_front(self, row: tuple) -> None:
         self.classes[int(row[ROW_FIELDS.index("prio")])].push_front(row)
@@ -294,7 +303,15 @@ class PriorityQueue:
 
     def head(self, n: int) -> Requests:
         """The first n requests in serving order (urgent, then normal, then low), left in the queues."""
-        return self._across(n, lambda q, k: q.head(k))
+        parts = []  # `_across` spelled out (a hot path), empty classes skipped as in `pop_many`
+        for q in self.classes:
+            if n <= 0:
+                break
+            if q._len:
+                part = q.head(n)
+                n -= len(part.orig_t)
+                parts.append(part)
+        return Requests.concat(parts)
 
     def pop(self) -> None:
         self._head().pop()
@@ -305,10 +322,19 @@ class PriorityQueue:
         return self.classes[0].head_att_t()
 
     def drop_older_than(self, att_t_cutoff: float) -> Requests:
-        return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes])
+        # an empty class gives nothing: skipped
+        return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes if q._len])
 
     def pop_many(self, k: int) -> Requests:
-        return self._across(k, lambda q, k: q.pop_many(k))
+        parts = []  # `_across` spelled out (a hot path): each class in serving order until k are taken
+        for q in self.classes:
+            if k <= 0:
+                break
+            if q._len:  # an empty class gives an empty part: skipped
+                part = q.pop_many(k)
+                k -= len(part.orig_t)
+                parts.append(part)
+        return Requests.concat(parts)
 
     def _across(self, n: int, take: Callable[[RequestQueue, int], Requests]) -> Requests:
         """`take(queue, k)` from each class in serving order until n requests are taken, as one cohort."""
