@@ -148,6 +148,69 @@ def test_rows_of_rows_compose(n, data):
 # --- issue 41, third pass: plain-Python paths for the few requests a node admits in a tick --------------------------
 
 
+def _flash_sale_node(version: str = "v4"):
+    from infercast.config import load_config, resolve_scenario
+    from infercast.simulator.twin.fleet import build_fleet
+
+    fleet = build_fleet(load_config(resolve_scenario("flash-sale")))
+    return next(n for n in fleet.nodes if n.version == version)
+
+
+_NODE: list = []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40_000) | st.integers(1, 100), st.integers(0, 2)), min_size=1, max_size=32),
+    st.one_of(st.floats(0.0, 1.0), st.integers(0, 60)),  # blocks in use: a share of the capacity, or blocks left
+    st.floats(0.0, 1.0),  # the pool beyond them, as a share of what is left
+    st.one_of(st.none(), st.floats(0.05, 1.0)),  # the memory breaker
+    st.one_of(st.none(), st.floats(0.0, 1.0)),  # the low tier's idle memory level
+    st.floats(0.0, 1.0),  # the memory the node showed last
+    st.lists(st.floats(0.0, 20_000.0), max_size=6),  # prompt tokens still to prefill on running slots
+)
+def test_a_few_requests_are_admitted_as_the_array_path_admits_them(head, used, pool, limit, idle, last, prefills):
+    """A node admits the head of its queue up to the first request a gate refuses (its blocks, the memory breaker,
+    the low tier's idle gate).  A head of a few requests is judged in plain Python numbers (`_admit_stop_few`): how
+    many are admitted and whether the memory breaker stopped it must be what the array path (`_admit_stop`) says,
+    for every node state (the running float sums and byte counts to the last bit)."""
+    if not _NODE:
+        _NODE.append(_flash_sale_node())
+    node = _NODE[0]
+    node._reset_state()
+    kv = node.kv
+    kv.used_blocks = int(used * kv.capacity_blocks) if isinstance(used, float) else kv.capacity_blocks - used
+    kv.pool_blocks = kv.used_blocks + int(pool * (kv.capacity_blocks - kv.used_blocks))
+    node.control.stop_admit_memory = limit
+    node.control.low_idle_memory = idle
+    node._last_memory = last
+    for i, w in enumerate(prefills):
+        node.active[i] = True
+        node.pf_work[i] = w
+    reqs = _cohort([p for _, p in head])
+    reqs.prompt = np.array([t for t, _ in head], dtype=np.int64)
+    assert node._admit_stop_few(reqs) == node._admit_stop(reqs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 70_000), max_size=32), min_size=1, max_size=12),
+    st.sampled_from([1.0, 0.56]),
+)
+def test_a_few_floors_are_drawn_as_the_array_path_draws_them(cohorts, speed):
+    """A node draws each admitted request's latency floor; a few integer prompt lengths go through plain Python
+    floats and per-length terms kept across calls (`_many_few`): every floor must be the array path's
+    (`_many_arrays`) to the last bit, across the draws' block refills (a block of 64 here)."""
+    from infercast.simulator.twin.latency import FloorSampler
+
+    few = FloorSampler(np.random.default_rng(5), speed, block=64)
+    arrays = FloorSampler(np.random.default_rng(5), speed, block=64)
+    for lengths in cohorts:
+        ctx = np.array(lengths, dtype=np.int64)
+        a, b = few.many(ctx), arrays._many_arrays(ctx)
+        assert np.array_equal(a.view(np.int64), b.view(np.int64))
+
+
 def _queue_ops():
     push = st.tuples(st.just("push"), st.lists(st.integers(0, 2), max_size=8))
     front = st.tuples(st.just("front"), st.integers(0, 2))

@@ -31,8 +31,10 @@ import numpy as np
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.simulator.twin.exposition import TTFT_BUCKETS, node_metrics_text
 from infercast.simulator.twin.kvcache import ContiguousKV, PagedKV
-from infercast.simulator.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
+from infercast.simulator.twin.latency import FloorSampler, prefill_floor_seconds
 from infercast.simulator.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
+
+_FEW_ADMIT = 32  # a head of at most this many requests is admitted through `Node._admit_stop_few`
 
 
 @dataclass
@@ -251,14 +253,17 @@ class Node:
         prompt waits for the ones ahead of it, a short prompt behind a long one too: the head-of-line blocking
         that pools isolated by context length avoid.  A prompt's first token comes when its work is done *and*
         its floor has passed."""
-        busy = np.flatnonzero(self.active & (self.pf_work > 0))
+        busy = (self.active & (self.pf_work > 0)).nonzero()[0]
         if not len(busy):
             return
         rate = self.model.prefill_tokens_per_second * self.speed
         budget = rate * (t1 - t0)
-        waiting = self.pf_work[busy] >= self.prompt[busy]  # not started
-        prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
-        order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
+        if len(busy) == 1:  # one prompt: its own order
+            order = busy
+        else:
+            waiting = self.pf_work[busy] >= self.prompt[busy]  # not started
+            prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
+            order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
         work = self.pf_work[order]
         spent_at = np.cumsum(work)  # budget used when each prompt, in that order, is done
         done = spent_at <= budget
@@ -273,25 +278,32 @@ class Node:
     def _decode(self, t0: float, t1: float, sink: TickSink) -> None:
         # the slots are handled as index arrays in slot order (the same elements, in the same order, as boolean
         # masks over all the slots would pick: the sums below add them in the same order)
-        ready = self.pf_end <= t1  # prefill done (first token due) by the end of the tick
-        bad = self.active & self.malformed & ready
+        a = self.active
+        due = a & (self.pf_end <= t1)  # active, prefill done (first token due) by the end of the tick
+        bad = due & self.malformed
         if bad.any():  # the prefill ran over an invalid payload: the engine answers 400, nothing is generated
-            idx = np.flatnonzero(bad)
+            idx = bad.nonzero()[0]
             sink.failed.append((self._take(idx), "malformed"))
             self.kv.release_many(idx)
             self.active[idx] = False
-        a = self.active
-        dec = np.flatnonzero(a & ready)  # decoding this tick
+            due &= ~bad
+        dec = due.nonzero()[0]  # decoding this tick
         n_dec = len(dec)
-        if n_dec:
-            itl = inter_token_seconds(n_dec, self.model.inter_token_seconds, self.speed)
-            before = self.gen[dec]
-            after = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
-            self.gen[dec] = after
-            self.generation_tokens_total += float(np.minimum(after, self.out[dec]).sum() - before.sum())
+        if not n_dec:
+            return  # nothing decodes: no first token, nothing done, no KV growth
+        # `inter_token_seconds(n_dec, ...)` in plain floats: the same operations in the same order
+        itl = self.model.inter_token_seconds * (1.0 + n_dec / 64.0) / self.speed
+        before = self.gen[dec]
+        after = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
+        self.gen[dec] = after
+        out = self.out[dec]
+        self.generation_tokens_total += float(np.add.reduce(np.minimum(after, out)) - np.add.reduce(before))
         first = dec[~self.ttft_done[dec]]
-        self.ttft_done[first[self.served[first]]] = True  # recomputed after preemption: its first token came earlier
-        first = first[~self.served[first]]
+        if len(first):
+            again = self.served[first]
+            if again.any():  # recomputed after preemption: its first token came earlier
+                self.ttft_done[first[again]] = True
+                first = first[~again]
         if len(first):
             ttft = self.pf_end[first] - self.sent_t[first]
             self.ttft_hist += np.bincount(
@@ -302,14 +314,14 @@ class Node:
                 (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )
             self.ttft_done[first] = True
-        idx = dec[self.gen[dec] >= self.out[dec]]  # done
+        idx = dec[after >= out]  # done
         if len(idx):
             if self.vcfg.batcher.kind == "fixed":
                 # static batching: slots free only when the whole batch is done
                 done = np.zeros(len(a), dtype=bool)
                 done[idx] = True
                 if not (a & ~done).any():
-                    self.kv.release_many(np.flatnonzero(a))
+                    self.kv.release_many(a.nonzero()[0])
                     self.success_total += int(a.sum())
                     sink.completed += int(a.sum())
                     self.active[:] = False
@@ -323,11 +335,13 @@ class Node:
                 sink.completed += len(idx)
         # KV growth of decoding requests (paged only; contiguous reserved it up front)
         if self.kv.kind == "paged":
-            slots = dec[self.active[dec]]
+            if len(idx):
+                slots = dec[self.active[dec]]
+                gen, out = self.gen[slots], self.out[slots]
+            else:  # none finished: every decoding slot is still active, its tokens as just computed
+                slots, gen = dec, after
             if len(slots):
-                tokens_now = self.prompt[slots] + np.minimum(np.floor(self.gen[slots]), self.out[slots]).astype(
-                    np.int64
-                )
+                tokens_now = self.prompt[slots] + np.minimum(np.floor(gen), out).astype(np.int64)
                 missing = self.kv.grow(slots, tokens_now)
                 if missing.any():
                     self._preempt_for(slots, missing, t1)
@@ -335,7 +349,7 @@ class Node:
     def _preempt_for(self, slots: np.ndarray, missing: np.ndarray, t: float) -> None:
         """No free block for decoding requests: preempt the youngest (recompute) until the rest fit."""
         need = dict(zip(slots.tolist(), missing.tolist(), strict=True))
-        order = np.flatnonzero(self.active)
+        order = self.active.nonzero()[0]
         order = order[np.argsort(-self.admit_t[order], kind="stable")]  # youngest first
         for victim in order:
             if sum(need.values()) <= self.kv.free_blocks:
@@ -439,7 +453,7 @@ class Node:
     def _admit_dynamic(self, t0: float, t1: float) -> None:
         if not len(self.queue) or not self._admission_open(t0):
             return
-        free = np.flatnonzero(~self.active)
+        free = (~self.active).nonzero()[0]
         if not len(free):
             return
         if self.kv.kind == "paged" and self.control.kv_partitions is None:
@@ -472,9 +486,26 @@ class Node:
         state the ones before it left (blocks in use, the pool, the prefill queue).  So the first request that
         fails a gate ends the admission, as `break` does in the loop, and what is admitted is what the loop
         admits, to the last bit (the running sums are sequential, as the loop adds them)."""
-        c, kv = self.control, self.kv
+        kv = self.kv
         assert isinstance(kv, PagedKV)
         head = self.queue.head(len(free))
+        prompt = head.prompt
+        n = len(prompt)
+        m, blocked = self._admit_stop_few(head) if n <= _FEW_ADMIT else self._admit_stop(head)
+        self.memory_blocked = blocked
+        if m < n and not blocked:  # the head's blocks are not free: it blocks the line
+            kv.failures += 1
+            self.alloc_failures_total += 1
+        if m == 0:
+            return
+        self.queue.discard(m)
+        kv.admit_many(free[:m], prompt[:m])
+        self._fill_many(free[:m], head if m == n else head.take(slice(0, m)), t0)
+
+    def _admit_stop(self, head: Requests) -> tuple[int, bool]:
+        """How many of the queue's head `_admit_paged` admits, and whether the memory breaker (or the low tier's
+        idle gate) stopped it there (else the blocks ran out, or every one was admitted), as array operations."""
+        c, kv = self.control, self.kv
         prompt = head.prompt
         n = len(prompt)
         # blocks in use once request i is admitted (with all before it): `try_admit` fails past the capacity
@@ -499,17 +530,42 @@ class Node:
                 act * self.act_bytes_per_token
             )
             blocked |= memory > c.stop_admit_memory * self.physical_bytes
-        stop = np.flatnonzero(blocked | fails)
+        stop = (blocked | fails).nonzero()[0]
         m = int(stop[0]) if len(stop) else n
-        self.memory_blocked = bool(m < n and blocked[m])
-        if m < n and not blocked[m]:  # the head's blocks are not free: it blocks the line
-            kv.failures += 1
-            self.alloc_failures_total += 1
-        if m == 0:
-            return
-        self.queue.discard(m)
-        kv.admit_many(free[:m], prompt[:m])
-        self._fill_many(free[:m], head if m == n else head.take(slice(0, m)), t0)
+        return m, bool(m < n and blocked[m])
+
+    def _admit_stop_few(self, head: Requests) -> tuple[int, bool]:
+        """`_admit_stop` for a short head, request by request in plain Python numbers: the same integer arithmetic
+        (exact in both) and the same float operations in the same order (the prefill queue's running sum, the
+        activations, the bytes), stopping at the first request a gate refuses, as the loop of `_admit_dynamic`
+        does.  What it returns is what `_admit_stop` returns, for every head and node state."""
+        c, kv = self.control, self.kv
+        prompts = head.prompt.tolist()
+        low = c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory
+        prios = head.prio.tolist() if low else None
+        lim = c.stop_admit_memory
+        bt, cap, seg, pool0 = kv.block_tokens, kv.capacity_blocks, kv.segment_blocks, kv.pool_blocks
+        if lim is not None:
+            limit_bytes = lim * self.physical_bytes
+            base = self.weights_bytes + self.overhead_bytes
+            bpt, abpt = self.bytes_per_token, self.act_bytes_per_token
+            chunk = self.model.prefill_chunk_tokens
+            prefill = float(self.pf_work[self.active].sum())  # the queue of prefills, then each prompt added to it
+        used = kv.used_blocks
+        before = pool0  # the pool as it stands before request i (`_admit_stop`'s `pool_before`)
+        for i, p in enumerate(prompts):
+            used += -(-p // bt)
+            blocked = low and prios[i] == 2
+            if lim is not None:
+                grown = min(cap, -(-used // seg) * seg)
+                footprint = max(before, grown) * bt
+                before = grown if used > pool0 else pool0
+                prefill += float(p)
+                memory = (base + footprint * bpt) + min(prefill, chunk) * abpt
+                blocked = blocked or memory > limit_bytes
+            if blocked or used > cap:
+                return i, blocked
+        return len(prompts), False
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
         if self.active.any() or not len(self.queue) or not self._admission_open(t0):
@@ -592,10 +648,10 @@ class Node:
             timeout = self.vcfg.batcher.timeout_seconds
             if self.batch_end_t - self.batch_start_t > timeout and t1 >= self.batch_start_t + timeout:
                 # the batch overran its timeout: dropped whole; the clients retry
-                idx = np.flatnonzero(a & (self.pf_end > t1))
+                idx = (a & (self.pf_end > t1)).nonzero()[0]
                 if len(idx):
                     sink.failed.append((self._take(idx), "timeout"))
-                    self.kv.release_many(np.flatnonzero(a))
+                    self.kv.release_many(a.nonzero()[0])
                     self.active[:] = False
                     self.batch_end_t = None
         if used > self.physical_bytes:
@@ -618,7 +674,7 @@ class Node:
 
     def crash(self, t: float, sink: TickSink, reason: str = "oom") -> None:
         """CUDA OOM (or a kill): every request on the node fails back to its client; cold start follows."""
-        lost = [self._take(np.flatnonzero(self.active)), self.queue.drain()]
+        lost = [self._take(self.active.nonzero()[0]), self.queue.drain()]
         sink.failed.append((Requests.concat(lost), reason))
         if reason == "oom":
             self.oom_events += 1
@@ -632,7 +688,7 @@ class Node:
 
     def shutdown(self) -> Requests:
         """Take the node out (standby): returns what it held so the router can re-route it."""
-        lost = Requests.concat([self._take(np.flatnonzero(self.active)), self.queue.drain()])
+        lost = Requests.concat([self._take(self.active.nonzero()[0]), self.queue.drain()])
         self._reset_state()
         self.up = False
         self.up_at = float("inf")

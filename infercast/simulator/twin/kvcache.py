@@ -111,6 +111,8 @@ class PagedKV:
         need = self.blocks_for(tokens_now) - self.blocks[slots]
         need = np.maximum(need, 0)
         total = int(need.sum())
+        if total == 0:  # no slot needs a block: nothing changes (`need` is all zeros)
+            return need
         if total <= self.free_blocks:
             self.blocks[slots] += need
             self.used_blocks += total
