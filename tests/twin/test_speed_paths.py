@@ -265,3 +265,21 @@ def test_the_queues_hand_out_the_requests_a_list_of_rows_would(ops):
                     for rows in model:
                         rows[:] = [r for r in rows if r[1] >= cutoff]
             assert len(q) == sum(len(rows) for rows in model)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=30), st.integers(0, 2), st.sampled_from(["ok", "rejected", "retried"]))
+def test_requests_of_one_pool_are_counted_as_per_request_pools_count_them(prio, pool, outcome):
+    """The router counts outcomes by pool and priority; given one pool for a whole cohort it must record what it
+    records given that pool per request: the same calls, in the same order."""
+    from infercast.config import load_config, resolve_scenario
+    from infercast.simulator.twin.fleet import build_fleet
+
+    cfg = load_config(resolve_scenario("flash-sale"))
+    got = []
+    for one in (True, False):
+        r = build_fleet(cfg).router
+        p = np.array(prio, dtype=np.int8)
+        r._count(pool if one else np.full(len(p), pool), p, outcome)
+        got.append((list(r.recorder.requests.items()), dict(r.served)))
+    assert got[0] == got[1]

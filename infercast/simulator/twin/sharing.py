@@ -38,7 +38,7 @@ def retry_cohorts(
     r = src.take(rows)
     r.att_t = when
     r.attempt = (r.attempt + 1).astype(np.int8)
-    starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
+    starts = [0, *((ticks[1:] != ticks[:-1]).nonzero()[0] + 1).tolist()]
     if len(starts) == 1:  # one tick: the buffer whole
         return [(int(ticks[0]), r)]
     ends = [*starts[1:], len(r)]
@@ -105,7 +105,7 @@ def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
     # find the level L such that sum(max(0, L - load)) = n
     levels = (n + csum) / np.arange(1, k + 1)
     ok = levels >= s
-    m = int(np.flatnonzero(ok)[-1]) + 1
+    m = int(ok.nonzero()[0][-1]) + 1
     level = levels[m - 1]
     give = np.zeros(k)
     give[:m] = level - s[:m]
