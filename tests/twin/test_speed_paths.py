@@ -189,7 +189,12 @@ def test_a_few_requests_are_admitted_as_the_array_path_admits_them(head, used, p
         node.pf_work[i] = w
     reqs = _cohort([p for _, p in head])
     reqs.prompt = np.array([t for t, _ in head], dtype=np.int64)
-    assert node._admit_stop_few(reqs) == node._admit_stop(reqs)
+    low = idle is not None and last >= idle
+    node.queue = RequestQueue()
+    node.queue.push(reqs)
+    prompt = node.queue.head_column(len(reqs), "prompt")
+    prio = node.queue.head_column(len(reqs), "prio") if low else None
+    assert node._admit_stop_few(prompt, prio) == node._admit_stop(prompt, prio)
 
 
 @settings(max_examples=200, deadline=None)
@@ -244,6 +249,10 @@ def test_the_queues_hand_out_the_requests_a_list_of_rows_would(ops):
                 flat = [r for rows in model for r in rows]
                 if op == "head":
                     assert _rows(q.head(arg)) == flat[:arg]
+                    for name in ("prompt", "prio", "att_t"):
+                        col = q.head_column(arg, name)
+                        assert col.dtype == getattr(q.head(arg), name).dtype
+                        assert col.tolist() == [r[ROW_FIELDS.index(name)] for r in flat[:arg]]
                     if tiered:
                         assert _rows(q._across(arg, lambda c, k: c.head(k))) == flat[:arg]
                 elif op in ("pop_many", "discard"):

@@ -34,6 +34,7 @@ from infercast.simulator.twin.kvcache import ContiguousKV, PagedKV
 from infercast.simulator.twin.latency import FloorSampler, prefill_floor_seconds
 from infercast.simulator.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
 
+_TTFT_EDGES = np.asarray(TTFT_BUCKETS)  # what `np.searchsorted` made of the tuple at each call
 _FEW_ADMIT = 32  # a head of at most this many requests is admitted through `Node._admit_stop_few`
 
 
@@ -151,7 +152,7 @@ class Node:
     # --- observations -----------------------------------------------------------------------------------
     @property
     def running(self) -> int:
-        return int(self.active.sum())
+        return int(np.count_nonzero(self.active))
 
     @property
     def waiting(self) -> int:
@@ -193,7 +194,7 @@ class Node:
         allocated = self.kv.footprint_tokens()
         if allocated <= 0:
             return 0.0
-        held = float(self._computed_tokens(t).sum())
+        held = float(np.add.reduce(self._computed_tokens(t)))
         return max(0.0, 1.0 - held / allocated)
 
     def memory_split(self, t: float) -> tuple[float, float]:
@@ -203,7 +204,9 @@ class Node:
         blocks (or a contiguous arena's holes)."""
         allocated = self._memory_bytes()
         effective = (
-            self.weights_bytes + float(self._computed_tokens(t).sum()) * self.bytes_per_token + self.activation_bytes
+            self.weights_bytes
+            + float(np.add.reduce(self._computed_tokens(t))) * self.bytes_per_token
+            + self.activation_bytes
         )
         return min(effective, allocated), allocated
 
@@ -265,9 +268,9 @@ class Node:
             prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
             order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
         work = self.pf_work[order]
-        spent_at = np.cumsum(work)  # budget used when each prompt, in that order, is done
+        spent_at = work.cumsum()  # budget used when each prompt, in that order, is done
         done = spent_at <= budget
-        k = int(done.sum())
+        k = int(np.count_nonzero(done))
         fin = order[:k]
         self.pf_end[fin] = np.maximum(t0 + spent_at[:k] / rate, self.pf_floor[fin])
         self.pf_work[fin] = 0.0
@@ -306,10 +309,8 @@ class Node:
                 first = first[~again]
         if len(first):
             ttft = self.pf_end[first] - self.sent_t[first]
-            self.ttft_hist += np.bincount(
-                np.searchsorted(TTFT_BUCKETS, ttft, side="left"), minlength=len(self.ttft_hist)
-            )
-            self.ttft_sum += float(ttft.sum())
+            self.ttft_hist += np.bincount(_TTFT_EDGES.searchsorted(ttft, side="left"), minlength=len(self.ttft_hist))
+            self.ttft_sum += float(np.add.reduce(ttft))
             sink.ttft.append(
                 (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )
@@ -460,7 +461,7 @@ class Node:
             self._admit_paged(t0, free)
             return
         k = 0
-        prefill = float(self.pf_work[self.active].sum())
+        prefill = float(np.add.reduce(self.pf_work[self.active]))
         self.memory_blocked = False
         while k < len(free) and len(self.queue):
             row = self.queue.peek()
@@ -486,34 +487,39 @@ class Node:
         state the ones before it left (blocks in use, the pool, the prefill queue).  So the first request that
         fails a gate ends the admission, as `break` does in the loop, and what is admitted is what the loop
         admits, to the last bit (the running sums are sequential, as the loop adds them)."""
-        kv = self.kv
+        c, kv = self.control, self.kv
         assert isinstance(kv, PagedKV)
-        head = self.queue.head(len(free))
-        prompt = head.prompt
-        n = len(prompt)
-        m, blocked = self._admit_stop_few(head) if n <= _FEW_ADMIT else self._admit_stop(head)
+        q = self.queue
+        n = min(len(free), len(q))
+        # the gates read the head's prompts (and priorities, for the low tier's idle gate): the rest of its columns
+        # only for the requests admitted
+        prompt = q.head_column(n, "prompt")
+        low = c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory
+        prio = q.head_column(n, "prio") if low else None
+        m, blocked = self._admit_stop_few(prompt, prio) if n <= _FEW_ADMIT else self._admit_stop(prompt, prio)
         self.memory_blocked = blocked
         if m < n and not blocked:  # the head's blocks are not free: it blocks the line
             kv.failures += 1
             self.alloc_failures_total += 1
         if m == 0:
             return
-        self.queue.discard(m)
+        head = q.head(m)
+        q.discard(m)
         kv.admit_many(free[:m], prompt[:m])
-        self._fill_many(free[:m], head if m == n else head.take(slice(0, m)), t0)
+        self._fill_many(free[:m], head, t0)
 
-    def _admit_stop(self, head: Requests) -> tuple[int, bool]:
-        """How many of the queue's head `_admit_paged` admits, and whether the memory breaker (or the low tier's
-        idle gate) stopped it there (else the blocks ran out, or every one was admitted), as array operations."""
+    def _admit_stop(self, prompt: np.ndarray, prio: np.ndarray | None) -> tuple[int, bool]:
+        """How many of the queue's head (its prompts; its priorities while the low tier's idle gate is shut, else
+        None) `_admit_paged` admits, and whether the memory breaker (or that gate) stopped it there (else the
+        blocks ran out, or every one was admitted), as array operations."""
         c, kv = self.control, self.kv
-        prompt = head.prompt
         n = len(prompt)
         # blocks in use once request i is admitted (with all before it): `try_admit` fails past the capacity
         used = kv.used_blocks + np.cumsum(kv.blocks_for(prompt))
         fails = used > kv.capacity_blocks
         blocked = np.zeros(n, dtype=bool)  # `_may_admit` says no
-        if c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory:
-            blocked |= head.prio == 2
+        if prio is not None:
+            blocked |= prio == 2
         if c.stop_admit_memory is not None:
             # `_memory_if_admitted` for each request with those before it admitted.  The pool grows a segment at a
             # time only when the blocks in use outgrow it (`_grow_pool`); `footprint_if_admitted` judges with the
@@ -534,15 +540,15 @@ class Node:
         m = int(stop[0]) if len(stop) else n
         return m, bool(m < n and blocked[m])
 
-    def _admit_stop_few(self, head: Requests) -> tuple[int, bool]:
+    def _admit_stop_few(self, prompt: np.ndarray, prio: np.ndarray | None) -> tuple[int, bool]:
         """`_admit_stop` for a short head, request by request in plain Python numbers: the same integer arithmetic
         (exact in both) and the same float operations in the same order (the prefill queue's running sum, the
         activations, the bytes), stopping at the first request a gate refuses, as the loop of `_admit_dynamic`
         does.  What it returns is what `_admit_stop` returns, for every head and node state."""
         c, kv = self.control, self.kv
-        prompts = head.prompt.tolist()
-        low = c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory
-        prios = head.prio.tolist() if low else None
+        prompts = prompt.tolist()
+        low = prio is not None
+        prios = prio.tolist() if low else None
         lim = c.stop_admit_memory
         bt, cap, seg, pool0 = kv.block_tokens, kv.capacity_blocks, kv.segment_blocks, kv.pool_blocks
         if lim is not None:
@@ -550,7 +556,9 @@ class Node:
             base = self.weights_bytes + self.overhead_bytes
             bpt, abpt = self.bytes_per_token, self.act_bytes_per_token
             chunk = self.model.prefill_chunk_tokens
-            prefill = float(self.pf_work[self.active].sum())  # the queue of prefills, then each prompt added to it
+            prefill = float(
+                np.add.reduce(self.pf_work[self.active])
+            )  # the queue of prefills, then each prompt added to it
         used = kv.used_blocks
         before = pool0  # the pool as it stands before request i (`_admit_stop`'s `pool_before`)
         for i, p in enumerate(prompts):
@@ -618,7 +626,7 @@ class Node:
         self.orig_t[slots], self.att_t[slots] = reqs.orig_t, reqs.att_t
         self.prio[slots], self.attempt[slots], self.served[slots] = reqs.prio, reqs.attempt, reqs.served
         self.sent_t[slots], self.tenant[slots], self.malformed[slots] = reqs.sent_t, reqs.tenant, reqs.malformed
-        self.prompt_tokens_total += int(reqs.prompt.sum())
+        self.prompt_tokens_total += int(np.add.reduce(reqs.prompt))
 
     def _fill(self, slot: int, row: tuple, admit: float, floor_end: float) -> None:
         orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t, tenant, malformed = row
@@ -640,7 +648,7 @@ class Node:
             tokens = float(self.prompt[a & (self.pf_end > t1)].sum())
         else:
             # chunked prefill: activations of at most one chunk of prompt tokens per step
-            tokens = min(float(self.pf_work[a].sum()), self.model.prefill_chunk_tokens)
+            tokens = min(float(np.add.reduce(self.pf_work[a])), self.model.prefill_chunk_tokens)
         self.activation_bytes = tokens * self.act_bytes_per_token
         used = self._memory_bytes()
         self._last_memory = used / self.physical_bytes

@@ -91,11 +91,13 @@ class FloorSampler:
         `**` in both)."""
         z = self._draw_z(len(ctx)).tolist()
         lengths = ctx.tolist()
-        terms = _floor_terms(lengths)
+        try:
+            terms = [_TERMS[c] for c in lengths]
+        except KeyError:  # a length not seen yet
+            terms = [_floor_terms(lengths)[c] for c in lengths]
         speed = self.speed
         out = []
-        for c, zz in zip(lengths, z, strict=True):
-            shape, a, b, scale = terms[c]
+        for (shape, a, b, scale), zz in zip(terms, z, strict=True):
             y = a + zz / b
             out.append((shape * y**3 * scale) / speed)
         return np.array(out, dtype=np.float64)

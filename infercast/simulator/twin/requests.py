@@ -155,6 +155,27 @@ class RequestQueue:
             h = 0
         return Requests.concat(parts)
 
+    def head_column(self, n: int, name: str) -> np.ndarray:
+        """`getattr(self.head(n), name)` without building the head's other columns."""
+        parts: list[np.ndarray] = []
+        if self._front and n > 0:
+            rows = self._front[::-1][:n]
+            i = ROW_FIELDS.index(name)
+            parts.append(np.array([r[i] for r in rows], dtype=DTYPES[name]))  # as `rows_to_requests` builds it
+            n -= len(rows)
+        h = self._head
+        for c in self._chunks:
+            if n <= 0:
+                break
+            col = getattr(c, name)
+            k = min(n, len(col) - h)
+            parts.append(col[h : h + k])
+            n -= k
+            h = 0
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=DTYPES[name])
+
     def pop(self) -> None:
         self._len -= 1
         if self._front:
@@ -185,7 +206,7 @@ class RequestQueue:
         while self._chunks:
             c = self._chunks[0]
             tail = c.att_t[self._head :]
-            n_old = int(np.searchsorted(tail, att_t_cutoff, side="left"))
+            n_old = int(tail.searchsorted(att_t_cutoff, side="left"))
             if n_old == 0:
                 break
             out.append(c.take(slice(self._head, self._head + n_old)))
@@ -235,6 +256,8 @@ class RequestQueue:
                 self._head = 0
 
     def drain(self) -> Requests:
+        if not self._len:
+            return Requests.empty()
         parts = []
         if self._front:
             parts.append(rows_to_requests(self._front))
@@ -252,10 +275,10 @@ def stable_order(a: np.ndarray) -> np.ndarray:
     """`np.argsort(a, kind="stable")`, faster on times: numpy's default sort (several times faster on random
     floats), kept when the sorted keys are all distinct -- then only one order sorts them, the stable one; with a tie
     (or a NaN) the stable sort decides."""
-    order = np.argsort(a)
+    order = a.argsort()
     s = a[order]
     if len(a) > 1 and not bool((s[1:] > s[:-1]).all()):
-        return np.argsort(a, kind="stable")
+        return a.argsort(kind="stable")
     return order
 
 
@@ -312,6 +335,20 @@ class PriorityQueue:
                 n -= len(part.orig_t)
                 parts.append(part)
         return Requests.concat(parts)
+
+    def head_column(self, n: int, name: str) -> np.ndarray:
+        """`getattr(self.head(n), name)` without building the head's other columns."""
+        parts = []
+        for q in self.classes:
+            if n <= 0:
+                break
+            if q._len:
+                part = q.head_column(n, name)
+                n -= len(part)
+                parts.append(part)
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=DTYPES[name])
 
     def pop(self) -> None:
         self._head().pop()

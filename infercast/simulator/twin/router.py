@@ -368,7 +368,9 @@ class Router:
         else:
             prio = pick(reqs.prio, sel)
             for c in classes:
-                lane.queues[c].push(reqs.take(pick(sel, (prio == c).nonzero()[0])))
+                idx = (prio == c).nonzero()[0]
+                if len(idx):  # (an empty cohort is not queued: nothing to take)
+                    lane.queues[c].push(reqs.take(pick(sel, idx)))
         # with tiers, the shared lane serves urgent requests at once, outside the bucket (seed 004: 紧急请求：立即处理)
         # and meters normal and low work.  A tenant's own lane is a quota: it meters the tenant's urgent requests
         # too, first out of the bucket, and refuses those over the rate at once (urgent waits 0), or a tenant that
@@ -408,7 +410,7 @@ class Router:
         # few groups with one row of pool weights each; the draw is per request, as it would be over an n x pools
         # matrix of identical rows (the same cumulative sums, the same comparisons)
         bounds = self._ctx_bounds
-        group = np.searchsorted(bounds, reqs.prompt, side="right")
+        group = bounds.searchsorted(reqs.prompt, side="right")
         present = (np.bincount(group, minlength=len(bounds) + 1)).nonzero()[0].tolist()
         # a group's row depends only on the shares and the weights: kept while they stay as they are
         key = (share.tobytes(), w.tobytes())
@@ -427,7 +429,7 @@ class Router:
             sel = (group == g).nonzero()[0] if len(rows) > 1 else slice(None)
             x = u[sel] * c[-1]
             if finite:  # the pool the draw lands in: how many cumulative weights it reaches
-                out[sel] = np.searchsorted(c, x, side="right")  # (they climb: the weights are >= 0)
+                out[sel] = c.searchsorted(x, side="right")  # (they climb: the weights are >= 0)
             else:
                 out[sel] = (x[:, None] >= c).sum(axis=1)
         return np.minimum(out, len(self.pools) - 1)
@@ -741,7 +743,7 @@ class Router:
                     self.served_total += len(orig_t)
                     self._count(pi, prio, "ok")
                     thr = self._thresholds(pool, prompt)
-                    bad += int(((end_t - sent_t) > thr).sum())
+                    bad += int(np.count_nonzero((end_t - sent_t) > thr))
                     total += len(orig_t)
                 for reqs, reason in sink.failed:
                     if reason == "too_long":  # a 400 before any work: retrying cannot help

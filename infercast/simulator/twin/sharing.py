@@ -99,9 +99,9 @@ def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
     k = len(loads)
     if k == 0 or n == 0:
         return np.zeros(k, dtype=np.int64)
-    order = np.argsort(loads, kind="stable")
+    order = loads.argsort(kind="stable")
     s = loads[order]
-    csum = np.cumsum(s)
+    csum = s.cumsum()
     # find the level L such that sum(max(0, L - load)) = n
     levels = (n + csum) / np.arange(1, k + 1)
     ok = levels >= s
