@@ -292,3 +292,19 @@ def test_requests_of_one_pool_are_counted_as_per_request_pools_count_them(prio, 
         r._count(pool if one else np.full(len(p), pool), p, outcome)
         got.append((list(r.recorder.requests.items()), dict(r.served)))
     assert got[0] == got[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 40), max_size=40), max_size=14),
+    st.booleans(),
+)
+def test_times_are_put_in_their_stable_order_however_many_runs_they_make(runs, nan):
+    """`stable_order` sorts a tick's request times: whichever sort it takes (the stable sort for a few sorted runs,
+    the default sort where every key differs), the order must be `argsort(kind="stable")`'s, ties and NaN included."""
+    from infercast.simulator.twin.requests import stable_order
+
+    a = np.array([v / 4.0 for run in runs for v in sorted(run)], dtype=np.float64)
+    if nan and len(a):
+        a[len(a) // 2] = np.nan
+    assert stable_order(a).tolist() == np.argsort(a, kind="stable").tolist()

@@ -271,10 +271,17 @@ def is_sorted(a: np.ndarray) -> bool:
     return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
 
 
+_FEW_RUNS = 8  # `stable_order`: at most this many descents (this many + 1 sorted runs) go to the stable sort
+
+
 def stable_order(a: np.ndarray) -> np.ndarray:
     """`np.argsort(a, kind="stable")`, faster on times: numpy's default sort (several times faster on random
     floats), kept when the sorted keys are all distinct -- then only one order sorts them, the stable one; with a tie
-    (or a NaN) the stable sort decides."""
+    (or a NaN) the stable sort decides.  Times made of a few sorted runs (a tick's arrivals per stream and the
+    retries due, one run per failure) go straight to the stable sort, which merges runs (several times faster
+    there than the default sort); either way the order is the stable one."""
+    if len(a) > 1 and np.count_nonzero(a[1:] < a[:-1]) < _FEW_RUNS:
+        return a.argsort(kind="stable")
     order = a.argsort()
     s = a[order]
     if len(a) > 1 and not bool((s[1:] > s[:-1]).all()):
