@@ -308,3 +308,35 @@ def test_times_are_put_in_their_stable_order_however_many_runs_they_make(runs, n
     if nan and len(a):
         a[len(a) // 2] = np.nan
     assert stable_order(a).tolist() == np.argsort(a, kind="stable").tolist()
+
+
+def _water_fill_arrays(loads: np.ndarray, n: int) -> np.ndarray:
+    """`water_fill`'s array path as it was before issue 41's third pass (the reference for its plain-Python path)."""
+    k = len(loads)
+    if k == 0 or n == 0:
+        return np.zeros(k, dtype=np.int64)
+    order = np.argsort(loads, kind="stable")
+    s = loads[order]
+    csum = np.cumsum(s)
+    levels = (n + csum) / np.arange(1, k + 1)
+    m = int(np.flatnonzero(levels >= s)[-1]) + 1
+    give = np.zeros(k)
+    give[:m] = levels[m - 1] - s[:m]
+    counts = np.floor(give).astype(np.int64)
+    rest = n - int(counts.sum())
+    if rest > 0:
+        counts[np.argsort(-(give - counts), kind="stable")[:rest]] += 1
+    out = np.zeros(k, dtype=np.int64)
+    out[order] = counts
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 300) | st.integers(0, 3), max_size=20), st.integers(0, 2000) | st.integers(0, 7))
+def test_a_few_nodes_are_water_filled_as_the_array_path_fills_them(loads, n):
+    """Flow control splits a cohort over a pool's nodes by water-filling their loads; for a handful of nodes
+    `water_fill` runs in plain Python numbers: the counts must be the array path's, ties and remainders included."""
+    from infercast.simulator.twin.sharing import water_fill
+
+    a = np.array(loads, dtype=np.float64)
+    assert water_fill(a, n).tolist() == _water_fill_arrays(a, n).tolist()

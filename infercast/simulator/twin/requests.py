@@ -195,6 +195,8 @@ class RequestQueue:
         """Remove requests whose attempt started before the cutoff (their clients gave up); returns them."""
         if not self._len:
             return Requests.empty()
+        if not self._front and self._chunks[0].att_t[self._head] >= att_t_cutoff:  # the oldest is recent enough
+            return Requests.empty()
         out: list[Requests] = []
         if self._front:
             keep = [r for r in self._front if r[1] >= att_t_cutoff]
