@@ -140,15 +140,22 @@ _FEW = 32  # `FloorSampler.many` of at most this many integer lengths goes throu
 # per prompt length (tokens): (shape, 1 - 1/(9 shape), 3 sqrt(shape), sd**2 / mean) of the gamma its floor is drawn
 # from, as `FloorSampler._many_arrays` computes them (pure: the same for every node and run)
 _TERMS: dict[int, tuple[float, float, float, float]] = {}
+_TERM_BLOCK = 512
 
 
 def _floor_terms(lengths: list[int]) -> dict[int, tuple[float, float, float, float]]:
-    """`_TERMS`, with the lengths not in it yet computed by `_many_arrays`' own array code."""
+    """`_TERMS`, with the lengths not in it yet computed by `_many_arrays`' own array code -- each with the whole
+    block of `_TERM_BLOCK` lengths around it (prompt lengths spread over tens of thousands of values: computed a
+    block at a time, a run needs a few dozen such calls instead of one per new length; each length's terms are its
+    own, element by element, whatever else is computed beside it)."""
     miss = [c for c in lengths if c not in _TERMS]
     if miss:
-        if len(_TERMS) > 1 << 18:  # every length from 0 to 262k tokens seen: start again rather than grow on
+        if len(_TERMS) > 1 << 18:  # 262k lengths seen: start again rather than grow on
             _TERMS.clear()
             miss = lengths
+        miss = [
+            c for k in sorted({c // _TERM_BLOCK for c in miss}) for c in range(k * _TERM_BLOCK, (k + 1) * _TERM_BLOCK)
+        ]
         ctx = np.array(miss, dtype=np.int64)
         mean = prefill_floor_seconds(ctx)
         sd = np.interp(ctx, _CTX, _SD)
