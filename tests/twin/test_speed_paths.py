@@ -143,3 +143,200 @@ def test_rows_of_rows_compose(n, data):
     whole = a if pick(i, j) is None else a[pick(i, j)]
     assert whole.tolist() == step.tolist()
     assert pick(a, pick(i, j)).tolist() == step.tolist()
+
+
+# --- issue 41, third pass: plain-Python paths for the few requests a node admits in a tick --------------------------
+
+
+def _flash_sale_node(version: str = "v4"):
+    from infercast.config import load_config, resolve_scenario
+    from infercast.simulator.twin.fleet import build_fleet
+
+    fleet = build_fleet(load_config(resolve_scenario("flash-sale")))
+    return next(n for n in fleet.nodes if n.version == version)
+
+
+_NODE: list = []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40_000) | st.integers(1, 100), st.integers(0, 2)), min_size=1, max_size=32),
+    st.one_of(st.floats(0.0, 1.0), st.integers(0, 60)),  # blocks in use: a share of the capacity, or blocks left
+    st.floats(0.0, 1.0),  # the pool beyond them, as a share of what is left
+    st.one_of(st.none(), st.floats(0.05, 1.0)),  # the memory breaker
+    st.one_of(st.none(), st.floats(0.0, 1.0)),  # the low tier's idle memory level
+    st.floats(0.0, 1.0),  # the memory the node showed last
+    st.lists(st.floats(0.0, 20_000.0), max_size=6),  # prompt tokens still to prefill on running slots
+)
+def test_a_few_requests_are_admitted_as_the_array_path_admits_them(head, used, pool, limit, idle, last, prefills):
+    """A node admits the head of its queue up to the first request a gate refuses (its blocks, the memory breaker,
+    the low tier's idle gate).  A head of a few requests is judged in plain Python numbers (`_admit_stop_few`): how
+    many are admitted and whether the memory breaker stopped it must be what the array path (`_admit_stop`) says,
+    for every node state (the running float sums and byte counts to the last bit)."""
+    if not _NODE:
+        _NODE.append(_flash_sale_node())
+    node = _NODE[0]
+    node._reset_state()
+    kv = node.kv
+    kv.used_blocks = int(used * kv.capacity_blocks) if isinstance(used, float) else kv.capacity_blocks - used
+    kv.pool_blocks = kv.used_blocks + int(pool * (kv.capacity_blocks - kv.used_blocks))
+    node.control.stop_admit_memory = limit
+    node.control.low_idle_memory = idle
+    node._last_memory = last
+    for i, w in enumerate(prefills):
+        node.active[i] = True
+        node.pf_work[i] = w
+    reqs = _cohort([p for _, p in head])
+    reqs.prompt = np.array([t for t, _ in head], dtype=np.int64)
+    low = idle is not None and last >= idle
+    node.queue = RequestQueue()
+    node.queue.push(reqs)
+    prompt = node.queue.head_column(len(reqs), "prompt")
+    prio = node.queue.head_column(len(reqs), "prio") if low else None
+    assert node._admit_stop_few(prompt, prio) == node._admit_stop(prompt, prio)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 70_000), max_size=32), min_size=1, max_size=12),
+    st.sampled_from([1.0, 0.56]),
+)
+def test_a_few_floors_are_drawn_as_the_array_path_draws_them(cohorts, speed):
+    """A node draws each admitted request's latency floor; a few integer prompt lengths go through plain Python
+    floats and per-length terms kept across calls (`_many_few`): every floor must be the array path's
+    (`_many_arrays`) to the last bit, across the draws' block refills (a block of 64 here)."""
+    from infercast.simulator.twin.latency import FloorSampler
+
+    few = FloorSampler(np.random.default_rng(5), speed, block=64)
+    arrays = FloorSampler(np.random.default_rng(5), speed, block=64)
+    for lengths in cohorts:
+        ctx = np.array(lengths, dtype=np.int64)
+        a, b = few.many(ctx), arrays._many_arrays(ctx)
+        assert np.array_equal(a.view(np.int64), b.view(np.int64))
+
+
+def _queue_ops():
+    push = st.tuples(st.just("push"), st.lists(st.integers(0, 2), max_size=8))
+    front = st.tuples(st.just("front"), st.integers(0, 2))
+    take = st.tuples(st.sampled_from(["head", "pop_many", "discard", "drop"]), st.integers(0, 12))
+    return st.lists(st.one_of(push, front, take), max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_queue_ops())
+def test_the_queues_hand_out_the_requests_a_list_of_rows_would(ops):
+    """The queues' shortcuts (one slice of the first cohort for `head`, empty classes skipped in a tiered queue's
+    `head` and `pop_many`, an empty queue's `drop_older_than`) must hand out what a plain list of rows in serving
+    order gives -- requeued rows first, then the cohorts in order; urgent, then normal, then low -- and the tiered
+    queue what its generic walk over the classes (`_across`) gives."""
+    for tiered in (False, True):
+        q = PriorityQueue() if tiered else RequestQueue()
+        model: list[list[tuple]] = [[], [], []]  # rows in serving order, per class (one class without tiers)
+        t = 0.0
+        for op, arg in ops:
+            if op == "push":
+                reqs = _cohort(arg, t0=t)
+                t += 10.0
+                q.push(reqs)
+                for row in _rows(reqs):
+                    model[row[5] if tiered else 0].append(row)
+            elif op == "front":
+                row = (t - 5.0, t - 5.0, 7, 1, 9, arg, 1, False, t - 5.0, 0, False)
+                q.push_front(row)
+                model[arg if tiered else 0].insert(0, row)
+            else:
+                flat = [r for rows in model for r in rows]
+                if op == "head":
+                    assert _rows(q.head(arg)) == flat[:arg]
+                    for name in ("prompt", "prio", "att_t"):
+                        col = q.head_column(arg, name)
+                        assert col.dtype == getattr(q.head(arg), name).dtype
+                        assert col.tolist() == [r[ROW_FIELDS.index(name)] for r in flat[:arg]]
+                    if tiered:
+                        assert _rows(q._across(arg, lambda c, k: c.head(k))) == flat[:arg]
+                elif op in ("pop_many", "discard"):
+                    got = q.pop_many(arg) if op == "pop_many" else None
+                    if got is not None:
+                        assert _rows(got) == flat[:arg]
+                    else:
+                        q.discard(arg)
+                    left = arg
+                    for rows in model:
+                        k = min(left, len(rows))
+                        del rows[:k]
+                        left -= k
+                else:  # drop what was sent before a cutoff (the rows are in time order within each class)
+                    cutoff = t - 10.0 * arg
+                    gone = _rows(q.drop_older_than(cutoff))
+                    want = [r for rows in model for r in rows if r[1] < cutoff]
+                    assert sorted(gone) == sorted(want)
+                    for rows in model:
+                        rows[:] = [r for r in rows if r[1] >= cutoff]
+            assert len(q) == sum(len(rows) for rows in model)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=30), st.integers(0, 2), st.sampled_from(["ok", "rejected", "retried"]))
+def test_requests_of_one_pool_are_counted_as_per_request_pools_count_them(prio, pool, outcome):
+    """The router counts outcomes by pool and priority; given one pool for a whole cohort it must record what it
+    records given that pool per request: the same calls, in the same order."""
+    from infercast.config import load_config, resolve_scenario
+    from infercast.simulator.twin.fleet import build_fleet
+
+    cfg = load_config(resolve_scenario("flash-sale"))
+    got = []
+    for one in (True, False):
+        r = build_fleet(cfg).router
+        p = np.array(prio, dtype=np.int8)
+        r._count(pool if one else np.full(len(p), pool), p, outcome)
+        got.append((list(r.recorder.requests.items()), dict(r.served)))
+    assert got[0] == got[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 40), max_size=40), max_size=14),
+    st.booleans(),
+)
+def test_times_are_put_in_their_stable_order_however_many_runs_they_make(runs, nan):
+    """`stable_order` sorts a tick's request times: whichever sort it takes (the stable sort for a few sorted runs,
+    the default sort where every key differs), the order must be `argsort(kind="stable")`'s, ties and NaN included."""
+    from infercast.simulator.twin.requests import stable_order
+
+    a = np.array([v / 4.0 for run in runs for v in sorted(run)], dtype=np.float64)
+    if nan and len(a):
+        a[len(a) // 2] = np.nan
+    assert stable_order(a).tolist() == np.argsort(a, kind="stable").tolist()
+
+
+def _water_fill_arrays(loads: np.ndarray, n: int) -> np.ndarray:
+    """`water_fill`'s array path as it was before issue 41's third pass (the reference for its plain-Python path)."""
+    k = len(loads)
+    if k == 0 or n == 0:
+        return np.zeros(k, dtype=np.int64)
+    order = np.argsort(loads, kind="stable")
+    s = loads[order]
+    csum = np.cumsum(s)
+    levels = (n + csum) / np.arange(1, k + 1)
+    m = int(np.flatnonzero(levels >= s)[-1]) + 1
+    give = np.zeros(k)
+    give[:m] = levels[m - 1] - s[:m]
+    counts = np.floor(give).astype(np.int64)
+    rest = n - int(counts.sum())
+    if rest > 0:
+        counts[np.argsort(-(give - counts), kind="stable")[:rest]] += 1
+    out = np.zeros(k, dtype=np.int64)
+    out[order] = counts
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 300) | st.integers(0, 3), max_size=20), st.integers(0, 2000) | st.integers(0, 7))
+def test_a_few_nodes_are_water_filled_as_the_array_path_fills_them(loads, n):
+    """Flow control splits a cohort over a pool's nodes by water-filling their loads; for a handful of nodes
+    `water_fill` runs in plain Python numbers: the counts must be the array path's, ties and remainders included."""
+    from infercast.simulator.twin.sharing import water_fill
+
+    a = np.array(loads, dtype=np.float64)
+    assert water_fill(a, n).tolist() == _water_fill_arrays(a, n).tolist()

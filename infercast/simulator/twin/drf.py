@@ -52,7 +52,7 @@ def drf_share(
     left = room - float((give * cost).sum())
     # rounding leaves a little room: one more each to the lowest weighted dominant shares while it fits
     while True:
-        open_ = np.flatnonzero((give < top) & (cost <= left + 1e-9))
+        open_ = ((give < top) & (cost <= left + 1e-9)).nonzero()[0]
         if not len(open_):
             break
         i = open_[np.argmin(give[open_] * cost[open_] / weight[open_], axis=0)]

@@ -31,8 +31,11 @@ import numpy as np
 from infercast.config import GIB, PoolConfig, TwinConfig, VersionConfig
 from infercast.simulator.twin.exposition import TTFT_BUCKETS, node_metrics_text
 from infercast.simulator.twin.kvcache import ContiguousKV, PagedKV
-from infercast.simulator.twin.latency import FloorSampler, inter_token_seconds, prefill_floor_seconds
+from infercast.simulator.twin.latency import FloorSampler, prefill_floor_seconds
 from infercast.simulator.twin.requests import ROW_FIELDS, PriorityQueue, RequestQueue, Requests
+
+_TTFT_EDGES = np.asarray(TTFT_BUCKETS)  # what `np.searchsorted` made of the tuple at each call
+_FEW_ADMIT = 32  # a head of at most this many requests is admitted through `Node._admit_stop_few`
 
 
 @dataclass
@@ -149,7 +152,7 @@ class Node:
     # --- observations -----------------------------------------------------------------------------------
     @property
     def running(self) -> int:
-        return int(self.active.sum())
+        return int(np.count_nonzero(self.active))
 
     @property
     def waiting(self) -> int:
@@ -191,7 +194,7 @@ class Node:
         allocated = self.kv.footprint_tokens()
         if allocated <= 0:
             return 0.0
-        held = float(self._computed_tokens(t).sum())
+        held = float(np.add.reduce(self._computed_tokens(t)))
         return max(0.0, 1.0 - held / allocated)
 
     def memory_split(self, t: float) -> tuple[float, float]:
@@ -201,7 +204,9 @@ class Node:
         blocks (or a contiguous arena's holes)."""
         allocated = self._memory_bytes()
         effective = (
-            self.weights_bytes + float(self._computed_tokens(t).sum()) * self.bytes_per_token + self.activation_bytes
+            self.weights_bytes
+            + float(np.add.reduce(self._computed_tokens(t))) * self.bytes_per_token
+            + self.activation_bytes
         )
         return min(effective, allocated), allocated
 
@@ -251,18 +256,21 @@ class Node:
         prompt waits for the ones ahead of it, a short prompt behind a long one too: the head-of-line blocking
         that pools isolated by context length avoid.  A prompt's first token comes when its work is done *and*
         its floor has passed."""
-        busy = np.flatnonzero(self.active & (self.pf_work > 0))
+        busy = (self.active & (self.pf_work > 0)).nonzero()[0]
         if not len(busy):
             return
         rate = self.model.prefill_tokens_per_second * self.speed
         budget = rate * (t1 - t0)
-        waiting = self.pf_work[busy] >= self.prompt[busy]  # not started
-        prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
-        order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
+        if len(busy) == 1:  # one prompt: its own order
+            order = busy
+        else:
+            waiting = self.pf_work[busy] >= self.prompt[busy]  # not started
+            prio = self.prio[busy] if self.control.low_idle_memory is not None else np.zeros(len(busy))
+            order = busy[np.lexsort((self.admit_t[busy], prio, waiting))]
         work = self.pf_work[order]
-        spent_at = np.cumsum(work)  # budget used when each prompt, in that order, is done
+        spent_at = work.cumsum()  # budget used when each prompt, in that order, is done
         done = spent_at <= budget
-        k = int(done.sum())
+        k = int(np.count_nonzero(done))
         fin = order[:k]
         self.pf_end[fin] = np.maximum(t0 + spent_at[:k] / rate, self.pf_floor[fin])
         self.pf_work[fin] = 0.0
@@ -273,43 +281,48 @@ class Node:
     def _decode(self, t0: float, t1: float, sink: TickSink) -> None:
         # the slots are handled as index arrays in slot order (the same elements, in the same order, as boolean
         # masks over all the slots would pick: the sums below add them in the same order)
-        ready = self.pf_end <= t1  # prefill done (first token due) by the end of the tick
-        bad = self.active & self.malformed & ready
+        a = self.active
+        due = a & (self.pf_end <= t1)  # active, prefill done (first token due) by the end of the tick
+        bad = due & self.malformed
         if bad.any():  # the prefill ran over an invalid payload: the engine answers 400, nothing is generated
-            idx = np.flatnonzero(bad)
+            idx = bad.nonzero()[0]
             sink.failed.append((self._take(idx), "malformed"))
             self.kv.release_many(idx)
             self.active[idx] = False
-        a = self.active
-        dec = np.flatnonzero(a & ready)  # decoding this tick
+            due &= ~bad
+        dec = due.nonzero()[0]  # decoding this tick
         n_dec = len(dec)
-        if n_dec:
-            itl = inter_token_seconds(n_dec, self.model.inter_token_seconds, self.speed)
-            before = self.gen[dec]
-            after = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
-            self.gen[dec] = after
-            self.generation_tokens_total += float(np.minimum(after, self.out[dec]).sum() - before.sum())
+        if not n_dec:
+            return  # nothing decodes: no first token, nothing done, no KV growth
+        # `inter_token_seconds(n_dec, ...)` in plain floats: the same operations in the same order
+        itl = self.model.inter_token_seconds * (1.0 + n_dec / 64.0) / self.speed
+        before = self.gen[dec]
+        after = before + (t1 - np.maximum(self.pf_end[dec], t0)) / itl
+        self.gen[dec] = after
+        out = self.out[dec]
+        self.generation_tokens_total += float(np.add.reduce(np.minimum(after, out)) - np.add.reduce(before))
         first = dec[~self.ttft_done[dec]]
-        self.ttft_done[first[self.served[first]]] = True  # recomputed after preemption: its first token came earlier
-        first = first[~self.served[first]]
+        if len(first):
+            again = self.served[first]
+            if again.any():  # recomputed after preemption: its first token came earlier
+                self.ttft_done[first[again]] = True
+                first = first[~again]
         if len(first):
             ttft = self.pf_end[first] - self.sent_t[first]
-            self.ttft_hist += np.bincount(
-                np.searchsorted(TTFT_BUCKETS, ttft, side="left"), minlength=len(self.ttft_hist)
-            )
-            self.ttft_sum += float(ttft.sum())
+            self.ttft_hist += np.bincount(_TTFT_EDGES.searchsorted(ttft, side="left"), minlength=len(self.ttft_hist))
+            self.ttft_sum += float(np.add.reduce(ttft))
             sink.ttft.append(
                 (self.orig_t[first], self.sent_t[first], self.pf_end[first], self.prio[first], self.prompt[first])
             )
             self.ttft_done[first] = True
-        idx = dec[self.gen[dec] >= self.out[dec]]  # done
+        idx = dec[after >= out]  # done
         if len(idx):
             if self.vcfg.batcher.kind == "fixed":
                 # static batching: slots free only when the whole batch is done
                 done = np.zeros(len(a), dtype=bool)
                 done[idx] = True
                 if not (a & ~done).any():
-                    self.kv.release_many(np.flatnonzero(a))
+                    self.kv.release_many(a.nonzero()[0])
                     self.success_total += int(a.sum())
                     sink.completed += int(a.sum())
                     self.active[:] = False
@@ -323,11 +336,13 @@ class Node:
                 sink.completed += len(idx)
         # KV growth of decoding requests (paged only; contiguous reserved it up front)
         if self.kv.kind == "paged":
-            slots = dec[self.active[dec]]
+            if len(idx):
+                slots = dec[self.active[dec]]
+                gen, out = self.gen[slots], self.out[slots]
+            else:  # none finished: every decoding slot is still active, its tokens as just computed
+                slots, gen = dec, after
             if len(slots):
-                tokens_now = self.prompt[slots] + np.minimum(np.floor(self.gen[slots]), self.out[slots]).astype(
-                    np.int64
-                )
+                tokens_now = self.prompt[slots] + np.minimum(np.floor(gen), out).astype(np.int64)
                 missing = self.kv.grow(slots, tokens_now)
                 if missing.any():
                     self._preempt_for(slots, missing, t1)
@@ -335,7 +350,7 @@ class Node:
     def _preempt_for(self, slots: np.ndarray, missing: np.ndarray, t: float) -> None:
         """No free block for decoding requests: preempt the youngest (recompute) until the rest fit."""
         need = dict(zip(slots.tolist(), missing.tolist(), strict=True))
-        order = np.flatnonzero(self.active)
+        order = self.active.nonzero()[0]
         order = order[np.argsort(-self.admit_t[order], kind="stable")]  # youngest first
         for victim in order:
             if sum(need.values()) <= self.kv.free_blocks:
@@ -439,14 +454,14 @@ class Node:
     def _admit_dynamic(self, t0: float, t1: float) -> None:
         if not len(self.queue) or not self._admission_open(t0):
             return
-        free = np.flatnonzero(~self.active)
+        free = (~self.active).nonzero()[0]
         if not len(free):
             return
         if self.kv.kind == "paged" and self.control.kv_partitions is None:
             self._admit_paged(t0, free)
             return
         k = 0
-        prefill = float(self.pf_work[self.active].sum())
+        prefill = float(np.add.reduce(self.pf_work[self.active]))
         self.memory_blocked = False
         while k < len(free) and len(self.queue):
             row = self.queue.peek()
@@ -474,15 +489,37 @@ class Node:
         admits, to the last bit (the running sums are sequential, as the loop adds them)."""
         c, kv = self.control, self.kv
         assert isinstance(kv, PagedKV)
-        head = self.queue.head(len(free))
-        prompt = head.prompt
+        q = self.queue
+        n = min(len(free), len(q))
+        # the gates read the head's prompts (and priorities, for the low tier's idle gate): the rest of its columns
+        # only for the requests admitted
+        prompt = q.head_column(n, "prompt")
+        low = c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory
+        prio = q.head_column(n, "prio") if low else None
+        m, blocked = self._admit_stop_few(prompt, prio) if n <= _FEW_ADMIT else self._admit_stop(prompt, prio)
+        self.memory_blocked = blocked
+        if m < n and not blocked:  # the head's blocks are not free: it blocks the line
+            kv.failures += 1
+            self.alloc_failures_total += 1
+        if m == 0:
+            return
+        head = q.head(m)
+        q.discard(m)
+        kv.admit_many(free[:m], prompt[:m])
+        self._fill_many(free[:m], head, t0)
+
+    def _admit_stop(self, prompt: np.ndarray, prio: np.ndarray | None) -> tuple[int, bool]:
+        """How many of the queue's head (its prompts; its priorities while the low tier's idle gate is shut, else
+        None) `_admit_paged` admits, and whether the memory breaker (or that gate) stopped it there (else the
+        blocks ran out, or every one was admitted), as array operations."""
+        c, kv = self.control, self.kv
         n = len(prompt)
         # blocks in use once request i is admitted (with all before it): `try_admit` fails past the capacity
         used = kv.used_blocks + np.cumsum(kv.blocks_for(prompt))
         fails = used > kv.capacity_blocks
         blocked = np.zeros(n, dtype=bool)  # `_may_admit` says no
-        if c.low_idle_memory is not None and self._last_memory >= c.low_idle_memory:
-            blocked |= head.prio == 2
+        if prio is not None:
+            blocked |= prio == 2
         if c.stop_admit_memory is not None:
             # `_memory_if_admitted` for each request with those before it admitted.  The pool grows a segment at a
             # time only when the blocks in use outgrow it (`_grow_pool`); `footprint_if_admitted` judges with the
@@ -499,17 +536,44 @@ class Node:
                 act * self.act_bytes_per_token
             )
             blocked |= memory > c.stop_admit_memory * self.physical_bytes
-        stop = np.flatnonzero(blocked | fails)
+        stop = (blocked | fails).nonzero()[0]
         m = int(stop[0]) if len(stop) else n
-        self.memory_blocked = bool(m < n and blocked[m])
-        if m < n and not blocked[m]:  # the head's blocks are not free: it blocks the line
-            kv.failures += 1
-            self.alloc_failures_total += 1
-        if m == 0:
-            return
-        self.queue.discard(m)
-        kv.admit_many(free[:m], prompt[:m])
-        self._fill_many(free[:m], head if m == n else head.take(slice(0, m)), t0)
+        return m, bool(m < n and blocked[m])
+
+    def _admit_stop_few(self, prompt: np.ndarray, prio: np.ndarray | None) -> tuple[int, bool]:
+        """`_admit_stop` for a short head, request by request in plain Python numbers: the same integer arithmetic
+        (exact in both) and the same float operations in the same order (the prefill queue's running sum, the
+        activations, the bytes), stopping at the first request a gate refuses, as the loop of `_admit_dynamic`
+        does.  What it returns is what `_admit_stop` returns, for every head and node state."""
+        c, kv = self.control, self.kv
+        prompts = prompt.tolist()
+        low = prio is not None
+        prios = prio.tolist() if low else None
+        lim = c.stop_admit_memory
+        bt, cap, seg, pool0 = kv.block_tokens, kv.capacity_blocks, kv.segment_blocks, kv.pool_blocks
+        if lim is not None:
+            limit_bytes = lim * self.physical_bytes
+            base = self.weights_bytes + self.overhead_bytes
+            bpt, abpt = self.bytes_per_token, self.act_bytes_per_token
+            chunk = self.model.prefill_chunk_tokens
+            prefill = float(
+                np.add.reduce(self.pf_work[self.active])
+            )  # the queue of prefills, then each prompt added to it
+        used = kv.used_blocks
+        before = pool0  # the pool as it stands before request i (`_admit_stop`'s `pool_before`)
+        for i, p in enumerate(prompts):
+            used += -(-p // bt)
+            blocked = low and prios[i] == 2
+            if lim is not None:
+                grown = min(cap, -(-used // seg) * seg)
+                footprint = max(before, grown) * bt
+                before = grown if used > pool0 else pool0
+                prefill += float(p)
+                memory = (base + footprint * bpt) + min(prefill, chunk) * abpt
+                blocked = blocked or memory > limit_bytes
+            if blocked or used > cap:
+                return i, blocked
+        return len(prompts), False
 
     def _admit_fixed(self, t0: float, t1: float) -> None:
         if self.active.any() or not len(self.queue) or not self._admission_open(t0):
@@ -562,7 +626,7 @@ class Node:
         self.orig_t[slots], self.att_t[slots] = reqs.orig_t, reqs.att_t
         self.prio[slots], self.attempt[slots], self.served[slots] = reqs.prio, reqs.attempt, reqs.served
         self.sent_t[slots], self.tenant[slots], self.malformed[slots] = reqs.sent_t, reqs.tenant, reqs.malformed
-        self.prompt_tokens_total += int(reqs.prompt.sum())
+        self.prompt_tokens_total += int(np.add.reduce(reqs.prompt))
 
     def _fill(self, slot: int, row: tuple, admit: float, floor_end: float) -> None:
         orig_t, att_t, prompt, out, max_tokens, prio, attempt, served, sent_t, tenant, malformed = row
@@ -584,7 +648,7 @@ class Node:
             tokens = float(self.prompt[a & (self.pf_end > t1)].sum())
         else:
             # chunked prefill: activations of at most one chunk of prompt tokens per step
-            tokens = min(float(self.pf_work[a].sum()), self.model.prefill_chunk_tokens)
+            tokens = min(float(np.add.reduce(self.pf_work[a])), self.model.prefill_chunk_tokens)
         self.activation_bytes = tokens * self.act_bytes_per_token
         used = self._memory_bytes()
         self._last_memory = used / self.physical_bytes
@@ -592,10 +656,10 @@ class Node:
             timeout = self.vcfg.batcher.timeout_seconds
             if self.batch_end_t - self.batch_start_t > timeout and t1 >= self.batch_start_t + timeout:
                 # the batch overran its timeout: dropped whole; the clients retry
-                idx = np.flatnonzero(a & (self.pf_end > t1))
+                idx = (a & (self.pf_end > t1)).nonzero()[0]
                 if len(idx):
                     sink.failed.append((self._take(idx), "timeout"))
-                    self.kv.release_many(np.flatnonzero(a))
+                    self.kv.release_many(a.nonzero()[0])
                     self.active[:] = False
                     self.batch_end_t = None
         if used > self.physical_bytes:
@@ -618,7 +682,7 @@ class Node:
 
     def crash(self, t: float, sink: TickSink, reason: str = "oom") -> None:
         """CUDA OOM (or a kill): every request on the node fails back to its client; cold start follows."""
-        lost = [self._take(np.flatnonzero(self.active)), self.queue.drain()]
+        lost = [self._take(self.active.nonzero()[0]), self.queue.drain()]
         sink.failed.append((Requests.concat(lost), reason))
         if reason == "oom":
             self.oom_events += 1
@@ -632,7 +696,7 @@ class Node:
 
     def shutdown(self) -> Requests:
         """Take the node out (standby): returns what it held so the router can re-route it."""
-        lost = Requests.concat([self._take(np.flatnonzero(self.active)), self.queue.drain()])
+        lost = Requests.concat([self._take(self.active.nonzero()[0]), self.queue.drain()])
         self._reset_state()
         self.up = False
         self.up_at = float("inf")

@@ -103,14 +103,16 @@ class PagedKV:
         blocks in use only climb, so it ends where the last admission leaves it)."""
         need = self.blocks_for(prompt_tokens)
         self.blocks[slots] = need
-        self.used_blocks += int(need.sum())
+        self.used_blocks += int(np.add.reduce(need))
         self._grow_pool()
 
     def grow(self, slots: np.ndarray, tokens_now: np.ndarray) -> np.ndarray:
         """Give decoding slots the blocks their token counts need; returns per-slot blocks still missing."""
         need = self.blocks_for(tokens_now) - self.blocks[slots]
         need = np.maximum(need, 0)
-        total = int(need.sum())
+        total = int(np.add.reduce(need))
+        if total == 0:  # no slot needs a block: nothing changes (`need` is all zeros)
+            return need
         if total <= self.free_blocks:
             self.blocks[slots] += need
             self.used_blocks += total
@@ -128,7 +130,7 @@ class PagedKV:
         self.blocks[slot] = 0
 
     def release_many(self, slots: np.ndarray) -> None:
-        self.used_blocks -= int(self.blocks[slots].sum())
+        self.used_blocks -= int(np.add.reduce(self.blocks[slots]))
         self.blocks[slots] = 0
 
     def allocated_tokens(self) -> int:

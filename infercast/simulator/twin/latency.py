@@ -77,6 +77,32 @@ class FloorSampler:
         return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0)
 
     def many(self, ctx: np.ndarray) -> np.ndarray:
+        """`[self(c) for c in ctx]` to the last bit, for a node admitting many requests in one tick: a few integer
+        prompt lengths (the usual admission) through `_many_few`, else `_many_arrays`."""
+        ctx = np.asarray(ctx)
+        if len(ctx) <= _FEW and ctx.dtype.kind in "iu":
+            return self._many_few(ctx)
+        return self._many_arrays(ctx)
+
+    def _many_few(self, ctx: np.ndarray) -> np.ndarray:
+        """`_many_arrays` to the last bit, in plain Python floats: each prompt length's terms (`_floor_terms`, the
+        array code's own values, kept per length) and then `_many_arrays`' element-wise arithmetic, the same IEEE
+        operations in the same order (+ - * / are correctly rounded in Python as in numpy; the power is Python's
+        `**` in both)."""
+        z = self._draw_z(len(ctx)).tolist()
+        lengths = ctx.tolist()
+        try:
+            terms = [_TERMS[c] for c in lengths]
+        except KeyError:  # a length not seen yet
+            terms = [_floor_terms(lengths)[c] for c in lengths]
+        speed = self.speed
+        out = []
+        for (shape, a, b, scale), zz in zip(terms, z, strict=True):
+            y = a + zz / b
+            out.append((shape * y**3 * scale) / speed)
+        return np.array(out, dtype=np.float64)
+
+    def _many_arrays(self, ctx: np.ndarray) -> np.ndarray:
         """`[self(c) for c in ctx]` to the last bit, for a node admitting many requests in one tick.  The table
         lookups and the normal quantile's central branch are array operations (the same interpolation code and the
         same IEEE operations in the same order); the tails of the quantile and the powers stay scalar, as in
@@ -110,6 +136,37 @@ class FloorSampler:
         return x * (sd**2 / mean) / self.speed
 
 
+_FEW = 32  # `FloorSampler.many` of at most this many integer lengths goes through plain Python floats
+# per prompt length (tokens): (shape, 1 - 1/(9 shape), 3 sqrt(shape), sd**2 / mean) of the gamma its floor is drawn
+# from, as `FloorSampler._many_arrays` computes them (pure: the same for every node and run)
+_TERMS: dict[int, tuple[float, float, float, float]] = {}
+_TERM_BLOCK = 512
+
+
+def _floor_terms(lengths: list[int]) -> dict[int, tuple[float, float, float, float]]:
+    """`_TERMS`, with the lengths not in it yet computed by `_many_arrays`' own array code -- each with the whole
+    block of `_TERM_BLOCK` lengths around it (prompt lengths spread over tens of thousands of values: computed a
+    block at a time, a run needs a few dozen such calls instead of one per new length; each length's terms are its
+    own, element by element, whatever else is computed beside it)."""
+    miss = [c for c in lengths if c not in _TERMS]
+    if miss:
+        if len(_TERMS) > 1 << 18:  # 262k lengths seen: start again rather than grow on
+            _TERMS.clear()
+            miss = lengths
+        miss = [
+            c for k in sorted({c // _TERM_BLOCK for c in miss}) for c in range(k * _TERM_BLOCK, (k + 1) * _TERM_BLOCK)
+        ]
+        ctx = np.array(miss, dtype=np.int64)
+        mean = prefill_floor_seconds(ctx)
+        sd = np.interp(ctx, _CTX, _SD)
+        shape = np.array([q**2 for q in (mean / sd).tolist()], dtype=np.float64)
+        a = 1.0 - 1.0 / (9.0 * shape)
+        b = 3.0 * np.sqrt(shape)
+        scale = np.array([v**2 for v in sd.tolist()], dtype=np.float64) / mean
+        _TERMS.update(zip(miss, zip(shape.tolist(), a.tolist(), b.tolist(), scale.tolist(), strict=True), strict=True))
+    return _TERMS
+
+
 # Acklam's coefficients of the central branch (numerator, denominator)
 _PPF_A = (
     -3.969683028665376e01,
@@ -140,7 +197,7 @@ def _norm_ppf_many(u: np.ndarray) -> np.ndarray:
         * q
         / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
     )
-    tail = np.flatnonzero((u < 0.02425) | (u > 1 - 0.02425))
+    tail = ((u < 0.02425) | (u > 1 - 0.02425)).nonzero()[0]
     if len(tail):
         z[tail] = [_norm_ppf(v) for v in u[tail]]
     return z

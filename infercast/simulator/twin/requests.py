@@ -84,7 +84,10 @@ class Requests:
 
     @staticmethod
     def concat(parts: list[Requests]) -> Requests:
-        parts = [p for p in parts if len(p)]
+        if len(parts) == 1:  # the common case, without the filtering below
+            p = parts[0]
+            return p if len(p.orig_t) else Requests.empty()
+        parts = [p for p in parts if len(p.orig_t)]
         if not parts:
             return Requests.empty()
         if len(parts) == 1:
@@ -133,6 +136,10 @@ class RequestQueue:
 
     def head(self, n: int) -> Requests:
         """The first n requests, in the order `peek`/`pop` would hand them out, left in the queue."""
+        if n > 0 and not self._front and self._chunks:  # the head of the first chunk holds them: one slice
+            c, h = self._chunks[0], self._head
+            if len(c.orig_t) - h >= n:
+                return c.take(slice(h, h + n))
         parts: list[Requests] = []
         if self._front and n > 0:
             rows = self._front[::-1][:n]  # the last one put back comes out first
@@ -147,6 +154,27 @@ class RequestQueue:
             n -= k
             h = 0
         return Requests.concat(parts)
+
+    def head_column(self, n: int, name: str) -> np.ndarray:
+        """`getattr(self.head(n), name)` without building the head's other columns."""
+        parts: list[np.ndarray] = []
+        if self._front and n > 0:
+            rows = self._front[::-1][:n]
+            i = ROW_FIELDS.index(name)
+            parts.append(np.array([r[i] for r in rows], dtype=DTYPES[name]))  # as `rows_to_requests` builds it
+            n -= len(rows)
+        h = self._head
+        for c in self._chunks:
+            if n <= 0:
+                break
+            col = getattr(c, name)
+            k = min(n, len(col) - h)
+            parts.append(col[h : h + k])
+            n -= k
+            h = 0
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=DTYPES[name])
 
     def pop(self) -> None:
         self._len -= 1
@@ -165,6 +193,10 @@ class RequestQueue:
 
     def drop_older_than(self, att_t_cutoff: float) -> Requests:
         """Remove requests whose attempt started before the cutoff (their clients gave up); returns them."""
+        if not self._len:
+            return Requests.empty()
+        if not self._front and self._chunks[0].att_t[self._head] >= att_t_cutoff:  # the oldest is recent enough
+            return Requests.empty()
         out: list[Requests] = []
         if self._front:
             keep = [r for r in self._front if r[1] >= att_t_cutoff]
@@ -176,7 +208,7 @@ class RequestQueue:
         while self._chunks:
             c = self._chunks[0]
             tail = c.att_t[self._head :]
-            n_old = int(np.searchsorted(tail, att_t_cutoff, side="left"))
+            n_old = int(tail.searchsorted(att_t_cutoff, side="left"))
             if n_old == 0:
                 break
             out.append(c.take(slice(self._head, self._head + n_old)))
@@ -226,6 +258,8 @@ class RequestQueue:
                 self._head = 0
 
     def drain(self) -> Requests:
+        if not self._len:
+            return Requests.empty()
         parts = []
         if self._front:
             parts.append(rows_to_requests(self._front))
@@ -236,17 +270,24 @@ class RequestQueue:
 
 
 def is_sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+_FEW_RUNS = 8  # `stable_order`: at most this many descents (this many + 1 sorted runs) go to the stable sort
 
 
 def stable_order(a: np.ndarray) -> np.ndarray:
     """`np.argsort(a, kind="stable")`, faster on times: numpy's default sort (several times faster on random
     floats), kept when the sorted keys are all distinct -- then only one order sorts them, the stable one; with a tie
-    (or a NaN) the stable sort decides."""
-    order = np.argsort(a)
+    (or a NaN) the stable sort decides.  Times made of a few sorted runs (a tick's arrivals per stream and the
+    retries due, one run per failure) go straight to the stable sort, which merges runs (several times faster
+    there than the default sort); either way the order is the stable one."""
+    if len(a) > 1 and np.count_nonzero(a[1:] < a[:-1]) < _FEW_RUNS:
+        return a.argsort(kind="stable")
+    order = a.argsort()
     s = a[order]
     if len(a) > 1 and not bool((s[1:] > s[:-1]).all()):
-        return np.argsort(a, kind="stable")
+        return a.argsort(kind="stable")
     return order
 
 
@@ -276,12 +317,12 @@ class PriorityQueue:
     def push(self, reqs: Requests) -> None:
         if not len(reqs):
             return
-        present = np.flatnonzero(np.bincount(reqs.prio, minlength=3)).tolist()
+        present = (np.bincount(reqs.prio, minlength=3)).nonzero()[0].tolist()
         if len(present) == 1:  # one class: the cohort as it is
             self.classes[present[0]].push(reqs)
             return
         for c in present:
-            self.classes[c].push(reqs.take(np.flatnonzero(reqs.prio == c)))
+            self.classes[c].push(reqs.take((reqs.prio == c).nonzero()[0]))
 
     def push_front(self, row: tuple) -> None:
         self.classes[int(row[ROW_FIELDS.index("prio")])].push_front(row)
@@ -294,7 +335,29 @@ class PriorityQueue:
 
     def head(self, n: int) -> Requests:
         """The first n requests in serving order (urgent, then normal, then low), left in the queues."""
-        return self._across(n, lambda q, k: q.head(k))
+        parts = []  # `_across` spelled out (a hot path), empty classes skipped as in `pop_many`
+        for q in self.classes:
+            if n <= 0:
+                break
+            if q._len:
+                part = q.head(n)
+                n -= len(part.orig_t)
+                parts.append(part)
+        return Requests.concat(parts)
+
+    def head_column(self, n: int, name: str) -> np.ndarray:
+        """`getattr(self.head(n), name)` without building the head's other columns."""
+        parts = []
+        for q in self.classes:
+            if n <= 0:
+                break
+            if q._len:
+                part = q.head_column(n, name)
+                n -= len(part)
+                parts.append(part)
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=DTYPES[name])
 
     def pop(self) -> None:
         self._head().pop()
@@ -305,10 +368,19 @@ class PriorityQueue:
         return self.classes[0].head_att_t()
 
     def drop_older_than(self, att_t_cutoff: float) -> Requests:
-        return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes])
+        # an empty class gives nothing: skipped
+        return Requests.concat([q.drop_older_than(att_t_cutoff) for q in self.classes if q._len])
 
     def pop_many(self, k: int) -> Requests:
-        return self._across(k, lambda q, k: q.pop_many(k))
+        parts = []  # `_across` spelled out (a hot path): each class in serving order until k are taken
+        for q in self.classes:
+            if k <= 0:
+                break
+            if q._len:  # an empty class gives an empty part: skipped
+                part = q.pop_many(k)
+                k -= len(part.orig_t)
+                parts.append(part)
+        return Requests.concat(parts)
 
     def _across(self, n: int, take: Callable[[RequestQueue, int], Requests]) -> Requests:
         """`take(queue, k)` from each class in serving order until n requests are taken, as one cohort."""

@@ -108,6 +108,10 @@ class Router:
         # each group's cumulative pool weights (`pool_row`) for the shares and weights in `_rows_key`
         self._rows_key: tuple[bytes, bytes] | None = None
         self._rows: dict[int, tuple[np.ndarray, bool]] = {}
+        # within `route`, before it sends requests to the pools, nothing changes the nodes in rotation, the weights or
+        # the pools switched on (what `_choose_pools` weighs by): their shares, taken once there (None: not yet)
+        self._routing = False
+        self._shares: tuple[np.ndarray, np.ndarray] | None = None
 
     # --- admin API (the control surface) ----------------------------------------------------------------
     def set_pool_weight(self, pool: str, weight: float) -> None:
@@ -277,6 +281,23 @@ class Router:
         if len(new):
             self.offered_by_tier += np.bincount(new.prio.astype(np.int64), minlength=3)
             self.offered_tokens_by_tier += np.bincount(new.prio.astype(np.int64), weights=new.prompt, minlength=3)
+        self._routing, self._shares = True, None
+        try:
+            chosen = self._route(t0, dt, new)
+        finally:
+            self._routing, self._shares = False, None
+        if chosen is not None:
+            reqs, pool_idx = chosen
+            for pi, pool in enumerate(self.pools):
+                sel = (pool_idx == pi).nonzero()[0]
+                if len(sel):
+                    self._send_to_pool(pool, reqs.take(sel), t0, set())
+        if self.policy.flow_control_waiting is not None:
+            self._drain_flow(t0)
+
+    def _route(self, t0: float, dt: float, new: Requests) -> tuple[Requests, np.ndarray] | None:
+        """`route` up to the pools' choice: the requests that pass the gateway and each one's pool (None: nothing
+        to route this tick); `route` then sends them on."""
         self._file_retries()
         due = self._retries.pop(self._tick_index(t0), [])
         src = Requests.concat([new, *due])
@@ -293,9 +314,7 @@ class Router:
         self.qps = 0.9 * self.qps + 0.1 * (n / dt)
         buckets = any(ln.bucket is not None for ln in self.lanes)
         if not n and not buckets:
-            if self.policy.flow_control_waiting is not None:
-                self._drain_flow(t0)
-            return
+            return None
         lim = self.policy.reject_context_tokens
         refuse = np.zeros(n, dtype=bool)
         if lim is not None:
@@ -310,25 +329,19 @@ class Router:
             refuse |= (prompt > drop_above) & ~lane
             defer = (prompt > retry_above) & ~lane & ~refuse & (pick(src.attempt, sel) == 1)
         if refuse.any():  # a 400: the client does not retry it
-            bad = src.take(pick(sel, np.flatnonzero(refuse)))
+            bad = src.take(pick(sel, refuse.nonzero()[0]))
             self._final(bad, self._choose_pools(bad), "rejected", t0)
             keep = ~refuse
-            sel = pick(sel, np.flatnonzero(keep))
+            sel = pick(sel, keep.nonzero()[0])
             defer = None if defer is None else defer[keep]
         if defer is not None and defer.any():  # a 429 keeping the metadata: the client's retry is let in
-            later = src.take(pick(sel, np.flatnonzero(defer)))
+            later = src.take(pick(sel, defer.nonzero()[0]))
             self._fail(later, self._choose_pools(later), "rejected", t0)
-            sel = pick(sel, np.flatnonzero(~defer))
+            sel = pick(sel, (~defer).nonzero()[0])
         # with buckets every tick, arrivals or not: the buckets refill and their queues drain on the clock
         reqs = self._rate_limit(src, t0, dt, sel) if buckets else src if sel is None else src.take(sel)
         self.admitted_total += len(reqs)
-        pool_idx = self._choose_pools(reqs)
-        for pi, pool in enumerate(self.pools):
-            sel = np.flatnonzero(pool_idx == pi)
-            if len(sel):
-                self._send_to_pool(pool, reqs.take(sel), t0, set())
-        if self.policy.flow_control_waiting is not None:
-            self._drain_flow(t0)
+        return reqs, self._choose_pools(reqs)
 
     def _rate_limit(self, reqs: Requests, t: float, dt: float, sel: np.ndarray | None = None) -> Requests:
         """Token buckets at the gateway, one per quota lane.  Over the rate, requests wait in their lane's queue
@@ -340,9 +353,7 @@ class Router:
         lane_of = self.lane_of_tenant[pick(reqs.tenant, sel)]
         out = []
         for li, lane in enumerate(self.lanes):
-            out.append(
-                self._through_lane(lane, reqs, t, dt, quota=li > 0, sel=pick(sel, np.flatnonzero(lane_of == li)))
-            )
+            out.append(self._through_lane(lane, reqs, t, dt, quota=li > 0, sel=pick(sel, (lane_of == li).nonzero()[0])))
         return Requests.concat(out)
 
     def _through_lane(
@@ -357,7 +368,9 @@ class Router:
         else:
             prio = pick(reqs.prio, sel)
             for c in classes:
-                lane.queues[c].push(reqs.take(pick(sel, np.flatnonzero(prio == c))))
+                idx = (prio == c).nonzero()[0]
+                if len(idx):  # (an empty cohort is not queued: nothing to take)
+                    lane.queues[c].push(reqs.take(pick(sel, idx)))
         # with tiers, the shared lane serves urgent requests at once, outside the bucket (seed 004: 紧急请求：立即处理)
         # and meters normal and low work.  A tenant's own lane is a quota: it meters the tenant's urgent requests
         # too, first out of the bucket, and refuses those over the rate at once (urgent waits 0), or a tenant that
@@ -385,15 +398,20 @@ class Router:
         """Pick a pool per request: share = weight x nodes in rotation (weights are per node, as in Envoy's EDS),
         among pools whose context range fits.  A pool with no node in rotation gets no share while another has
         one; when none has, pools fall back to their bare weights and the failover paths take over."""
-        in_rotation = np.array([sum(self.healthy[n.name] for n in self.pool_nodes[p]) for p in self.pools])
-        w = np.array([self.weights[p] if self.enabled[p] else 0.0 for p in self.pools])
-        share = w * in_rotation
+        if self._shares is None:
+            in_rotation = np.array([sum(self.healthy[n.name] for n in self.pool_nodes[p]) for p in self.pools])
+            w = np.array([self.weights[p] if self.enabled[p] else 0.0 for p in self.pools])
+            share = w * in_rotation
+            if self._routing:  # the rotation and the weights hold until `route` sends the tick's requests on
+                self._shares = (share, w)
+        else:
+            share, w = self._shares
         # Which pools' context ranges a prompt fits changes only at the ranges' bounds, so the prompts fall into a
         # few groups with one row of pool weights each; the draw is per request, as it would be over an n x pools
         # matrix of identical rows (the same cumulative sums, the same comparisons)
         bounds = self._ctx_bounds
-        group = np.searchsorted(bounds, reqs.prompt, side="right")
-        present = np.flatnonzero(np.bincount(group, minlength=len(bounds) + 1)).tolist()
+        group = bounds.searchsorted(reqs.prompt, side="right")
+        present = (np.bincount(group, minlength=len(bounds) + 1)).nonzero()[0].tolist()
         # a group's row depends only on the shares and the weights: kept while they stay as they are
         key = (share.tobytes(), w.tobytes())
         if key != self._rows_key:
@@ -408,10 +426,10 @@ class Router:
         u = self.rng.random(len(reqs))
         out = np.empty(len(reqs), dtype=np.int64)
         for (c, finite), g in zip(rows, present, strict=True):
-            sel = np.flatnonzero(group == g) if len(rows) > 1 else slice(None)
+            sel = (group == g).nonzero()[0] if len(rows) > 1 else slice(None)
             x = u[sel] * c[-1]
             if finite:  # the pool the draw lands in: how many cumulative weights it reaches
-                out[sel] = np.searchsorted(c, x, side="right")  # (they climb: the weights are >= 0)
+                out[sel] = c.searchsorted(x, side="right")  # (they climb: the weights are >= 0)
             else:
                 out[sel] = (x[:, None] >= c).sum(axis=1)
         return np.minimum(out, len(self.pools) - 1)
@@ -457,7 +475,6 @@ class Router:
         return memory < lim and waiting < SATURATED_WAITING_PER_NODE
 
     def _send_to_pool(self, pool: str, reqs: Requests, t: float, visited: set[str]) -> None:
-        pidx = np.full(len(reqs), self.pools.index(pool))
         reason = self._unavailable_reason(pool, t)
         if reason is not None:
             visited = visited | {pool}
@@ -473,7 +490,8 @@ class Router:
                 self.degradation_log.append((t, pool, target, reason, len(reqs)))
                 self._send_to_pool(target, reqs, t, visited)
                 return
-            self._fail(reqs, pidx, "shed", t)  # no pool can take it: a 503 at once, the client retries
+            # no pool can take it: a 503 at once, the client retries
+            self._fail(reqs, self.pools.index(pool), "shed", t)
             return
         if self.policy.flow_control_waiting is None:
             self._to_nodes(pool, reqs, t)
@@ -491,7 +509,7 @@ class Router:
         else:
             lanes = np.zeros(len(reqs), dtype=np.int64)
         for lane in np.unique(lanes):
-            self.flow[pool][int(lane)].push(reqs.take(np.flatnonzero(lanes == lane)))
+            self.flow[pool][int(lane)].push(reqs.take((lanes == lane).nonzero()[0]))
 
     def flow_waiting(self, pool: str) -> int:
         """Requests waiting at the gateway for room in this pool (flow control)."""
@@ -549,7 +567,7 @@ class Router:
                     cq = q.classes[c]
                     gone = cq.drop_older_than(t - waits[c] + 1e-9) if waits[c] > 0 else cq.drain()
                     if len(gone):
-                        self._fail(gone, np.full(len(gone), pi), "rejected", t)
+                        self._fail(gone, pi, "rejected", t)
 
     def _share(self, pool: str, keys: list[int], want: np.ndarray, room: int) -> np.ndarray:
         """A pool's room split between the flows that want more than it: max-min fair between quota lanes, or with
@@ -603,21 +621,20 @@ class Router:
     ) -> None:
         """Water-fill requests over the pool's routable nodes; or, given each node's `room` (which must hold them
         all), split them over `nodes` in proportion to it, never beyond it."""
-        pidx = np.full(len(reqs), self.pools.index(pool))
         if nodes is None or room is None:
             nodes = self._routable(pool)
             counts = water_fill(np.array([n.load for n in nodes], dtype=np.float64), len(reqs))
         else:
             counts = share_by_room(room, len(reqs))
         assign = self.rng.permutation(np.repeat(np.arange(len(nodes)), counts))
-        # node i's requests are those drawn i, in arrival order: one stable sort groups them all
-        order = np.argsort(assign, kind="stable")
-        ends = np.cumsum(counts).tolist()
-        for i, node in enumerate(nodes):
-            sel = order[ends[i] - int(counts[i]) : ends[i]]
-            if not len(sel):
-                continue
-            part = reqs.take(sel)
+        to = counts.nonzero()[0].tolist()  # the nodes that get some
+        # node i's requests are those drawn i, in arrival order: one stable sort groups them all (one node: all of
+        # them, in their order; the draw above is made all the same, so the random stream is the same)
+        order = assign.argsort(kind="stable") if len(to) > 1 else None
+        ends = counts.cumsum().tolist()
+        for i in to:
+            node = nodes[i]
+            part = reqs.take(slice(None) if order is None else order[ends[i] - int(counts[i]) : ends[i]])
             part.sent_t = np.maximum(part.att_t, t)
             if node.up:
                 node.enqueue(part)
@@ -627,17 +644,19 @@ class Router:
                 self.routed[pool] += len(part)
                 self.routed_long[pool] += int(np.count_nonzero(part.prompt > LONG_CONTEXT_TOKENS))
             else:  # crashed since the last health check: connection refused
-                self._fail(part, pidx[sel], "error", t)
+                self._fail(part, self.pools.index(pool), "error", t)
 
     # --- outcomes ---------------------------------------------------------------------------------------
-    def _fail(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
-        """A failed attempt: the client retries with exponential backoff until it runs out of attempts."""
+    def _fail(self, reqs: Requests, pool_idx: np.ndarray | int, outcome: str, t: float) -> None:
+        """A failed attempt: the client retries with exponential backoff until it runs out of attempts.
+        `pool_idx`: each request's pool, or one pool for them all."""
         if not len(reqs):
             return
+        one = isinstance(pool_idx, int)
         retry = reqs.attempt < self.rc.retry.max_attempts
-        idx = np.flatnonzero(retry)
+        idx = retry.nonzero()[0]
         n_retry = len(idx)
-        self._count(pool_idx[idx], reqs.prio[idx], "retried")
+        self._count(pool_idx if one else pool_idx[idx], reqs.prio[idx], "retried")
         if n_retry:
             attempt = reqs.attempt[idx]
             backoff = self.rc.retry.backoff_seconds * self.rc.retry.backoff_multiplier ** (attempt - 1.0)
@@ -648,8 +667,8 @@ class Router:
         if n_retry == 0:  # every one gives up (`_final` only reads them: no copy needed)
             self._final(reqs, pool_idx, outcome, t)
         elif n_retry < len(reqs):
-            idx = np.flatnonzero(~retry)
-            self._lost(pool_idx[idx], reqs.prio[idx], reqs.served[idx], outcome, t)
+            idx = (~retry).nonzero()[0]
+            self._lost(pool_idx if one else pool_idx[idx], reqs.prio[idx], reqs.served[idx], outcome, t)
 
     def retrying(self) -> int:
         """Requests whose clients will retry them (waiting out their backoff)."""
@@ -672,36 +691,40 @@ class Router:
         for k, r in retry_cohorts(pending, self.cfg.twin.tick_seconds):
             self._retries[k].append(r)
 
-    def _final(self, reqs: Requests, pool_idx: np.ndarray, outcome: str, t: float) -> None:
+    def _final(self, reqs: Requests, pool_idx: np.ndarray | int, outcome: str, t: float) -> None:
         """The client gives up (or was told not to retry): the request ends `rejected` or `failed`.  One that already
         had its first token stays counted as served (its stream broke: `interrupted`)."""
         self._lost(pool_idx, reqs.prio, reqs.served, outcome, t)
 
-    def _lost(self, pool_idx: np.ndarray, prio: np.ndarray, served: np.ndarray, outcome: str, t: float) -> None:
+    def _lost(self, pool_idx: np.ndarray | int, prio: np.ndarray, served: np.ndarray, outcome: str, t: float) -> None:
         """`_final` from the two columns it reads (priority, whether the first token came)."""
         self._count(pool_idx, prio, outcome)
-        fresh = ~served
-        n = int(fresh.sum())
-        self.interrupted_total += len(prio) - n
+        interrupted = int(np.count_nonzero(served))
+        n = len(prio) - interrupted
+        self.interrupted_total += interrupted
         if outcome in ("rejected", "shed"):  # refused at once
             self.rejected_total += n
         else:
             self.failed_total += n
         if n:
-            self.book.add_lost(t, prio[fresh])
+            self.book.add_lost(t, prio[~served] if interrupted else prio)
 
-    def _count(self, pool_idx: np.ndarray, prio: np.ndarray, outcome: str) -> None:
-        if not len(pool_idx):
+    def _count(self, pool_idx: np.ndarray | int, prio: np.ndarray, outcome: str) -> None:
+        """Record requests by (pool, priority), in that order; `pool_idx` per request, or one pool for them all."""
+        if not len(prio):
             return
-        key = pool_idx.astype(np.int64) * 3 + prio.astype(np.int64)
-        counts = np.bincount(key, minlength=3 * len(self.pools))
-        for k in np.flatnonzero(counts):
-            pool = self.pools[int(k) // 3]
+        if isinstance(pool_idx, int):  # one pool: its keys are pool_idx * 3 + the priorities, in the same order
+            counts = np.bincount(prio, minlength=3)
+            base = 3 * pool_idx
+        else:
+            counts = np.bincount(pool_idx.astype(np.int64) * 3 + prio.astype(np.int64), minlength=3 * len(self.pools))
+            base = 0
+        nz = counts.nonzero()[0]
+        for k, n in zip((nz + base).tolist(), counts[nz].tolist(), strict=True):
+            pool = self.pools[k // 3]
             if outcome == "ok":
-                self.served[pool] += int(counts[k])
-            self.recorder.record_request(
-                pool, self.version_of[pool], PRIORITY_NAMES[int(k) % 3], outcome, int(counts[k])
-            )
+                self.served[pool] += n
+            self.recorder.record_request(pool, self.version_of[pool], PRIORITY_NAMES[k % 3], outcome, n)
 
     def collect(self, t: float, sinks: dict[str, TickSink]) -> None:
         """Take the nodes' tick results: first tokens, failures (to retry), breaker windows."""
@@ -718,21 +741,21 @@ class Router:
                 for orig_t, sent_t, end_t, prio, prompt in sink.ttft:
                     served.append((orig_t, end_t - orig_t, prio, prompt))
                     self.served_total += len(orig_t)
-                    self._count(np.full(len(prio), pi), prio, "ok")
+                    self._count(pi, prio, "ok")
                     thr = self._thresholds(pool, prompt)
-                    bad += int(((end_t - sent_t) > thr).sum())
+                    bad += int(np.count_nonzero((end_t - sent_t) > thr))
                     total += len(orig_t)
                 for reqs, reason in sink.failed:
                     if reason == "too_long":  # a 400 before any work: retrying cannot help
-                        self._final(reqs, np.full(len(reqs), pi), "rejected", t)
+                        self._final(reqs, pi, "rejected", t)
                         continue
                     if reason == "malformed":  # a 400 after the prefill: admitted, then lost; no retry
-                        self._final(reqs, np.full(len(reqs), pi), "error", t)
+                        self._final(reqs, pi, "error", t)
                         bad += len(reqs)
                         total += len(reqs)
                         continue
                     outcome = "timeout" if reason == "timeout" else "error"
-                    self._fail(reqs, np.full(len(reqs), pi), outcome, t)
+                    self._fail(reqs, pi, outcome, t)
                     bad += len(reqs)
                     total += len(reqs)
             br = self.breakers[pool]

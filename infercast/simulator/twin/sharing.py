@@ -4,6 +4,8 @@ prompt's cumulative pool weights, and splitting requests over nodes by room (`sh
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from infercast.simulator.twin.requests import (
@@ -38,7 +40,7 @@ def retry_cohorts(
     r = src.take(rows)
     r.att_t = when
     r.attempt = (r.attempt + 1).astype(np.int8)
-    starts = [0, *(np.flatnonzero(ticks[1:] != ticks[:-1]) + 1).tolist()]
+    starts = [0, *((ticks[1:] != ticks[:-1]).nonzero()[0] + 1).tolist()]
     if len(starts) == 1:  # one tick: the buffer whole
         return [(int(ticks[0]), r)]
     ends = [*starts[1:], len(r)]
@@ -99,13 +101,15 @@ def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
     k = len(loads)
     if k == 0 or n == 0:
         return np.zeros(k, dtype=np.int64)
-    order = np.argsort(loads, kind="stable")
+    if k <= _FEW_NODES:
+        return _water_fill_few(loads.tolist(), n)
+    order = loads.argsort(kind="stable")
     s = loads[order]
-    csum = np.cumsum(s)
+    csum = s.cumsum()
     # find the level L such that sum(max(0, L - load)) = n
     levels = (n + csum) / np.arange(1, k + 1)
     ok = levels >= s
-    m = int(np.flatnonzero(ok)[-1]) + 1
+    m = int(ok.nonzero()[0][-1]) + 1
     level = levels[m - 1]
     give = np.zeros(k)
     give[:m] = level - s[:m]
@@ -118,3 +122,32 @@ def water_fill(loads: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(k, dtype=np.int64)
     out[order] = counts
     return out
+
+
+_FEW_NODES = 16  # `water_fill` over at most this many nodes goes through `_water_fill_few`
+
+
+def _water_fill_few(loads: list[float], n: int) -> np.ndarray:
+    """`water_fill` in plain Python numbers for a handful of nodes: the same stable orders (Python's sort is stable,
+    as `kind="stable"` is), the running sum added in the same order and the same float operations, so the same
+    counts."""
+    k = len(loads)
+    order = sorted(range(k), key=loads.__getitem__)
+    s = [loads[i] for i in order]
+    m, level, acc = 0, 0.0, 0.0
+    for i, v in enumerate(s):
+        acc = v if i == 0 else acc + v  # `cumsum`
+        lv = (n + acc) / (i + 1)  # `levels`
+        if lv >= v:  # the last level at or above its load
+            m, level = i + 1, lv
+    give = [level - v for v in s[:m]] + [0.0] * (k - m)
+    counts = [math.floor(g) for g in give]
+    rest = n - sum(counts)
+    if rest > 0:
+        frac = [g - c for g, c in zip(give, counts, strict=True)]
+        for i in sorted(range(k), key=lambda i: -frac[i])[:rest]:
+            counts[i] += 1
+    out = [0] * k
+    for j, i in enumerate(order):
+        out[i] = counts[j]
+    return np.array(out, dtype=np.int64)
