@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infercast.actuators.actions import SetAdmission, SetPoolBounds
+from infercast.actuators.actions import Action, SetAdmission, SetPoolBounds
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.reserve import PoolNeed, ReservePlan, ReserveSettings, plan_reserve, standing_plan
@@ -187,8 +187,10 @@ class ReservePolicy(PredictivePolicy):
             return
         super().note_applied(d, result_previous)
 
-    def note_rolled_back(self, d: Decision) -> None:
+    def note_rolled_back(self, d: Decision, restored: Action | None = None, now: float | None = None) -> None:
+        # the controller's call (`controller.py`: the decision, the undo it applied, the time); with the old
+        # one-argument signature the first rollback of a tightening stopped the loop with a TypeError
         if isinstance(d.action, SetPoolBounds):
             self.applied.pop(d.action.pool, None)  # not known now: the next plan is written again
             return
-        super().note_rolled_back(d)
+        super().note_rolled_back(d, restored, now)

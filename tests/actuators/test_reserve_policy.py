@@ -79,3 +79,21 @@ def test_a_forecast_counts_only_within_a_cold_start_and_a_margin(cfg):
     pool = fleet().pool("v4-long")
     assert need_of(pool, o, 5, lead=120.0).kv_peak == 0.5
     assert need_of(pool, o, 5, lead=300.0).kv_peak == 0.95
+
+
+def test_a_rolled_back_decision_is_noted_as_the_controller_reports_it(cfg):
+    """The control loop reports a rollback with the undo it applied and the time (`controller.py`); the reserve
+    policy took only the decision, so the first tightening the guardrails undid (on a ServeGen surge in the control
+    bench) stopped the loop with "note_rolled_back() takes 2 positional arguments but 4 were given".  Now a rolled
+    back tightening holds its settings for the relax hold, and a rolled back plan is written again."""
+    p = ReservePolicy(cfg)
+    out = p.decide(615.0, fleet(), onset())
+    for d in out:
+        p.note_applied(d, None)
+    (adm,) = [d for d in out if isinstance(d.action, SetAdmission)]
+    p.note_rolled_back(adm, SetAdmission(memory_limit=0.8, normal_queue_seconds=2.5, low_queue_seconds=15.0), 700.0)
+    assert p.held, "a rolled back tightening holds nothing"
+    (bounds,) = [d for d in out if d.action == SetPoolBounds("v4-short", 11, 11)]
+    p.note_rolled_back(bounds, None, 700.0)
+    again = [d.action for d in p.decide(715.0, fleet(), onset()) if isinstance(d.action, SetPoolBounds)]
+    assert SetPoolBounds("v4-short", 11, 11) in again
