@@ -61,18 +61,16 @@ def reserve_blocker(cfg: FleetConfig) -> str:
 
 
 def reserve_settings(cfg: FleetConfig) -> ReserveSettings:
-    """The plan's settings from the fleet file: the autoscaler's KV target, the forecast trigger, and its hold as
-    long as the autoscaler's own scale-down window (a released node would otherwise be held by it anyway)."""
+    """The plan's settings from the fleet file: the autoscaler's KV target, the forecast trigger, and its two holds
+    (release, switch) as long as the autoscaler's own scale-down window (a released node would otherwise be held by
+    it anyway)."""
     a = cfg.protections.autoscaler
+    window = a.scale_down_stabilization_seconds if a is not None else HPA_SCALE_DOWN_STABILIZATION_SECONDS
     return ReserveSettings(
         kv_target=a.kv_target if a is not None else cfg.policy.target_kv,
         kv_trigger=cfg.thresholds.kv_forecast_trigger,
-        release_hold_seconds=a.scale_down_stabilization_seconds
-        if a is not None
-        else HPA_SCALE_DOWN_STABILIZATION_SECONDS,
-        switch_hold_seconds=a.scale_down_stabilization_seconds
-        if a is not None
-        else HPA_SCALE_DOWN_STABILIZATION_SECONDS,
+        release_hold_seconds=window,
+        switch_hold_seconds=window,
     )
 
 

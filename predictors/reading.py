@@ -146,7 +146,7 @@ def align_many(series: list[Series], g0: float, step: float, n: int, hows: tuple
         nonfinite += np.bincount(sid[ok], weights=~np.isfinite(vv[ok]), minlength=n_series)
         np.maximum.at(last_s, sid[ok], tt[ok])
     placed[~np.isfinite(placed)] = np.nan
-    return _combine(index, gid, placed, points, nonfinite, last_s, step, hows)
+    return _combined(_grouping(index, gid), placed, points, nonfinite, last_s, step, hows)
 
 
 def align_block(block: Block, hows: tuple[str, ...]) -> dict[str, AlignedMatrix]:
@@ -214,20 +214,6 @@ def _grouping(index: dict[Group, int], gid: list[int]) -> _Grouping:
         len(gid) == g,
         bool((order == np.arange(len(order))).all()),
     )
-
-
-def _combine(
-    index: dict[Group, int],
-    gid: list[int],
-    placed: np.ndarray,
-    points: np.ndarray,
-    nonfinite: np.ndarray,
-    last_s: np.ndarray,
-    step: float,
-    hows: tuple[str, ...],
-) -> dict[str, AlignedMatrix]:
-    """The series placed on the grid (`placed`, a row each, in group `gid`) -> one row per (pool, version)."""
-    return _combined(_grouping(index, gid), placed, points, nonfinite, last_s, step, hows)
 
 
 def _combined(
