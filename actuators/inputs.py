@@ -153,7 +153,13 @@ class StoreInputs:
         engines' mean time to first token over the last interval and its baseline (the latency SLO's histogram, as
         Prometheus scrapes it from the engines), and whether a surge started in that interval."""
         g = grid(now - BASELINE_SECONDS, now, self.step)
-        sent = [(s.t, s.v, s.labels) for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, g[0], g[-1])]
+        # requests, not attempts: an attempt the client will retry (`outcome="retried"`) comes back as another, so
+        # counting both reads a retry storm (a bucket refusing a burst, each refusal retried) as new demand
+        sent = [
+            (s.t, s.v, s.labels)
+            for s in self._q(ROUTER_REQUESTS_TOTAL, {"pool": pool}, g[0], g[-1])
+            if s.labels.get("outcome") != "retried"
+        ]
         a = arrivals(
             increases(((t, v) for t, v, _ in sent), g),
             increases(((t, v) for t, v, lab in sent if lab.get("priority") == "urgent"), g),

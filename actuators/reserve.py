@@ -91,10 +91,23 @@ class ReserveSettings:
     switch_margin: float = 0.25  # an earmark moves pools only for this much more value per node
     #: an earmark is held this long after its pool last needed it (the autoscaler's scale-down window)
     release_hold_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
-    #: earmarks move between pools at most once in this long (the same window): a moved node drains on one pool
+    #: a node moved to a pool is not moved back within this long (the same window): a moved node drains on one pool
     #: and serves on the other only after a cold start, so values that cross and re-cross with every scrape (two
     #: pools both short of nodes in a surge) must not move it back and forth
     switch_hold_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
+    #: what a node serves is averaged over about this long (an exponential average): a node's throughput per unit of
+    #: KV is a property of the pool's request shapes, not of one scrape, and one scrape's ratio of a minute's answered
+    #: requests to one instant's KV swings tenfold on bursty traffic (Mooncake: 1.1 to 16 req/s a node in a minute)
+    capacity_seconds: float = HPA_SCALE_DOWN_STABILIZATION_SECONDS
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A pool's answered requests per second and its KV load (ready nodes x KV usage), averaged up to `at`."""
+
+    served_rps: float
+    load: float
+    at: float
 
 
 @dataclass(frozen=True)
@@ -106,9 +119,10 @@ class ReservePlan:
     ceilings: dict[str, int]
     earmarks: dict[str, int]
     needed_at: dict[str, float] = field(default_factory=dict)  # pool -> when it last needed a node
-    moved_at: float = -math.inf  # when earmarks last moved from one pool to another
+    gained_at: dict[str, float] = field(default_factory=dict)  # pool -> when a move last gave it a node
     values: dict[str, float] = field(default_factory=dict)  # pool -> value of its next node (req/s)
     reasons: dict[str, str] = field(default_factory=dict)
+    throughput: dict[str, Throughput] = field(default_factory=dict)  # pool -> what its nodes serve, averaged
 
     @property
     def free(self) -> int:
@@ -118,23 +132,42 @@ class ReservePlan:
         return {p: (self.floors[p], self.ceilings[p]) for p in self.floors}
 
 
-def capacity(n: PoolNeed, s: ReserveSettings) -> float:
-    """Requests per second one node of the pool serves at the KV target: what it answers now per node, per unit of
-    KV (0 when it answers nothing yet: nothing to go on)."""
-    if n.served_rps <= 0 or n.ready <= 0:
+def averaged(previous: Throughput | None, n: PoolNeed, now: float, s: ReserveSettings) -> Throughput | None:
+    """The pool's throughput average with this scrape's reading in (`capacity_seconds`' exponential average; the
+    first reading starts it; a pool with no node serving adds nothing)."""
+    if n.ready <= 0:
+        return previous
+    load = n.ready * max(n.kv_now, MIN_KV)
+    if previous is None:
+        return Throughput(n.served_rps, load, now)
+    if now <= previous.at:
+        return previous
+    w = 1.0 - math.exp(-(now - previous.at) / s.capacity_seconds)
+    return Throughput(
+        previous.served_rps + w * (n.served_rps - previous.served_rps), previous.load + w * (load - previous.load), now
+    )
+
+
+def capacity(n: PoolNeed, s: ReserveSettings, averaged: Throughput | None = None) -> float:
+    """Requests per second one node of the pool serves at the KV target: what its nodes answer per unit of KV (the
+    average when given, else this scrape's), at the target (0 when it answers nothing yet: nothing to go on)."""
+    served, load = (averaged.served_rps, averaged.load) if averaged is not None else (n.served_rps, 0.0)
+    if averaged is None and n.ready > 0:
+        load = n.ready * max(n.kv_now, MIN_KV)
+    if served <= 0 or load <= 0:
         return 0.0
-    return n.served_rps / n.ready / max(n.kv_now, MIN_KV) * s.kv_target
+    return served / load * s.kv_target
 
 
-def nodes_needed(n: PoolNeed, s: ReserveSettings) -> float:
+def nodes_needed(n: PoolNeed, s: ReserveSettings, cap: float | None = None) -> float:
     """Nodes the pool needs beyond those it has or is starting (fractional; 0 when covered, or when less than
     `min_need` of a node: a calm pool's noise asks for nothing).
 
     Two readings, the larger wins: the demand it is not serving (the arrivals, or the traffic forecast's peak, less
     what it answers now, plus the queue to drain) over what a node serves, less the nodes already starting; and,
     once the KV forecast's upper band reaches the trigger, the nodes that bring that peak back to the target (the
-    HPA's own rule on the forecast rather than the present)."""
-    cap = capacity(n, s)
+    HPA's own rule on the forecast rather than the present).  `cap`: what a node serves (`capacity`, averaged)."""
+    cap = capacity(n, s) if cap is None else cap
     starting = max(0, n.replicas - n.ready)
     by_demand = 0.0
     if cap > 0:
@@ -148,16 +181,24 @@ def nodes_needed(n: PoolNeed, s: ReserveSettings) -> float:
     return need if need >= s.min_need else 0.0
 
 
-def node_value(n: PoolNeed, s: ReserveSettings, k: int, need: float | None = None) -> float:
+def node_value(n: PoolNeed, s: ReserveSettings, k: int, need: float | None = None, cap: float | None = None) -> float:
     """What the k-th extra node (k >= 1) is worth to the pool: urgent requests per second it would serve, for each
     of the whole nodes its need rounds up to (as the HPA rounds), nothing past them.  Whole nodes, not fractions:
     a partly needed last node whose worth swung with every scrape's noise would move between pools."""
-    need = nodes_needed(n, s) if need is None else need
+    cap = capacity(n, s) if cap is None else cap
+    need = nodes_needed(n, s, cap) if need is None else need
     part = 1.0 if k <= math.ceil(need - 1e-9) else 0.0
     weight = n.urgent_share + s.other_weight * (1.0 - n.urgent_share)
     # a pool with nothing served yet but a KV trajectory asking for nodes still values them, at the least
-    cap = capacity(n, s) or MIN_KV
-    return part * cap * weight
+    return part * (cap or MIN_KV) * weight
+
+
+def running(n: PoolNeed, need: float) -> int:
+    """Reservoir nodes the pool already runs (up or starting past its own nodes) that it still needs: they count as
+    held, so a plan never takes a node from a pool it is serving (draining it there, starting a cold one elsewhere)
+    except by a move, with its margin and hold.  Those it does not need are not held: another pool's need may take
+    them, and on a calm day nothing is earmarked for what the autoscaler started on its own."""
+    return min(max(0, n.replicas - n.base), math.ceil(need - 1e-9)) if need > 0 else 0
 
 
 def plan_reserve(
@@ -173,41 +214,49 @@ def plan_reserve(
         raise ValueError(f"reserve must be >= 0, got {reserve}")
     s = settings
     pools = sorted(needs)
-    need = {p: nodes_needed(needs[p], s) for p in pools}
+    before = previous.throughput if previous is not None else {}
+    throughput = {p: t for p in pools if (t := averaged(before.get(p), needs[p], now, s)) is not None}
+    cap = {p: capacity(needs[p], s, throughput.get(p)) for p in pools}
+    need = {p: nodes_needed(needs[p], s, cap[p]) for p in pools}
     # an earmark a pool had keeps counting as needed until the hold runs out
     needed_at = {p: (now if need[p] > 0 else (previous.needed_at.get(p, -math.inf) if previous else -math.inf))
                  for p in pools}  # fmt: skip
-    held = {
-        p: (previous.earmarks.get(p, 0) if previous and now - needed_at[p] < s.release_hold_seconds else 0)
-        for p in pools
-    }
+    kept = {p: previous.earmarks.get(p, 0) if previous and now - needed_at[p] < s.release_hold_seconds else 0
+            for p in pools}  # fmt: skip
+    held = {p: max(kept[p], running(needs[p], need[p])) for p in pools}
 
     def value(p: str, k: int) -> float:
         """The k-th earmarked node's worth to p; a held node is worth the least positive value (kept, not fought)."""
-        v = node_value(needs[p], s, k, need[p])
+        v = node_value(needs[p], s, k, need[p], cap[p])
         return v if v > 0 else (1e-9 if k <= held[p] else 0.0)
 
-    # start from what is held, trimmed to the reservoir (it may have shrunk)
+    # start from the earmarks still held, trimmed to the reservoir (it may have shrunk): what the last plan promised
+    # changes only by a move below, with its margin and hold; then the nodes pools run beyond them and need (real
+    # nodes, serving), the most valuable first
     marks = dict.fromkeys(pools, 0)
     for p in pools:
-        marks[p] = max(0, min(held[p], reserve - sum(marks.values())))
-    # free nodes first, each to the pool whose next node is worth most (ties: the pool with fewer, then by name)
+        marks[p] = max(0, min(kept[p], reserve - sum(marks.values())))
+    while sum(marks.values()) < reserve:
+        best = max((p for p in pools if marks[p] < held[p]), key=lambda p: value(p, marks[p] + 1), default=None)
+        if best is None:
+            break
+        marks[best] += 1
+    # free nodes next, each to the pool whose next node is worth most (ties: the pool with fewer, then by name)
     while sum(marks.values()) < reserve:
         best = max(pools, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
         if best is None or value(best, marks[best] + 1) <= 0:
             break
         marks[best] += 1
     # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain),
-    # unless earmarks moved within the switch hold
-    moved_at = previous.moved_at if previous is not None else -math.inf
-    may_move = now - moved_at >= s.switch_hold_seconds
-    moves = 0
-    for _ in range(reserve if may_move else 0):
+    # never back from a pool that received one by a move within the switch hold: values that cross with every
+    # scrape then move nodes one way until the hold runs out, not back and forth
+    gained_at = dict(previous.gained_at) if previous is not None else {}
+    for _ in range(reserve):
         gain = None
         for p in pools:
             vp = value(p, marks[p] + 1)
             for q in pools:
-                if q == p or marks[q] == 0:
+                if q == p or marks[q] == 0 or now - gained_at.get(q, -math.inf) < s.switch_hold_seconds:
                     continue
                 vq = value(q, marks[q])
                 if vp > vq * (1.0 + s.switch_margin) and vp - vq > 1e-9 and (gain is None or vp - vq > gain[0]):
@@ -217,23 +266,20 @@ def plan_reserve(
         _, p, q = gain
         marks[p] += 1
         marks[q] -= 1
-        moves += 1
-    if moves:
-        moved_at = now
+        gained_at[p] = now
     free = reserve - sum(marks.values())
     floors = {p: needs[p].base + marks[p] for p in pools}
     ceilings = {p: floors[p] + free for p in pools}
     values = {p: round(value(p, marks[p] + 1), 4) for p in pools}
     reasons = {
         p: (
-            f"{marks[p]} of {reserve} reserve nodes: needs {need[p]:.1f} more node(s), one serves "
-            f"{capacity(needs[p], s):.1f} req/s"
+            f"{marks[p]} of {reserve} reserve nodes: needs {need[p]:.1f} more node(s), one serves {cap[p]:.1f} req/s"
             if marks[p]
             else f"nothing earmarked (needs {need[p]:.1f} more node(s))"
         )
         for p in pools
     }
-    return ReservePlan(reserve, floors, ceilings, marks, needed_at, moved_at, values, reasons)
+    return ReservePlan(reserve, floors, ceilings, marks, needed_at, gained_at, values, reasons, throughput)
 
 
 def standing_plan(bases: Mapping[str, int], reserve: int) -> ReservePlan:
