@@ -123,6 +123,8 @@ class ReservePlan:
     values: dict[str, float] = field(default_factory=dict)  # pool -> value of its next node (req/s)
     reasons: dict[str, str] = field(default_factory=dict)
     throughput: dict[str, Throughput] = field(default_factory=dict)  # pool -> what its nodes serve, averaged
+    replicas: dict[str, int] = field(default_factory=dict)  # pool -> nodes up or starting when planned
+    rose_at: dict[str, float] = field(default_factory=dict)  # pool -> when its autoscaler last added nodes
 
     @property
     def free(self) -> int:
@@ -193,14 +195,6 @@ def node_value(n: PoolNeed, s: ReserveSettings, k: int, need: float | None = Non
     return part * (cap or MIN_KV) * weight
 
 
-def running(n: PoolNeed, need: float) -> int:
-    """Reservoir nodes the pool already runs (up or starting past its own nodes) that it still needs: they count as
-    held, so a plan never takes a node from a pool it is serving (draining it there, starting a cold one elsewhere)
-    except by a move, with its margin and hold.  Those it does not need are not held: another pool's need may take
-    them, and on a calm day nothing is earmarked for what the autoscaler started on its own."""
-    return min(max(0, n.replicas - n.base), math.ceil(need - 1e-9)) if need > 0 else 0
-
-
 def plan_reserve(
     now: float,
     needs: Mapping[str, PoolNeed],
@@ -223,27 +217,34 @@ def plan_reserve(
                  for p in pools}  # fmt: skip
     kept = {p: previous.earmarks.get(p, 0) if previous and now - needed_at[p] < s.release_hold_seconds else 0
             for p in pools}  # fmt: skip
-    held = {p: max(kept[p], running(needs[p], need[p])) for p in pools}
+    # nodes a pool's autoscaler started are its own until its scale-down window has passed since it last started
+    # one (the window the autoscaler itself holds them for), or until a move takes from it: other pools' earmarks
+    # come from the rest, so the plan never drains a pool faster than its autoscaler would to start cold nodes
+    # elsewhere (on the Mooncake surge the first plan took ten of the long pool's serving nodes for the short pool;
+    # on the ServeGen surge it gave the long pool five of the short pool's, two minutes before the surge hit the
+    # short pool).  The first plan presumes what it finds started recently.
+    seen = previous.replicas if previous is not None else {}
+    rose_at = {p: now if needs[p].replicas > seen.get(p, -1) else
+               (previous.rose_at.get(p, -math.inf) if previous is not None else -math.inf) for p in pools}  # fmt: skip
+    own = {p: max(0, needs[p].replicas - needs[p].base) if now - rose_at[p] < s.release_hold_seconds else 0
+           for p in pools}  # fmt: skip
 
     def value(p: str, k: int) -> float:
         """The k-th earmarked node's worth to p; a held node is worth the least positive value (kept, not fought)."""
         v = node_value(needs[p], s, k, need[p], cap[p])
-        return v if v > 0 else (1e-9 if k <= held[p] else 0.0)
+        return v if v > 0 else (1e-9 if k <= kept[p] else 0.0)
 
     # start from the earmarks still held, trimmed to the reservoir (it may have shrunk): what the last plan promised
-    # changes only by a move below, with its margin and hold; then the nodes pools run beyond them and need (real
-    # nodes, serving), the most valuable first
+    # changes only by a move below, with its margin and hold
     marks = dict.fromkeys(pools, 0)
     for p in pools:
         marks[p] = max(0, min(kept[p], reserve - sum(marks.values())))
+    # free nodes next, each to the pool whose next node is worth most (ties: the pool with fewer, then by name); a
+    # pool's own started nodes are free to it alone
     while sum(marks.values()) < reserve:
-        best = max((p for p in pools if marks[p] < held[p]), key=lambda p: value(p, marks[p] + 1), default=None)
-        if best is None:
-            break
-        marks[best] += 1
-    # free nodes next, each to the pool whose next node is worth most (ties: the pool with fewer, then by name)
-    while sum(marks.values()) < reserve:
-        best = max(pools, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
+        room = reserve - sum(max(marks[p], own[p]) for p in pools)
+        open_to = [p for p in pools if marks[p] < own[p] or room > 0]
+        best = max(open_to, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
         if best is None or value(best, marks[best] + 1) <= 0:
             break
         marks[best] += 1
@@ -267,6 +268,7 @@ def plan_reserve(
         marks[p] += 1
         marks[q] -= 1
         gained_at[p] = now
+        rose_at[q] = -math.inf  # what it started is no longer its own: the plan has judged it worth more elsewhere
     free = reserve - sum(marks.values())
     floors = {p: needs[p].base + marks[p] for p in pools}
     ceilings = {p: floors[p] + free for p in pools}
@@ -279,7 +281,10 @@ def plan_reserve(
         )
         for p in pools
     }
-    return ReservePlan(reserve, floors, ceilings, marks, needed_at, gained_at, values, reasons, throughput)
+    replicas = {p: needs[p].replicas for p in pools}
+    return ReservePlan(
+        reserve, floors, ceilings, marks, needed_at, gained_at, values, reasons, throughput, replicas, rose_at
+    )
 
 
 def standing_plan(bases: Mapping[str, int], reserve: int) -> ReservePlan:
