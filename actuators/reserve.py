@@ -10,8 +10,9 @@ kept current every tick, that the autoscaler's own reaction then follows.
 
 **The value of one more node to a pool** is the urgent goodput it would add, in requests per second:
 
-- what a node serves: the requests per second a node of the pool answers now per unit of KV usage, times the
-  autoscaler's KV target (`capacity`; the measure `policy.requests_per_node` ranks pools by);
+- what a node serves: the requests per second a node of the pool answers per unit of KV usage (averaged over the
+  last scrapes, `averaged`), times the autoscaler's KV target (`capacity`; the measure
+  `policy.requests_per_node` ranks pools by);
 - what the pool needs beyond the nodes it has or is starting (`nodes_needed`): the larger of the demand it does
   not serve (the arrivals now or the traffic forecast's upper band over the horizon, less what it answers now and
   the HPA's 10% tolerance, plus the queue to drain: waiting requests over `drain_seconds`, more when the queue
@@ -32,9 +33,11 @@ With no need anywhere (a calm day) the plan is the autoscaler's own: floors at t
 those plus the whole reservoir, and nothing is written.
 
 **Steadiness.**  A plan that flips with every scrape would start and stop nodes that take a cold start to serve.
-An earmark rises at once where free nodes cover it; it moves from one pool to another only when the receiving
-pool's next node is worth `switch_margin` more than the giving pool's last one; and it falls only once the pool
-has needed nothing for `release_hold_seconds` (the HPA's scale-down window by default).
+What a node serves is averaged over `capacity_seconds`, not read from one scrape.  An earmark rises at once where
+free nodes cover it (nodes a pool's autoscaler started are that pool's until its scale-down window has passed since
+it last started one); it moves from one pool to another only when the receiving pool's next node is worth
+`switch_margin` more than the giving pool's last one, and never back within `switch_hold_seconds` of the move; and
+it falls only once the pool has needed nothing for `release_hold_seconds` (the HPA's scale-down window by default).
 """
 
 from __future__ import annotations
