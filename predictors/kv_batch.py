@@ -5,6 +5,7 @@ pass (`forecast_windows`), the online band in arrays (`AdaptiveBandBank`) and th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from infercast.predictors.calendar import prior_upper_many
 from infercast.predictors.conformal import AdaptiveBandBank
 from infercast.predictors.publish import (
     ForecastSample,
+    KVLabels,
     breach_eta_sample,
     forecast_samples,
     kv_forecast_samples_many,
@@ -124,7 +126,9 @@ class BatchedKV:
     kv_model: str | None
     batched: bool
     _failing: set[tuple[str, str, Group]]
+    _last_reason: dict[tuple[str, Group], str | None]
     _kv_bank: AdaptiveBandBank | None
+    _kv_labels: dict[str, KVLabels]  # series -> its samples' label tuples, kept from tick to tick
     _event_windows: list | None
     _g0: float
 
@@ -205,8 +209,9 @@ class BatchedKV:
             m = len(idx)
             sel = np.arange(row, row + m)[ok[row : row + m]]
             groups = [keys[r][1] for r in sel.tolist()]
+            labels = self._kv_labels.setdefault(job.series, KVLabels())
             samples = kv_forecast_samples_many(
-                groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
+                groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel], labels
             )
             if groups:
                 out.succeeded.add(model_name)
@@ -253,8 +258,10 @@ class BatchedKV:
             whole = out.whole.get(job.series)
             if whole is not None:  # every group forecast, none failed: its samples in its groups' order
                 job.slot.extend(whole)
+                last, series = self._last_reason, job.series
                 for group in job.am.groups:
-                    self._note(job.series, group, None)
+                    if last.get((series, group), "unseen") is not None:  # else `_note` would change nothing
+                        self._note(series, group, None)
                 continue
             for i, group in enumerate(job.am.groups):
                 key = (job.series, group)
@@ -313,17 +320,27 @@ class BatchedKV:
         tm = t * scale if scale != 1.0 else t
         step_m = float(np.median(np.diff(tm)))
         tf = tm[-1] + step_m * np.arange(1, max(1, round(cfg.horizon_seconds * scale / step_m)) + 1)
-        paths = lstm.forecast_windows(raw, tf - tm[-1])
+        pending = lstm.start_windows(raw, tf - tm[-1])
+        if self._kv_bank is None:
+            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
+        bank = self._kv_bank
+        try:
+            # while the network makes this tick's forecasts (its threads release the GIL), the band learns from the
+            # outcomes of those made earlier: `AdaptiveBandBank.forecast` in two halves, the same work in its order
+            band_rows = None if bank is None else bank.learn(keys, t, y.at, start)
+        except Exception:
+            with contextlib.suppress(Exception):
+                pending.result()  # no chunk still running when the error leaves the tick
+            raise
+        paths = pending.result()
         if len(uniq) < rows:
             at_uniq = np.empty(rows, dtype=np.int64)
             at_uniq[uniq] = np.arange(len(uniq))
             paths = paths[at_uniq[src]]
         t_future = tf / scale if scale != 1.0 else tf
         lower, yhat, upper = paths[:, 0], paths[:, 1], paths[:, 2]
-        if self._kv_bank is None:
-            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
-        if self._kv_bank is not None:
-            yhat, lower, upper = self._kv_bank.forecast(keys, t, y.at, start, t_future, lower, yhat, upper)
+        if bank is not None and band_rows is not None:
+            yhat, lower, upper = bank.widen(band_rows, t_future, lower, yhat, upper)
         windows = self._windows()
         if windows:
             prior = deployed.kv_event_prior(cfg, windows, lstm)

@@ -68,6 +68,7 @@ from infercast.predictors.conformal import AdaptiveBandBank
 from infercast.predictors.kv_batch import BatchedKV, KVJob, RowBlocks
 from infercast.predictors.publish import (
     ForecastSample,
+    KVLabels,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
@@ -349,6 +350,7 @@ class PredictorLoop(BatchedKV):
     rate_window: str = "5m"  # the fleet file's `metrics.rate_window` (the engine rules' names)
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
+    _kv_labels: dict[str, KVLabels] = field(default_factory=dict)  # the KV samples' labels per series (`KVLabels`)
     _event_windows: list | None = None
     _rolling: RollingHistory = field(default_factory=RollingHistory)  # the history kept between ticks
     # series -> group -> the newest time it had data / a finite value (what a window shorter than the history
@@ -589,9 +591,11 @@ class PredictorLoop(BatchedKV):
         its last data is older than `history_seconds`, as a read of the whole history would: a pool that went away
         reads the same whatever window its model needs."""
         seen = self._last_data.setdefault(series, {})
-        for i, group in enumerate(am.groups):
-            if am.last_raw_t[i] > -math.inf:
-                seen[group] = float(am.last_raw_t[i])
+        have = np.flatnonzero(am.last_raw_t > -math.inf)
+        # in row order, as a loop over the rows would
+        seen.update(zip(_rows(am.groups, have), am.last_raw_t[have].tolist(), strict=True))
+        if len(seen) == len(have) and (not len(have) or float(am.last_raw_t[have].min()) >= g0):
+            return  # (a steady tick) every group remembered has data in the window: none gone, none forgotten
         for group, last in list(seen.items()):
             if last < g0:
                 del seen[group]  # older than the history: forgotten, as the whole history would have it
@@ -631,13 +635,15 @@ class PredictorLoop(BatchedKV):
                 continue
             if reasons[i] == "too_short":
                 reasons[i] = "gap"
-        for i in np.nonzero(anyfin)[0].tolist():
-            prev[am.groups[i]] = float(t[last[i]])
-            if starts[i] > 0:
-                holes[am.groups[i]] = float(t[starts[i]])
+        # each group's newest value, and where a history restarted, in row order (as a loop over the rows would)
+        rows = np.flatnonzero(anyfin)
+        prev.update(zip(_rows(am.groups, rows), t[last[rows]].tolist(), strict=True))
+        restarted = rows[starts[rows] > 0]
+        holes.update(zip(_rows(am.groups, restarted), t[starts[restarted]].tolist(), strict=True))
         for d in (prev, holes):
-            for group in [g for g, at in d.items() if at < g0]:
-                del d[group]
+            if d and min(d.values()) < g0:
+                for group in [g for g, at in d.items() if at < g0]:
+                    del d[group]
 
     # ------------------------------------------------------------------ what a tick reads
     def _kv_from_rules(self, store: Store, now: float, t: np.ndarray, w: int) -> bool:
@@ -720,6 +726,13 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _rows(groups: list[Group], idx: np.ndarray) -> list[Group]:
+    """`groups[i] for i in idx`; `groups` itself when `idx` is every row in order."""
+    if len(idx) == len(groups):
+        return groups
+    return [groups[i] for i in idx.tolist()]
 
 
 def traffic_shares(y: np.ndarray) -> np.ndarray:
