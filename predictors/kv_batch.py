@@ -71,20 +71,28 @@ class RowBlocks:
         return out
 
 
-def same_windows(groups: list[Group], y: np.ndarray) -> np.ndarray:
+def same_windows(groups: list[Group], y: np.ndarray, memo: dict | None = None) -> np.ndarray:
     """For each row, the first row of the same (pool, version) whose KV window is the same bits (NaN where it is
     NaN), else the row itself.  A pool of one instance has its mean and its fullest instance equal: the network would
     be handed the same window (and the same covariates, which are the group's) twice; the batched pass forecasts it
     once and gives both rows its forecast.  Rows are not compared otherwise: two groups' equal windows still differ in
-    their covariates."""
+    their covariates.  `memo` (a dict the caller keeps): each row's group's first row, kept for the next call with
+    the same groups (a steady tick's), instead of a dict lookup per row."""
     rows = len(groups)
-    ids: dict[Group, int] = {}
-    gid = np.fromiter((ids.setdefault(g, len(ids)) for g in groups), dtype=np.int64, count=rows)
     every = np.arange(rows)
-    if len(ids) == rows:
+    if memo is not None and memo.get("groups") == groups:
+        cand = memo["first"]
+    else:
+        ids: dict[Group, int] = {}
+        gid = np.fromiter((ids.setdefault(g, len(ids)) for g in groups), dtype=np.int64, count=rows)
+        cand = None
+        if len(ids) < rows:
+            _, first_at = np.unique(gid, return_index=True)  # the first row of each group
+            cand = first_at[gid]
+        if memo is not None:
+            memo.update(groups=list(groups), first=cand)
+    if cand is None:  # every row its own group
         return every
-    _, first_at = np.unique(gid, return_index=True)  # the first row of each group
-    cand = first_at[gid]
     maybe = np.flatnonzero(cand != every)
     bits = np.ascontiguousarray(y).view(np.int64)
     equal = (bits[maybe] == bits[cand[maybe]]).all(axis=1)
@@ -129,6 +137,7 @@ class BatchedKV:
     _last_reason: dict[tuple[str, Group], str | None]
     _kv_bank: AdaptiveBandBank | None
     _kv_labels: dict[str, KVLabels]  # series -> its samples' label tuples, kept from tick to tick
+    _same_memo: dict  # `same_windows`' groups and their first rows, kept from tick to tick
     _event_windows: list | None
     _g0: float
 
@@ -303,16 +312,19 @@ class BatchedKV:
         every = np.arange(rows)
         y_win = window(y.tail(w), every)
         groups = [g for _, g in keys]
-        src = same_windows(groups, y_win) if self.dedupe_windows else every
+        src = same_windows(groups, y_win, self._same_memo) if self.dedupe_windows else every
         uniq = np.flatnonzero(src == every)  # the rows the network sees; the others copy the row they equal
         raw = {"y": y_win if len(uniq) == rows else y_win[uniq]}
         ugroups = groups if len(uniq) == rows else [groups[i] for i in uniq.tolist()]
         for name, cm in covs.items():
             if not cm.groups:
                 continue  # the store has none of it: the model masks it, as for a series without it
-            at = np.fromiter((cm.index.get(g, -1) for g in ugroups), dtype=np.int64, count=len(ugroups))
-            tail = np.full((len(ugroups), w), np.nan)
-            tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
+            if cm.groups == ugroups:  # (a steady fleet) every group has it, in the same order: its rows as they are
+                tail = cm.y[:, cm.y.shape[1] - w :]
+            else:
+                at = np.fromiter((cm.index.get(g, -1) for g in ugroups), dtype=np.int64, count=len(ugroups))
+                tail = np.full((len(ugroups), w), np.nan)
+                tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
             if scale != 1.0 and name in RATE_FEATURES:
                 tail = tail / scale
             raw[name] = window(tail, uniq)

@@ -351,6 +351,7 @@ class PredictorLoop(BatchedKV):
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
     _kv_labels: dict[str, KVLabels] = field(default_factory=dict)  # the KV samples' labels per series (`KVLabels`)
+    _same_memo: dict = field(default_factory=dict)  # the batched pass' rows per group (`kv_batch.same_windows`)
     _event_windows: list | None = None
     _rolling: RollingHistory = field(default_factory=RollingHistory)  # the history kept between ticks
     # series -> group -> the newest time it had data / a finite value (what a window shorter than the history
