@@ -314,6 +314,20 @@ class _Tick:
     covs: dict[str, AlignedMatrix] | None = None
     batch: list[KVJob] = field(default_factory=list)
     succeeded: set[str] = field(default_factory=set)
+    _checked: tuple | None = None  # the last `check`'s inputs and answer
+
+    def check(self, w: int, am: AlignedMatrix, min_points: int, stale_after: float) -> tuple[list, np.ndarray]:
+        """`check_inputs` on the last `w` grid points of `am`, worked out once for two series that read the same
+        arrays (a fleet of one-instance pools: `align_block` shares the mean's and the max's); copies, as the
+        callers amend them."""
+        last = self._checked
+        same = (
+            last is not None and last[0] == w and all(a is b for a, b in zip(last[1], _check_arrays(am), strict=True))
+        )
+        if not same:
+            reasons, starts = check_inputs(self.t[self.n - w :], am, self.now, min_points, stale_after)
+            self._checked = last = (w, _check_arrays(am), reasons, starts)
+        return list(last[2]), last[3].copy()
 
     @property
     def n(self) -> int:
@@ -510,7 +524,7 @@ class PredictorLoop(BatchedKV):
             tail = None if tick.batch_model is None else self.covariate_span(n, tick.batch_model)
             tick.covs = self._covariates(tick.reads.read, w if tail is None else tail)
         cfg = self.config
-        reasons, starts = check_inputs(ts, am, tick.now, cfg.min_history_points, cfg.stale_after_seconds)
+        reasons, starts = tick.check(w, am, cfg.min_history_points, cfg.stale_after_seconds)
         if w < n:
             self._hole_before_window(series, ts, am, reasons, starts, float(tick.t[0]))
         if kind == "kv" and tick.batch_model is not None:
@@ -727,6 +741,11 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _check_arrays(am: AlignedMatrix) -> tuple[np.ndarray, ...]:
+    """What `check_inputs` reads of `am` (with the grid and the settings)."""
+    return am.y, am.raw_points, am.raw_nonfinite, am.last_raw_t
 
 
 def _rows(groups: list[Group], idx: np.ndarray) -> list[Group]:

@@ -142,3 +142,57 @@ def test_the_bookkeeping_is_the_row_loops(seed, ticks, churn):
 def _ordered(d: dict) -> list:
     """A dict's items in its order, nested dicts too (equal dicts in another order compare unequal)."""
     return [(k, _ordered(v) if isinstance(v, dict) else v) for k, v in d.items()]
+
+
+def test_one_check_for_a_one_instance_pools_mean_and_max():
+    """A fleet of one-instance pools: the mean's and the max's rows are the same arrays, checked once a tick; the
+    samples are those of a loop that checks each series itself (holes, NaN runs, a pool that goes quiet)."""
+    from infercast.catalog import KV_CACHE_USAGE_RATIO
+    from infercast.predictors import service
+    from tests.predictors.test_service_batch import T0, ArrayStore, _by_key, _lstm
+
+    step = 15.0
+    rng = np.random.default_rng(3)
+    t = T0 + step * np.arange(0, 200)
+    store = ArrayStore()
+    for p in range(9):
+        kv = np.clip(0.3 + 0.05 * p + np.cumsum(rng.normal(0, 0.01, t.size)), 0, 1)
+        if p % 3 == 1:
+            kv[120:140] = np.nan  # a hole longer than stale_after
+        store.add(
+            KV_CACHE_USAGE_RATIO,
+            {"pool": f"p{p}", "version": "v1", "instance": "i0"},
+            t[: 170 + 3 * p],
+            kv[: 170 + 3 * p],
+        )
+    cfg = PredictorConfig(history_seconds=3600.0, step_seconds=step, horizon_seconds=300.0, stale_after_seconds=120.0)
+    lstm = _lstm()
+    calls = []
+    real = service.check_inputs
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    real_arrays = service._check_arrays
+
+    def fresh_arrays(am):  # every check's arrays look new: each series checked on its own
+        return tuple(np.array(a) for a in real_arrays(am))
+
+    def run(shared: bool) -> list[dict]:
+        loop = PredictorLoop(cfg, trigger=0.75, lstm=lstm, rps_model="kalman")
+        service._check_arrays = real_arrays if shared else fresh_arrays
+        try:
+            return [_by_key(loop.tick(T0 + step * k, store)) for k in range(100, 199, 4)]
+        finally:
+            service._check_arrays = real_arrays
+
+    service.check_inputs = counted
+    try:
+        shared = run(True)
+        once = len(calls)
+        alone = run(False)
+    finally:
+        service.check_inputs = real
+    assert shared == alone
+    assert once < len(calls) - once  # checked fewer times with the arrays shared
