@@ -179,9 +179,10 @@ class BatchedKV:
         scale: float,
     ) -> set[str]:
         """Forecast every KV series that is ready, both aggregates, through the deployed pipeline at once: one LSTM
-        pass (`forecast_windows`, chunked), the online band (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s
-        state in arrays), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts as the
-        per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
+        pass (`start_windows`: `forecast_windows`' chunks on the worker threads), the online band
+        (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s state in arrays; it learns from the earlier forecasts'
+        outcomes while the pass runs), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts
+        as the per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
         picks = [np.asarray([i for i, r in enumerate(job.reasons) if r is None], dtype=np.int64) for job in jobs]
         keys = [(job.series, job.am.groups[i]) for job, idx in zip(jobs, picks, strict=True) for i in idx.tolist()]
         out = _BatchOut()
