@@ -35,9 +35,12 @@ series, one replica against two shards, and the exporter's /metrics render at 51
    DaemonSet pod renders only its own GPUs) rendering 512 nodes x 8 GPUs, against prometheus_client rendering the
    same series from plain labelled Gauges, both in this run (bench/exporter.py's method at 8x the fleet).
 
-`--before DIR` (a checkout of an earlier commit: `git worktree add /tmp/scale-before COMMIT`) runs each size's child
-process under that code too, right after this code's, and prints and publishes its tick time and peak RSS beside
-this code's (`before` in the JSON), so the two are measured under the same load.
+`--before DIR` (a checkout of an earlier commit: `git worktree add /tmp/scale-before COMMIT`, or `git archive COMMIT`
+unpacked) runs each size's child process under that code too, right after this code's, and prints and publishes its
+tick time and peak RSS beside this code's (`before` in the JSON), so the two are measured under the same load; this
+bench measures both (the earlier code imported from DIR, `SCALE_CODE`), so both ticks are timed the same way.  Each
+tick's CPU seconds (all the process' threads, its garbage collections included; `tick_cpu_seconds`, median) are
+printed beside its time: on a busy machine the wall time grows with the load, the CPU time much less.
 
 `--json` prints one object per size (`series`, `model`, `tick_seconds`, `per_series_tick_seconds`,
 `peak_rss_bytes`, `max_abs_diff`, and how the per-series figure was measured).  Publishes docs/results/scale.json
@@ -62,7 +65,10 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+#: the code measured: this checkout's, or in a `--before` child the earlier checkout's (`SCALE_CODE`), measured by
+#: this same bench (the same fleet, ticks and clocks for both)
+CODE = Path(os.environ.get("SCALE_CODE") or REPO).resolve()
+sys.path.insert(0, str(CODE))
 sys.path.insert(0, str(REPO / "bench"))
 
 import results  # noqa: E402
@@ -84,7 +90,7 @@ from infercast.store import Series  # noqa: E402
 
 T0 = 1_800_000_000.0
 STEP = 15.0
-FLEET_FILE = REPO / "examples" / "flash-sale.yaml"
+FLEET_FILE = CODE / "examples" / "flash-sale.yaml"
 SIZES = (100, 1_000, 10_000, 50_000)
 # every series the predictor publishes (the batched and per-series ticks must publish the same ones, equal)
 FORECAST_SERIES = frozenset(
@@ -183,23 +189,30 @@ class _Collections:
         gc.callbacks.remove(self)
 
 
-def _ticks(loop, store, repeat: int, after_gc: list[float] | None = None) -> tuple[list[float], list]:
+def _ticks(
+    loop, store, repeat: int, after_gc: list[float] | None = None, cpu: list[float] | None = None
+) -> tuple[list[float], list]:
     """Warm-up ticks, then `repeat` timed ones ending at T0: (their durations, the last tick's samples).  A timed
     tick's duration includes the garbage collections run between its end and the next tick's start (a tick leaves
     its collections to after it; one more, untimed, tick follows the last timed one so its are counted too), listed
-    in `after_gc` when given."""
+    in `after_gc` when given.  `cpu`, when given, gets each timed tick's CPU seconds (every thread of the process,
+    from its start to the next tick's, the collections included): on a busy machine the figure that does not grow
+    with the load."""
     times = T0 - STEP * np.arange(WARMUP_TICKS + repeat - 1, -2, -1)
     took, out = [], []
-    before = 0.0
+    before = c0 = 0.0
     with _Collections() as gcs:
         for k, now in enumerate(times):
             if k > WARMUP_TICKS:  # the previous tick was timed: its collections since
                 took[-1] += gcs.seconds - before
                 if after_gc is not None:
                     after_gc.append(gcs.seconds - before)
+                if cpu is not None:
+                    cpu.append(time.process_time() - c0)
             if k == len(times) - 1:
                 loop.tick(float(now), store)  # only for the collections the last timed tick left behind
                 break
+            c0 = time.process_time()
             t0 = time.perf_counter()
             out = loop.tick(float(now), store)
             if k >= WARMUP_TICKS:
@@ -248,7 +261,8 @@ def measure(n: int, repeat: int, per_series_max: int) -> dict:
     reference = _values(out1)
     del single, out1
     gc.collect()
-    took, out = _ticks(loop, store, repeat)
+    cpu: list[float] = []
+    took, out = _ticks(loop, store, repeat, cpu=cpu)
     models = sorted({s.label_dict["forecaster"] for s in out if s.name == FORECAST_KV_CACHE_USAGE_RATIO})
     published = sum(s.name == FORECAST_KV_CACHE_USAGE_RATIO for s in out) // 3
     r = {
@@ -259,6 +273,8 @@ def measure(n: int, repeat: int, per_series_max: int) -> dict:
         "model_file": str(Path(cfg.predictor.model_file or "predictors/models/lstm_kv")),
         "tick_seconds": statistics.median(took),
         "ticks_timed": took,
+        "tick_cpu_seconds": statistics.median(cpu),
+        "ticks_cpu": cpu,
         "per_series_tick_seconds": statistics.median(took1) * n / k,
         "per_series_measured_on": k,
         "per_series_scaled": k < n,
@@ -294,10 +310,10 @@ def state_bytes(loop, n: int) -> dict:
 
 
 def _one_size(root: Path, n: int, repeat: int, per_series_max: int) -> dict:
-    """`measure(n)` in a child process running the bench and the code of the checkout at `root`."""
-    cmd = [sys.executable, str(root / "bench" / "scale.py"), "--one", str(n), "--repeat", str(repeat)]
+    """`measure(n)` in a child process: this bench measuring the code of the checkout at `root`."""
+    cmd = [sys.executable, str(REPO / "bench" / "scale.py"), "--one", str(n), "--repeat", str(repeat)]
     cmd += ["--per-series-max", str(per_series_max)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, "PYTHONPATH": str(root), "SCALE_CODE": str(root)}
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=root, env=env)
     if done.returncode != 0:
         raise SystemExit(f"scale: size {n} under {root} failed:\n{done.stderr[-4000:]}")
@@ -323,6 +339,7 @@ def forecast_bench(
             r["before"] = {
                 "commit": _commit(before),
                 "tick_seconds": old["tick_seconds"],
+                "tick_cpu_seconds": old["tick_cpu_seconds"],
                 "peak_rss_bytes": old["peak_rss_bytes"],
             }
         out.append(r)
@@ -330,10 +347,11 @@ def forecast_bench(
             how = f"measured on {r['per_series_measured_on']}, scaled" if r["per_series_scaled"] else "all"
             print(
                 f"{n:>6} series: tick {r['tick_seconds']:.3f} s, per-series {r['per_series_tick_seconds']:.2f} s "
-                f"({how}), peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB, max |diff| {r['max_abs_diff']:.1e}"
+                f"({how}), peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB, max |diff| {r['max_abs_diff']:.1e}, "
+                f"CPU {r['tick_cpu_seconds']:.2f} s a tick"
                 + (
                     f"; at {r['before']['commit']}: tick {r['before']['tick_seconds']:.3f} s, peak RSS "
-                    f"{r['before']['peak_rss_bytes'] / 2**20:.0f} MiB"
+                    f"{r['before']['peak_rss_bytes'] / 2**20:.0f} MiB, CPU {r['before']['tick_cpu_seconds']:.2f} s"
                     if "before" in r
                     else ""
                 ),

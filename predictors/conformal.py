@@ -267,9 +267,22 @@ class AdaptiveBandBank:
         each (len(keys), len(t_future)), as `AdaptiveBand.forecast` returns them one series at a time.  `y` is the
         histories' values, (len(keys), len(t)), or a function `(rows, cols) -> y[rows, cols]` that reads them where
         they are (the batched tick's rows live in two matrices, copied nowhere)."""
+        r = self.learn(keys, t, y, start)
+        return self.widen(r, t_future, lower, yhat, upper)
+
+    def learn(self, keys: list, t: np.ndarray, y: YSource, start: np.ndarray) -> np.ndarray:
+        """`forecast`'s first half: learn from each series' history (the outcomes of the forecasts issued earlier);
+        the rows of `keys`, for `widen`.  It needs none of this tick's forecasts: the batched tick runs it while the
+        LSTM makes them."""
         r = self._index(keys)
-        start = np.asarray(start, dtype=np.int64)
-        self._learn(r, t, y, start)
+        self._learn(r, t, y, np.asarray(start, dtype=np.int64))
+        return r
+
+    def widen(
+        self, r: np.ndarray, t_future: np.ndarray, lower: np.ndarray, yhat: np.ndarray, upper: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`forecast`'s second half: rescale the band of the forecasts of rows `r` (`learn`'s answer) and issue
+        them (remembered until their outcome is in)."""
         s_lo = np.exp(self.log_lo[r])[:, None]
         s_up = np.exp(self.log_up[r])[:, None]
         up_w = np.maximum(upper - yhat, self.min_width)

@@ -5,6 +5,7 @@ pass (`forecast_windows`), the online band in arrays (`AdaptiveBandBank`) and th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from infercast.predictors.calendar import prior_upper_many
 from infercast.predictors.conformal import AdaptiveBandBank
 from infercast.predictors.publish import (
     ForecastSample,
+    KVLabels,
     breach_eta_sample,
     forecast_samples,
     kv_forecast_samples_many,
@@ -69,20 +71,28 @@ class RowBlocks:
         return out
 
 
-def same_windows(groups: list[Group], y: np.ndarray) -> np.ndarray:
+def same_windows(groups: list[Group], y: np.ndarray, memo: dict | None = None) -> np.ndarray:
     """For each row, the first row of the same (pool, version) whose KV window is the same bits (NaN where it is
     NaN), else the row itself.  A pool of one instance has its mean and its fullest instance equal: the network would
     be handed the same window (and the same covariates, which are the group's) twice; the batched pass forecasts it
     once and gives both rows its forecast.  Rows are not compared otherwise: two groups' equal windows still differ in
-    their covariates."""
+    their covariates.  `memo` (a dict the caller keeps): each row's group's first row, kept for the next call with
+    the same groups (a steady tick's), instead of a dict lookup per row."""
     rows = len(groups)
-    ids: dict[Group, int] = {}
-    gid = np.fromiter((ids.setdefault(g, len(ids)) for g in groups), dtype=np.int64, count=rows)
     every = np.arange(rows)
-    if len(ids) == rows:
+    if memo is not None and memo.get("groups") == groups:
+        cand = memo["first"]
+    else:
+        ids: dict[Group, int] = {}
+        gid = np.fromiter((ids.setdefault(g, len(ids)) for g in groups), dtype=np.int64, count=rows)
+        cand = None
+        if len(ids) < rows:
+            _, first_at = np.unique(gid, return_index=True)  # the first row of each group
+            cand = first_at[gid]
+        if memo is not None:
+            memo.update(groups=list(groups), first=cand)
+    if cand is None:  # every row its own group
         return every
-    _, first_at = np.unique(gid, return_index=True)  # the first row of each group
-    cand = first_at[gid]
     maybe = np.flatnonzero(cand != every)
     bits = np.ascontiguousarray(y).view(np.int64)
     equal = (bits[maybe] == bits[cand[maybe]]).all(axis=1)
@@ -124,7 +134,10 @@ class BatchedKV:
     kv_model: str | None
     batched: bool
     _failing: set[tuple[str, str, Group]]
+    _last_reason: dict[tuple[str, Group], str | None]
     _kv_bank: AdaptiveBandBank | None
+    _kv_labels: dict[str, KVLabels]  # series -> its samples' label tuples, kept from tick to tick
+    _same_memo: dict  # `same_windows`' groups and their first rows, kept from tick to tick
     _event_windows: list | None
     _g0: float
 
@@ -166,9 +179,10 @@ class BatchedKV:
         scale: float,
     ) -> set[str]:
         """Forecast every KV series that is ready, both aggregates, through the deployed pipeline at once: one LSTM
-        pass (`forecast_windows`, chunked), the online band (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s
-        state in arrays), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts as the
-        per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
+        pass (`start_windows`: `forecast_windows`' chunks on the worker threads), the online band
+        (`AdaptiveBandBank`, the per-series `AdaptiveBand`'s state in arrays; it learns from the earlier forecasts'
+        outcomes while the pass runs), the calendar prior (`prior_upper_many`), then the samples.  The same forecasts
+        as the per-series path (`batched=False`) to float rounding (`tests/predictors/test_service_batch.py`)."""
         picks = [np.asarray([i for i, r in enumerate(job.reasons) if r is None], dtype=np.int64) for job in jobs]
         keys = [(job.series, job.am.groups[i]) for job, idx in zip(jobs, picks, strict=True) for i in idx.tolist()]
         out = _BatchOut()
@@ -205,8 +219,9 @@ class BatchedKV:
             m = len(idx)
             sel = np.arange(row, row + m)[ok[row : row + m]]
             groups = [keys[r][1] for r in sel.tolist()]
+            labels = self._kv_labels.setdefault(job.series, KVLabels())
             samples = kv_forecast_samples_many(
-                groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel]
+                groups, model_name, at_h[sel], cfg.horizon_seconds, job.aggregate, self.trigger, eta[sel], labels
             )
             if groups:
                 out.succeeded.add(model_name)
@@ -253,8 +268,10 @@ class BatchedKV:
             whole = out.whole.get(job.series)
             if whole is not None:  # every group forecast, none failed: its samples in its groups' order
                 job.slot.extend(whole)
+                last, series = self._last_reason, job.series
                 for group in job.am.groups:
-                    self._note(job.series, group, None)
+                    if last.get((series, group), "unseen") is not None:  # else `_note` would change nothing
+                        self._note(series, group, None)
                 continue
             for i, group in enumerate(job.am.groups):
                 key = (job.series, group)
@@ -296,16 +313,19 @@ class BatchedKV:
         every = np.arange(rows)
         y_win = window(y.tail(w), every)
         groups = [g for _, g in keys]
-        src = same_windows(groups, y_win) if self.dedupe_windows else every
+        src = same_windows(groups, y_win, self._same_memo) if self.dedupe_windows else every
         uniq = np.flatnonzero(src == every)  # the rows the network sees; the others copy the row they equal
         raw = {"y": y_win if len(uniq) == rows else y_win[uniq]}
         ugroups = groups if len(uniq) == rows else [groups[i] for i in uniq.tolist()]
         for name, cm in covs.items():
             if not cm.groups:
                 continue  # the store has none of it: the model masks it, as for a series without it
-            at = np.fromiter((cm.index.get(g, -1) for g in ugroups), dtype=np.int64, count=len(ugroups))
-            tail = np.full((len(ugroups), w), np.nan)
-            tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
+            if cm.groups == ugroups:  # (a steady fleet) every group has it, in the same order: its rows as they are
+                tail = cm.y[:, cm.y.shape[1] - w :]
+            else:
+                at = np.fromiter((cm.index.get(g, -1) for g in ugroups), dtype=np.int64, count=len(ugroups))
+                tail = np.full((len(ugroups), w), np.nan)
+                tail[at >= 0] = cm.y[at[at >= 0], cm.y.shape[1] - w :]
             if scale != 1.0 and name in RATE_FEATURES:
                 tail = tail / scale
             raw[name] = window(tail, uniq)
@@ -313,17 +333,27 @@ class BatchedKV:
         tm = t * scale if scale != 1.0 else t
         step_m = float(np.median(np.diff(tm)))
         tf = tm[-1] + step_m * np.arange(1, max(1, round(cfg.horizon_seconds * scale / step_m)) + 1)
-        paths = lstm.forecast_windows(raw, tf - tm[-1])
+        pending = lstm.start_windows(raw, tf - tm[-1])
+        if self._kv_bank is None:
+            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
+        bank = self._kv_bank
+        try:
+            # while the network makes this tick's forecasts (its threads release the GIL), the band learns from the
+            # outcomes of those made earlier: `AdaptiveBandBank.forecast` in two halves, the same work in its order
+            band_rows = None if bank is None else bank.learn(keys, t, y.at, start)
+        except Exception:
+            with contextlib.suppress(Exception):
+                pending.result()  # no chunk still running when the error leaves the tick
+            raise
+        paths = pending.result()
         if len(uniq) < rows:
             at_uniq = np.empty(rows, dtype=np.int64)
             at_uniq[uniq] = np.arange(len(uniq))
             paths = paths[at_uniq[src]]
         t_future = tf / scale if scale != 1.0 else tf
         lower, yhat, upper = paths[:, 0], paths[:, 1], paths[:, 2]
-        if self._kv_bank is None:
-            self._kv_bank = deployed.kv_band_bank(cfg, self.lstm)
-        if self._kv_bank is not None:
-            yhat, lower, upper = self._kv_bank.forecast(keys, t, y.at, start, t_future, lower, yhat, upper)
+        if bank is not None and band_rows is not None:
+            yhat, lower, upper = bank.widen(band_rows, t_future, lower, yhat, upper)
         windows = self._windows()
         if windows:
             prior = deployed.kv_event_prior(cfg, windows, lstm)

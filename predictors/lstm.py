@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import platform
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,21 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 # a forked child (a bench's or the twin's worker processes) has none of its parent's threads: it makes its own pool
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
+class WindowsPass:
+    """A `forecast_windows` pass under way (`LSTMForecaster.start_windows`): `result()` waits for its chunks."""
+
+    def __init__(self, out: np.ndarray, chunks: list[Future]) -> None:
+        self._out, self._chunks = out, chunks
+
+    def result(self) -> np.ndarray:
+        """The forecasts, (N, 3, len(dt)), once every chunk is done; a chunk's error is re-raised here (after every
+        chunk has stopped: none still writes into the answer)."""
+        wait(self._chunks)
+        for f in self._chunks:
+            f.result()
+        return self._out
 
 
 def set_threads(n: int) -> None:
@@ -448,6 +463,15 @@ class LSTMForecaster:
         spread over `workers` threads (default `forecast_workers()`), each chunk computed as one thread would, so
         the result does not depend on `workers`.
         """
+        return self.start_windows(raw, dt, chunk, workers).result()
+
+    def start_windows(
+        self, raw: dict[str, np.ndarray], dt: np.ndarray, chunk: int = BATCH_CHUNK, workers: int | None = None
+    ) -> WindowsPass:
+        """`forecast_windows` with its chunks handed to the worker threads and returned at once: the caller's thread
+        is free for work that needs none of the forecasts (the batched tick's band learns from earlier outcomes)
+        until `.result()`, which waits for the chunks and gives `forecast_windows`' answer.  With one worker (or one
+        chunk) the pass runs here, before returning, as `forecast_windows` always did."""
         self._check_fitted()
         p = self.params
         dt = np.clip(np.asarray(dt, dtype=np.float64), 0, p.horizon_s)
@@ -473,11 +497,9 @@ class LSTMForecaster:
         if workers == 1 or len(starts) < 2:
             for a in starts:
                 one(a)
-        else:
-            # (no_grad is per thread: `_raw_paths_windows` enters it in the thread that runs the chunk)
-            for f in [_pool(min(workers, len(starts))).submit(one, a) for a in starts]:
-                f.result()  # re-raises a chunk's error here
-        return out
+            return WindowsPass(out, [])
+        # (no_grad is per thread: `_raw_paths_windows` enters it in the thread that runs the chunk)
+        return WindowsPass(out, [_pool(min(workers, len(starts))).submit(one, a) for a in starts])
 
     def _raw_paths(self, grids: list[History]) -> tuple[np.ndarray, np.ndarray]:
         """(last KV value (n,), P10/P50/P90 paths (n, 3, horizon_steps)) on the model grid, before calibration and

@@ -201,7 +201,12 @@ class RollingWindow:
             v = np.vstack([v, np.full((extra, n), np.nan)])
             present = np.vstack([present, np.zeros((extra, n), dtype=bool)])
             had = np.concatenate([had, np.zeros(extra, dtype=bool)])
-        if had.any() and not np.isin(np.nonzero(had)[0], np.asarray(idx, dtype=np.int64)).any():
+        # (every row answered, `idx` is every row: some of them had a point there, nothing to look up)
+        if (
+            not isinstance(idx, range)
+            and had.any()
+            and not np.isin(np.nonzero(had)[0], np.asarray(idx, dtype=np.int64)).any()
+        ):
             return False  # every label set that had a point where the answer starts is gone from it
         _scatter(answer, idx, t, v, present)
         live = present.any(axis=1)

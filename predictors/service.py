@@ -68,6 +68,7 @@ from infercast.predictors.conformal import AdaptiveBandBank
 from infercast.predictors.kv_batch import BatchedKV, KVJob, RowBlocks
 from infercast.predictors.publish import (
     ForecastSample,
+    KVLabels,
     breach_eta_sample,
     finite_forecast,
     forecast_samples,
@@ -313,6 +314,20 @@ class _Tick:
     covs: dict[str, AlignedMatrix] | None = None
     batch: list[KVJob] = field(default_factory=list)
     succeeded: set[str] = field(default_factory=set)
+    _checked: tuple | None = None  # the last `check`'s inputs and answer
+
+    def check(self, w: int, am: AlignedMatrix, min_points: int, stale_after: float) -> tuple[list, np.ndarray]:
+        """`check_inputs` on the last `w` grid points of `am`, worked out once for two series that read the same
+        arrays (a fleet of one-instance pools: `align_block` shares the mean's and the max's); copies, as the
+        callers amend them."""
+        last = self._checked
+        same = (
+            last is not None and last[0] == w and all(a is b for a, b in zip(last[1], _check_arrays(am), strict=True))
+        )
+        if not same:
+            reasons, starts = check_inputs(self.t[self.n - w :], am, self.now, min_points, stale_after)
+            self._checked = last = (w, _check_arrays(am), reasons, starts)
+        return list(last[2]), last[3].copy()
 
     @property
     def n(self) -> int:
@@ -349,6 +364,8 @@ class PredictorLoop(BatchedKV):
     rate_window: str = "5m"  # the fleet file's `metrics.rate_window` (the engine rules' names)
     batched: bool = True  # KV through one LSTM pass per tick (`_kv_batch`); False: series by series, the reference
     _kv_bank: AdaptiveBandBank | None = None
+    _kv_labels: dict[str, KVLabels] = field(default_factory=dict)  # the KV samples' labels per series (`KVLabels`)
+    _same_memo: dict = field(default_factory=dict)  # the batched pass' rows per group (`kv_batch.same_windows`)
     _event_windows: list | None = None
     _rolling: RollingHistory = field(default_factory=RollingHistory)  # the history kept between ticks
     # series -> group -> the newest time it had data / a finite value (what a window shorter than the history
@@ -507,7 +524,7 @@ class PredictorLoop(BatchedKV):
             tail = None if tick.batch_model is None else self.covariate_span(n, tick.batch_model)
             tick.covs = self._covariates(tick.reads.read, w if tail is None else tail)
         cfg = self.config
-        reasons, starts = check_inputs(ts, am, tick.now, cfg.min_history_points, cfg.stale_after_seconds)
+        reasons, starts = tick.check(w, am, cfg.min_history_points, cfg.stale_after_seconds)
         if w < n:
             self._hole_before_window(series, ts, am, reasons, starts, float(tick.t[0]))
         if kind == "kv" and tick.batch_model is not None:
@@ -589,9 +606,11 @@ class PredictorLoop(BatchedKV):
         its last data is older than `history_seconds`, as a read of the whole history would: a pool that went away
         reads the same whatever window its model needs."""
         seen = self._last_data.setdefault(series, {})
-        for i, group in enumerate(am.groups):
-            if am.last_raw_t[i] > -math.inf:
-                seen[group] = float(am.last_raw_t[i])
+        have = np.flatnonzero(am.last_raw_t > -math.inf)
+        # in row order, as a loop over the rows would
+        seen.update(zip(_rows(am.groups, have), am.last_raw_t[have].tolist(), strict=True))
+        if len(seen) == len(have) and (not len(have) or float(am.last_raw_t[have].min()) >= g0):
+            return  # (a steady tick) every group remembered has data in the window: none gone, none forgotten
         for group, last in list(seen.items()):
             if last < g0:
                 del seen[group]  # older than the history: forgotten, as the whole history would have it
@@ -631,13 +650,15 @@ class PredictorLoop(BatchedKV):
                 continue
             if reasons[i] == "too_short":
                 reasons[i] = "gap"
-        for i in np.nonzero(anyfin)[0].tolist():
-            prev[am.groups[i]] = float(t[last[i]])
-            if starts[i] > 0:
-                holes[am.groups[i]] = float(t[starts[i]])
+        # each group's newest value, and where a history restarted, in row order (as a loop over the rows would)
+        rows = np.flatnonzero(anyfin)
+        prev.update(zip(_rows(am.groups, rows), t[last[rows]].tolist(), strict=True))
+        restarted = rows[starts[rows] > 0]
+        holes.update(zip(_rows(am.groups, restarted), t[starts[restarted]].tolist(), strict=True))
         for d in (prev, holes):
-            for group in [g for g, at in d.items() if at < g0]:
-                del d[group]
+            if d and min(d.values()) < g0:
+                for group in [g for g, at in d.items() if at < g0]:
+                    del d[group]
 
     # ------------------------------------------------------------------ what a tick reads
     def _kv_from_rules(self, store: Store, now: float, t: np.ndarray, w: int) -> bool:
@@ -720,6 +741,18 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _check_arrays(am: AlignedMatrix) -> tuple[np.ndarray, ...]:
+    """What `check_inputs` reads of `am` (with the grid and the settings)."""
+    return am.y, am.raw_points, am.raw_nonfinite, am.last_raw_t
+
+
+def _rows(groups: list[Group], idx: np.ndarray) -> list[Group]:
+    """`groups[i] for i in idx`; `groups` itself when `idx` is every row in order."""
+    if len(idx) == len(groups):
+        return groups
+    return [groups[i] for i in idx.tolist()]
 
 
 def traffic_shares(y: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@
 order, reads its state as whole arrays when those rows are every row in order, and compacts the pending forecasts
 with one order when every row keeps the same ones.  With `fast = False` it takes the general path on every call; on
 any sequence of calls (series added, dropped, reordered, NaN outcomes, a clock going back) both must return the same
-bands and hold the same state, bit for bit: the published bands do not move.
+bands and hold the same state, bit for bit: the published bands do not move.  `forecast` in its two halves (`learn`,
+then `widen`: the batched tick learns while the network runs) is `forecast`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def test_the_shortcuts_learn_and_band_exactly_as_the_general_path(seed, n, ticks
         yhat = np.clip(0.5 + rng.normal(0, 0.1, (m, horizon)), 0, 1)
         lower = yhat - np.abs(rng.normal(0, 0.05, (m, horizon)))
         upper = yhat + np.abs(rng.normal(0, 0.05, (m, horizon)))
-        a = fast.forecast(list(keys), t, y, start, t_future, lower, yhat, upper)
+        if rng.random() < 0.5:
+            a = fast.forecast(list(keys), t, y, start, t_future, lower, yhat, upper)
+        else:  # in its two halves, as the batched tick calls it (learning while the network runs)
+            a = fast.widen(fast.learn(list(keys), t, y, start), t_future, lower, yhat, upper)
         b = general.forecast(list(keys), t, y, start, t_future, lower, yhat, upper)
         for u, v in zip(a, b, strict=True):
             assert _equal(u, v)

@@ -30,6 +30,11 @@ def test_same_windows_merges_only_rows_of_one_group_with_the_same_bits(groups, s
     pool = rng.choice([0.1, 0.5, np.nan], size=(3, width))  # few distinct windows, so equal ones are common
     y = pool[rng.integers(0, 3, size=len(groups))]
     src = same_windows(groups, y)
+    memo: dict = {}
+    for _ in range(2):  # a memo kept from call to call (the loop's, tick to tick) changes nothing
+        assert same_windows(groups, y, memo).tolist() == src.tolist()
+    other = [*groups[1:], groups[0]]  # other groups: the memo is not used for them
+    assert same_windows(other, y, memo).tolist() == same_windows(other, y).tolist()
     for i, j in enumerate(src.tolist()):
         # merged only into an earlier, kept row of its own group with the same bits (NaN where NaN)
         assert j <= i and src[j] == j and groups[j] == groups[i]
@@ -53,8 +58,8 @@ def test_forecasting_a_repeated_window_once_publishes_the_same_values():
     merged = []
     import infercast.predictors.kv_batch as kb
 
-    def counting(groups, y):
-        out = same_windows(groups, y)
+    def counting(groups, y, *memo):
+        out = same_windows(groups, y, *memo)
         merged.append(int((out != np.arange(len(out))).sum()))
         return out
 

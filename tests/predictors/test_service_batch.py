@@ -225,18 +225,22 @@ def test_a_series_the_batched_pass_cannot_forecast_falls_back_alone(caplog):
     # every row its own window: the first group has one instance, so its mean and max are one window, which the pass
     # otherwise forecasts once (tests/predictors/test_kv_dedupe.py) and a poisoned row would poison both
     loop.dedupe_windows = False
-    real = lstm.forecast_windows
+    real = lstm.start_windows  # the pass the tick starts (`forecast_windows` in two halves)
 
-    def poisoned(raw, dt, *a, **kw):
-        out = real(raw, dt, *a, **kw)
-        out[0] = np.nan  # the first row: kv for the first group
-        return out
+    class Poisoned:
+        def __init__(self, under_way) -> None:
+            self.under_way = under_way
 
-    lstm.forecast_windows = poisoned
+        def result(self):
+            out = self.under_way.result()
+            out[0] = np.nan  # the first row: kv for the first group
+            return out
+
+    lstm.start_windows = lambda raw, dt, *a, **kw: Poisoned(real(raw, dt, *a, **kw))
     try:
         out = loop.tick(T0 + 15.0 * 320, st)
     finally:
-        del lstm.forecast_windows
+        del lstm.start_windows
     first = min(g for s in out if "pool" in s.label_dict for g in [s.label_dict["pool"]] if g)
     skipped = {(s.label_dict["pool"], s.label_dict["series"]) for s in out if s.name == "infercast_forecast_skipped"}
     assert (first, "kv:lstm_aci") in skipped and (first, "kv_max:lstm_aci") not in skipped
