@@ -140,28 +140,31 @@ class ReservePlan:
 def averaged(previous: Throughput | None, n: PoolNeed, now: float, s: ReserveSettings) -> Throughput | None:
     """The pool's throughput average with this scrape's reading in (`capacity_seconds`' exponential average; the
     first reading starts it; a pool with no node serving adds nothing)."""
-    if n.ready <= 0:
-        return previous
-    load = n.ready * max(n.kv_now, MIN_KV)
-    if previous is None:
-        return Throughput(n.served_rps, load, now)
+    reading = scraped(n, now)
+    if reading is None or previous is None:
+        return reading or previous
     if now <= previous.at:
         return previous
     w = 1.0 - math.exp(-(now - previous.at) / s.capacity_seconds)
     return Throughput(
-        previous.served_rps + w * (n.served_rps - previous.served_rps), previous.load + w * (load - previous.load), now
+        previous.served_rps + w * (reading.served_rps - previous.served_rps),
+        previous.load + w * (reading.load - previous.load),
+        now,
     )
 
 
-def capacity(n: PoolNeed, s: ReserveSettings, averaged: Throughput | None = None) -> float:
+def scraped(n: PoolNeed, now: float) -> Throughput | None:
+    """This scrape's throughput reading (None when no node serves: it says nothing about a node)."""
+    return Throughput(n.served_rps, n.ready * max(n.kv_now, MIN_KV), now) if n.ready > 0 else None
+
+
+def capacity(n: PoolNeed, s: ReserveSettings, average: Throughput | None = None) -> float:
     """Requests per second one node of the pool serves at the KV target: what its nodes answer per unit of KV (the
     average when given, else this scrape's), at the target (0 when it answers nothing yet: nothing to go on)."""
-    served, load = (averaged.served_rps, averaged.load) if averaged is not None else (n.served_rps, 0.0)
-    if averaged is None and n.ready > 0:
-        load = n.ready * max(n.kv_now, MIN_KV)
-    if served <= 0 or load <= 0:
+    t = average if average is not None else scraped(n, 0.0)
+    if t is None or t.served_rps <= 0 or t.load <= 0:
         return 0.0
-    return served / load * s.kv_target
+    return t.served_rps / t.load * s.kv_target
 
 
 def nodes_needed(n: PoolNeed, s: ReserveSettings, cap: float | None = None) -> float:
@@ -229,8 +232,9 @@ def plan_reserve(
     seen = previous.replicas if previous is not None else {}
     rose_at = {p: now if needs[p].replicas > seen.get(p, -1) else
                (previous.rose_at.get(p, -math.inf) if previous is not None else -math.inf) for p in pools}  # fmt: skip
-    own = {p: max(0, needs[p].replicas - needs[p].base) if now - rose_at[p] < s.release_hold_seconds else 0
-           for p in pools}  # fmt: skip
+
+    def own(p: str) -> int:
+        return max(0, needs[p].replicas - needs[p].base) if now - rose_at[p] < s.release_hold_seconds else 0
 
     def value(p: str, k: int) -> float:
         """The k-th earmarked node's worth to p; a held node is worth the least positive value (kept, not fought)."""
@@ -242,15 +246,19 @@ def plan_reserve(
     marks = dict.fromkeys(pools, 0)
     for p in pools:
         marks[p] = max(0, min(kept[p], reserve - sum(marks.values())))
-    # free nodes next, each to the pool whose next node is worth most (ties: the pool with fewer, then by name); a
-    # pool's own started nodes are free to it alone
-    while sum(marks.values()) < reserve:
-        room = reserve - sum(max(marks[p], own[p]) for p in pools)
-        open_to = [p for p in pools if marks[p] < own[p] or room > 0]
-        best = max(open_to, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
-        if best is None or value(best, marks[best] + 1) <= 0:
-            break
-        marks[best] += 1
+
+    def fill() -> None:
+        """Free nodes, each to the pool whose next node is worth most (ties: the pool with fewer, then by name); a
+        pool's own started nodes are free to it alone."""
+        while sum(marks.values()) < reserve:
+            room = reserve - sum(max(marks[p], own(p)) for p in pools)
+            open_to = [p for p in pools if marks[p] < own(p) or room > 0]
+            best = max(open_to, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
+            if best is None or value(best, marks[best] + 1) <= 0:
+                break
+            marks[best] += 1
+
+    fill()
     # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain),
     # never back from a pool that received one by a move within the switch hold: values that cross with every
     # scrape then move nodes one way until the hold runs out, not back and forth
@@ -272,6 +280,9 @@ def plan_reserve(
         marks[q] -= 1
         gained_at[p] = now
         rose_at[q] = -math.inf  # what it started is no longer its own: the plan has judged it worth more elsewhere
+    # a move may have freed what was a pool's own: fill again, so that the plan is the one the next scrape would make
+    # on the same signals (a free node is never left while a pool values it)
+    fill()
     free = reserve - sum(marks.values())
     floors = {p: needs[p].base + marks[p] for p in pools}
     ceilings = {p: floors[p] + free for p in pools}
