@@ -13,11 +13,12 @@ kept current every tick, that the autoscaler's own reaction then follows.
 - what a node serves: the requests per second a node of the pool answers per unit of KV usage (averaged over the
   last scrapes, `averaged`), times the autoscaler's KV target (`capacity`; the measure
   `policy.requests_per_node` ranks pools by);
-- what the pool needs beyond the nodes it has or is starting (`nodes_needed`): the larger of the demand it does
-  not serve (the arrivals now or the traffic forecast's upper band over the horizon, less what it answers now and
-  the HPA's 10% tolerance, plus the queue to drain: waiting requests over `drain_seconds`, more when the queue
-  grows) over what a node serves, and, once the KV forecast's upper band reaches the trigger, the nodes its KV
-  trajectory asks for (that peak over the target, as the HPA's own rule computes it on the present);
+- what the pool needs beyond the nodes it has or is starting (`nodes_needed`): the larger of the demand (the
+  arrivals now or the traffic forecast's upper band over the horizon, plus the queue to drain: waiting requests
+  over `drain_seconds`, more when the queue grows) beyond both what the pool answers now and what its replicas
+  serve at the target (each within the HPA's 10% tolerance), over what a node serves; and, once the KV forecast's
+  upper band reaches the trigger, the nodes its KV trajectory asks for (that peak over the target, as the HPA's own
+  rule computes it on the present);
 - weighted by the share of the pool's arrivals that is urgent (urgent goodput first; other work counts
   `other_weight` as much).
 
@@ -171,18 +172,27 @@ def nodes_needed(n: PoolNeed, s: ReserveSettings, cap: float | None = None) -> f
     """Nodes the pool needs beyond those it has or is starting (fractional; 0 when covered, or when less than
     `min_need` of a node: a calm pool's noise asks for nothing).
 
-    Two readings, the larger wins: the demand it is not serving (the arrivals, or the traffic forecast's peak, less
-    what it answers now, plus the queue to drain) over what a node serves, less the nodes already starting; and,
-    once the KV forecast's upper band reaches the trigger, the nodes that bring that peak back to the target (the
-    HPA's own rule on the forecast rather than the present).  `cap`: what a node serves (`capacity`, averaged)."""
+    Two readings, the larger wins.  On the demand (the arrivals, or the traffic forecast's peak, plus the queue to
+    drain): the nodes it asks for beyond both what the pool answers now and what its replicas (up or starting) serve
+    at the target, within the autoscaler's 10% tolerance.  And, once the KV forecast's upper band reaches the
+    trigger, the nodes that bring that peak back to the target (the HPA's own rule on the forecast rather than the
+    present).  `cap`: what a node serves (`capacity`, averaged).
+
+    Why both: what is answered swings with each scrape (a minute's answers, fewer while nodes preempt) while `cap`
+    is a 300 s average, so "arrivals less what is answered" alone moved the need by whole nodes from one scrape to
+    the next, asking for nodes the pool's replicas already cover (seed 700, never scored, `last-value` on the
+    Mooncake surge: 4.21 -> 4.93 urgent req/s counting the replicas too; reactive 4.67).  "Demand over the
+    replicas' capacity" alone asks whenever `cap` reads low, as it does while a fleet fills from empty (few answers
+    yet, KV already held), though every request is answered: a pool serving all it is sent at a KV over the target
+    is its autoscaler's work on its own metric, not the reserve's."""
     cap = capacity(n, s) if cap is None else cap
     starting = max(0, n.replicas - n.ready)
     by_demand = 0.0
     if cap > 0:
-        queue = n.waiting / s.drain_seconds + max(0.0, n.waiting_growth_rps)
-        # within the HPA's 10% tolerance of what it serves, demand is met
-        unserved = max(n.arrivals_rps, n.demand_peak_rps) - n.served_rps * (1.0 + s.tolerance) + queue
-        by_demand = unserved / cap - starting
+        demand = max(n.arrivals_rps, n.demand_peak_rps) + n.waiting / s.drain_seconds + max(0.0, n.waiting_growth_rps)
+        unanswered = (demand - n.served_rps * (1.0 + s.tolerance)) / cap - starting
+        over_replicas = demand / cap - n.replicas * (1.0 + s.tolerance)
+        by_demand = min(unanswered, over_replicas)
     peak = max(n.kv_peak, n.kv_now)
     by_kv = n.replicas * peak / s.kv_target - n.replicas if n.replicas and peak >= s.kv_trigger else 0.0
     need = min(MAX_NEED, max(0.0, by_demand, by_kv))

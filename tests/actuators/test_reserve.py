@@ -63,9 +63,26 @@ def test_a_kv_forecast_over_the_trigger_asks_for_nodes_before_any_request_is_uns
 
 
 def test_nodes_starting_count_against_the_need():
+    # a node starting counts as one the pool has, within the autoscaler's tolerance, as the HPA counts it
+    s = ReserveSettings()
     starting = PoolNeed("p", 7, 9, 7, 0.5, 0.5, 400.0, 200.0)
     none = PoolNeed("p", 7, 7, 7, 0.5, 0.5, 400.0, 200.0)
-    assert nodes_needed(starting, ReserveSettings()) == pytest.approx(nodes_needed(none, ReserveSettings()) - 2)
+    assert nodes_needed(starting, s) == pytest.approx(nodes_needed(none, s) - 2 * (1 + s.tolerance))
+
+
+def test_the_demand_need_is_what_neither_the_answers_nor_the_replicas_cover():
+    # a node serves 200 / (7 x 0.5) x 0.6 = 34.3 req/s at the target: 400 req/s want 11.67 nodes; 7 x 1.1 are had
+    # (the answers, 200 req/s x 1.1, would leave 5.25 nodes' worth unanswered: the smaller reading wins)
+    s = ReserveSettings()
+    n = PoolNeed("p", 7, 7, 7, 0.5, 0.5, 400.0, 200.0)
+    cap = 200.0 / (7 * 0.5) * s.kv_target
+    assert nodes_needed(n, s) == pytest.approx(400.0 / cap - 7 * (1 + s.tolerance))
+    # arrivals within a tenth over what the replicas serve at the target ask for nothing (the HPA's tolerance),
+    # though the answers leave 0.9 of a node's worth unanswered this scrape
+    assert nodes_needed(PoolNeed("p", 7, 7, 7, 0.5, 0.5, 7 * cap * 1.05, 200.0), s) == 0.0
+    # a pool answering all it is sent asks nothing of the reserve, even at a KV over the target (its own
+    # autoscaler scales on that), as a fleet filling from empty reads: few answers yet, KV already held
+    assert nodes_needed(PoolNeed("p", 7, 7, 7, 0.7, 0.7, 200.0, 200.0), s) == 0.0
 
 
 def test_an_earmark_is_held_through_a_lull_and_released_after_the_hold():
