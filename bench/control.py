@@ -300,6 +300,8 @@ def read_cells(path: Path | None, search: str, max_passes: int) -> dict[tuple[st
 def _row(s: dict) -> dict:
     row = {k: s.get(k) for k in KEYS}
     row["tiers"] = s.get("tiers")
+    # onset to the first action (issue 42's decision delay; null without a surge or an action), kept per cell
+    row["decision_delay_seconds"] = s.get("decision_delay_seconds")
     for k in HOOK_KEYS:  # per-arm changes and flaps, where the run result reports them
         if s.get(k) is not None:
             row[k] = s[k]
