@@ -49,21 +49,25 @@ def test_predictive_page_arrives_two_minutes_before_the_first_instance_crosses_t
             mean = f'avg by (pool, version) (infercast_kv_cache_usage_ratio{{pool="{POOL}"}})'
             fullest = f'max by (pool, version) (infercast_kv_cache_usage_ratio{{pool="{POOL}"}})'
             deadline = stack.started + 900 / SPEED + 60
-            crossed = reactive = None
+            sale = stack.started + (SALE_SIM_S - WARMUP_SIM_S) / SPEED
+            # wait for what the assertions need (the sale's first crossing and the page) and the reactive alert, or
+            # 15 s past the crossing; the pool's mean crossing is reported, not waited for: under the actuator the
+            # mean may stay under the trigger, and waiting for it held the test to its deadline (about 4 minutes)
             while time.time() < deadline:
                 stack.check_alive()
-                crossed = stack.first_crossing(mean, TRIGGER)
+                first = stack.first_crossing(fullest, TRIGGER, start=sale) if time.time() > sale else None
+                page = stack.hook.first("InfercastKVCacheForecastBreach", "infercast-actuator", {"pool": POOL})
                 reactive = stack.hook.first("InfercastKVCacheUsageHigh", "infercast-actuator", {"pool": POOL})
-                if crossed is not None and (reactive is not None or time.time() > crossed + 15):
+                if first is not None and page is not None and (reactive is not None or time.time() > first + 15):
                     break
                 time.sleep(1)
+            crossed = stack.first_crossing(mean, TRIGGER)
             # the page for the pool that crosses: the calendar prior raises every pool's band at once, and a page
             # that names the idle fallback pool is not v4-main's page
             note = stack.hook.first("InfercastKVCacheForecastBreach", "infercast-actuator", {"pool": POOL})
             # the crossing the page is for is the sale's: at its regular 200 req/s the fullest instance touches 0.75
             # now and then in the calm phase (docs/alerting.md); such a touch, reported below, is not the incident
             # (in one CI run one came 2.5 simulated s before the calendar's page, at 467.5 s)
-            sale = stack.started + (SALE_SIM_S - WARMUP_SIM_S) / SPEED
             first = stack.first_crossing(fullest, TRIGGER, start=sale)
             calm = stack.first_crossing(fullest, TRIGGER)
             assert first is not None, f"no v4 instance crossed {TRIGGER}: {stack.logs()}"
