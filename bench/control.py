@@ -353,8 +353,14 @@ def false_actions(events: list[dict], reactive_ts, cfg) -> int:
 
 
 # --- the tables -------------------------------------------------------------------------------------------------
+def _figure(value) -> float:
+    """A row's figure as a number: the run's changes and flaps come as the ledger's {"total", "by_setting", ...}
+    (`actuators/ledger.py`), counted by their total."""
+    return float(value["total"]) if isinstance(value, dict) else float(value)
+
+
 def _stats(rows: list[dict], key: str) -> tuple[float, float]:
-    vals = [float(r[key]) for r in rows if r.get(key) is not None]
+    vals = [_figure(r[key]) for r in rows if r.get(key) is not None]
     if not vals:
         return math.nan, math.nan
     return sum(vals) / len(vals), max(vals) - min(vals)

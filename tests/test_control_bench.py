@@ -86,6 +86,19 @@ def test_per_arm_changes_and_flaps_get_columns_where_the_runs_report_them():
     assert "| changes | flaps |" in head
 
 
+def test_changes_and_flaps_as_the_ledger_reports_them_are_counted_by_their_total():
+    # a run's summary carries them as actuators/ledger.py writes them; the table failed on them with a TypeError
+    result = _result()
+    for row in result["cells"][0]["arms"].values():
+        row |= {
+            "changes": {"total": 3, "by_setting": {"scale_pool:replicas:v4-short": 3}},
+            "flaps": {"total": 1, "by_setting": {"scale_pool:replicas:v4-short": 1}, "dwell_seconds": 300.0},
+        }
+    lines = table_arms(result).splitlines()
+    assert "| changes | flaps |" in lines[0]
+    assert "| 3.0 | 1.0 |" in lines[2]
+
+
 def test_the_bench_prints_its_wall_time_per_arm_and_per_cell():
     text = wall_times(_result())
     assert "s seed 0: 700; hindsight's search 40 runs" in text
