@@ -91,6 +91,24 @@ def test_the_labs_scrape_job_is_the_one_infercast_k8s_prometheus_writes_for_its_
     assert strip(mine["scrape_configs"]) == strip(theirs["scrape_configs"])
 
 
+def test_the_lab_forecasts_with_the_fallback_by_default_and_with_the_deployed_lstm_on_production_time_over_5() -> None:
+    """What the predictor in the lab runs (docs/lab.md): at the lab's 2 s step the LSTM (15 s) is refused and the
+    fallback forecasts, with the reason in the log; at `time_scale` 5 with a 3 s step it reads the lab in its own
+    time (15 s, 300 s ahead), and the alert's `for:` is production's 30 s / 5."""
+    from infercast.config import parse_config
+    from infercast.predictors.service import _load_lstm
+    from infercast.predictors.timescale import TimeScaled
+    from infercast.simulator.lab.stack import LabSettings, lab_fleet
+
+    ports = {"engine-0": 8001}
+    model, why = _load_lstm(parse_config(lab_fleet(LabSettings(), ports)).predictor)
+    assert model is None and "trained at a 15 s step, predictor.step_seconds is 2" in why
+    scaled = parse_config(lab_fleet(LabSettings(time_scale=5.0, step_seconds=3, forecast_for_seconds=6), ports))
+    model, why = _load_lstm(scaled.predictor)
+    assert why is None and isinstance(model, TimeScaled) and model.scale == 5.0
+    assert scaled.thresholds.kv_forecast_for_seconds * 5 == 30
+
+
 TRACE = "tests/data/traces/azure/AzureLLMInferenceTrace_conv.csv"
 
 

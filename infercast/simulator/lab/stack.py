@@ -50,6 +50,10 @@ class LabSettings:
     shape: EngineShape = field(default_factory=EngineShape)
     #: Prometheus' scrape and evaluation interval, seconds
     scrape_seconds: int = 2
+    #: `predictor.time_scale`: lab seconds per second of the model's own time.  1 (the default) leaves the LSTM, trained
+    #: at a 15 s step, refused at the lab's 2 s and the Kalman fallback forecasting; 5 with a 3 s step and a 6 s
+    #: `for:` runs the deployed LSTM on production's durations / 5 (docs/lab.md, "The deployed LSTM in the lab")
+    time_scale: float = 1.0
     #: the predictor's horizon and step, and the predictive alert's `for:`, seconds (docs/lab.md)
     horizon_seconds: int = 60
     step_seconds: int = 2
@@ -78,6 +82,7 @@ def lab_fleet(s: LabSettings, engine_ports: dict[str, int]) -> dict[str, Any]:
             "min_history_points": s.min_history_points,
             "stale_after_seconds": 10 * s.step_seconds,
             "refit_interval_seconds": 60,
+            "time_scale": s.time_scale,
         },
         "thresholds": {"kv_forecast_for_seconds": s.forecast_for_seconds},
     }
