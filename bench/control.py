@@ -41,7 +41,9 @@ and the README (bench/results.py).  With `--cells FILE` each scenario x seed is 
 ran (the plan arms can be measured first and the loop arms later: a rerun runs only the arms a cell lacks), and
 hindsight's search journals every candidate beside it (`FILE`'s stem + `_search/`), so that a cell stopped half-way
 resumes its search where it was.  `--measured-only` tables and publishes the cells kept, running none: each row names
-the seeds it covers, and an arm with none reads "not measured" (never an older run's figures).
+the seeds it covers, and an arm with none reads "not measured" (never an older run's figures, unless
+`--import-hindsight docs/results/control.json` asks for that run's hindsight plans where a cell has none: each such
+row and plan is marked †, and only cells whose `reactive` is the same in both runs take one).
 """
 
 from __future__ import annotations
@@ -297,6 +299,40 @@ def read_cells(path: Path | None, search: str, max_passes: int) -> dict[tuple[st
     return done
 
 
+def import_hindsight(done: dict[tuple[str, int], dict], path: Path, jobs: list[tuple[str, int]]) -> int:
+    """Add, where a kept cell has no `hindsight`, the hindsight arm (its plan and figures) of the same scenario and
+    seed from an earlier run's published results (`docs/results/control.json`), each marked with where it came from
+    (`provenance`): the tables say so beside every row and plan that uses one.  A plan's figures are what the twin
+    made of it then, so one is taken only where the cell's `reactive` is the same as that run's (`REACTIVE_SAME`).
+    Returns how many were added."""
+    doc = json.loads(path.read_text())
+    where = f"an earlier run of this bench, published in {path} before this one (search `{doc.get('search')}`"
+    where += (
+        ", before hindsight's search was widened: no single-lever check, no `causal`)"
+        if "max_passes" not in doc
+        else ")"
+    )
+    added = 0
+    for cell in doc.get("cells", []):
+        key = (cell.get("scenario"), cell.get("seed"))
+        h = (cell.get("arms") or {}).get("hindsight")
+        if h is None or key not in set(jobs) or "hindsight" in done.get(key, {}).get("arms", {}):
+            continue
+        mine = (done.get(key) or {}).get("arms", {}).get("reactive")
+        theirs = (cell.get("arms") or {}).get("reactive")
+        if mine is None or theirs is None or any(mine.get(k) != theirs.get(k) for k in REACTIVE_SAME):
+            print(f"{key}: no reactive, or not the same as {path}'s: its hindsight not taken", file=sys.stderr)
+            continue
+        merge_cell(done, {"scenario": key[0], "seed": key[1], "wall_s": 0.0,
+                          "arms": {"hindsight": {**h, "provenance": h.get("provenance", where)}}})  # fmt: skip
+        added += 1
+    return added
+
+
+#: what must be the same in `reactive` for an earlier run's plan figures to stand beside this run's
+REACTIVE_SAME = ("urgent_goodput_rps", "goodput_rps", "gpu_seconds", "p99_latency_ms", "served", "rejected")
+
+
 def _row(s: dict) -> dict:
     row = {k: s.get(k) for k in KEYS}
     row["tiers"] = s.get("tiers")
@@ -432,6 +468,9 @@ def table_arms(result: dict) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|",
     ]
     missing = 0
+    # (scenario, arm) -> where an earlier run measured it (`import_hindsight`), for the † beside its row
+    imported = {(c["scenario"], a): r["provenance"] for c in result["cells"] for a, r in c["arms"].items()
+                if r.get("provenance")}  # fmt: skip
     for sc, arms in agg.items():
         for arm, a in arms.items():
             if a is None:  # never an older run's figures in its place
@@ -440,8 +479,10 @@ def table_arms(result: dict) -> str:
                 continue
             cap = a["captured"]
             extra = "".join(f"{_f(a[k][0], 1)} | " for k in hooks)
+            mark = " †" if (sc, arm) in imported else ""
             lines.append(
-                f"| {sc} | `{arm}` | {_seeds(a['seeds'])} | {_ms(a['urgent_goodput_rps'])} | {_ms(a['goodput_rps'])} | "
+                f"| {sc} | `{arm}`{mark} | {_seeds(a['seeds'])} | {_ms(a['urgent_goodput_rps'])} | "
+                f"{_ms(a['goodput_rps'])} | "
                 f"{_f(a['token_goodput_tps'][0] / 1000)} | {_p99(a)} | {_f(a['oom_events'][0], 1)} | "
                 f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {extra}"
                 f"{_f(a['false_per_hour'][0], 1)} | {'' if math.isnan(cap) else f'{cap:.0%}'} |"
@@ -462,6 +503,10 @@ def table_arms(result: dict) -> str:
             else ""
         )
         + f". {result['machine']}; `bench/control.py`."
+        + "".join(
+            f" † not measured in this run: {where}; `reactive`, replayed here, is the same on every such cell."
+            for where in sorted(set(imported.values()))
+        )
         + (
             " These cells were measured before hindsight's search was widened (no single-lever check, no `causal`): "
             "its rows are what that narrower search found, not re-measured since."
@@ -490,7 +535,7 @@ def check_text(row: dict) -> str:
     """A plan's single-lever check in words: a bound only when it passed (issue 42 item 3)."""
     check = row.get("check")
     if not check:
-        return "best found (not checked)"
+        return "best found (not checked" + (", an earlier run's †)" if row.get("provenance") else ")")
     if check["passed"]:
         return f"bound (no single-lever move of {check['neighbours']} beats it)"
     return "best found (beaten by " + ", ".join(check["beaten_by"]) + ")"
@@ -537,7 +582,8 @@ def table_plans(result: dict) -> str:
         line = f"| {c['scenario']} | {c['seed']} | {h['plan']} | {check_text(h)} | {h['candidates']} |"
         if causal:
             cz = c["arms"].get("causal")
-            text = f"{cz['plan']} ({check_text(cz)})" if cz else "no onset"
+            # an earlier run's plan (†) came without causal: not measured, which says nothing of an onset
+            text = f"{cz['plan']} ({check_text(cz)})" if cz else "not measured" if h.get("provenance") else "no onset"
             line += f" {text} | {_gap(c['arms'].get('reactive'), cz)} | {_gap(cz, h)} |"
         lines.append(line + f" {_cost(h)} | {beaten} |")
     lines.append("")
@@ -557,7 +603,8 @@ def wall_times(result: dict) -> str:
     lines = ["wall time per cell (s):"]
     for c in result["cells"]:
         for arm, row in c["arms"].items():
-            if "wall_s" in row and arm != "causal":  # causal comes with hindsight's search
+            # causal comes with hindsight's search; a plan taken from an earlier run (†) was not run here
+            if "wall_s" in row and arm != "causal" and not row.get("provenance"):
                 per_arm[arm] = per_arm.get(arm, 0.0) + float(row["wall_s"])
         h = c["arms"].get("hindsight") or {}
         lines.append(f"  {c['scenario']} seed {c['seed']}: {c.get('wall_s', 0):,.0f}" + (
@@ -738,6 +785,14 @@ def main() -> int:
         "arm with no seed measured reads 'not measured', and each row names the seeds it covers",
     )
     ap.add_argument(
+        "--import-hindsight",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="with --measured-only: where a kept cell has no hindsight, take its plan and figures from an earlier "
+        "run's published results (docs/results/control.json), marked † in the tables, and only where that run's "
+        "reactive is the same as the cell's",
+    )
+    ap.add_argument(
         "--ablation",
         action="store_true",
         help="seed 004's levers one at a time on the flash sale (reactive and predictive); publishes "
@@ -773,6 +828,8 @@ def main() -> int:
         ap.error(f"unknown scenario(s) {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in SCENARIOS)}")
     if args.measured_only and args.cells is None:
         ap.error("--measured-only tables the cells of --cells FILE: give it")
+    if args.import_hindsight is not None and not args.measured_only:
+        ap.error("--import-hindsight goes with --measured-only (a run measures its own hindsight)")
     arms = tuple(a for a in args.arms.split(",") if a)
     if "reactive" not in arms:
         arms = ("reactive", *arms)
@@ -785,6 +842,9 @@ def main() -> int:
     # every scenario on the first seed before any on the second: an interrupted run has whole seeds; in a cell,
     # only the arms not measured yet (reactive runs again anyway: every arm's false actions are judged on it)
     jobs = [(sc, seed) for seed in seeds for sc in chosen]
+    if args.import_hindsight is not None:
+        n = import_hindsight(done, args.import_hindsight, [(sc.name, seed) for sc, seed in jobs])
+        print(f"{n} hindsight plans taken from {args.import_hindsight}", file=sys.stderr)
     todo = []
     for sc, seed in jobs:
         have = set(done.get((sc.name, seed), {}).get("arms", {}))
@@ -836,6 +896,15 @@ def main() -> int:
             sc.name: {a: sorted(c["seed"] for c in cells if c["scenario"] == sc.name and a in c["arms"]) for a in shown}
             for sc in chosen
         },
+        # which of them an earlier run measured (`--import-hindsight`: marked † in the tables)
+        "imported": sorted(
+            {
+                f"{c['scenario']} seed {c['seed']}: {a}"
+                for c in cells
+                for a, r in c["arms"].items()
+                if r.get("provenance")
+            }
+        ),
         "complete": all(set(arms) <= set(c["arms"]) for c in cells) and len(cells) == len(jobs),
         "wall_s": round(time.perf_counter() - started, 1)
         if not args.measured_only

@@ -9,6 +9,7 @@ from bench.control import (
     QUICK_SCENARIOS,
     SCENARIOS,
     check_text,
+    import_hindsight,
     merge_cell,
     read_cells,
     table_arms,
@@ -163,3 +164,38 @@ def test_the_quick_bench_runs_each_arm_of_a_cell_as_its_own_job():
     ]
     assert arm_groups(("reactive", "predictive", "hindsight"), split=False) == [("reactive", "predictive", "hindsight")]
     assert arm_groups(("reactive",), split=True) == [("reactive",)]
+
+
+def test_an_earlier_runs_hindsight_is_taken_only_where_reactive_is_the_same_and_is_marked(tmp_path):
+    """`--measured-only --import-hindsight docs/results/control.json`: a cell measured without hindsight takes the
+    earlier run's plan only where its own `reactive` equals that run's; the row and the plan say so (†), and a cell
+    whose reactive moved keeps no hindsight (its row reads what it measured, nothing borrowed)."""
+    import json
+
+    plan = _row(118.0, plan="from 510 s: b >= 4", candidates=24)
+    earlier = {"search": "fast", "cells": [
+        {"scenario": "s", "seed": 0, "arms": {"reactive": _row(97.0), "hindsight": plan}},
+        {"scenario": "s", "seed": 1, "arms": {"reactive": _row(95.0), "hindsight": _row(117.0, plan="p")}},
+    ]}  # fmt: skip
+    path = tmp_path / "control.json"
+    path.write_text(json.dumps(earlier))
+    done: dict = {}
+    merge_cell(done, {"scenario": "s", "seed": 0, "wall_s": 1.0, "arms": {"reactive": _row(97.0),
+                                                                          "predictive": _row(114.0)}})  # fmt: skip
+    merge_cell(done, {"scenario": "s", "seed": 1, "wall_s": 1.0, "arms": {"reactive": _row(96.0)}})  # moved
+    assert import_hindsight(done, path, [("s", 0), ("s", 1)]) == 1
+    assert "hindsight" not in done[("s", 1)]["arms"]
+    h = done[("s", 0)]["arms"]["hindsight"]
+    assert h["urgent_goodput_rps"] == 118.0 and "before hindsight's search was widened" in h["provenance"]
+    assert import_hindsight(done, path, [("s", 0), ("s", 1)]) == 0  # a cell with a hindsight keeps its own
+    result = {"scenarios": ["s"], "arms": ["reactive", "predictive", "hindsight"], "seeds": [0, 1], "search": "fast",
+              "cells": [done[("s", 0)], done[("s", 1)]], "wall_s": 2.0, "machine": "m"}  # fmt: skip
+    arms = table_arms(result)
+    assert "| s | `hindsight` † | 0 | 118.0" in arms and "| s | `predictive` | 0 |" in arms
+    assert "† not measured in this run: an earlier run of this bench" in arms
+    assert f"{17 / 21:.0%}" in arms  # predictive's captured gain against the earlier plan, on seed 0 only
+    assert "best found (not checked, an earlier run's †)" in table_plans(result)
+    # beside a cell whose search found a causal plan, the earlier run's cell says causal was not measured there
+    beside = {**result, "cells": [*_result()["cells"], {**done[("s", 0)], "scenario": "t"}]}
+    (row,) = [line for line in table_plans(beside).splitlines() if line.startswith("| t |")]
+    assert "| not measured |" in row and "no onset" not in row
