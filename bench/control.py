@@ -312,14 +312,15 @@ def import_hindsight(done: dict[tuple[str, int], dict], path: Path, jobs: list[t
         if "max_passes" not in doc
         else ")"
     )
-    added = 0
+    added, wanted = 0, set(jobs)
     for cell in doc.get("cells", []):
         key = (cell.get("scenario"), cell.get("seed"))
-        h = (cell.get("arms") or {}).get("hindsight")
-        if h is None or key not in set(jobs) or "hindsight" in done.get(key, {}).get("arms", {}):
+        theirs_arms = cell.get("arms") or {}
+        mine_arms = done.get(key, {}).get("arms", {})
+        h = theirs_arms.get("hindsight")
+        if h is None or key not in wanted or "hindsight" in mine_arms:
             continue
-        mine = (done.get(key) or {}).get("arms", {}).get("reactive")
-        theirs = (cell.get("arms") or {}).get("reactive")
+        mine, theirs = mine_arms.get("reactive"), theirs_arms.get("reactive")
         if mine is None or theirs is None or any(mine.get(k) != theirs.get(k) for k in REACTIVE_SAME):
             print(f"{key}: no reactive, or not the same as {path}'s: its hindsight not taken", file=sys.stderr)
             continue
