@@ -278,6 +278,7 @@ class PredictivePolicy:
         close = [p for p in serving if outlook[p.name].breach_eta_seconds <= self.p.tighten_lead_seconds]
         if not close:
             return []
+        kv_driven = any(outlook[p.name].kv_breach_eta_seconds <= self.p.tighten_lead_seconds for p in close)
         if self.state.level == 0:
             a = fleet.admission
             self.state.base_admission = {
@@ -286,8 +287,10 @@ class PredictivePolicy:
                 "normal_queue_seconds": a.normal_queue_seconds,
                 "low_queue_seconds": a.low_queue_seconds,
             }
-            kv_driven = any(outlook[p.name].kv_breach_eta_seconds <= self.p.tighten_lead_seconds for p in close)
             self.state.levels = self._levels(fleet, mixed=any(all(_serves(p)) for p in close), memory=kv_driven)
+        elif kv_driven and not any("memory_limit" in step for step in self.state.levels):
+            # the ladder was built on a traffic peak; KV usage is now forecast to cross too: its step joins the end
+            self.state.levels = [*self.state.levels, *self._memory_level(fleet)]
         if self.state.level >= len(self.state.levels):
             return []
         step = self.state.levels[self.state.level]
@@ -320,10 +323,14 @@ class PredictivePolicy:
         if contexts:
             first["max_context_tokens"] = contexts[0]
         levels = [first] + [{"max_context_tokens": c} for c in contexts[1:]]
+        return levels + (self._memory_level(fleet) if memory else [])
+
+    def _memory_level(self, fleet: Observation) -> list[dict[str, Any]]:
+        """The memory admission step, where it tightens what the fleet has now (none where it does not)."""
         limit = fleet.admission.memory_limit
-        if memory and (limit is None or p.tightened_memory_limit < limit):
-            levels.append({"memory_limit": p.tightened_memory_limit})
-        return levels
+        if limit is None or self.p.tightened_memory_limit < limit:
+            return [{"memory_limit": self.p.tightened_memory_limit}]
+        return []
 
     def _shift(self, serving: list[PoolState], outlook: dict[str, Outlook], pressed: set[str]) -> list[Decision]:
         out = []
