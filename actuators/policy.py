@@ -232,10 +232,27 @@ class PredictivePolicy:
             self.held[setting] = max(self.held.get(setting, -math.inf), until)
         if isinstance(d.action, ScalePool) and d.intent == "protect":
             self.floor.pop(d.action.pool, None)
+        if d.intent == "relax" and restored is not None:
+            self._relax_undone(d, restored)
         if isinstance(restored, SetPoolWeight) and d.intent == "shift":
             base = self.state.base_weights.get(restored.pool)
             if base is not None and math.isclose(base, restored.weight, rel_tol=1e-9, abs_tol=1e-9):
                 del self.state.base_weights[restored.pool]
+
+    def _relax_undone(self, d: Decision, restored: Action) -> None:
+        """A relaxing step rolled back puts the policy's own change back on the fleet: the policy owns it again,
+        so it relaxes it again later.  Before, a weight relaxed to its base (the base then forgotten) and rolled
+        back by verification stayed shifted for good: no base was left to relax to (found by the steadiness
+        property: the fallback pool's weight 1.0 against its base 0.5 once every alert had ended)."""
+        a, st = d.action, self.state
+        if isinstance(a, SetPoolWeight) and isinstance(restored, SetPoolWeight):
+            st.base_weights.setdefault(a.pool, a.weight)  # a weight relaxes to its base in one step
+        elif isinstance(a, ScalePool) and isinstance(restored, ScalePool):
+            if restored.replicas > a.replicas:
+                st.base_replicas.setdefault(a.pool, a.replicas)
+                self.floor[a.pool] = restored.replicas
+        elif isinstance(a, SetAdmission) and "level" in d.inputs:
+            st.level = max(st.level, int(d.inputs["level"]) + 1)  # back at the tighter level it relaxed from
 
     def _prewarm_lead(self) -> float:
         return self.cold_start + self.p.prewarm_margin_seconds

@@ -327,3 +327,17 @@ def test_steady_on_the_sequences_that_found_the_flaps(segments):
     for cooldown in (1.0, 60.0):
         _run({"cooldown": cooldown, "budget": 30, "hold": 60.0, "ttl": 60.0, "verify": 60.0, "base": "unset"},
              segments)  # fmt: skip
+
+
+def test_a_relax_rolled_back_is_relaxed_again():
+    """The sequence the property above found: the weights shifted to the fallback pool at the first alert, relaxed
+    to their bases at 90 s, and the fallback pool's relax rolled back at 120 s by verification (the fallback ran hot
+    from then).  Before, what the user saw: the fallback pool kept weight 1.0 for good against its base 0.5 after
+    every alert had ended (the policy had forgotten the base when the relax was applied).  Now the policy owns the
+    change again and relaxes it once calm."""
+    _run(
+        {"base": "unset", "budget": 30, "cooldown": 60.0, "ttl": 60.0, "hold": 15.0, "verify": 30.0},
+        [(8, "resend", "calm", False), (6, "fire", "surge-soon", True), (13, "fire-fallback", "hot-now", True),
+         (9, "resolve-fallback", "breach-300", False), (14, "fire-fallback", "breach-300", False),
+         (15, "fire", "breach-100", True), (10, "fire", "surge", True), (7, "none", "breach-300", True)],
+    )  # fmt: skip
