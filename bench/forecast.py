@@ -1721,7 +1721,7 @@ def main() -> int:
         _seed_sampling()
         result["traffic"] = traffic_section(root)
         _seed_sampling()
-        result["traffic_runs"] = _traffic_runs().section(result["traffic"]["servegen_train"])
+        result["traffic_runs"] = _traffic_runs().section(result["traffic"]["servegen_train"], root)
         print(TABLES["traffic-runs"](result) + "\n", flush=True)
     if not a.skip_cost:
         _seed_sampling()

@@ -5,7 +5,14 @@ The runs (none is scored by the forecast bench; docs/forecasting.md, "Traffic"):
 - the flash-sale fleet under `--control none` with arrival seeds 700-703 (the offered load, all streams: the calendar
   announces the sale at 12,000 req/s), and the calm fleet (regular traffic only, no calendar) with seeds 710, 711;
 - the four synthetic hours of `bench/tune_alarm.py` (a ramp doubling the rate over 20 minutes, seeds 750, 751; a
-  client doubling it for 2 minutes every 10, seeds 752, 753): their request rate at 15 s, Poisson arrivals.
+  client doubling it for 2 minutes every 10, seeds 752, 753): their request rate at 15 s, Poisson arrivals;
+- real-trace hours at the service's own step (issue 37, item 5): ServeGen `language/m-large`, every client together
+  (the load of one pool serving the model), replayed at request level (each client's arrivals drawn from its own
+  window rates and inter-arrival law, `infercast.simulator.replay.traces`), the hours 09:00-10:00 and 21:00-22:00 of
+  the training days 1-4 of the 600 s protocol (`SERVEGEN_HOURS`), their request rate at 15 s.  Chosen before any was
+  scored: the days are the ones the 600 s protocol already trains on, the two hours a morning and an evening of each,
+  fixed by the clock, not by what the traffic does in them.  They need the full traces (`--traces`); without them
+  the section says it left them out.
 
 The models: the four baselines; the service's pipeline as deployed (`service`: the online combination of
 `infercast.predictors.combined`, the calendar's announced rates, its band calibrated online); two ablations, the same
@@ -38,6 +45,9 @@ WARMUP_S, REFIT_S = 300.0, 1800.0
 BASELINES = ("last_value", "predict_linear", "holt_winters", "kalman")
 SERVICE, ABLATION, NO_CALENDAR = "service", "service_without_expected_rps", "service_without_calendar"
 CANDIDATES = ("prophet_anchored", "local_level")
+#: the real-trace training hours: (day, hour of the day), days 1-4 being the 600 s protocol's training days
+SERVEGEN_HOURS = tuple((day, hour) for day in (1, 2, 3, 4) for hour in (9, 21))
+SERVEGEN_TRACE = "servegen/data/language/m-large"
 
 
 class Renamed:
@@ -79,11 +89,28 @@ def _shaped_run(shape: str, seed: int):
     return History(t.astype(float), r, {}, f"{shape}-{seed}"), ()
 
 
-def training_runs() -> dict[str, tuple]:
-    """Name -> (history, events) for every training run."""
+def _servegen_hour(root, day: int, hour: int):
+    """One hour of every ServeGen m-large client replayed at request level, its request rate at 15 s (no calendar:
+    ServeGen has none).  The arrivals' seed is fixed by the hour, so a rerun replays the same requests."""
+    from pathlib import Path
+
+    from infercast.predictors.base import History
+    from infercast.simulator.replay.traces import load_trace, rate_series
+
+    start = day * 86400.0 + hour * 3600.0
+    trace = load_trace(Path(root) / SERVEGEN_TRACE, seed=day * 24 + hour, start_s=start, end_s=start + 3600.0)
+    t, r = rate_series(trace, STEP_S)
+    return History(t.astype(float), r, {}, f"servegen-d{day}-{hour:02d}h"), ()
+
+
+def training_runs(root=None) -> dict[str, tuple]:
+    """Name -> (history, events) for every training run; the ServeGen hours only with `root` (the full traces)."""
     import tune_alarm
 
     runs = {}
+    if root is not None:
+        for day, hour in SERVEGEN_HOURS:
+            runs[f"servegen-d{day}-{hour:02d}h"] = _servegen_hour(root, day, hour)
     for seed in SALE_SEEDS:
         runs[f"sale-{seed}"] = _twin_run(seed, calm=False)
     for seed in CALM_SEEDS:
@@ -109,15 +136,16 @@ def models(events: tuple) -> list:
     return [*out, service, ablation, blind, *(registry.make(n, "rps") for n in CANDIDATES)]
 
 
-def section(servegen_train: dict | None = None) -> dict:
+def section(servegen_train: dict | None = None, root=None) -> dict:
     """Every model on every training run: mae, and its ratio to the run's best baseline; then the two rules.
-    `servegen_train` (name -> mae on the ServeGen training days, from `traffic_section`) joins the inner-model rule."""
+    `servegen_train` (name -> mae on the ServeGen training days, from `traffic_section`) joins the inner-model rule;
+    `root` (the traces' folder) adds the ServeGen hours at 15 s."""
     from infercast.predictors.backtest import run_backtest, score_runs
     from infercast.predictors.prophet_model import event_windows
 
     t0 = time.perf_counter()
     per_run: dict[str, dict] = {}
-    for name, (h, events) in training_runs().items():
+    for name, (h, events) in training_runs(root).items():
         windows = tuple(event_windows(events))
         runs = run_backtest(h, models(windows), HORIZON_S, warmup_s=WARMUP_S, refit_every_s=REFIT_S)
         mae = {n: s.get("mae") for n, s in score_runs(h, runs, HORIZON_S).items()}

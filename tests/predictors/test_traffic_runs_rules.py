@@ -50,3 +50,23 @@ def test_servegens_training_days_join_the_inner_model_rule(tr):
     v = tr.verdicts({"a": a, "b": b}, days)
     assert v["servegen_train_included"] and v["summary"]["prophet_anchored"]["n"] == 3
     assert v["inner_better"] == []  # 1.3 on the ServeGen days: its worst is now above the inner model's 1.1
+
+
+def test_a_servegen_training_hour_is_the_hours_requests_at_the_services_step(tr, tmp_path, repo_root):
+    """The real-trace training hours (issue 37, item 5): one hour of a ServeGen model's clients replayed at request
+    level, binned at the service's 15 s, the same requests on every rerun.  On the shipped 3-client slice (days 0-1),
+    laid out as the full traces are (`--traces DIR` holds `servegen/data/language/m-large`)."""
+    target = tmp_path / "servegen" / "data" / "language"
+    target.mkdir(parents=True)
+    (target / "m-large").symlink_to(repo_root / "tests" / "data" / "traces" / "servegen" / "language" / "m-large")
+    h, events = tr._servegen_hour(tmp_path, 1, 9)
+    assert events == () and h.series_id == "servegen-d1-09h"
+    assert len(h.t) == 3600 / tr.STEP_S and h.t[1] - h.t[0] == tr.STEP_S
+    # the hour's requests are its windows' rates (a Poisson count's noise aside: 4 sigma)
+    from infercast.simulator.replay.traces.servegen import servegen_rates
+
+    _, rates = servegen_rates(target / "m-large", 1 * 86400 + 9 * 3600, 1 * 86400 + 10 * 3600)
+    expected = float(rates.mean()) * 3600
+    assert abs(float(h.y.sum()) * tr.STEP_S - expected) < 4 * expected**0.5
+    again, _ = tr._servegen_hour(tmp_path, 1, 9)
+    assert (again.y == h.y).all()
