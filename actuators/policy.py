@@ -305,8 +305,14 @@ class PredictivePolicy:
                 "low_queue_seconds": a.low_queue_seconds,
             }
             self.state.levels = self._levels(fleet, mixed=any(all(_serves(p)) for p in close), memory=kv_driven)
-        elif kv_driven and not any("memory_limit" in step for step in self.state.levels):
-            # the ladder was built on a traffic peak; KV usage is now forecast to cross too: its step joins the end
+        elif (
+            kv_driven
+            and all(p.spare <= 0 for p in close)
+            and not any("memory_limit" in step for step in self.state.levels)
+        ):
+            # the ladder was built on a traffic peak; KV usage is now forecast to cross too and no node is left to
+            # start for it: the memory step (which costs capacity) joins the end.  Where nodes are left, they come
+            # first: on a ServeGen morning jump the limit taken with nodes to spare halved goodput
             self.state.levels = [*self.state.levels, *self._memory_level(fleet)]
         if self.state.level >= len(self.state.levels):
             return []

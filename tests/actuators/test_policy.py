@@ -91,11 +91,11 @@ def test_a_traffic_peak_announced_by_the_forecast_acts_like_a_breach_but_keeps_m
     assert all(d.action.memory_limit is None for d in out if isinstance(d.action, SetAdmission))
 
 
-def test_the_memory_step_joins_a_ladder_built_on_a_traffic_peak_once_kv_is_forecast_to_cross(cfg):
+def test_the_memory_step_joins_a_ladder_built_on_a_traffic_peak_once_kv_is_forecast_to_cross_with_no_node_left(cfg):
     """A surge seen first in traffic builds the ladder without the memory step (a peak need not fill KV); when KV
-    usage is then forecast to cross, the memory step is added after the steps already taken, not lost until the
-    policy relaxes (on the unannounced sale the memory step came only where the KV forecast crossed at the first
-    step)."""
+    usage is then forecast to cross and no node is left to start, the memory step is added after the steps already
+    taken, not lost until the policy relaxes (on the unannounced sale the memory step came only where the KV
+    forecast crossed at the first step).  While nodes are left, they come first (the step costs capacity)."""
     p = PredictivePolicy(cfg)
     f = fleet()
     peak = Outlook("v4-short", 0.3, 0.35, math.inf, rps_now=100.0, rps_upper_peak=400.0, rps_surge_eta_seconds=45.0)
@@ -106,13 +106,16 @@ def test_the_memory_step_joins_a_ladder_built_on_a_traffic_peak_once_kv_is_forec
     # still only a traffic peak a cooldown later: nothing more to tighten
     later = p.decide(300.0, f, {"v4-short": peak, "v4-long": calm("v4-long")})
     assert not any(isinstance(d.action, SetAdmission) for d in later)
-    # now KV usage is forecast to cross within the tightening lead: the memory step, and it is the last
+    # KV usage is forecast to cross within the tightening lead, with nodes left to start: no memory step
     full = Outlook("v4-short", 0.7, 0.95, 30.0, rps_now=400.0, rps_upper_peak=400.0, rps_surge_eta_seconds=0.0)
-    step = applied(p, p.decide(600.0, f, {"v4-short": full, "v4-long": calm("v4-long")}))
+    spared = p.decide(600.0, f, {"v4-short": full, "v4-long": calm("v4-long")})
+    assert not any(isinstance(d.action, SetAdmission) for d in spared)
+    # and once the reservoir is spent: the memory step, and it is the last
+    spent = fleet(short=11, spare=0)
+    step = applied(p, p.decide(900.0, spent, {"v4-short": full, "v4-long": calm("v4-long")}))
     assert [d.action for d in step if isinstance(d.action, SetAdmission)] == [SetAdmission(memory_limit=0.75)]
-    assert not any(
-        isinstance(d.action, SetAdmission) for d in p.decide(900.0, f, {"v4-short": full, "v4-long": calm("v4-long")})
-    )
+    again = p.decide(1200.0, spent, {"v4-short": full, "v4-long": calm("v4-long")})
+    assert not any(isinstance(d.action, SetAdmission) for d in again)
 
 
 def test_shifts_weight_only_onto_a_sibling_with_forecast_headroom(cfg):
