@@ -906,7 +906,10 @@ def main() -> int:
                 if r.get("provenance")
             }
         ),
-        "complete": all(set(arms) <= set(c["arms"]) for c in cells) and len(cells) == len(jobs),
+        # a whole run: every arm of every cell measured here (a plan taken from an earlier run is not)
+        "complete": all(set(arms) <= set(c["arms"]) for c in cells)
+        and len(cells) == len(jobs)
+        and not any(r.get("provenance") for c in cells for r in c["arms"].values()),
         "wall_s": round(time.perf_counter() - started, 1)
         if not args.measured_only
         else round(sum(float(c.get("wall_s", 0.0)) for c in cells), 1),
