@@ -240,10 +240,10 @@ class PredictivePolicy:
                 del self.state.base_weights[restored.pool]
 
     def _relax_undone(self, d: Decision, restored: Action) -> None:
-        """A relaxing step rolled back puts the policy's own change back on the fleet: the policy owns it again,
-        so it relaxes it again later.  Before, a weight relaxed to its base (the base then forgotten) and rolled
-        back by verification stayed shifted for good: no base was left to relax to (found by the steadiness
-        property: the fallback pool's weight 1.0 against its base 0.5 once every alert had ended)."""
+        """A relaxing step rolled back puts the policy's own change back on the fleet: the policy owns it again
+        (the base to go back to, the floor, the admission level), so it relaxes it once calm; without this, a
+        weight relaxed to its base and then rolled back would stay shifted for good
+        (`test_a_relax_rolled_back_is_relaxed_again`)."""
         a, st = d.action, self.state
         if isinstance(a, SetPoolWeight) and isinstance(restored, SetPoolWeight):
             st.base_weights.setdefault(a.pool, a.weight)  # a weight relaxes to its base in one step
@@ -311,8 +311,8 @@ class PredictivePolicy:
             and not any("memory_limit" in step for step in self.state.levels)
         ):
             # the ladder was built on a traffic peak; KV usage is now forecast to cross too and no node is left to
-            # start for it: the memory step (which costs capacity) joins the end.  Where nodes are left, they come
-            # first: on a ServeGen morning jump the limit taken with nodes to spare halved goodput
+            # start for it: the memory step (which costs capacity) joins the end.  Nodes left come first: taken
+            # with nodes to spare, the limit halved goodput on the ServeGen morning jump (docs/control.md)
             self.state.levels = [*self.state.levels, *self._memory_level(fleet)]
         if self.state.level >= len(self.state.levels):
             return []
