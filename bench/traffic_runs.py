@@ -11,8 +11,8 @@ The runs (none is scored by the forecast bench; docs/forecasting.md, "Traffic"):
   window rates and inter-arrival law, `infercast.simulator.replay.traces`), the hours 09:00-10:00 and 21:00-22:00 of
   the training days 1-4 of the 600 s protocol (`SERVEGEN_HOURS`), their request rate at 15 s.  Chosen before any was
   scored: the days are the ones the 600 s protocol already trains on, the two hours a morning and an evening of each,
-  fixed by the clock, not by what the traffic does in them.  They need the full traces (`--traces`); without them
-  the section says it left them out.
+  fixed by the clock, not by what the traffic does in them.  They need the full traces (`--traces`, which
+  `bench/forecast.py` always passes); `section()` called without a traces folder leaves them out and says so.
 
 The models: the four baselines; the service's pipeline as deployed (`service`: the online combination of
 `infercast.predictors.combined`, the calendar's announced rates, its band calibrated online); two ablations, the same
@@ -108,9 +108,12 @@ def training_runs(root=None) -> dict[str, tuple]:
     import tune_alarm
 
     runs = {}
-    if root is not None:
+    if root is None:
+        print("# traffic training runs: no traces folder, the ServeGen hours left out")
+    else:
         for day, hour in SERVEGEN_HOURS:
-            runs[f"servegen-d{day}-{hour:02d}h"] = _servegen_hour(root, day, hour)
+            h, events = _servegen_hour(root, day, hour)
+            runs[h.series_id] = (h, events)
     for seed in SALE_SEEDS:
         runs[f"sale-{seed}"] = _twin_run(seed, calm=False)
     for seed in CALM_SEEDS:
