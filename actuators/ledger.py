@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from infercast.actuators.actions import Action
-from infercast.config import HPA_SCALE_DOWN_STABILIZATION_SECONDS, FleetConfig
+from infercast.config import FleetConfig
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,7 @@ def action_ledger(cfg: FleetConfig, history, summary: dict) -> dict:
     """`decision_delay_seconds` (onset to the first action, within a forecast horizon before it; null without a
     surge), and per setting the applied `changes` and `flaps` (tighten-relax-tighten within the autoscaler's
     scale-down window, Kubernetes' own dwell for a replica count): `actuators/ledger.py`."""
-    a = cfg.protections.autoscaler
-    dwell = a.scale_down_stabilization_seconds if a is not None else HPA_SCALE_DOWN_STABILIZATION_SECONDS
+    dwell = cfg.dwell_seconds
     changes = setting_changes(history)
     flaps = count_flaps(changes, dwell)
     by = count_changes(changes)

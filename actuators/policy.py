@@ -15,7 +15,8 @@ ahead of the crossing, each lever as early as it needs:
   forecast leaves headroom, never more than that headroom allows (the check seed 000's failover lacked);
 - **relax** one step at a time, with hysteresis, once every forecast and live figure has stayed below the trigger
   minus `hysteresis` for `relax_hold_seconds`: admission back a step, weights back, pre-warmed replicas back one
-  step.
+  step; never a setting moved less than the fleet's dwell ago (`FleetConfig.dwell_seconds`, the autoscaler's
+  scale-down window), so no setting goes one way, back and the first way again within it (a flap).
 
 The policy never scales below what the fleet had when it started acting, and keeps what it has done in
 `self.state` so that relaxing undoes its own actions and nothing else.  That state moves only when the loop says a
@@ -169,6 +170,16 @@ class PredictivePolicy:
         self.floor: dict[str, int] = {}
         self._decided_at = 0.0  # the last tick's `now`: what `note_applied` hears about was decided then
         self.held: dict[str, float] = {}  # setting (actuators/steadiness.py) -> until when a rollback holds it
+        # setting -> when it last moved away from where the policy found it: by a decision of the policy's, or by a
+        # rollback of one of its relaxes.  It is not relaxed before `dwell` has passed since (`_settled`)
+        self.tightened_at: dict[str, float] = {}
+        self.dwell = cfg.dwell_seconds
+
+    def _settled(self, now: float, *settings: str) -> bool:
+        """Every one of `settings` has stood a dwell since it was last tightened.  Relaxed sooner, a setting
+        tightened again would flap (tighten, relax, tighten within the dwell): what the `scheduled` arm did to the
+        memory limit on both sales, relaxed as the sale ebbed and tightened again inside 300 s, 1-5 times a run."""
+        return all(now - self.tightened_at.get(s, -math.inf) >= self.dwell for s in settings)
 
     def _held(self, now: float, *settings: str) -> bool:
         return any(self.held.get(s, -math.inf) > now for s in settings)
@@ -202,6 +213,8 @@ class PredictivePolicy:
         a, st = d.action, self.state
         if d.intent == "relax":
             st.calm_since = self._decided_at  # the next step waits another hold
+        else:
+            self.tightened_at.update(dict.fromkeys(settings_of(a), self._decided_at))
         if isinstance(a, SetAdmission) and "level" in d.inputs:
             st.level = int(d.inputs["level"])
         elif isinstance(a, SetPoolWeight):
@@ -225,11 +238,17 @@ class PredictivePolicy:
         again.  A shift undone back to the weight the policy found is no longer its doing: nothing to relax (before,
         the relax re-applied the weight already there, a change spent on nothing)."""
         self.state.calm_since = None
-        # the lever stays where the rollback left it for a dwell (the relax hold): retried at once, a shift undone
-        # because its sibling got worse went out, back and out again inside a minute (a flap)
-        until = (self._decided_at if now is None else now) + self.p.relax_hold_seconds
+        now = self._decided_at if now is None else now
+        # the lever stays where the rollback left it for the relax hold, and a change rolled back is not made again
+        # within the dwell of when it was first made: retried at once, a shift undone because its sibling got worse
+        # went out, back and out again inside a minute (a flap)
         for setting in settings_of(d.action):
+            until = now + self.p.relax_hold_seconds
+            if d.intent != "relax":  # strictly after: the ledger counts a third move at exactly the dwell a flap
+                until = max(until, self.tightened_at.get(setting, -math.inf) + self.dwell + 1e-6)
             self.held[setting] = max(self.held.get(setting, -math.inf), until)
+        if d.intent == "relax" and restored is not None:  # the rollback tightened the setting again
+            self.tightened_at.update(dict.fromkeys(settings_of(restored), now))
         if isinstance(d.action, ScalePool) and d.intent == "protect":
             self.floor.pop(d.action.pool, None)
         if d.intent == "relax" and restored is not None:
@@ -366,7 +385,10 @@ class PredictivePolicy:
                 and outlook[q.name].pressure_peak < self.trigger - self.p.hysteresis
             ]  # fmt: skip
             siblings = [q for q in siblings if not self._held(self._decided_at, f"weight:{q.name}")]
+            siblings = [q for q in siblings if not self._reverses_early(q.name, q.weight, +1)]
             if not siblings or p.weight <= 0 or self._held(self._decided_at, f"weight:{p.name}"):
+                continue
+            if self._reverses_early(p.name, p.weight, -1):
                 continue
             q = min(siblings, key=lambda x: outlook[x.name].pressure_peak)
             oq = outlook[q.name]
@@ -388,6 +410,14 @@ class PredictivePolicy:
             )
             out.append(Decision(SetPoolWeight(q.name, raise_), why, self._inputs(oq, weight=q.weight), "shift"))
         return out
+
+    def _reverses_early(self, pool: str, weight: float, way: int) -> bool:
+        """Moving `pool`'s weight `way` (+1 up, -1 down) would take back, within the dwell, a shift of the policy's
+        own (toward the base it recorded): the pressures flipped, and a rollback of that shift would make a flap
+        (up, down, up inside 300 s: what the steadiness property found on a fallback pool)."""
+        base = self.state.base_weights.get(pool)
+        toward_base = base is not None and way * (base - weight) > 0
+        return toward_base and not self._settled(self._decided_at, f"weight:{pool}")
 
     def _relax(
         self, now: float, fleet: Observation, serving: list[PoolState], outlook: dict[str, Outlook]
@@ -421,17 +451,22 @@ class PredictivePolicy:
                 st.level -= 1
                 st.calm_since = now
                 return []
+            if not self._settled(now, *(f"admission:{k}" for k in st.levels[st.level - 1])):
+                return []  # the step being undone is younger than the dwell: it waits (the hold goes on)
             return [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level - 1}, "relax")]
         if st.base_weights:
             return [
                 Decision(SetPoolWeight(name, w), f"{why}: weight back", {}, "relax")
                 for name, w in sorted(st.base_weights.items())
+                if self._settled(now, f"weight:{name}")
             ]
         for name, base in sorted(st.base_replicas.items()):
             p = fleet.pool(name)
             if p.replicas <= base:  # already back (something else scaled it down): nothing of ours to undo
                 del st.base_replicas[name]
                 continue
+            if not self._settled(now, f"replicas:{name}"):
+                return []
             target = max(base, p.replicas - self.p.max_replicas_step)
             return [
                 Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base}, "relax")

@@ -23,7 +23,7 @@ from infercast.actuators.actions import Action, SetAdmission, SetPoolBounds
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.policy import Decision, Outlook, PredictivePolicy
 from infercast.actuators.reserve import PoolNeed, ReservePlan, ReserveSettings, plan_reserve, standing_plan
-from infercast.config import HPA_SCALE_DOWN_STABILIZATION_SECONDS, FleetConfig
+from infercast.config import FleetConfig
 
 #: the backends that can write a pool's autoscaler floor and ceiling (`set_pool_bounds`,
 #: `actuators/backends/autoscaler.py`); the router backends start standby nodes themselves (`prewarm_pool`)
@@ -65,7 +65,7 @@ def reserve_settings(cfg: FleetConfig) -> ReserveSettings:
     (release, switch) as long as the autoscaler's own scale-down window (a released node would otherwise be held by
     it anyway)."""
     a = cfg.protections.autoscaler
-    window = a.scale_down_stabilization_seconds if a is not None else HPA_SCALE_DOWN_STABILIZATION_SECONDS
+    window = cfg.dwell_seconds
     return ReserveSettings(
         kv_target=a.kv_target if a is not None else cfg.policy.target_kv,
         kv_trigger=cfg.thresholds.kv_forecast_trigger,

@@ -12,7 +12,7 @@ from .base import GIB, Strict
 from .exporter import ExporterConfig, MetricsConfig
 from .pools import PoolConfig, TargetConfig, VersionConfig
 from .predictor import Event, PredictorConfig
-from .protections import Protections
+from .protections import HPA_SCALE_DOWN_STABILIZATION_SECONDS, Protections
 from .router import RouterConfig
 from .scenario import ScenarioConfig, TwinConfig
 from .thresholds import Thresholds
@@ -159,6 +159,15 @@ class FleetConfig(Strict):
 
     def pool_version(self, pool: str) -> VersionConfig:
         return self.versions[self.pools[pool].version]
+
+    @property
+    def dwell_seconds(self) -> float:
+        """How long a setting must stand before it is moved back: the autoscaler's scale-down stabilization window
+        (Kubernetes' own dwell for a replica count; its default without an autoscaler).  The actuator's reserve holds
+        a node that long, its policy holds a tightening that long before relaxing it, and the flap count (a setting
+        moved one way, back, and the first way again within it) is measured against it."""
+        a = self.protections.autoscaler
+        return a.scale_down_stabilization_seconds if a is not None else HPA_SCALE_DOWN_STABILIZATION_SECONDS
 
     def require_twin_shapes(self) -> None:
         """Raise ConfigError unless every version has the model shape the twin needs (given, or a known model's).

@@ -146,17 +146,45 @@ def test_relaxes_one_step_at_a_time_after_a_calm_hold(cfg):
     quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
     assert p.decide(30.0, f, quiet) == []  # the hold starts
     assert p.decide(60.0, f, quiet) == []
-    back = applied(p, p.decide(90.0, f, quiet))  # 60 s of calm: one step back (the first level's settings)
+    # 60 s of calm, but the second step (applied at 15 s) has not stood the fleet's dwell (300 s: the autoscaler's
+    # scale-down window): relaxed now and tightened again, it would flap
+    assert p.dwell == 300.0
+    assert p.decide(90.0, f, quiet) == [] and p.decide(300.0, f, quiet) == []
+    back = applied(p, p.decide(315.0, f, quiet))  # one step back (the first level's settings)
     assert [d.action for d in back] == [SetAdmission(memory_limit=0.8, max_context_tokens=16_000,
                                                      normal_queue_seconds=1.0, low_queue_seconds=0.0)]  # fmt: skip
     assert back[0].intent == "relax"
-    assert p.decide(120.0, f, quiet) == [], "the next step waits another hold"
-    last = applied(p, p.decide(150.0, f, quiet))
+    assert p.decide(345.0, f, quiet) == [], "the next step waits another hold"
+    last = applied(p, p.decide(375.0, f, quiet))
     assert [d.action for d in last] == [SetAdmission(memory_limit=0.8, max_context_tokens=24_000,
                                                      normal_queue_seconds=2.5, low_queue_seconds=15.0)]  # fmt: skip
     # a warning inside the hold resets it
-    p.decide(160.0, f, hot)
+    p.decide(385.0, f, hot)
     assert p.state.calm_since is None
+
+
+def test_a_step_tightened_late_is_not_relaxed_within_the_dwell(cfg):
+    """What the `scheduled` arm did on both sales: the memory step taken late in the sale, relaxed after a minute's
+    calm as the sale ebbed, and taken again inside 300 s: a flap (tighten, relax, tighten within the autoscaler's
+    scale-down window), 1-5 a run.  Now a setting is relaxed only once it has stood the dwell, and a relax that
+    verification rolled back (the setting tightened again) waits a dwell from the rollback."""
+    p = PredictivePolicy(cfg)
+    f = fleet(mixed=True)
+    hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
+    quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
+    applied(p, p.decide(0.0, f, hot))
+    applied(p, p.decide(200.0, f, hot))  # the second step, late
+    assert p.state.level == 2
+    for t in range(215, 500, 15):  # calm from 215 s: the hold is over at 275 s, the dwell of the 200 s step at 500 s
+        assert p.decide(float(t), f, quiet) == [], t
+    back = applied(p, p.decide(500.0, f, quiet))
+    assert [d.intent for d in back] == ["relax"]
+    # verification rolls the relax back at 530 s: the step is the policy's again, and waits a dwell from then
+    p.note_rolled_back(back[0], SetAdmission(**p._levels_back(f, 2)), now=530.0)
+    assert p.state.level == 2
+    for t in range(545, 830, 15):
+        assert p.decide(float(t), f, quiet) == [], t
+    assert [d.intent for d in p.decide(830.0, f, quiet)] == ["relax"]
 
 
 def test_never_relaxes_while_a_peak_is_announced(cfg):
@@ -229,8 +257,8 @@ def test_a_step_that_was_not_applied_is_proposed_again_not_skipped(cfg):
     # moves the level back
     quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
     assert p.decide(45.0, f, quiet) == []  # the hold starts
-    back = admission(p.decide(105.0, f, quiet))  # refused
+    back = admission(p.decide(330.0, f, quiet))  # refused (the hold over, and the dwell of the 30 s step)
     assert back and p.state.level == 2
-    assert admission(applied(p, p.decide(120.0, f, quiet))) == back
+    assert admission(applied(p, p.decide(345.0, f, quiet))) == back
     assert p.state.level == 1
-    assert p.decide(135.0, f, quiet) == [], "an applied step back starts the next hold"
+    assert p.decide(360.0, f, quiet) == [], "an applied step back starts the next hold"
