@@ -84,6 +84,12 @@ class WindowsPass:
         return self._out
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def set_threads(n: int) -> None:
     """torch's intra-op threads for this process (`predictor.torch_threads`; docs/lstm.md says why 1)."""
     import torch
@@ -482,8 +488,13 @@ class LSTMForecaster:
         j = np.clip(np.searchsorted(model_dt, dt, side="right") - 1, 0, p.horizon_steps - 1)
         frac = np.clip(dt - model_dt[j], 0.0, model_dt[j + 1] - model_dt[j]) / (model_dt[j + 1] - model_dt[j])
         chunk = max(1, chunk)
+        threads = _torch_threads()
 
         def one(a: int) -> None:
+            # torch's intra-op thread count is the calling thread's own (OpenMP's, per thread): a pool thread starts
+            # at the machine's default, not at `predictor.torch_threads`.  Unset, a predictor at 1 thread ran its
+            # chunks at 2 each (4 threads on 2 cores) and published floats 2e-8 off the one-thread pass
+            set_threads(threads)
             y_last, rawp = self._raw_paths_windows({k: v[a : a + chunk] for k, v in raw.items()})
             paths = np.clip(self._calibrated(rawp), p.y_min, p.y_max)
             full = np.concatenate([np.repeat(y_last[:, None, None], 3, axis=1), paths], axis=2)

@@ -111,3 +111,21 @@ def test_a_forked_child_makes_its_own_threads(shipped: LSTMForecaster, tmp_path)
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_chunk_threads_run_at_the_callers_torch_threads(shipped: LSTMForecaster) -> None:
+    """The predictor sets torch's intra-op threads (`predictor.torch_threads`, 1 by default) in its own thread; a pool
+    thread starts at the machine's default.  Before, at 1 thread in the caller, the chunk threads ran at the default
+    (2 on this machine: 4 threads on 2 cores) and a user saw forecasts 2e-8 off the one-thread pass (found by the
+    property above, when an earlier test in the same process had set 1 thread)."""
+    from infercast.predictors.lstm import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        set_threads(1)
+        raw = _windows(0, 6, shipped.params.lookback, 0.0, 0)
+        dt = 15.0 * np.arange(1, 21)
+        one = shipped.forecast_windows(raw, dt, chunk=5, workers=1)
+        np.testing.assert_array_equal(shipped.forecast_windows(raw, dt, chunk=5, workers=2), one)
+    finally:
+        set_threads(before)
