@@ -62,7 +62,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-ARMS = ("reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast", "hindsight")
+ARMS = (
+    "reactive", "scheduled", "last-value", "predict-linear", "predictive", "perfect-forecast", "hindsight",
+    "hindsight-guarded",
+)  # fmt: skip
+#: the plan searches (each brings its causal plan, a row of its own) and how the rows of a cell are ordered: the
+#: loop arms, then causal and hindsight, then the same two within the fleet file's guards (`levers.guard_limits`)
+SEARCHES = {"hindsight": "causal", "hindsight-guarded": "causal-guarded"}
+PLAN_ROWS = ("causal", "hindsight", "causal-guarded", "hindsight-guarded")
 SEEDS = (0, 1, 2)
 #: `--quick`: seed 0 of these, hindsight's quick search (the reservoir's splits from the onset and the first change
 #: point: a best found, no check)
@@ -224,18 +231,21 @@ def run_cell(
         t = time.perf_counter()
         if arm == "reactive":
             res = reactive
-        elif arm == "hindsight":
+        elif arm in SEARCHES:
             step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step
-            journal = None if journals is None else journals / f"{sc.name}-seed{seed}-{search}-p{max_passes}.jsonl"
+            guarded = arm == "hindsight-guarded"
+            name = f"{sc.name}-seed{seed}-{search}-p{max_passes}" + ("-guarded" if guarded else "")
+            journal = None if journals is None else journals / f"{name}.jsonl"
             res = run_hindsight(cfg, seed, trace, step_s, search=search, check=search != "quick",
-                                max_passes=max_passes, reactive=reactive, journal=journal)  # fmt: skip
+                                max_passes=max_passes, reactive=reactive, journal=journal,
+                                guarded=guarded)  # fmt: skip
         else:
             res = run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
         s = res.summary
         row = _row(s)
         row["false_actions"] = false_actions(res.events, reactive.timeseries, cfg)
         row["wall_s"] = reactive_wall if arm == "reactive" else round(time.perf_counter() - t, 1)
-        if arm == "hindsight":
+        if arm in SEARCHES:
             row["plan"] = s.get("plan_text")
             row["plan_steps"] = s.get("plan")  # what `infercast demo` replays (`demo.run.stored_hindsight_plan`)
             row["candidates"] = len(s.get("candidates") or ())
@@ -248,12 +258,14 @@ def run_cell(
                 crow |= {"plan": causal["plan_text"], "plan_steps": causal["plan"], "check": causal["check"],
                          "onset_seconds": causal["onset_seconds"], "candidates": causal["candidates"]}  # fmt: skip
                 crow["plan_is"] = "bound" if causal["check"] and causal["check"]["passed"] else "best found"
-                out["causal"] = crow
+                out[SEARCHES[arm]] = crow
         out[arm] = row
-    if "causal" in out:  # beside hindsight
-        out = {a: out[a] for a in (*[a for a in out if a not in ("causal", "hindsight")], "causal", "hindsight")
-               if a in out}  # fmt: skip
-    return {"scenario": sc.name, "seed": seed, "arms": out, "wall_s": round(time.perf_counter() - t0, 1)}
+    return {"scenario": sc.name, "seed": seed, "arms": ordered(out), "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def ordered(arms: dict[str, dict]) -> dict[str, dict]:
+    """A cell's rows in the tables' order: the loop arms as run, then each search's causal plan beside it."""
+    return {a: arms[a] for a in (*[a for a in arms if a not in PLAN_ROWS], *PLAN_ROWS) if a in arms}
 
 
 def arm_groups(arms: tuple[str, ...], split: bool) -> list[tuple[str, ...]]:
@@ -419,19 +431,28 @@ def aggregate(result: dict) -> dict:
             hours = agg["simulated_seconds"][0] / 3600.0
             agg["false_per_hour"] = (agg["false_actions"][0] / hours if hours else math.nan, 0.0)
             agg["seeds"] = sorted(c["seed"] for c in cells if arm in c["arms"])
-            # captured gain on the seeds where the arm, reactive and hindsight were all measured (paired)
-            both = [c for c in cells if {arm, "reactive", "hindsight"} <= set(c["arms"])]
-            if both:
-                base = _stats([c["arms"]["reactive"] for c in both], "urgent_goodput_rps")[0]
-                top = _stats([c["arms"]["hindsight"] for c in both], "urgent_goodput_rps")[0]
-                mine = _stats([c["arms"][arm] for c in both], "urgent_goodput_rps")[0] - base
-                gain = top - base
-                agg["captured"] = mine / gain if gain >= max(0.05, NOTHING_TO_CAPTURE * base) else math.nan
-            else:
-                agg["captured"] = math.nan
+            agg["captured"] = _captured(cells, arm, "hindsight")
+            agg["captured_guarded"] = _captured(cells, arm, "hindsight-guarded")
             arms[arm] = agg
         out[sc] = arms
     return out
+
+
+def _captured(cells: list[dict], arm: str, top_arm: str) -> float:
+    """(arm - reactive) / (top_arm - reactive) on urgent goodput, over the seeds where all three were measured
+    (paired); NaN where there is none, or where the top arm gains nothing worth a ratio (`NOTHING_TO_CAPTURE`)."""
+    both = [c for c in cells if {arm, "reactive", top_arm} <= set(c["arms"])]
+    if not both:
+        return math.nan
+    base = _stats([c["arms"]["reactive"] for c in both], "urgent_goodput_rps")[0]
+    top = _stats([c["arms"][top_arm] for c in both], "urgent_goodput_rps")[0]
+    mine = _stats([c["arms"][arm] for c in both], "urgent_goodput_rps")[0] - base
+    gain = top - base
+    return mine / gain if gain >= max(0.05, NOTHING_TO_CAPTURE * base) else math.nan
+
+
+def _pct(x: float) -> str:
+    return "" if math.isnan(x) else f"{x:.0%}"
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -465,8 +486,9 @@ def table_arms(result: dict) -> str:
     hooks = _hooks(result)
     lines = [
         "| scenario | arm | seeds | urgent goodput req/s | goodput req/s | token goodput ktok/s | urgent P99 ms (pre) "
-        "| OOM | GPU-hours | actions | " + "".join(f"{k} | " for k in hooks) + "false / h | captured |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|",
+        "| OOM | GPU-hours | actions | " + "".join(f"{k} | " for k in hooks) + "false / h | captured | "
+        "captured within the guards |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(hooks) + "---:|---:|---:|",
     ]
     missing = 0
     # (scenario, arm) -> where an earlier run measured it (`import_hindsight`), for the † beside its row
@@ -476,9 +498,8 @@ def table_arms(result: dict) -> str:
         for arm, a in arms.items():
             if a is None:  # never an older run's figures in its place
                 missing += 1
-                lines.append(f"| {sc} | `{arm}` | none | not measured |" + " |" * (8 + len(hooks)))
+                lines.append(f"| {sc} | `{arm}` | none | not measured |" + " |" * (9 + len(hooks)))
                 continue
-            cap = a["captured"]
             extra = "".join(f"{_f(a[k][0], 1)} | " for k in hooks)
             mark = " †" if (sc, arm) in imported else ""
             lines.append(
@@ -486,7 +507,7 @@ def table_arms(result: dict) -> str:
                 f"{_ms(a['goodput_rps'])} | "
                 f"{_f(a['token_goodput_tps'][0] / 1000)} | {_p99(a)} | {_f(a['oom_events'][0], 1)} | "
                 f"{_f(a['gpu_seconds'][0] / 3600, 1)} | {_f(a['actions'][0], 1)} | {extra}"
-                f"{_f(a['false_per_hour'][0], 1)} | {'' if math.isnan(cap) else f'{cap:.0%}'} |"
+                f"{_f(a['false_per_hour'][0], 1)} | {_pct(a['captured'])} | {_pct(a['captured_guarded'])} |"
             )
     lines.append("")
     lines.append(
@@ -501,6 +522,13 @@ def table_arms(result: dict) -> str:
         + (
             "; `causal` is the best plan acting only after the surge's onset (the same search)"
             if any("causal" in c["arms"] for c in result["cells"])
+            else ""
+        )
+        + (
+            "; `hindsight-guarded` and `causal-guarded` are the same searches never loosening a guard past the fleet "
+            "file (the memory admission limit, the quota lanes' rates, the pools' breakers: the control loop only "
+            "tightens those), and captured within the guards = (arm - reactive) / (hindsight-guarded - reactive)"
+            if any("hindsight-guarded" in c["arms"] for c in result["cells"])
             else ""
         )
         + f". {result['machine']}; `bench/control.py`."
@@ -524,12 +552,14 @@ def table_scenarios(result: dict) -> str:
     return "\n".join(lines)
 
 
-def beaten_by(arms: dict[str, dict]) -> list[str]:
-    """The arms of a cell that beat hindsight (`plans.better`): where its search is too narrow."""
+def beaten_by(arms: dict[str, dict], top: str = "hindsight") -> list[str]:
+    """The arms of a cell that beat a search's plan (`plans.better`): where its search is too narrow.  Against the
+    guarded search only the arms that keep the guards count (not the unguarded plans)."""
     from infercast.simulator.control.plans import better
 
-    h = arms.get("hindsight")
-    return [a for a, r in arms.items() if h is not None and a != "hindsight" and better(r, h)]
+    h = arms.get(top)
+    skip = {top} | ({"hindsight", "causal"} if top == "hindsight-guarded" else set())
+    return [a for a, r in arms.items() if h is not None and a not in skip and better(r, h)]
 
 
 def check_text(row: dict) -> str:
@@ -565,9 +595,11 @@ def _cost(row: dict) -> str:
     )
 
 
-def table_plans(result: dict) -> str:
-    causal = any("causal" in c["arms"] for c in result["cells"])
-    head = "| scenario | seed | hindsight's plan | is | candidates run |"
+def table_plans(result: dict, top: str = "hindsight") -> str:
+    """Each cell's plan of one search (`top`: hindsight, or hindsight-guarded) with its causal plan beside it."""
+    side = SEARCHES[top]
+    causal = any(side in c["arms"] for c in result["cells"])
+    head = f"| scenario | seed | {top}'s plan | is | candidates run |"
     rule = "|---|---:|---|---|---:|"
     if causal:
         head += " causal's plan (is) | reactive → causal | causal → hindsight |"
@@ -576,13 +608,13 @@ def table_plans(result: dict) -> str:
     rule += "---|---|"
     lines = [head, rule]
     for c in result["cells"]:
-        h = c["arms"].get("hindsight")
+        h = c["arms"].get(top)
         if not h:
             continue
-        beaten = ", ".join(f"`{a}`" for a in beaten_by(c["arms"])) or "none"
+        beaten = ", ".join(f"`{a}`" for a in beaten_by(c["arms"], top)) or "none"
         line = f"| {c['scenario']} | {c['seed']} | {h['plan']} | {check_text(h)} | {h['candidates']} |"
         if causal:
-            cz = c["arms"].get("causal")
+            cz = c["arms"].get(side)
             # an earlier run's plan (†) came without causal: not measured, which says nothing of an onset
             text = f"{cz['plan']} ({check_text(cz)})" if cz else "not measured" if h.get("provenance") else "no onset"
             line += f" {text} | {_gap(c['arms'].get('reactive'), cz)} | {_gap(cz, h)} |"
@@ -605,7 +637,7 @@ def wall_times(result: dict) -> str:
     for c in result["cells"]:
         for arm, row in c["arms"].items():
             # causal comes with hindsight's search; a plan taken from an earlier run (†) was not run here
-            if "wall_s" in row and arm != "causal" and not row.get("provenance"):
+            if "wall_s" in row and arm not in SEARCHES.values() and not row.get("provenance"):
                 per_arm[arm] = per_arm.get(arm, 0.0) + float(row["wall_s"])
         h = c["arms"].get("hindsight") or {}
         lines.append(f"  {c['scenario']} seed {c['seed']}: {c.get('wall_s', 0):,.0f}" + (
@@ -739,7 +771,13 @@ def _jsonable(v):
 
 
 # `rows` is the ablation's table (published under `control_ablation`; tests/test_results_tables.py finds it here)
-TABLES = {"arms": table_arms, "scenarios": table_scenarios, "plans": table_plans, "rows": table_ablation}
+TABLES = {
+    "arms": table_arms,
+    "scenarios": table_scenarios,
+    "plans": table_plans,
+    "plans-guarded": lambda result: table_plans(result, "hindsight-guarded"),
+    "rows": table_ablation,
+}
 
 
 def main() -> int:
@@ -854,7 +892,7 @@ def main() -> int:
             todo += [(sc, group, seed, args.traces, args.search, args.max_passes, journals)
                      for group in arm_groups(missing, args.split_arms)]  # fmt: skip
     if args.split_arms:  # the longest first, so that the shorter ones fill the other cores around it
-        todo.sort(key=lambda j: "hindsight" not in j[1])
+        todo.sort(key=lambda j: not set(SEARCHES) & set(j[1]))
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for cell in pool.map(run_cell, *zip(*todo, strict=True)) if todo else ():
             walls = ", ".join(f"{a} {r['wall_s']:.0f}" for a, r in cell["arms"].items() if "wall_s" in r)
@@ -866,7 +904,7 @@ def main() -> int:
                 with args.cells.open("a") as f:
                     f.write(json.dumps(cell) + "\n")
             merge_cell(done, cell)
-    shown = (*[a for a in arms if a != "hindsight"], "causal", "hindsight") if "hindsight" in arms else arms
+    shown = tuple(ordered({a: {} for a in (*arms, *(SEARCHES[a] for a in arms if a in SEARCHES))}))
     for sc, seed in jobs:
         if (sc.name, seed) not in done:  # nothing of it measured: every row of it says so
             continue
@@ -880,7 +918,7 @@ def main() -> int:
     result = {
         "scenarios": [s.name for s in chosen],
         "scenario_notes": [{"name": s.name, "why": s.why} for s in chosen],
-        "arms": [a for a in shown if a != "causal" or any("causal" in c["arms"] for c in cells)],
+        "arms": [a for a in shown if a not in SEARCHES.values() or any(a in c["arms"] for c in cells)],
         "seeds": list(seeds),
         "search": args.search,
         "max_passes": args.max_passes,

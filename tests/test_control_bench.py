@@ -74,9 +74,31 @@ def test_causal_sits_beside_hindsight_and_is_captured_against_it():
     arms = [line.split("|")[2].strip() for line in lines[2:5]]
     assert arms == ["`reactive`", "`causal`", "`hindsight`"]
     assert [line.split("|")[3].strip() for line in lines[2:5]] == ["0"] * 3  # the seeds each row covers
-    captured = [line.split("|")[-2].strip() for line in lines[2:5]]
+    captured = [line.split("|")[-3].strip() for line in lines[2:5]]
     assert captured == ["0%", f"{17 / 21:.0%}", "100%"]
+    assert [line.split("|")[-2].strip() for line in lines[2:5]] == [""] * 3  # no guarded search in this cell
     assert "changes" not in lines[0]  # the hook's columns only where a run reports them
+
+
+def test_the_guarded_search_has_rows_of_its_own_and_the_arms_are_captured_against_it_too():
+    """`hindsight-guarded` (the searches never loosening a guard past the fleet file) sits after hindsight with its
+    causal plan; every arm's gain is also read against it, and its plans get a table of their own."""
+    result = _result()
+    arms = result["cells"][0]["arms"]
+    arms["causal-guarded"] = _row(105.0, plan="from 615 s: b >= 3", check=None)
+    arms["hindsight-guarded"] = _row(107.0, plan="from 510 s: b >= 3", candidates=30, check=None)
+    result["arms"] += ["causal-guarded", "hindsight-guarded"]
+    lines = table_arms(result).splitlines()
+    assert lines[0].endswith("| captured | captured within the guards |")
+    rows = {line.split("|")[2].strip(): line.split("|") for line in lines[2:7]}
+    assert rows["`causal`"][-3].strip() == f"{17 / 21:.0%}" and rows["`causal`"][-2].strip() == f"{17 / 10:.0%}"
+    assert rows["`causal-guarded`"][-2].strip() == "80%" and rows["`hindsight-guarded`"][-2].strip() == "100%"
+    assert "hindsight-guarded" in lines[-1]
+    text = table_plans(result, "hindsight-guarded")
+    assert "| hindsight-guarded's plan |" in text and "from 510 s: b >= 3" in text and "from 615 s: b >= 3" in text
+    assert "| +8.00 | +2.00 |" in text
+    # the unguarded plans beat the guarded one, but do not count against it: they loosen the guards
+    assert text.splitlines()[2].endswith("| none |")
 
 
 def test_per_arm_changes_and_flaps_get_columns_where_the_runs_report_them():

@@ -12,6 +12,7 @@ from infercast.simulator.control.levers import (
     causal_search,
     defaults,
     descend,
+    guard_limits,
     neighbours,
     onset,
     onset_tick,
@@ -101,6 +102,38 @@ def test_a_plan_whose_passes_ran_out_is_the_best_found_not_a_bound(cfg):
     plan, _, _, check = descend(cfg, run, start, run(start), [], 1800.0, max_passes=1)
     assert _memory(plan) == pytest.approx(0.70)
     assert not check.passed and check.label == "best found" and "memory_limit 0.7" in check.beaten_by
+
+
+def test_a_guarded_plan_never_loosens_a_guard_past_the_fleet_file(cfg):
+    """The guarded search (what the control loop, which only tightens guards, can reach): from the stored plan, at
+    the memory breaker and from a plan holding a lane and a breaker at the fleet file's value, no neighbour sets the
+    memory limit above the breaker, a lane above its rate or a pool's breaker above its own; the unguarded
+    neighbours do (so the filter is what keeps them out), and every other lever still moves both ways."""
+    limits = guard_limits(cfg)
+    assert limits[("admission", "memory_limit")] == cfg.thresholds.memory_breaker == 0.8
+    assert limits[("lane", "flash-sale")] == 1000.0 and ("weight", "v4-long") not in limits
+    at_limits = Plan(
+        ((510.0, (("v4-long", 5), ("v4-short", 11))),),
+        (("memory_limit", 0.8),),
+        settings=(("breaker", "v4-long", limits[("breaker", "v4-long")]), ("lane", "flash-sale", 1000.0)),
+    )
+    for plan in (Plan.from_dict(STORED), at_limits):
+        guarded = neighbours(cfg, plan, 1800.0, guarded=True)
+        free = neighbours(cfg, plan, 1800.0)
+        loosened = [label for label, p in free if any(_levers(p).get(k, -1) > v + 1e-9 for k, v in limits.items())]
+        assert loosened, "the unguarded search loosens some guard"
+        for label, p in guarded:
+            theirs = _levers(p)
+            assert all(theirs.get(k, v) <= v + 1e-9 for k, v in limits.items()), label
+        labels = {label for label, _ in guarded}
+        assert {label for label, _ in free} - labels == set(loosened)
+        assert any(x.startswith("weight v4-long") for x in labels) and any(x.startswith("change point") for x in labels)
+    # the descent follows the guard: the best memory limit beyond the breaker is never taken
+    run, _ = _fake(lambda p: (120.0 - 40 * abs(_memory(p) - 0.9), 195.0, 1e5))
+    plan, _, _, check = descend(cfg, run, at_limits, run(at_limits), [], 1800.0, max_passes=3, guarded=True)
+    assert _memory(plan) == pytest.approx(0.8) and check.passed
+    plan, _, _, _ = descend(cfg, run, at_limits, run(at_limits), [], 1800.0, max_passes=3)
+    assert _memory(plan) == pytest.approx(0.9)
 
 
 def test_noise_is_not_a_win_for_the_check(cfg):

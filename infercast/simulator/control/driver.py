@@ -264,6 +264,7 @@ def run_hindsight(
     max_passes: int = 3,
     reactive: RunResult | None = None,
     journal=None,
+    guarded: bool = False,
 ) -> RunResult:
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
     says which plan won (`plan`), what every candidate scored (`candidates`), its single-lever check (`check`:
@@ -272,7 +273,9 @@ def run_hindsight(
     full replays; `forks.Forks`).  `search`: `full`, `fast` or `quick` (`levers.quick_search`, no check).
     `reactive`: the `reactive` run of the same seed, when the caller has it (the empty plan's run: not run again).
     `journal`: a file where every candidate's end is written as it comes, and read back, so that a search stopped
-    half-way resumes where it was (`forks.Forks`); the result is the same as the search run at one go."""
+    half-way resumes where it was (`forks.Forks`); the result is the same as the search run at one go.  `guarded`:
+    the descents never loosen a guard past the fleet file (`levers.guard_limits`): the plans the control loop, which
+    only tightens them, can reach (the stages before the descent loosen none)."""
     from infercast.simulator.control.forks import Forks
     from infercast.simulator.control.levers import causal_search, descend, onset, onset_tick, quick_search
 
@@ -303,12 +306,14 @@ def run_hindsight(
         plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
     verdict = None
     if check and not explicit and search != "quick":
-        plan, best, tried, verdict = descend(cfg, run, plan, best, tried, duration, max_passes=max_passes)
+        plan, best, tried, verdict = descend(
+            cfg, run, plan, best, tried, duration, max_passes=max_passes, guarded=guarded
+        )
         if at is not None:
             reactive = run(Plan())
             cplan, cres, ctried = causal_search(cfg, run, traffic, duration, at, reactive)
             cplan, cres, ctried, cverdict = descend(
-                cfg, run, cplan, cres, ctried, duration, earliest=at, max_passes=max_passes
+                cfg, run, cplan, cres, ctried, duration, earliest=at, max_passes=max_passes, guarded=guarded
             )
             causal = {
                 "onset_seconds": started,
@@ -323,12 +328,16 @@ def run_hindsight(
             if better(cres.summary, best.summary):  # a causal plan is a hindsight candidate too
                 # ... checked again without the onset's constraint (its change point may move earlier); the
                 # neighbours the causal descent ran are answered from the runs kept (`Forks`)
-                plan, best, tried, verdict = descend(cfg, run, cplan, cres, tried, duration, max_passes=max_passes)
+                plan, best, tried, verdict = descend(
+                    cfg, run, cplan, cres, tried, duration, max_passes=max_passes, guarded=guarded
+                )
     if watch is not None and once is None:  # the demo's progress and narration follow the winning plan's run
         best = _run(PlanArm(cfg, "hindsight", plan), cfg, seed, trace, step, watch)
     else:  # a winner answered from the journal has figures only: its run made again, in full
         best = run.materialize(plan, best)
     best.summary["search_cost"] = run.cost.to_dict()
+    if guarded:
+        best.summary["guarded"] = True
     return _describe(best, plan, search, tried, verdict, causal)
 
 

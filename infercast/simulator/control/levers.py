@@ -14,6 +14,12 @@ last pass is the check (`Check`).  When the passes run out first, the plan is th
   (floors and ceilings: once the surge is on, the HPA asks for every pool and splits the reservoir in proportion):
   what a controller that sees the surge the moment it starts, and decides perfectly, gets.  The gap reads
   reactive -> causal (decision quality) and causal -> hindsight (foresight).
+- `guarded`: the same searches with the fleet's protections never loosened past the fleet file (`guard_limits`):
+  the memory admission limit at most the memory breaker, each quota lane's rate at most its own, each pool's
+  breaker threshold at most the configured one.  The control loop only ever tightens those (and puts them back);
+  a plan that loosens them wins by overriding the operator's guard against OOM and overload, a call an autonomous
+  actuator does not make.  So the guarded plans bound what the controller can reach, and the gap from them to the
+  unguarded ones is what loosening the guards would add (the operator's decision, not the loop's).
 - `quick`: the search `bench/control.py --quick` runs: the whole reservoir's splits from the future's first change
   point with the policy's tightened admission, the best of them from the onset tick too; no check (a best found).
 """
@@ -145,10 +151,20 @@ def _hold(plan: Plan) -> Plan:
     return plan
 
 
-def neighbours(cfg: FleetConfig, plan: Plan, duration: float, earliest: float = 0.0) -> list[tuple[str, Plan]]:
+def guard_limits(cfg: FleetConfig) -> dict[tuple[str, str], float]:
+    """The most each guard may be set to by a guarded plan: the fleet file's own value (`defaults`) for the memory
+    admission limit, every quota lane's rate and every pool's breaker threshold; weights, ceilings, floors, the
+    gateway waits and pre-warming are not guards."""
+    return {k: v for k, v in defaults(cfg).items() if k == ("admission", "memory_limit") or k[0] in ("lane", "breaker")}
+
+
+def neighbours(
+    cfg: FleetConfig, plan: Plan, duration: float, earliest: float = 0.0, guarded: bool = False
+) -> list[tuple[str, Plan]]:
     """(label, plan) for every lever of `plan` moved one step either way (`STEPS` above); the change point never
-    before `earliest` (causal's onset tick) nor before 0."""
+    before `earliest` (causal's onset tick) nor before 0; with `guarded`, no guard above its `guard_limits`."""
     out: list[tuple[str, Plan]] = []
+    limits = guard_limits(cfg) if guarded else {}
     base, spare = _base_nodes(cfg)
     now = defaults(cfg)
     # the change point and the floors
@@ -177,7 +193,8 @@ def neighbours(cfg: FleetConfig, plan: Plan, duration: float, earliest: float = 
     mem = adm.get("memory_limit", now[("admission", "memory_limit")])
     for d in (-MEMORY_LIMIT_STEP, MEMORY_LIMIT_STEP):
         v = round(mem + d, 4)
-        if MEMORY_LIMIT_RANGE[0] - 1e-9 <= v <= MEMORY_LIMIT_RANGE[1] + 1e-9:
+        top = min(MEMORY_LIMIT_RANGE[1], limits.get(("admission", "memory_limit"), math.inf))
+        if MEMORY_LIMIT_RANGE[0] - 1e-9 <= v <= top + 1e-9:
             out.append((f"memory_limit {v:g}", _with_admission(plan, "memory_limit", v)))
     for key, ladder in (("normal_queue_seconds", NORMAL_QUEUE_LADDER), ("low_queue_seconds", LOW_QUEUE_LADDER)):
         cur = adm.get(key, now[("admission", key)])
@@ -210,7 +227,7 @@ def neighbours(cfg: FleetConfig, plan: Plan, duration: float, earliest: float = 
         else:  # a quota lane's rate
             moves = [round(cur / LANE_FACTOR, 3), round(cur * LANE_FACTOR, 3)]
         for v in moves:
-            if v is None or not math.isfinite(v) or v <= 0:
+            if v is None or not math.isfinite(v) or v <= 0 or v > limits.get((lever, target), math.inf) + 1e-9:
                 continue
             value = None if abs(v - default) < 1e-9 else v  # back at its default: not held at all
             out.append((f"{lever} {target} {v:g}", _with_setting(plan, lever, target, value)))
@@ -248,16 +265,18 @@ def descend(
     *,
     earliest: float = 0.0,
     max_passes: int = 3,
+    guarded: bool = False,
 ) -> tuple[Plan, RunResult, list[dict], Check]:
     """Every single-lever neighbour of the plan run; the best that beats it (`plans.beats`) taken, and again, up to
     `max_passes` passes.  The last pass, when nothing beat the plan, is its check (passed); when the passes run
-    out while a neighbour still beat it, the plan is the best found (the check did not pass)."""
+    out while a neighbour still beat it, the plan is the best found (the check did not pass).  `guarded`: only the
+    moves that keep every guard within the fleet file's (`guard_limits`)."""
     beaten: tuple[str, ...] = ()
     n = 0
     if earliest > 0 and not plan.steps:  # no plan yet: whatever it holds starts at the onset, never before
         plan = Plan(((earliest, ()),))
     for k in range(1, max_passes + 1):
-        cands = neighbours(cfg, plan, duration, earliest)
+        cands = neighbours(cfg, plan, duration, earliest, guarded)
         n = len(cands)
         if not cands:
             return plan, res, tried, Check(True, 0, (), k)
@@ -378,6 +397,7 @@ __all__ = [
     "causal_search",
     "defaults",
     "descend",
+    "guard_limits",
     "neighbours",
     "onset",
     "onset_tick",
