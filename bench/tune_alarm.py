@@ -520,13 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps({"choice": best, "met_by": len(ok)}))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.path.insert(0, str(ROOT))
-        from bench import results
+    sys.path.insert(0, str(ROOT))
+    from bench import results
 
-        results.publish("alarm-tuning", result, TABLES)
+    results.publish_or_write("alarm-tuning", result, TABLES, args.json)
     return 0
 
 
