@@ -7,14 +7,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from infercast.arm_names import ALIASES as OLD_NAMES
 from infercast.arm_names import ARMS
 from infercast.config import ConfigError, load_config, resolve_scenario
-
-if TYPE_CHECKING:
-    from infercast.simulator.replay.traces import Surge
 
 # `oracle` is still accepted, the old name of perfect-forecast (infercast.arm_names.ALIASES)
 CONTROLS = ARMS
@@ -30,21 +26,11 @@ CONTROL_HELP = (
 )
 
 
-def surge_arg(text: str) -> Surge:
-    """argparse's type for --surge: `Surge.parse`'s grammar and refusals, as a usage error (rc 2)."""
-    from infercast.simulator.replay.traces import Surge, SurgeError
+def _surge(text: str):
+    """`surge_arg`, its module imported only when a --surge is given (`twin run --help` loads no trace code)."""
+    from infercast.simulator.replay.traces import surge_arg
 
-    try:
-        return Surge.parse(text)
-    except SurgeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_surge_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """The repeatable `--surge START,SECONDS,FACTOR[,RAMP]` of `twin run` and `lab run`: one grammar for both."""
-    parser.add_argument(
-        "--surge", action="append", type=surge_arg, default=[], metavar="START,SECONDS,FACTOR[,RAMP]", help=help_text
-    )
+    return surge_arg(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,9 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--time-scale", type=float, default=1.0, help="replay the trace this many times faster")
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
-    add_surge_flag(
-        r,
-        "with --trace: multiply the trace's own arrival rate by FACTOR for SECONDS from START (seconds of the "
+    r.add_argument(
+        "--surge",
+        action="append",
+        type=_surge,
+        default=[],
+        metavar="START,SECONDS,FACTOR[,RAMP]",
+        help="with --trace: multiply the trace's own arrival rate by FACTOR for SECONDS from START (seconds of the "
         "trace as replayed, after --time-scale), rising linearly from 1x over the first RAMP seconds (default 0: a "
         "step); the surge's requests are shaped like the trace's own in that window, drawn under --seed.  "
         "Repeatable (the surges multiply where they overlap).  --size-fleet sizes the fleet for the trace without "

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from infercast.simulator.lab.control import CONTROLS
 from infercast.simulator.lab.engines import EngineShape
-from infercast.simulator.replay.traces import SurgeError
-from infercast.simulator.twin_cli import add_surge_flag
+from infercast.simulator.replay.traces import SurgeError, surge_arg
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -36,9 +35,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--start", type=float, default=0.0, help="seconds into the trace to start from (default 0)")
     r.add_argument("--seconds", type=float, default=120.0, help="seconds of the trace to replay (default 120)")
     r.add_argument("--rate-scale", type=float, default=1.0, help="multiply the trace's request rate")
-    add_surge_flag(
-        r,
-        "multiply the replayed slice's own arrival rate by FACTOR for SECONDS from START (seconds of the slice, "
+    r.add_argument(
+        "--surge",
+        action="append",
+        type=surge_arg,
+        default=[],
+        metavar="START,SECONDS,FACTOR[,RAMP]",
+        help="multiply the replayed slice's own arrival rate by FACTOR for SECONDS from START (seconds of the slice, "
         "after --rate-scale), rising linearly from 1x over the first RAMP seconds (default 0: a step); the surge's "
         "requests are shaped like the trace's own in that window, drawn under --seed.  Repeatable.  The same flag "
         "and parser as `infercast twin run --surge` (infercast.simulator.replay.traces.Surge)",
