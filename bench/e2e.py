@@ -59,13 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": "nice -n 10 .venv/bin/python bench/e2e.py",
     }
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.path.insert(0, str(ROOT))
-        from bench import results
+    sys.path.insert(0, str(ROOT))
+    from bench import results
 
-        results.publish("e2e", result, TABLES)
+    results.publish_or_write("e2e", result, TABLES, args.json)
     return 0
 
 

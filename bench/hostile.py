@@ -259,6 +259,41 @@ def fire_raw(port: int, payload: bytes) -> tuple[str, str]:
     return "ok", ""
 
 
+def tally_raw(t: Tally, port: int, d: Draw) -> None:
+    """A hand-written request at `port` (`raw_request`), a crash or a hang tallied."""
+    verdict, detail = fire_raw(port, raw_request(port, d))
+    if verdict != "ok":
+        t.note("crashes" if verdict == "crash" else "hangs", detail)
+
+
+def tally_answer(t: Tally, send: Callable[[], object], sent: str, about: str, reason_due: bool = True) -> None:
+    """One hostile request (`send`) tallied as the listeners are judged: no answer, or a slow one, is a hang; a
+    dropped connection or a 5xx a crash; a 4xx without an `error` a silent drop (`reason_due` off: no body owed,
+    a HEAD's).  `sent` names the request where it got no answer, `about` where it did."""
+    import requests
+
+    t0 = time.monotonic()
+    try:
+        r = send()
+    except requests.Timeout:
+        t.note("hangs", sent)
+        return
+    except requests.ConnectionError as e:
+        t.note("crashes", f"{sent}: connection dropped: {str(e)[:100]}")
+        return
+    if time.monotonic() - t0 > HANG_SECONDS:
+        t.note("hangs", f"{time.monotonic() - t0:.1f}s for {about}")
+    if r.status_code >= 500:
+        t.note("crashes", f"HTTP {r.status_code} for {about}: {r.text[:120]}")
+    elif r.status_code >= 400 and reason_due:
+        try:
+            why = r.json().get("error")
+        except (ValueError, AttributeError):
+            why = None
+        if not why:
+            t.note("silent_drops", f"HTTP {r.status_code} without a reason for {about}")
+
+
 @dataclass
 class Listener:
     name: str
@@ -298,32 +333,16 @@ def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
     def one(d: Draw) -> None:
         t.payloads += 1
         if d.integer(0, 9) == 0:
-            verdict, detail = fire_raw(li.port, raw_request(li.port, d))
-            if verdict != "ok":
-                t.note("crashes" if verdict == "crash" else "hangs", detail)
+            tally_raw(t, li.port, d)
         else:
             body, ctype = body_bytes(d, li.base)
             h = {"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype, **li.headers(d)}
-            t0 = time.monotonic()
-            try:
-                r = session.post(url + li.path, data=body, headers=h, timeout=HANG_SECONDS)
-            except requests.Timeout:
-                t.note("hangs", f"POST {li.path} {body[:80]!r}")
-                return
-            except requests.ConnectionError as e:
-                t.note("crashes", f"POST {li.path} {body[:80]!r}: connection dropped: {str(e)[:100]}")
-                return
-            if time.monotonic() - t0 > HANG_SECONDS:
-                t.note("hangs", f"{time.monotonic() - t0:.1f}s for {body[:80]!r}")
-            if r.status_code >= 500:
-                t.note("crashes", f"HTTP {r.status_code} for {body[:80]!r}: {r.text[:120]}")
-            elif r.status_code >= 400:
-                try:
-                    why = r.json().get("error")
-                except (ValueError, AttributeError):
-                    why = None
-                if not why:
-                    t.note("silent_drops", f"HTTP {r.status_code} without a reason for {body[:80]!r}")
+            tally_answer(
+                t,
+                lambda: session.post(url + li.path, data=body, headers=h, timeout=HANG_SECONDS),
+                sent=f"POST {li.path} {body[:80]!r}",
+                about=f"{body[:80]!r}",
+            )
         if t.payloads % 50 == 0 and not healthy():
             t.note("crashes", f"GET {li.health} failed after {t.payloads} payloads")
 
@@ -463,43 +482,21 @@ def fire_reader(li: Reader, n: int, seed: int, engine: str) -> Tally:
     def one(d: Draw) -> None:
         t.payloads += 1
         if d.integer(0, 4) == 0:
-            verdict, detail = fire_raw(li.port, raw_request(li.port, d))
-            if verdict != "ok":
-                t.note("crashes" if verdict == "crash" else "hangs", detail)
+            tally_raw(t, li.port, d)
         else:
             method, path, headers, body = hostile_get(d, li)
             what = f"{method} {path[:80]}"
-            t0 = time.monotonic()
-            try:
-                r = session.request(method, url + path, headers=headers, data=body, timeout=HANG_SECONDS)
-            except requests.Timeout:
-                t.note("hangs", what)
-                return
-            except requests.ConnectionError as e:
-                t.note("crashes", f"{what}: connection dropped: {str(e)[:100]}")
-                return
-            if time.monotonic() - t0 > HANG_SECONDS:
-                t.note("hangs", f"{time.monotonic() - t0:.1f}s for {what}")
-            if r.status_code >= 500:
-                t.note("crashes", f"HTTP {r.status_code} for {what}: {r.text[:120]}")
-            elif r.status_code >= 400 and method != "HEAD":
-                try:
-                    why = r.json().get("error")
-                except (ValueError, AttributeError):
-                    why = None
-                if not why:
-                    t.note("silent_drops", f"HTTP {r.status_code} without a reason for {what}")
+            tally_answer(
+                t,
+                lambda: session.request(method, url + path, headers=headers, data=body, timeout=HANG_SECONDS),
+                sent=what,
+                about=what,
+                reason_due=method != "HEAD",
+            )
         if t.payloads % 50 == 0 and not healthy():
             t.note("crashes", f"GET {li.health} failed after {t.payloads} payloads")
 
-    run_examples(max(5, n // 10), seed, one, "random")
-    t.payloads = t.crashes = t.hangs = t.silent_drops = 0
-    t.examples.clear()
-    gc.collect()
-    before = rss_mib()
-    run_examples(n, seed + 1, one, engine)
-    gc.collect()
-    t.growth_mib = max(0.0, rss_mib() - before)
+    measure(t, n, seed, engine, one)
     if not healthy():
         t.note("crashes", f"GET {li.health} failed at the end")
     session.close()
@@ -567,6 +564,8 @@ def _timed(t: Tally, what: str, fn: Callable[[], object], allowed: tuple[type[Ba
 
 
 def measure(t: Tally, n: int, seed: int, engine: str, one: Callable[[Draw], None]) -> Tally:
+    """`one` on a random warm-up (its findings forgotten), then on `n` draws of `engine`, tallied with the memory
+    they grew."""
     run_examples(max(5, n // 10), seed, one, "random")
     t.payloads = t.crashes = t.hangs = t.silent_drops = t.contained = 0
     t.examples.clear()

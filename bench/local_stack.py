@@ -122,12 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
     }
     print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        from bench import results
+    from bench import results
 
-        results.publish("local-stack", result, TABLES)
+    results.publish_or_write("local-stack", result, TABLES, args.json)
     return 0
 
 

@@ -234,13 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "command": "nice -n 10 .venv/bin/python bench/pages.py --before DIR",
     }
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.path.insert(0, str(ROOT / "bench"))
-        import results
+    sys.path.insert(0, str(ROOT / "bench"))
+    import results
 
-        results.publish("pages", result, TABLES)
+    results.publish_or_write("pages", result, TABLES, args.json)
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -71,3 +72,21 @@ def publish(name: str, result: dict, tables: Tables, root: Path = ROOT) -> Path:
         if new != text:
             doc.write_text(new)
     return out
+
+
+def publish_or_write(name: str, result: dict, tables: Tables, json_path: Path | None) -> Path:
+    """`publish` the result, or with a bench's `--json PATH` write it there only (a trial run: no doc is touched)."""
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=2) + "\n")
+        return json_path
+    return publish(name, result, tables)
+
+
+def commit_of(root: Path) -> str:
+    """The short commit of the checkout at `root`, `+uncommitted` when its tracked files differ from it: the code a
+    before/after figure was measured on."""
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return (done.stdout.strip() or str(root)) + ("+uncommitted" if dirty.stdout.strip() else "")

@@ -320,14 +320,6 @@ def _one_size(root: Path, n: int, repeat: int, per_series_max: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _commit(root: Path) -> str:
-    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True
-    )
-    return (done.stdout.strip() or str(root)) + ("+uncommitted" if dirty.stdout.strip() else "")
-
-
 def forecast_bench(
     sizes: list[int], repeat: int, per_series_max: int, progress: bool, before: Path | None = None
 ) -> list[dict]:
@@ -337,7 +329,7 @@ def forecast_bench(
         if before is not None:  # the earlier code right after, under the same load
             old = _one_size(before, n, repeat, per_series_max)
             r["before"] = {
-                "commit": _commit(before),
+                "commit": results.commit_of(before),
                 "tick_seconds": old["tick_seconds"],
                 "tick_cpu_seconds": old["tick_cpu_seconds"],
                 "peak_rss_bytes": old["peak_rss_bytes"],

@@ -63,12 +63,14 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 SURGE_SEEDS = (700, 701, 702, 703)
 CALM_SEEDS = (710, 711)
@@ -124,27 +126,34 @@ def choosing_fleet(seed: int, calm: bool):
     return cfg.model_copy(update=update)
 
 
-def _series(seed: int, calm: bool, cache: Path | None = None):
+def cached(cache: Path | None, key: str, build: Callable[[], T]) -> T:
+    """`build()`, kept in `cache/key` and read from there the next time (a replay takes minutes; `--cache`)."""
     import pickle
 
-    import numpy as np
-
-    if cache is not None and (cache / f"{seed}.pkl").exists():
-        return pickle.loads((cache / f"{seed}.pkl").read_bytes())
-
-    from infercast.predictors.base import History
-    from infercast.simulator.twin.run import run_scenario
-
-    cfg = choosing_fleet(seed, calm)
-    ts = run_scenario(cfg, "none", seed=seed, step_seconds=15.0).timeseries
-    df = ts[ts["pool"] == "v4-main"].sort_values("t")
-    feats = {c: df[c].to_numpy(dtype=float) for c in ("rps", "long_share", "running", "waiting", "fragmentation")}
-    h = History(df["t"].to_numpy(dtype=float), df["kv_usage_max"].to_numpy(dtype=float), feats, f"seed{seed}")
-    out = (h, tuple(cfg.events), float(np.nanmax(h.y)))
+    if cache is not None and (cache / key).exists():
+        return pickle.loads((cache / key).read_bytes())
+    out = build()
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-        (cache / f"{seed}.pkl").write_bytes(pickle.dumps(out))
+        (cache / key).write_bytes(pickle.dumps(out))
     return out
+
+
+def _series(seed: int, calm: bool, cache: Path | None = None):
+    def build():
+        import numpy as np
+
+        from infercast.predictors.base import History
+        from infercast.simulator.twin.run import run_scenario
+
+        cfg = choosing_fleet(seed, calm)
+        ts = run_scenario(cfg, "none", seed=seed, step_seconds=15.0).timeseries
+        df = ts[ts["pool"] == "v4-main"].sort_values("t")
+        feats = {c: df[c].to_numpy(dtype=float) for c in ("rps", "long_share", "running", "waiting", "fragmentation")}
+        h = History(df["t"].to_numpy(dtype=float), df["kv_usage_max"].to_numpy(dtype=float), feats, f"seed{seed}")
+        return (h, tuple(cfg.events), float(np.nanmax(h.y)))
+
+    return cached(cache, f"{seed}.pkl", build)
 
 
 def bursty_hours(t, rates, excluded, n: int) -> list[float]:
@@ -168,21 +177,16 @@ def bursty_hours(t, rates, excluded, n: int) -> list[float]:
 def _trace_series(path: Path, start: float, cache: Path | None = None):
     """One ServeGen hour replayed on a sized fleet, as `infercast.simulator.replay.evaluate` builds the scored
     series."""
-    import pickle
 
-    import numpy as np
+    def build():
+        import numpy as np
 
-    key = f"{path.parent.name}-{path.name}-{start:g}.pkl"
-    if cache is not None and (cache / key).exists():
-        return pickle.loads((cache / key).read_bytes())
-    from infercast.simulator.replay.evaluate import BacktestOptions, load_series
+        from infercast.simulator.replay.evaluate import BacktestOptions, load_series
 
-    data = load_series(str(path), BacktestOptions(series="kv", start=start, end=start + 3600.0))
-    out = (data.history, (), float(np.nanmax(data.history.y)))
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / key).write_bytes(pickle.dumps(out))
-    return out
+        data = load_series(str(path), BacktestOptions(series="kv", start=start, end=start + 3600.0))
+        return (data.history, (), float(np.nanmax(data.history.y)))
+
+    return cached(cache, f"{path.parent.name}-{path.name}-{start:g}.pkl", build)
 
 
 def bursty_runs(traces: Path, cache: Path | None = None) -> list[tuple[str, str, object, tuple, float]]:
@@ -237,25 +241,20 @@ def shaped_trace(shape: str, seed: int):
 def _shaped_series(shape: str, seed: int, cache: Path | None = None):
     """A `SHAPES` run replayed on a fleet sized as `infercast.simulator.replay.evaluate` sizes a trace (`sized_fleet`):
     the series of the pool with the highest peak, its fullest instance."""
-    import pickle
 
-    import numpy as np
+    def build():
+        import numpy as np
 
-    key = f"{shape}-{seed}.pkl"
-    if cache is not None and (cache / key).exists():
-        return pickle.loads((cache / key).read_bytes())
-    from infercast.config import load_config
-    from infercast.simulator.replay.evaluate import DEFAULT_FLEET, _pool_history
-    from infercast.simulator.replay.sizing import sized_fleet
+        from infercast.config import load_config
+        from infercast.simulator.replay.evaluate import DEFAULT_FLEET, _pool_history
+        from infercast.simulator.replay.sizing import sized_fleet
 
-    trace = shaped_trace(shape, seed)
-    _, res, _ = sized_fleet(trace, load_config(DEFAULT_FLEET), 15.0)
-    h, _ = _pool_history(res.timeseries, trace.name, "max")
-    out = (h, (), float(np.nanmax(h.y)))
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / key).write_bytes(pickle.dumps(out))
-    return out
+        trace = shaped_trace(shape, seed)
+        _, res, _ = sized_fleet(trace, load_config(DEFAULT_FLEET), 15.0)
+        h, _ = _pool_history(res.timeseries, trace.name, "max")
+        return (h, (), float(np.nanmax(h.y)))
+
+    return cached(cache, f"{shape}-{seed}.pkl", build)
 
 
 def _forecasts(h, events, onset: float):
@@ -520,13 +519,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps({"choice": best, "met_by": len(ok)}))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.path.insert(0, str(ROOT))
-        from bench import results
+    sys.path.insert(0, str(ROOT))
+    from bench import results
 
-        results.publish("alarm-tuning", result, TABLES)
+    results.publish_or_write("alarm-tuning", result, TABLES, args.json)
     return 0
 
 

@@ -42,7 +42,6 @@ import argparse
 import importlib.util
 import itertools
 import json
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -74,16 +73,6 @@ def candidates():
         yield HarmPage(trigger=trig, needs=needs, persistence=1 + round(fs / 15.0), hysteresis=hy)
 
 
-def _cached(cache: Path | None, key: str, build):
-    if cache is not None and (cache / key).exists():
-        return pickle.loads((cache / key).read_bytes())
-    out = build()
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / key).write_bytes(pickle.dumps(out))
-    return out
-
-
 def training_runs(traces: Path, cache: Path | None) -> list[tuple[str, object, list]]:
     """(name, KV history with covariates, harm episodes) per training run (module docstring)."""
     from infercast.config import load_config
@@ -102,7 +91,7 @@ def training_runs(traces: Path, cache: Path | None) -> list[tuple[str, object, l
                 d = load_series(str(traces / src), BacktestOptions(series="kv", start=start, end=start + 3600.0))
                 return d.history, d.harm
 
-            runs.append((name, *_cached(cache, f"harm-{name}.pkl", build)))
+            runs.append((name, *ta.cached(cache, f"harm-{name}.pkl", build)))
             print(f"# {name}: {len(runs[-1][2])} harm episodes", flush=True)
     for shape, seeds in ta.SHAPES.items():
         for seed in seeds:
@@ -114,7 +103,7 @@ def training_runs(traces: Path, cache: Path | None) -> list[tuple[str, object, l
                 h, _ = _pool_history(rep.timeseries, trace.name, "max")
                 return h, rep.episodes()
 
-            runs.append((name, *_cached(cache, f"harm-{name}.pkl", build)))
+            runs.append((name, *ta.cached(cache, f"harm-{name}.pkl", build)))
             print(f"# {name}: {len(runs[-1][2])} harm episodes", flush=True)
     return runs
 

@@ -116,16 +116,10 @@ def timed_arm(src: Path, scenario: str, arm: str, seed: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def commit_of(src: Path) -> str:
-    done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"], capture_output=True
-    )
-    return (done.stdout.strip() or str(src)) + ("+uncommitted" if dirty.stdout.strip() else "")
-
-
 def compare_before(before: Path, arms: list[str], seed: int, scenario: str = "flash-sale") -> dict:
     """Each arm under the earlier checkout and under this one, one after the other (the same load for both)."""
+    from results import commit_of
+
     out = {"before": commit_of(before), "now": commit_of(ROOT), "scenario": scenario, "seed": seed, "arms": {}}
     for arm in arms:
         old, new = timed_arm(before, scenario, arm, seed), timed_arm(ROOT, scenario, arm, seed)

@@ -1,21 +1,25 @@
 """Where the files infercast ships live, in a checkout and installed alike: the example fleet files, the generated
 alert rules and dashboards, the runbooks and templates, the model files.
 
-Each is package data of the subpackage that owns it (pyproject.toml, `package-data`), found from that package's
-import location, so every command works from any directory after `pip install infercast`.  Not through
+Each is package data of the subpackage that owns it (pyproject.toml, `package-data`), found where the import system
+would load that package from (its spec, without importing it: the rules' folder is found without loading the rule
+code), so every command works from any directory after `pip install infercast`.  Not through
 `importlib.resources.files`: `infercast.examples` is a data-only (namespace) package, for which it returns a
 multiplexed path rather than a directory; a wheel installs unzipped, so the package's directory is all we need.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 from pathlib import Path
 
 
 def package_dir(package: str) -> Path:
-    """The directory a package of the distribution was imported from."""
-    return Path(next(iter(importlib.import_module(package).__path__))).resolve()
+    """The directory a package of the distribution is imported from, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"no package named {package!r}", name=package)
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
 def examples_dir() -> Path:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
 from infercast.predictors.prophet_model import EventWindow
 
 
@@ -47,7 +47,7 @@ class AnnouncedTraffic:
 
     @property
     def band(self) -> tuple[float, float]:
-        return getattr(self.inner, "band", (0.1, 0.9))
+        return getattr(self.inner, "band", DEFAULT_BAND)
 
     def fit(self, histories: list[History]) -> AnnouncedTraffic:
         self.inner.fit(histories)

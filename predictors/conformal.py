@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infercast.predictors.base import Forecast, Forecaster, History
+from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
 
 FACTOR_BOUNDS = (0.05, 50.0)
 
@@ -98,7 +98,7 @@ class AdaptiveBand:
         self._last_t = t_now
         outcomes, self._pending = due_outcomes(self._pending, history, lambda f: float(f.t[-1]))
         for f, y in outcomes:
-            band = getattr(self.inner, "band", (0.1, 0.9))
+            band = getattr(self.inner, "band", DEFAULT_BAND)
             miss_up = float(y > f.upper[-1])
             miss_lo = float(y < f.lower[-1])
             lo_b, hi_b = (math.log(b) for b in FACTOR_BOUNDS)
@@ -135,7 +135,7 @@ class AdaptiveBandBank:
         gamma: float = 0.05,
         clip: tuple[float, float] = (-math.inf, math.inf),
         min_width: float = 1e-3,
-        band: tuple[float, float] = (0.1, 0.9),
+        band: tuple[float, float] = DEFAULT_BAND,
     ) -> None:
         self.gamma, self.clip, self.min_width, self.band = gamma, clip, min_width, band
         self.rows: dict[object, int] = {}

@@ -22,7 +22,7 @@ from infercast.config import PredictorConfig, Thresholds
 from infercast.predictors import registry
 from infercast.predictors.alarm import AlarmPolicy
 from infercast.predictors.announced import AnnouncedTraffic
-from infercast.predictors.base import Forecaster
+from infercast.predictors.base import DEFAULT_BAND, Forecaster
 from infercast.predictors.calendar import EventPrior
 from infercast.predictors.conformal import AdaptiveBand, AdaptiveBandBank
 from infercast.predictors.prophet_model import EventWindow, event_windows
@@ -99,7 +99,7 @@ def kv_band_bank(config: PredictorConfig, lstm: Forecaster | None) -> AdaptiveBa
     Row for row the `AdaptiveBand` that `service_forecaster("kv", config, lstm=lstm)` builds."""
     if config.band_adaptation <= 0:
         return None
-    band = getattr(lstm, "band", (0.1, 0.9))
+    band = getattr(lstm, "band", DEFAULT_BAND)
     return AdaptiveBandBank(config.band_adaptation, registry.CLIP["kv"], MIN_WIDTH["kv"], band)
 
 

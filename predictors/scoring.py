@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from infercast.predictors.alarm import AlarmPolicy
-from infercast.predictors.base import Forecast, History
+from infercast.predictors.base import DEFAULT_BAND, Forecast, History
 
 #: A breach with at least this long under the threshold before it is a *calm* breach (the issue's five minutes).
 CALM_SECONDS = 300.0
@@ -96,7 +96,7 @@ def score_forecasts(
     tol = step / 2
     t_last = t[-1]
     abs_err, peak_err, covered, pin, uppers, at_h, yhats = [], [], [], [], [], [], []
-    band = forecasts[0].band if forecasts else (0.1, 0.9)
+    band = forecasts[0].band if forecasts else DEFAULT_BAND
     for o, f in zip(origins, forecasts, strict=True):
         target = f.t[-1]
         actual = _at(t, y, np.array([target]), tol)[0]

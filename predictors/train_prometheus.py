@@ -12,11 +12,12 @@
    the time after the training part.
 5. Score on the held-out tail, every `--score-every` seconds: the new model, the shipped one (when its step
    matches), `predict_linear` (what a Prometheus user writes) and the last value; the scores are
-   `infercast.predictors.scoring`'s (peak_mae, mae, band coverage, pinball, and the breach scores at `--threshold`),
-   pooled over the series.  Traffic (when Prometheus has it): the service's traffic pipeline (`combined_aci`) and
-   Prophet anchored (fitted once on the time before the held-out tail) against the same baselines.  Neither has a
-   model file (the combination learns online; the service refits Prophet every `predictor.refit_interval_seconds`);
-   scoring them here says whether either is worth it on this fleet's traffic.
+   `infercast.predictors.scoring`'s (peak_mae, mae, band coverage, pinball, and the breach scores at `--threshold`,
+   by default the `--config` fleet file's KV forecast trigger), pooled over the series.  Traffic (when Prometheus
+   has it): the service's traffic pipeline (`combined_aci`) and Prophet anchored (fitted once on the time before the
+   held-out tail) against the same baselines.  Neither has a model file (the combination learns online; the
+   service refits Prophet every `predictor.refit_interval_seconds`); scoring them here says whether either is worth
+   it on this fleet's traffic.
 6. Write OUT.safetensors / OUT.json (the shipped model's format) with where the data came from (URL without
    credentials, series, time range and split, series count, seed) and the held-out scores; the table is printed.
    The shipped model is never the default output.
@@ -42,6 +43,7 @@ from infercast.predictors.score_table import aligned, cell
 from infercast.redact import redact_url
 
 if TYPE_CHECKING:
+    from infercast.config import FleetConfig
     from infercast.predictors.lstm import LSTMParams
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--holdout-fraction", type=float, default=0.15, help="share held out for the score (0.15)")
     g.add_argument("--score-every", type=float, default=60.0, help="seconds between scored origins (default 60)")
     g.add_argument("--max-score-origins", type=int, default=2000, help="at most this many origins per series")
-    g.add_argument("--threshold", type=float, default=0.75, help="KV usage the breach scores judge (default 0.75)")
+    g.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="KV usage the breach scores judge (default: the --config fleet file's thresholds.kv_forecast_trigger)",
+    )
     g.add_argument("--no-prophet", action="store_true", help="do not fit Prophet on the traffic")
     g.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus request (default 30)")
 
@@ -194,20 +201,36 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _inputs(args: argparse.Namespace):
-    """What the deployed predictor of the fleet file (`--config`) reads: its `metrics.source` (the exporter's
-    series or the engine rules) and rate window, so the model trains on the series it will serve on."""
+def _fleet(args: argparse.Namespace) -> FleetConfig | None:
+    """The fleet file of `--config` (a Refusal when it is not valid), None without one."""
     from infercast.config import ConfigError, load_config
-    from infercast.predictors.service import SourceSeries
 
     path = getattr(args, "config", None)
     if not path:
-        return SourceSeries.of()
+        return None
     try:
-        m = load_config(path).metrics
+        return load_config(path)
     except ConfigError as e:
         raise Refusal(f"--config: {e}") from None
-    return SourceSeries.of(m.source, m.rate_window)
+
+
+def _inputs(fleet: FleetConfig | None):
+    """What the deployed predictor of the fleet file reads: its `metrics.source` (the exporter's series or the
+    engine rules) and rate window, so the model trains on the series it will serve on."""
+    from infercast.predictors.service import SourceSeries
+
+    if fleet is None:
+        return SourceSeries.of()
+    return SourceSeries.of(fleet.metrics.source, fleet.metrics.rate_window)
+
+
+def _threshold(args: argparse.Namespace, fleet: FleetConfig | None) -> float:
+    """`--threshold`, else the fleet file's KV forecast trigger: the breach scores judge what the alert pages on."""
+    from infercast.config import Thresholds
+
+    if args.threshold is not None:
+        return args.threshold
+    return (fleet.thresholds if fleet is not None else Thresholds()).kv_forecast_trigger
 
 
 def _say(msg: str) -> None:
@@ -244,8 +267,10 @@ def _run(args: argparse.Namespace) -> int:
     store = store_for(url, args.token or os.environ.get(TOKEN_ENV) or None, args.timeout)
     sel = matchers(args.matchers)
     _say(f"reading {_hours(end - start)} of KV usage from {shown} ({_iso(start)} to {_iso(end)}, step {step:g} s)")
+    fleet = _fleet(args)
+    threshold = _threshold(args, fleet)
     try:
-        fh = H.fetch(store, start, end, step, sel, args.source, need_s=need, inputs=_inputs(args))
+        fh = H.fetch(store, start, end, step, sel, args.source, need_s=need, inputs=_inputs(fleet))
     except H.HistoryError as e:
         raise Refusal(str(e)) from None
     for n in fh.notes:
@@ -291,7 +316,9 @@ def _run(args: argparse.Namespace) -> int:
     )
     _say(f"scoring on the held-out tail ({_hours(split.last - split.test)})")
     shipped = _shipped(DEFAULT_MODEL, step, out)
-    kv_scores = {how: score_kv(fh.kv[how], model, shipped, split, args, params.horizon_s) for how in H.KV_AGGREGATES}
+    kv_scores = {
+        how: score_kv(fh.kv[how], model, shipped, split, args, params.horizon_s, threshold) for how in H.KV_AGGREGATES
+    }
     rps_scores = None
     if fh.rps and not args.no_prophet:
         rps_scores = score_rps(fh.rps, split, args, params.horizon_s)
@@ -322,7 +349,7 @@ def _run(args: argparse.Namespace) -> int:
         "train_seconds": round(train_s, 1),
     }
     model.save(out, extra=extra)
-    print(report(kv_scores, rps_scores, args.threshold))
+    print(report(kv_scores, rps_scores, threshold))
     wpath, mpath = paths(out)
     print(
         f"wrote {wpath} and {mpath.name} ({len(train)} training series, {s.get('epochs_run', 0):.0f} epochs, "
@@ -354,8 +381,9 @@ def _origins(h, split, args, step: float, cap: int | None = None) -> tuple[float
     return split.test - float(h.t[0]), every
 
 
-def score_kv(hs, model, shipped, split, args, horizon_s: float) -> dict:
-    """Scores on the held-out tail pooled over the series: each model forecasts from the same origins."""
+def score_kv(hs, model, shipped, split, args, horizon_s: float, threshold: float) -> dict:
+    """Scores on the held-out tail pooled over the series (breaches at `threshold`): each model forecasts from the
+    same origins."""
     from infercast.predictors.backtest import ModelRun, origin_times, run_backtest, score_runs
     from infercast.predictors.registry import make
 
@@ -373,7 +401,7 @@ def score_kv(hs, model, shipped, split, args, horizon_s: float) -> dict:
         for name, m in (("lstm (new)", model), ("lstm (shipped)", shipped)):
             if m is not None:
                 runs[name] = lstm_run(ModelRun(name), m, h, origins, horizon_s)
-        for name, sc in score_runs(h, runs, horizon_s, args.threshold).items():
+        for name, sc in score_runs(h, runs, horizon_s, threshold).items():
             per_model.setdefault(name, []).append({**sc, "hours": _span_h(runs[name].origins, step)})
     order = ["lstm (new)", "lstm (shipped)", "predict_linear", "last_value"]
     return {name: pooled(per_model[name]) for name in order if name in per_model}

@@ -112,3 +112,19 @@ def test_the_arrivals_onset_uses_the_fleet_files_surge_factor(tmp_path):
     assert StoreInputs(store, strict, STEP)._first_signals("v4-main", NOW)["onset"] == "", (
         "a fleet that calls a surge 2x the traffic is not told one started at 1.7x"
     )
+
+
+def test_training_on_prometheus_scores_breaches_at_the_fleet_files_trigger(tmp_path):
+    """`infercast train --from-prometheus` judges its held-out breach scores at the `--config` file's trigger unless
+    `--threshold` says otherwise."""
+    import argparse
+
+    from infercast.predictors import train_prometheus
+
+    _fleet(tmp_path, **{"kv_forecast_trigger: 0.75": "kv_forecast_trigger: 0.7"})
+    p = argparse.ArgumentParser()
+    p.add_argument("--config")
+    train_prometheus.add_arguments(p)
+    for argv, want in ((["--config", str(tmp_path / "fleet.yaml")], 0.7), ([], 0.75), (["--threshold", "0.6"], 0.6)):
+        args = p.parse_args(argv)
+        assert train_prometheus._threshold(args, train_prometheus._fleet(args)) == want, argv

@@ -7,6 +7,7 @@ edited after the run, or left behind when a bench changed its output fails here 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 
 import pytest
@@ -21,7 +22,8 @@ def _bench(name: str):
     """bench/NAME.py (dashes as underscores), or the bench that publishes under that name."""
     path = REPO / "bench" / f"{name.replace('-', '_')}.py"
     if not path.exists():
-        path = next((p for p in sorted((REPO / "bench").glob("*.py")) if f'publish("{name}"' in p.read_text()), path)
+        call = re.compile(rf'publish(_or_write)?\("{re.escape(name)}"')
+        path = next((p for p in sorted((REPO / "bench").glob("*.py")) if call.search(p.read_text())), path)
     assert path.exists(), f"a results block names bench {name!r} but no bench publishes it"
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     mod = importlib.util.module_from_spec(spec)

@@ -27,12 +27,10 @@ CONTROL_HELP = (
 
 
 def _surge(text: str):
-    from infercast.simulator.replay.traces import Surge, SurgeError
+    """`surge_arg`, its module imported only when a --surge is given (`twin run --help` loads no trace code)."""
+    from infercast.simulator.replay.traces import surge_arg
 
-    try:
-        return Surge.parse(text)
-    except SurgeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    return surge_arg(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

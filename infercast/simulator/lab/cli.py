@@ -16,15 +16,7 @@ from pathlib import Path
 
 from infercast.simulator.lab.control import CONTROLS
 from infercast.simulator.lab.engines import EngineShape
-from infercast.simulator.replay.traces import Surge, SurgeError
-
-
-def surge_arg(text: str) -> Surge:
-    """argparse's type for --surge: `twin run`'s grammar and refusals (`Surge.parse`), as a usage error (rc 2)."""
-    try:
-        return Surge.parse(text)
-    except SurgeError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+from infercast.simulator.replay.traces import SurgeError, surge_arg
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -295,6 +295,15 @@ def _busiest_minute_kv(result: RunResult, pool: str) -> float:
     return float(v.groupby(minute)["kv_usage_max"].mean().max())
 
 
+def _sizing_arrays(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trace's arrival times, prompt and output tokens as floats, what a fleet is sized from; ValueError for
+    an empty trace (there is nothing to size for)."""
+    t = np.asarray(trace.arrivals_s, dtype=np.float64)
+    if len(t) == 0:
+        raise ValueError("cannot size a fleet for an empty trace")
+    return t, np.asarray(trace.prompt_tokens, dtype=np.float64), np.asarray(trace.output_tokens, dtype=np.float64)
+
+
 def trace_minute_load(trace, cfg: FleetConfig) -> np.ndarray:
     """The KV tokens each minute of the trace keeps resident, by Little's law: per minute from t = 0 to the last
     arrival's, the sum over its arrivals of (prompt + half the output) x residence (the prefill floor plus up to
@@ -302,11 +311,7 @@ def trace_minute_load(trace, cfg: FleetConfig) -> np.ndarray:
     the busiest minute for, and `tracefleet.sized_trace_fleet` compares the median minute with."""
     from infercast.simulator.twin.latency import prefill_floor_seconds
 
-    t = np.asarray(trace.arrivals_s, dtype=np.float64)
-    if len(t) == 0:
-        raise ValueError("cannot size a fleet for an empty trace")
-    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
-    out = np.asarray(trace.output_tokens, dtype=np.float64)
+    t, prompt, out = _sizing_arrays(trace)
     itl = cfg.twin.inter_token_seconds * 1.5
     residence = prefill_floor_seconds(prompt) + np.minimum(out, 2048) * itl
     minute = (t // 60).astype(np.int64)
@@ -330,11 +335,7 @@ def size_fleet_for_trace(trace, cfg: FleetConfig, target_peak_kv: float = 0.85, 
     keep that many nodes but run only the median minute's share of them always on, the rest standby, with the
     fleet file's protections set up again (`infercast.simulator.twin.tracefleet.sized_trace_fleet`).
     """
-    t = np.asarray(trace.arrivals_s, dtype=np.float64)
-    if len(t) == 0:
-        raise ValueError("cannot size a fleet for an empty trace")
-    prompt = np.asarray(trace.prompt_tokens, dtype=np.float64)
-    out = np.asarray(trace.output_tokens, dtype=np.float64)
+    t, prompt, out = _sizing_arrays(trace)
     pool_name, pc = next((p, pc) for p, pc in cfg.pools.items() if not pc.standby and pc.weight > 0)
     # an engine as usually deployed (vLLM's gpu_memory_utilization 0.9): at the peak it preempts, it does not OOM
     pc = pc.model_copy(update={"memory_utilization": 0.9})

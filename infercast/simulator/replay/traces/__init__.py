@@ -40,6 +40,7 @@ from infercast.simulator.replay.traces.model import (
     SurgeError,
     Trace,
     TraceError,
+    surge_arg,
 )
 from infercast.simulator.replay.traces.servegen import _load_servegen, servegen_rates
 
@@ -62,6 +63,7 @@ __all__ = [
     "rate_series",
     "servegen_rates",
     "summary",
+    "surge_arg",
 ]
 
 log = logging.getLogger(__name__)

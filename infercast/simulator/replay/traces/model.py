@@ -102,6 +102,17 @@ class Surge:
         return f"x{self.factor:g} from {self.start_s:g} s for {self.seconds:g} s{ramp}"
 
 
+def surge_arg(text: str) -> Surge:
+    """argparse's type for `--surge` (`twin run`, `lab run`): `Surge.parse`'s grammar and refusals, as a usage
+    error (rc 2)."""
+    import argparse
+
+    try:
+        return Surge.parse(text)
+    except SurgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 @dataclass(frozen=True)
 class Trace:
     """Requests of one trace, sorted by arrival; all arrays have one entry per request."""
