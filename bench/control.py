@@ -211,14 +211,18 @@ def run_cell(
     search: str,
     max_passes: int = MAX_PASSES,
     journals: Path | None = None,
+    starts: list[dict] | None = None,
 ) -> dict:
     """Every arm on one scenario and seed; `reactive` first (perfect-forecast reads its future, false actions are
     judged against it).  `hindsight` also brings `causal` (the best plan acting only after the onset, found by the
     same search: `infercast/simulator/control/levers.py`), which gets a row of its own.  `journals`: a directory where
     hindsight's search writes each candidate as it ends (`forks.Forks`), so that a cell stopped half-way resumes
-    there."""
+    there.  The guarded search runs before the unguarded one, whose search also tries the guarded winner (a plan it
+    may hold too: the unguarded bound is never below the guarded one); `starts`: that winner's plan (`plan_steps`)
+    where the cell kept it from an earlier run."""
     from infercast.actuators.inputs import reference_series
     from infercast.simulator.control.driver import run_arm, run_hindsight
+    from infercast.simulator.control.plans import Plan
 
     cfg, trace = load(sc, traces, seed)
     step = None
@@ -227,7 +231,8 @@ def run_cell(
     reactive = run_arm(cfg, "reactive", seed, trace, step)
     reference = reference_series(reactive.timeseries)
     reactive_wall = round(time.perf_counter() - t0, 1)
-    for arm in arms:
+    starts = list(starts or ())
+    for arm in sorted(arms, key=lambda a: a != "hindsight-guarded"):
         t = time.perf_counter()
         if arm == "reactive":
             res = reactive
@@ -237,8 +242,10 @@ def run_cell(
             name = f"{sc.name}-seed{seed}-{search}-p{max_passes}" + ("-guarded" if guarded else "")
             journal = None if journals is None else journals / f"{name}.jsonl"
             res = run_hindsight(cfg, seed, trace, step_s, search=search, check=search != "quick",
-                                max_passes=max_passes, reactive=reactive, journal=journal,
-                                guarded=guarded)  # fmt: skip
+                                max_passes=max_passes, reactive=reactive, journal=journal, guarded=guarded,
+                                starts=[] if guarded else [Plan.from_dict(x) for x in starts])  # fmt: skip
+            if guarded:
+                starts.append(res.summary["plan"])
         else:
             res = run_arm(cfg, arm, seed, trace, step, reference=reference, search=search)
         s = res.summary
@@ -602,7 +609,7 @@ def table_plans(result: dict, top: str = "hindsight") -> str:
     head = f"| scenario | seed | {top}'s plan | is | candidates run |"
     rule = "|---|---:|---|---|---:|"
     if causal:
-        head += " causal's plan (is) | reactive → causal | causal → hindsight |"
+        head += f" {side}'s plan (is) | reactive → causal | causal → hindsight |"
         rule += "---|---:|---:|"
     head += " search's cost | arms that beat it |"
     rule += "---|---|"
@@ -625,6 +632,12 @@ def table_plans(result: dict, top: str = "hindsight") -> str:
         "none beating it by more than the tie margin); otherwise it is the best found. Gaps in urgent goodput "
         "(req/s): reactive → causal is what a perfect decision at the onset adds (decision quality), causal → "
         "hindsight what knowing the future adds (foresight)."
+        + (
+            " Within the guards the check moves each lever one step either way too, but never a guard above the "
+            "fleet file's value."
+            if top == "hindsight-guarded"
+            else ""
+        )
     )
     return "\n".join(lines)
 
@@ -886,10 +899,12 @@ def main() -> int:
         print(f"{n} hindsight plans taken from {args.import_hindsight}", file=sys.stderr)
     todo = []
     for sc, seed in jobs:
-        have = set(done.get((sc.name, seed), {}).get("arms", {}))
-        missing = tuple(a for a in arms if a not in have)
+        kept = done.get((sc.name, seed), {}).get("arms", {})
+        missing = tuple(a for a in arms if a not in kept)
+        # the unguarded search also tries the guarded winner this cell kept (`run_cell`)
+        starts = [kept["hindsight-guarded"]["plan_steps"]] if "hindsight-guarded" in kept else []
         if missing and not args.measured_only:
-            todo += [(sc, group, seed, args.traces, args.search, args.max_passes, journals)
+            todo += [(sc, group, seed, args.traces, args.search, args.max_passes, journals, starts)
                      for group in arm_groups(missing, args.split_arms)]  # fmt: skip
     if args.split_arms:  # the longest first, so that the shorter ones fill the other cores around it
         todo.sort(key=lambda j: not set(SEARCHES) & set(j[1]))

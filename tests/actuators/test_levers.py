@@ -217,3 +217,42 @@ def test_a_neighbour_that_beats_the_plan_is_never_pruned_against_a_better_neighb
     run = Pruning()
     plan, res, _, check = descend(cfg, run, start, run(start), [], 1800.0, max_passes=1)
     assert not check.passed and plan == c_plan and res.summary["goodput_rps"] == 195.0
+
+
+class _FakeForks:
+    """`forks.Forks` for `run_hindsight`: every plan's figures from `score`, no twin run."""
+
+    prunes = False
+
+    def __init__(self, score) -> None:
+        self.score = score
+        self.cost = type("Cost", (), {"to_dict": staticmethod(lambda: {})})()
+
+    def __call__(self, plan: Plan) -> RunResult:
+        u, g, gpu = self.score(plan)
+        return RunResult(
+            {"urgent_goodput_rps": u, "goodput_rps": g, "gpu_seconds": gpu}, pd.DataFrame(), pd.DataFrame()
+        )
+
+    def know(self, plan: Plan, res: RunResult) -> None:
+        pass
+
+    def materialize(self, plan: Plan, res: RunResult) -> RunResult:
+        return res
+
+
+def test_the_unguarded_search_also_tries_the_guarded_winner_so_it_is_never_below_it(cfg, monkeypatch):
+    """A plan the guarded search found is a plan of the unguarded search too: given as a start, the search keeps it
+    where it beats its own winner (the bench passes the guarded winner; three published cells had the guarded plan
+    above the unguarded one before this), and a start that does not win changes nothing."""
+    from infercast.simulator.control import driver, forks
+
+    found = Plan(((300.0, (("v4-long", 6), ("v4-short", 10))),))
+    worse = Plan(((300.0, (("v4-long", 5), ("v4-short", 7))),))
+    monkeypatch.setattr(forks, "Forks", lambda *a, **k: _FakeForks(lambda p: (130.0 if p == found else 100.0, 1, 1)))
+    plain = driver.run_hindsight(cfg, 0, None, 5.0, search="quick", check=False)
+    assert Plan.from_dict(plain.summary["plan"]) != found
+    res = driver.run_hindsight(cfg, 0, None, 5.0, search="quick", check=False, starts=[worse, found])
+    assert Plan.from_dict(res.summary["plan"]) == found and res.summary["urgent_goodput_rps"] == 130.0
+    res = driver.run_hindsight(cfg, 0, None, 5.0, search="quick", check=False, starts=[worse])
+    assert Plan.from_dict(res.summary["plan"]) == Plan.from_dict(plain.summary["plan"])

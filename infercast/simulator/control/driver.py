@@ -35,6 +35,7 @@ from infercast.simulator.control.arms import STEP_SECONDS, BasicArm, LoopArm, No
 from infercast.simulator.control.plans import (
     Plan,
     PlanArm,
+    _prunes,
     better,
     candidate_plans,
     finish_search,
@@ -265,6 +266,7 @@ def run_hindsight(
     reactive: RunResult | None = None,
     journal=None,
     guarded: bool = False,
+    starts: Sequence[Plan] = (),
 ) -> RunResult:
     """The best plan in hindsight (`plans.py`): every candidate on the same arrivals, the best kept; its summary
     says which plan won (`plan`), what every candidate scored (`candidates`), its single-lever check (`check`:
@@ -275,7 +277,9 @@ def run_hindsight(
     `journal`: a file where every candidate's end is written as it comes, and read back, so that a search stopped
     half-way resumes where it was (`forks.Forks`); the result is the same as the search run at one go.  `guarded`:
     the descents never loosen a guard past the fleet file (`levers.guard_limits`): the plans the control loop, which
-    only tightens them, can reach (the stages before the descent loosen none)."""
+    only tightens them, can reach (the stages before the descent loosen none).  `starts`: plans found elsewhere (the
+    guarded search's winner, which is a plan of the unguarded search too) run beside the search's own winner
+    before the descent, which starts from the best of them."""
     from infercast.simulator.control.forks import Forks
     from infercast.simulator.control.levers import causal_search, descend, onset, onset_tick, quick_search
 
@@ -304,6 +308,11 @@ def run_hindsight(
     else:
         plan, best, tried = search_hindsight(run, candidate_plans(cfg, duration, traffic))
         plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
+    if starts and not explicit:
+        plan2, res2, tried2 = search_hindsight(run, list(starts), best.summary if _prunes(run) else None)
+        tried = tried + tried2
+        if res2 is not None and better(res2.summary, best.summary):
+            plan, best = plan2, res2
     verdict = None
     if check and not explicit and search != "quick":
         plan, best, tried, verdict = descend(
