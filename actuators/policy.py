@@ -466,7 +466,7 @@ class PredictivePolicy:
                 del st.base_replicas[name]
                 continue
             if not self._settled(now, f"replicas:{name}"):
-                return []
+                continue  # this pool's pre-warm is younger than the dwell; another pool's may go back now
             target = max(base, p.replicas - self.p.max_replicas_step)
             return [
                 Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base}, "relax")

@@ -187,6 +187,22 @@ def test_a_step_tightened_late_is_not_relaxed_within_the_dwell(cfg):
     assert [d.intent for d in p.decide(830.0, f, quiet)] == ["relax"]
 
 
+def test_a_pool_prewarmed_late_does_not_hold_back_another_pools_relax(cfg):
+    """Replicas go back a pool at a time, in name order; a pool whose pre-warm has not stood the dwell waits, and the
+    next pool, pre-warmed long ago, goes back now (it used to wait for the first: the loop returned at it)."""
+    p = PredictivePolicy(cfg)
+    f = fleet(short=9, long_=7, spare=2)
+    p.state.base_replicas = {"v4-long": 5, "v4-short": 7}
+    p.tightened_at = {"replicas:v4-long": 500.0, "replicas:v4-short": 0.0}  # v4-long pre-warmed late
+    quiet = {"v4-short": calm("v4-short", 0.3), "v4-long": calm("v4-long", 0.3)}
+    assert p.decide(600.0, f, quiet) == []  # the calm hold first
+    out = p.decide(700.0, f, quiet)
+    assert [(d.action.pool, d.action.replicas, d.intent) for d in out] == [("v4-short", 7, "relax")]
+    assert p.decide(785.0, fleet(short=7, long_=7, spare=4), quiet) == []  # v4-long's dwell ends at 800 s
+    out = p.decide(800.0, fleet(short=7, long_=7, spare=4), quiet)
+    assert [(d.action.pool, d.action.replicas) for d in out] == [("v4-long", 5)]
+
+
 def test_never_relaxes_while_a_peak_is_announced(cfg):
     p = PredictivePolicy(cfg)
     f = fleet(mixed=True)
