@@ -69,7 +69,7 @@ ARMS = (
 #: the plan searches (each brings its causal plan, a row of its own) and how the rows of a cell are ordered: the
 #: loop arms, then causal and hindsight, then the same two within the fleet file's guards (`levers.guard_limits`)
 SEARCHES = {"hindsight": "causal", "hindsight-guarded": "causal-guarded"}
-PLAN_ROWS = ("causal", "hindsight", "causal-guarded", "hindsight-guarded")
+PLAN_ROWS = tuple(row for search, causal in SEARCHES.items() for row in (causal, search))
 SEEDS = (0, 1, 2)
 #: `--quick`: seed 0 of these, hindsight's quick search (the reservoir's splits from the onset and the first change
 #: point: a best found, no check)

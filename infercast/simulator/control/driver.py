@@ -35,7 +35,7 @@ from infercast.simulator.control.arms import STEP_SECONDS, BasicArm, LoopArm, No
 from infercast.simulator.control.plans import (
     Plan,
     PlanArm,
-    _prunes,
+    _challenge,
     better,
     candidate_plans,
     finish_search,
@@ -309,10 +309,7 @@ def run_hindsight(
         plan, best, tried = search_hindsight(run, candidate_plans(cfg, duration, traffic))
         plan, best, tried = finish_search(cfg, run, plan, best, tried, traffic, duration)
     if starts and not explicit:
-        plan2, res2, tried2 = search_hindsight(run, list(starts), best.summary if _prunes(run) else None)
-        tried = tried + tried2
-        if res2 is not None and better(res2.summary, best.summary):
-            plan, best = plan2, res2
+        plan, best, tried = _challenge(run, plan, best, tried, list(starts))
     verdict = None
     if check and not explicit and search != "quick":
         plan, best, tried, verdict = descend(

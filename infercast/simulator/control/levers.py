@@ -155,7 +155,11 @@ def guard_limits(cfg: FleetConfig) -> dict[tuple[str, str], float]:
     """The most each guard may be set to by a guarded plan: the fleet file's own value (`defaults`) for the memory
     admission limit, every quota lane's rate and every pool's breaker threshold; weights, ceilings, floors, the
     gateway waits and pre-warming are not guards."""
-    return {k: v for k, v in defaults(cfg).items() if k == ("admission", "memory_limit") or k[0] in ("lane", "breaker")}
+    return _guards(defaults(cfg))
+
+
+def _guards(now: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+    return {k: v for k, v in now.items() if k == ("admission", "memory_limit") or k[0] in ("lane", "breaker")}
 
 
 def neighbours(
@@ -164,9 +168,9 @@ def neighbours(
     """(label, plan) for every lever of `plan` moved one step either way (`STEPS` above); the change point never
     before `earliest` (causal's onset tick) nor before 0; with `guarded`, no guard above its `guard_limits`."""
     out: list[tuple[str, Plan]] = []
-    limits = guard_limits(cfg) if guarded else {}
     base, spare = _base_nodes(cfg)
     now = defaults(cfg)
+    limits = _guards(now) if guarded else {}
     # the change point and the floors
     if plan.steps:
         at, floors = plan.steps[0]
@@ -191,9 +195,9 @@ def neighbours(
     # admission: the memory limit (continuous, in steps), the gateway waits (ladders)
     adm = dict(plan.admission)
     mem = adm.get("memory_limit", now[("admission", "memory_limit")])
+    top = min(MEMORY_LIMIT_RANGE[1], limits.get(("admission", "memory_limit"), math.inf))
     for d in (-MEMORY_LIMIT_STEP, MEMORY_LIMIT_STEP):
         v = round(mem + d, 4)
-        top = min(MEMORY_LIMIT_RANGE[1], limits.get(("admission", "memory_limit"), math.inf))
         if MEMORY_LIMIT_RANGE[0] - 1e-9 <= v <= top + 1e-9:
             out.append((f"memory_limit {v:g}", _with_admission(plan, "memory_limit", v)))
     for key, ladder in (("normal_queue_seconds", NORMAL_QUEUE_LADDER), ("low_queue_seconds", LOW_QUEUE_LADDER)):
