@@ -8,9 +8,11 @@ ahead of the crossing, each lever as early as it needs:
   forecast peak down to `policy.target_kv` per replica, at most `max_replicas_step` more per decision; a reservoir
   that cannot cover every pool's ask goes first where a node serves the most requests (`_share_spare`);
 - **tighten** (`tighten_lead_seconds` ahead, one step per decision while the breach is still forecast): shorten the
-  gateway waits of normal and low work (protecting the urgent quota) and — where a pool serves short and long
-  prompts together — lower the accepted context a step at a time (seed 000: 24k -> 16k -> 8k), so short prompts
-  are not stuck behind long ones; last, lower the memory admission threshold (it costs capacity);
+  gateway waits of normal and low work (protecting the urgent quota) and, with that first step, the rate of the
+  gateway's shared token bucket, which meters normal and low work only (urgent requests pass outside it) by
+  `tightened_shared_rate_factor`; where a pool serves short and long prompts together, lower the accepted context a
+  step at a time (seed 000: 24k -> 16k -> 8k), so short prompts are not stuck behind long ones; last, lower the
+  memory admission threshold (it costs capacity);
 - **shift weight** away from a pool forecast to breach towards a sibling pool serving the same prompts whose own
   forecast leaves headroom, never more than that headroom allows (the check seed 000's failover lacked);
 - **relax** one step at a time, with hysteresis, once every forecast and live figure has stayed below the trigger
@@ -31,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
+from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight, SetRateLimit
 from infercast.actuators.admin import Observation, PoolState
 from infercast.actuators.steadiness import settings_of
 from infercast.config import FleetConfig
@@ -40,6 +42,7 @@ from infercast.fairshare import share_by_value
 LONG_CONTEXT_TOKENS = 8192  # the seeds' ">8k" class
 #: `memory_limit` 1.0: a node admits until its memory is full, i.e. no memory admission limit (what None means)
 NO_MEMORY_LIMIT = 1.0
+SHARED_LANE = "shared"  # everyone's token bucket at the gateway (a stream's own quota lane has its name)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class PolicyState:
     base_replicas: dict[str, int] = field(default_factory=dict)  # before the policy pre-warmed a pool
     base_weights: dict[str, float] = field(default_factory=dict)  # before the policy shifted a pool's weight
     base_admission: dict[str, Any] = field(default_factory=dict)  # before the first tightening
+    base_shared_rps: float | None = None  # the shared bucket's rate before the policy lowered it (None: untouched)
     calm_since: float | None = None  # since when everything has been below the relax level
 
 
@@ -217,6 +221,11 @@ class PredictivePolicy:
             self.tightened_at.update(dict.fromkeys(settings_of(a), self._decided_at))
         if isinstance(a, SetAdmission) and "level" in d.inputs:
             st.level = int(d.inputs["level"])
+        elif isinstance(a, SetRateLimit) and a.lane == SHARED_LANE:
+            if d.intent == "protect" and "rps" in d.inputs:
+                st.base_shared_rps = float(d.inputs["rps"])
+            elif d.intent == "relax":
+                st.base_shared_rps = None
         elif isinstance(a, SetPoolWeight):
             if d.intent == "shift" and "weight" in d.inputs:
                 st.base_weights.setdefault(a.pool, float(d.inputs["weight"]))
@@ -253,6 +262,8 @@ class PredictivePolicy:
             self.floor.pop(d.action.pool, None)
         if d.intent == "relax" and restored is not None:
             self._relax_undone(d, restored)
+        if isinstance(restored, SetRateLimit) and d.intent == "protect" and restored.rps == self.state.base_shared_rps:
+            self.state.base_shared_rps = None  # back where the policy found it: nothing to relax
         if isinstance(restored, SetPoolWeight) and d.intent == "shift":
             base = self.state.base_weights.get(restored.pool)
             if base is not None and math.isclose(base, restored.weight, rel_tol=1e-9, abs_tol=1e-9):
@@ -272,6 +283,8 @@ class PredictivePolicy:
                 self.floor[a.pool] = restored.replicas
         elif isinstance(a, SetAdmission) and "level" in d.inputs:
             st.level = max(st.level, int(d.inputs["level"]) + 1)  # back at the tighter level it relaxed from
+        elif isinstance(a, SetRateLimit) and isinstance(restored, SetRateLimit) and a.rps is not None:
+            st.base_shared_rps = a.rps  # the bucket is lowered again: relaxed once calm
 
     def _prewarm_lead(self) -> float:
         return self.cold_start + self.p.prewarm_margin_seconds
@@ -341,12 +354,30 @@ class PredictivePolicy:
         level = self.state.level + 1  # where the policy is once this step is applied (`note_applied`)
         worst = min(close, key=lambda p: outlook[p.name].breach_eta_seconds)
         o = outlook[worst.name]
+        why = f"pool {worst.name}: {self._warning(o)} (within {self.p.tighten_lead_seconds:.0f} s)"
+        out = [Decision(SetAdmission(**step), f"{why}: tighten admission, step {level}", self._inputs(o, level=level))]
+        if level == 1:
+            out += self._lower_shared_rate(fleet, why, o)
+        return out
+
+    def _lower_shared_rate(self, fleet: Observation, why: str, o: Outlook) -> list[Decision]:
+        """With the first tightening step, the gateway's shared token bucket lowered by
+        `policy.tightened_shared_rate_factor`: it meters normal and low work only (urgent requests pass outside it,
+        seed 004's tiers), so a lower rate turns away more of the work that can wait, at once and with a 429 its
+        client retries, before it takes the nodes' KV from urgent work.  Nothing where the fleet has no shared
+        bucket (or its backend does not say), where the policy already lowered it, or where a rollback holds it."""
+        rps = fleet.rate_limits.get(SHARED_LANE)
+        factor = self.p.tightened_shared_rate_factor
+        if not rps or factor >= 1.0 or self.state.base_shared_rps is not None:
+            return []
+        if self._held(self._decided_at, f"rate:{SHARED_LANE}"):
+            return []
+        lowered = round(rps * factor, 3)
         return [
             Decision(
-                SetAdmission(**step),
-                f"pool {worst.name}: {self._warning(o)} (within {self.p.tighten_lead_seconds:.0f} s): tighten "
-                f"admission, step {level}",
-                self._inputs(o, level=level),
+                SetRateLimit(SHARED_LANE, lowered),
+                f"{why}: the shared bucket (normal and low work) {rps:g} -> {lowered:g} req/s",
+                self._inputs(o, rps=rps),
             )
         ]
 
@@ -423,7 +454,7 @@ class PredictivePolicy:
         self, now: float, fleet: Observation, serving: list[PoolState], outlook: dict[str, Outlook]
     ) -> list[Decision]:
         st = self.state
-        if not (st.level or st.base_replicas or st.base_weights):
+        if not (st.level or st.base_replicas or st.base_weights or st.base_shared_rps is not None):
             return []
         level = self.trigger - self.p.hysteresis
         # calm: no forecast or live figure near the trigger, no peak announced, and no breach warned of, which a
@@ -453,7 +484,11 @@ class PredictivePolicy:
                 return []
             if not self._settled(now, *(f"admission:{k}" for k in st.levels[st.level - 1])):
                 return []  # the step being undone is younger than the dwell: it waits (the hold goes on)
-            return [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level - 1}, "relax")]
+            out = [Decision(SetAdmission(**back), f"{why}: admission back a step", {"level": st.level - 1}, "relax")]
+            # the first step's shared bucket goes back with it (it came with it); else on its own below
+            return out + (self._shared_rate_back(now, why) if st.level == 1 else [])
+        if st.base_shared_rps is not None:
+            return self._shared_rate_back(now, why)
         if st.base_weights:
             return [
                 Decision(SetPoolWeight(name, w), f"{why}: weight back", {}, "relax")
@@ -472,6 +507,14 @@ class PredictivePolicy:
                 Decision(ScalePool(name, target), f"{why}: pre-warmed replicas back a step", {"base": base}, "relax")
             ]
         return []
+
+    def _shared_rate_back(self, now: float, why: str) -> list[Decision]:
+        base = self.state.base_shared_rps
+        if base is None or not self._settled(now, f"rate:{SHARED_LANE}"):
+            return []
+        return [
+            Decision(SetRateLimit(SHARED_LANE, base), f"{why}: the shared bucket back to {base:g} req/s", {}, "relax")
+        ]
 
     def unset_admission(self, key: str) -> Any:
         """The value that puts back an admission setting the fleet had not set (None) before tightening began: no

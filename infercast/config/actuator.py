@@ -39,6 +39,11 @@ class PolicyConfig(Strict):
     tightened_memory_limit: Ratio = Field(0.75, description="memory admission threshold while tightened")
     tightened_normal_queue_seconds: Annotated[float, Field(ge=0.0)] = 1.0
     tightened_low_queue_seconds: Annotated[float, Field(ge=0.0)] = 0.0
+    tightened_shared_rate_factor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.8,
+        description="with the first tightening step, the gateway's shared token bucket (normal and low work; urgent "
+        "passes outside it) times this; 1 leaves it",
+    )
     traffic_surge_factor: Annotated[float, Field(gt=1.0)] = Field(
         1.5, description="a traffic forecast whose upper band reaches this many times today's rate announces a peak"
     )

@@ -196,7 +196,10 @@ def test_a_plan_that_scales_down_at_its_release_gives_the_surge_nodes_back_at_on
     stabilisation window (minutes).  The flash sale's seed 1 had perfect-forecast ahead of the bound on GPU-seconds
     only because of that."""
     floors = (("v4-long", 5), ("v4-short", 11))
-    calm = short_sale.model_copy(update={"events": ()})  # the sale is after 300 s; the release at 200 s is calm
+    # the sale is after 300 s and every check reads the first 218 s: the runs stop before the sale's traffic
+    calm = short_sale.model_copy(
+        update={"events": (), "scenario": short_sale.scenario.model_copy(update={"duration_seconds": 230.0})}
+    )
     held = run_arm(calm, "hindsight", 0, plans=[Plan(((60.0, floors), (200.0, ())))])
     dropped = Plan(((60.0, floors), (200.0, ())), scale_down_at=200.0)
     assert Plan.from_dict(dropped.to_dict()) == dropped and "at 200 s scaled down" in dropped.describe()

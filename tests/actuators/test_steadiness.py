@@ -38,6 +38,7 @@ def _initial(r, admission: dict | None) -> dict:
     obs = r.admin.observe()
     out |= {f"weight:{p.name}": p.weight for p in obs.pools}
     out |= {f"replicas:{p.name}": p.replicas for p in obs.pools}
+    out |= {f"rate:{lane}": rps for lane, rps in obs.rate_limits.items()}
     return out
 
 
@@ -50,17 +51,21 @@ def test_one_firing_alert_for_ten_minutes_tightens_each_setting_one_way_and_neve
     """Item 1.  Before, what the user saw: one alert (no forecast breach) firing for 10 minutes, cooldown 1 s: 17
     applied changes, the memory limit tightened to 0.75, relaxed to 0.8 and tightened again every two minutes (the
     relax check ignored a firing alert).  Now: three tightening steps, nothing relaxed until the alert ends, then
-    relaxed step by step back to where it was, 0 flaps."""
+    relaxed step by step back to where it was, 0 flaps.  (The first step also lowers the gateway's shared bucket:
+    four changes, each one way.)"""
     cfg = fleet_config(guardrails={"cooldown_seconds": 1, "change_budget_per_hour": 3600})
     r = rig(tmp_path, cfg, admission=BASE)
+    shared = r.admin.observe().rate_limits["shared"]
     for t in range(0, 601, 15):  # Alertmanager re-sends it every 5 minutes
         r.tick(float(t), [alert("firing")] if t % 300 == 0 else [])
-    assert [i for _, _, i in r.applied] == ["protect"] * 3, [(t, a.describe(), i) for t, a, i in r.applied]
+    assert [i for _, _, i in r.applied] == ["protect"] * 4, [(t, a.describe(), i) for t, a, i in r.applied]
+    assert r.admin.observe().rate_limits["shared"] == pytest.approx(shared * cfg.policy.tightened_shared_rate_factor)
     assert r.admission() == {**BASE, "memory_limit": 0.75, "max_context_tokens": 8192, "normal_queue_seconds": 1.0,
                              "low_queue_seconds": 0.0}  # fmt: skip
     for t in range(615, 1200, 15):
         r.tick(float(t), [alert("resolved")] if t == 615 else [])
     assert r.admission() == BASE, "back where it was once the alert ended"
+    assert r.admin.observe().rate_limits["shared"] == shared
     s = steadiness(_rows(r), cfg.policy.relax_hold_seconds, _initial(r, BASE))
     assert s.total_flaps == 0
     for setting, m in moves(_rows(r), _initial(r, BASE)).items():
@@ -226,7 +231,10 @@ def _run(knobs: dict, segments: list) -> None:
     assert back_at is not None, f"never back to base: {end} vs {base}"
     assert back_at - calm_from <= relax_time + (3600.0 if budget_spent else 0.0)
     assert end == base, "it stays at base"
-    assert not [t for t, _, _ in r.applied if t > back_at], "nothing changes once back at base and calm"
+    assert not [t for t, _, _ in r.applied if t > back_at], (
+        "nothing changes once back at base and calm",
+        [(t, a.describe(), i) for t, a, i in r.applied],
+    )
 
     # the change budget: per setting in any 10 minutes, and the whole fleet in any hour
     # flaps counted at the fleet's dwell (the autoscaler's scale-down window, 300 s), as `twin run` and the control
@@ -303,6 +311,7 @@ def _settings_now(r) -> dict:
     out = {f"admission:{k}": r.loop.policy.unset_admission(k) if v is None else v for k, v in r.admission().items()}
     out |= {f"weight:{p.name}": p.weight for p in obs.pools}
     out |= {f"replicas:{p.name}": p.replicas for p in obs.pools}
+    out |= {f"rate:{lane}": rps for lane, rps in obs.rate_limits.items()}
     return out
 
 
