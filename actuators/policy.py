@@ -8,11 +8,11 @@ ahead of the crossing, each lever as early as it needs:
   forecast peak down to `policy.target_kv` per replica, at most `max_replicas_step` more per decision; a reservoir
   that cannot cover every pool's ask goes first where a node serves the most requests (`_share_spare`);
 - **tighten** (`tighten_lead_seconds` ahead, one step per decision while the breach is still forecast): shorten the
-  gateway waits of normal and low work (protecting the urgent quota) and, with that first step, the rate of the
-  gateway's shared token bucket, which meters normal and low work only (urgent requests pass outside it) by
-  `tightened_shared_rate_factor`; where a pool serves short and long prompts together, lower the accepted context a
-  step at a time (seed 000: 24k -> 16k -> 8k), so short prompts are not stuck behind long ones; last, lower the
-  memory admission threshold (it costs capacity);
+  gateway waits of normal and low work (protecting the urgent quota) and — where a pool serves short and long
+  prompts together — lower the accepted context a step at a time (seed 000: 24k -> 16k -> 8k), so short prompts
+  are not stuck behind long ones; last, lower the memory admission threshold (it costs capacity); and once the
+  pressed pools have no node left to start, lower the gateway's shared token bucket, which meters normal and low
+  work only (urgent requests pass outside it), by `tightened_shared_rate_factor` (it costs the work that can wait);
 - **shift weight** away from a pool forecast to breach towards a sibling pool serving the same prompts whose own
   forecast leaves headroom, never more than that headroom allows (the check seed 000's failover lacked);
 - **relax** one step at a time, with hysteresis, once every forecast and live figure has stayed below the trigger
@@ -346,29 +346,37 @@ class PredictivePolicy:
             # start for it: the memory step (which costs capacity) joins the end.  Nodes left come first: taken
             # with nodes to spare, the limit halved goodput on the ServeGen morning jump (docs/control.md)
             self.state.levels = [*self.state.levels, *self._memory_level(fleet)]
-        if self.state.level >= len(self.state.levels):
-            return []
-        step = self.state.levels[self.state.level]
-        if self._held(self._decided_at, *(f"admission:{k}" for k in step)):
-            return []
-        level = self.state.level + 1  # where the policy is once this step is applied (`note_applied`)
         worst = min(close, key=lambda p: outlook[p.name].breach_eta_seconds)
         o = outlook[worst.name]
         why = f"pool {worst.name}: {self._warning(o)} (within {self.p.tighten_lead_seconds:.0f} s)"
-        out = [Decision(SetAdmission(**step), f"{why}: tighten admission, step {level}", self._inputs(o, level=level))]
-        if level == 1:
-            out += self._lower_shared_rate(fleet, why, o)
-        return out
+        # like the memory step, the shared bucket costs capacity (the work that can wait is turned away): it comes
+        # once the pressed pools have no node left to start, never while nodes can still take the load
+        rate = self._lower_shared_rate(fleet, why, o) if all(p.spare <= 0 for p in close) else []
+        if self.state.level >= len(self.state.levels):
+            return rate
+        step = self.state.levels[self.state.level]
+        if self._held(self._decided_at, *(f"admission:{k}" for k in step)):
+            return rate
+        level = self.state.level + 1  # where the policy is once this step is applied (`note_applied`)
+        adm = Decision(SetAdmission(**step), f"{why}: tighten admission, step {level}", self._inputs(o, level=level))
+        return [adm, *rate]
 
     def _lower_shared_rate(self, fleet: Observation, why: str, o: Outlook) -> list[Decision]:
-        """With the first tightening step, the gateway's shared token bucket lowered by
-        `policy.tightened_shared_rate_factor`: it meters normal and low work only (urgent requests pass outside it,
-        seed 004's tiers), so a lower rate turns away more of the work that can wait, at once and with a 429 its
-        client retries, before it takes the nodes' KV from urgent work.  Nothing where the fleet has no shared
-        bucket (or its backend does not say), where the policy already lowered it, or where a rollback holds it."""
+        """The gateway's shared token bucket lowered by `policy.tightened_shared_rate_factor`, once: it meters
+        normal and low work only (urgent requests pass outside it, seed 004's tiers), so a lower rate turns away
+        more of the work that can wait, at once and with a 429 its client retries, before it takes the nodes' KV
+        from urgent work.  Nothing where the fleet has no shared bucket (or its backend does not say), where the
+        policy already lowered it, or where a rollback holds it.  It goes back with the first step's settings.
+
+        Nothing either where a stream has a quota lane of its own (seed 000's 专用配额通道): the shared bucket then
+        holds the other tenants' work, and lowering it would turn them away for a surge that comes in its own lane
+        (on the announced sale, held-apart seed 700, `last-value` served 117.88 urgent req/s and 190.98 in all with
+        it, against 117.97 and 193.94 without: docs/control.md)."""
         rps = fleet.rate_limits.get(SHARED_LANE)
         factor = self.p.tightened_shared_rate_factor
         if not rps or factor >= 1.0 or self.state.base_shared_rps is not None:
+            return []
+        if set(fleet.rate_limits) - {SHARED_LANE}:
             return []
         if self._held(self._decided_at, f"rate:{SHARED_LANE}"):
             return []

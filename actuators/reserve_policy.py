@@ -124,19 +124,19 @@ class ReservePolicy(PredictivePolicy):
         """At the onset, every remaining tightening step in one: a surge that is here is no forecast to wait out,
         and stepping at the guardrails' cooldown would spend its first minute at a looser level."""
         out = super()._tighten(fleet, serving, outlook)
-        if not out or not self._onset or self.state.level + 1 >= len(self.state.levels):
+        adm = [d for d in out if isinstance(d.action, SetAdmission)]
+        if not adm or not self._onset or self.state.level + 1 >= len(self.state.levels):
             return out
         merged: dict[str, Any] = {}
         for step in self.state.levels[self.state.level :]:
             merged.update(step)
-        d = out[0]
-        return [
-            Decision(
-                SetAdmission(**merged),
-                f"{d.reason}; a surge is here: every step at once",
-                {**d.inputs, "level": len(self.state.levels)},
-            )
-        ]
+        d = adm[0]
+        every = Decision(
+            SetAdmission(**merged),
+            f"{d.reason}; a surge is here: every step at once",
+            {**d.inputs, "level": len(self.state.levels)},
+        )
+        return [every, *(x for x in out if x is not d)]  # the shared bucket's, where it comes too
 
     def _prewarm(self, fleet, serving, outlook) -> list[Decision]:
         return []  # the reserve plan starts nodes, through the autoscaler's floors (`_bounds`)

@@ -84,7 +84,7 @@ def test_a_traffic_peak_announced_by_the_forecast_acts_like_a_breach_but_keeps_m
     peak = Outlook("v4-short", 0.3, 0.35, math.inf, rps_now=100.0, rps_upper_peak=400.0, rps_surge_eta_seconds=45.0)
     out = p.decide(0.0, fleet(mixed=True), {"v4-short": peak, "v4-long": calm("v4-long")})
     kinds = {type(d.action) for d in out}
-    assert kinds == {ScalePool, SetAdmission, SetRateLimit}  # the shared bucket comes with the first step
+    assert kinds == {ScalePool, SetAdmission}  # nodes left to start: the shared bucket stays
     assert "traffic forecast peaks at 400.0 req/s against 100.0 now" in out[0].reason
     # heading for 0.3 x 4 = 1.2 on 7 replicas: ceil(7 * 1.2 / 0.6) = 14, a step of 4 at most
     assert next(d.action for d in out if isinstance(d.action, ScalePool)) == ScalePool("v4-short", 11)
@@ -157,8 +157,7 @@ def test_relaxes_one_step_at_a_time_after_a_calm_hold(cfg):
     assert p.decide(345.0, f, quiet) == [], "the next step waits another hold"
     last = applied(p, p.decide(375.0, f, quiet))
     assert [d.action for d in last] == [SetAdmission(memory_limit=0.8, max_context_tokens=24_000,
-                                                     normal_queue_seconds=2.5, low_queue_seconds=15.0),
-                                        SetRateLimit("shared", 220.0)]  # fmt: skip  # the first step's, with it
+                                                     normal_queue_seconds=2.5, low_queue_seconds=15.0)]  # fmt: skip
     # a warning inside the hold resets it
     p.decide(385.0, f, hot)
     assert p.state.calm_since is None
@@ -281,46 +280,51 @@ def test_a_step_that_was_not_applied_is_proposed_again_not_skipped(cfg):
     assert p.decide(360.0, f, quiet) == [], "an applied step back starts the next hold"
 
 
-def test_the_first_step_lowers_the_shared_bucket_and_it_goes_back_with_that_step(cfg):
-    """The gateway's shared bucket meters normal and low work only (urgent passes outside it): with the first
-    tightening step the policy lowers it by `tightened_shared_rate_factor` (220 -> 176 req/s), takes it no lower on
-    the later steps, and puts it back to 220 together with the first step's settings once calm, never sooner than
-    the fleet's dwell after lowering it."""
+def test_the_shared_bucket_comes_down_once_no_node_is_left_and_goes_back_with_the_first_step(cfg):
+    """The gateway's shared bucket meters normal and low work only (urgent passes outside it).  Lowering it costs
+    the work that can wait, so, like the memory step, it comes only once the pressed pools have no node left to
+    start: then by `tightened_shared_rate_factor` (220 -> 176 req/s), once; and it goes back to 220 together with
+    the first step's settings once calm, never sooner than the fleet's dwell after it came down."""
     p = PredictivePolicy(cfg)
-    f = fleet(mixed=True)
     hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
-    first = applied(p, p.decide(0.0, f, hot))
-    assert SetRateLimit("shared", 176.0) in [d.action for d in first]
-    rate = next(d for d in first if isinstance(d.action, SetRateLimit))
+    first = applied(p, p.decide(0.0, fleet(mixed=True), hot))
+    assert not [d for d in first if isinstance(d.action, SetRateLimit)], "nodes left: the bucket stays"
+    f = fleet(mixed=True, spare=0)
+    second = applied(p, p.decide(15.0, f, hot))
+    assert SetRateLimit("shared", 176.0) in [d.action for d in second]
+    rate = next(d for d in second if isinstance(d.action, SetRateLimit))
     assert "the shared bucket (normal and low work) 220 -> 176 req/s" in rate.reason and rate.intent == "protect"
     lowered = Observation(0.0, f.pools, f.admission, {"shared": 176.0})
-    second = applied(p, p.decide(15.0, lowered, hot))
-    assert not [d for d in second if isinstance(d.action, SetRateLimit)], "one lowering, with the first step only"
+    third = applied(p, p.decide(30.0, lowered, hot))
+    assert not [d for d in third if isinstance(d.action, SetRateLimit)], "lowered once"
     quiet = {"v4-short": calm("v4-short", 0.5), "v4-long": calm("v4-long")}
-    for t in range(30, 600, 15):
+    for t in range(45, 900, 15):
         out = applied(p, p.decide(float(t), lowered, quiet))
         rates = [d for d in out if isinstance(d.action, SetRateLimit)]
         if rates:
-            assert t >= p.dwell and p.state.level == 0, "back with the first step, after the dwell"
+            assert t >= 15.0 + p.dwell and p.state.level == 0, "back with the first step, after the dwell"
             assert rates[0].action == SetRateLimit("shared", 220.0) and rates[0].intent == "relax"
             break
     else:
         raise AssertionError("the shared bucket never went back")
     assert p.state.base_shared_rps is None
-    assert p.decide(615.0, Observation(0.0, f.pools, f.admission, {"shared": 220.0}), quiet) == []
+    assert p.decide(915.0, Observation(0.0, f.pools, f.admission, {"shared": 220.0}), quiet) == []
 
 
-def test_no_shared_bucket_or_a_factor_of_one_leaves_the_rate_alone(cfg):
+def test_no_shared_bucket_a_quota_lane_or_a_factor_of_one_leaves_the_rate_alone(cfg):
     """A fleet whose backend reports no shared bucket (HAProxy, Kubernetes, LiteLLM) gets the admission step
-    alone; `tightened_shared_rate_factor: 1` turns the lever off."""
+    alone; so does one where a stream has a quota lane of its own (the shared bucket then holds the other tenants'
+    work: the announced sale's surge comes in its own lane); `tightened_shared_rate_factor: 1` turns it off."""
     hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
-    f = fleet(mixed=True)
+    f = fleet(mixed=True, spare=0)
     bare = Observation(0.0, f.pools, f.admission, {})
+    laned = Observation(0.0, f.pools, f.admission, {"shared": 220.0, "flash-sale": 1000.0})
 
     def kinds(policy, obs):
         return {type(d.action) for d in policy.decide(0.0, obs, hot)} - {ScalePool}
 
     assert kinds(PredictivePolicy(cfg), f) == {SetAdmission, SetRateLimit}
     assert kinds(PredictivePolicy(cfg), bare) == {SetAdmission}
+    assert kinds(PredictivePolicy(cfg), laned) == {SetAdmission}
     off = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"tightened_shared_rate_factor": 1.0})})
     assert kinds(PredictivePolicy(off), f) == {SetAdmission}
