@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolBounds
+from infercast.actuators.actions import ScalePool, SetAdmission, SetPoolBounds, SetRateLimit
 from infercast.actuators.admin import Admission, Observation, PoolState
 from infercast.actuators.policy import Outlook
 from infercast.actuators.reserve_policy import ReservePolicy, need_of
@@ -22,10 +22,10 @@ def cfg(repo_root):
     return protected_layout(load_config(repo_root / "examples" / "flash-sale.yaml"))
 
 
-def fleet(short: int = 7, long_: int = 5) -> Observation:
+def fleet(short: int = 7, long_: int = 5, spare: int = 4) -> Observation:
     pools = (
-        PoolState("v4-short", "v4", short, short, 1.0, 0.2, False, 0, 8192, 4, "v4-standby"),
-        PoolState("v4-long", "v4", long_, long_, 1.0, 0.2, False, 8193, None, 4, "v4-standby"),
+        PoolState("v4-short", "v4", short, short, 1.0, 0.2, False, 0, 8192, spare, "v4-standby"),
+        PoolState("v4-long", "v4", long_, long_, 1.0, 0.2, False, 8193, None, spare, "v4-standby"),
         PoolState("v4-standby", "v4", 0, 0, 1.0, 0.2, True, 0, None, 0),
     )
     return Observation(615.0, pools, Admission(0.8, 24_000, 2.5, 15.0), {"shared": 220.0})
@@ -65,6 +65,16 @@ def test_the_onset_earmarks_the_reserve_for_the_short_pool_and_tightens_admissio
         p.note_applied(d, None)
     # applied: the same plan next scrape writes nothing new
     assert not [d for d in p.decide(630.0, fleet(), onset()) if isinstance(d.action, SetPoolBounds)]
+
+
+def test_at_the_onset_with_no_node_left_every_step_comes_at_once_and_the_shared_bucket_with_it(cfg):
+    """The reserve spent and a surge here: the whole admission ladder in one decision, and beside it the shared
+    bucket lowered (the merge of the ladder's steps kept it: before, it took the first decision only)."""
+    out = ReservePolicy(cfg).decide(615.0, fleet(spare=0), onset())
+    (adm,) = [d.action for d in out if isinstance(d.action, SetAdmission)]
+    assert adm.memory_limit == 0.75
+    assert [d.action for d in out if isinstance(d.action, SetRateLimit)] == [SetRateLimit("shared", 176.0)]
+    assert not [d for d in ReservePolicy(cfg).decide(615.0, fleet(), onset()) if isinstance(d.action, SetRateLimit)]
 
 
 def test_a_plan_refused_by_the_guardrails_is_proposed_again(cfg):
