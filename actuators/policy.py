@@ -12,7 +12,8 @@ ahead of the crossing, each lever as early as it needs:
   prompts together — lower the accepted context a step at a time (seed 000: 24k -> 16k -> 8k), so short prompts
   are not stuck behind long ones; last, lower the memory admission threshold (it costs capacity); and once the
   pressed pools have no node left to start, lower the gateway's shared token bucket, which meters normal and low
-  work only (urgent requests pass outside it), by `tightened_shared_rate_factor` (it costs the work that can wait);
+  work only (urgent requests pass outside it), by `tightened_shared_rate_factor` (it costs the work that can wait:
+  off by default, the operator's call);
 - **shift weight** away from a pool forecast to breach towards a sibling pool serving the same prompts whose own
   forecast leaves headroom, never more than that headroom allows (the check seed 000's failover lacked);
 - **relax** one step at a time, with hysteresis, once every forecast and live figure has stayed below the trigger
@@ -371,7 +372,8 @@ class PredictivePolicy:
         Nothing either where a stream has a quota lane of its own (seed 000's 专用配额通道): the shared bucket then
         holds the other tenants' work, and lowering it would turn them away for a surge that comes in its own lane
         (on the announced sale, held-apart seed 700, `last-value` served 117.88 urgent req/s and 190.98 in all with
-        it, against 117.97 and 193.94 without: docs/control.md)."""
+        it, against 117.97 and 193.94 without: docs/control.md).  Off by default (factor 1): on seed 004's bed it took
+        the perfect-forecast arm's goodput, urgent P99 and recovery out of the incident table's bounds."""
         rps = fleet.rate_limits.get(SHARED_LANE)
         factor = self.p.tightened_shared_rate_factor
         if not rps or factor >= 1.0 or self.state.base_shared_rps is not None:

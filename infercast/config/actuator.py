@@ -40,9 +40,10 @@ class PolicyConfig(Strict):
     tightened_normal_queue_seconds: Annotated[float, Field(ge=0.0)] = 1.0
     tightened_low_queue_seconds: Annotated[float, Field(ge=0.0)] = 0.0
     tightened_shared_rate_factor: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
-        0.8,
-        description="with the first tightening step, the gateway's shared token bucket (normal and low work; urgent "
-        "passes outside it) times this; 1 leaves it",
+        1.0,
+        description="once the pressed pools have no node left to start, the gateway's shared token bucket (normal and "
+        "low work; urgent passes outside it) times this, where no stream has a quota lane of its own; 1 (the default) "
+        "leaves it: turning away work that can wait for urgent goodput is the operator's call (docs/control.md)",
     )
     traffic_surge_factor: Annotated[float, Field(gt=1.0)] = Field(
         1.5, description="a traffic forecast whose upper band reaches this many times today's rate announces a peak"

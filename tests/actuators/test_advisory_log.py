@@ -39,7 +39,7 @@ def test_a_proposal_is_logged_once_when_it_appears_and_again_when_it_changes(tmp
     r = _advisory_rig(tmp_path)
     r.inputs.outlook["v4-main"] = breach_outlook("v4-main", 30.0)
     first = _advisory(r, caplog, 0.0)
-    assert len(first) == 4, first  # tighten (admission and the shared bucket), and the shift's two weights
+    assert len(first) == 3, first  # tighten, and the shift's two weights
     for t in (15.0, 30.0, 45.0):
         assert _advisory(r, caplog, t) == [], "the same proposals, not logged again every tick"
     r.inputs.outlook["v4-main"] = breach_outlook("v4-main", 30.0, peak=0.99, kv=0.7)
@@ -50,7 +50,7 @@ def test_a_proposal_is_logged_once_when_it_appears_and_again_when_it_changes(tmp
     r.inputs.outlook = ScriptedInputs().outlook  # calm: nothing proposed
     assert _advisory(r, caplog, 75.0) == []
     r.inputs.outlook["v4-main"] = breach_outlook("v4-main", 30.0)
-    assert len(_advisory(r, caplog, 90.0)) == 4, "back again: logged again"
+    assert len(_advisory(r, caplog, 90.0)) == 3, "back again: logged again"
 
 
 def test_a_pool_already_over_the_trigger_is_said_to_be_over_it_not_to_cross_it_in_seconds(tmp_path, caplog):

@@ -280,12 +280,17 @@ def test_a_step_that_was_not_applied_is_proposed_again_not_skipped(cfg):
     assert p.decide(360.0, f, quiet) == [], "an applied step back starts the next hold"
 
 
+def _bucket_on(cfg):
+    """The fleet with the shared bucket lever on, at the search's lane step."""
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"tightened_shared_rate_factor": 0.8})})
+
+
 def test_the_shared_bucket_comes_down_once_no_node_is_left_and_goes_back_with_the_first_step(cfg):
     """The gateway's shared bucket meters normal and low work only (urgent passes outside it).  Lowering it costs
     the work that can wait, so, like the memory step, it comes only once the pressed pools have no node left to
     start: then by `tightened_shared_rate_factor` (220 -> 176 req/s), once; and it goes back to 220 together with
     the first step's settings once calm, never sooner than the fleet's dwell after it came down."""
-    p = PredictivePolicy(cfg)
+    p = PredictivePolicy(_bucket_on(cfg))
     hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
     first = applied(p, p.decide(0.0, fleet(mixed=True), hot))
     assert not [d for d in first if isinstance(d.action, SetRateLimit)], "nodes left: the bucket stays"
@@ -314,7 +319,10 @@ def test_the_shared_bucket_comes_down_once_no_node_is_left_and_goes_back_with_th
 def test_no_shared_bucket_a_quota_lane_or_a_factor_of_one_leaves_the_rate_alone(cfg):
     """A fleet whose backend reports no shared bucket (HAProxy, Kubernetes, LiteLLM) gets the admission step
     alone; so does one where a stream has a quota lane of its own (the shared bucket then holds the other tenants'
-    work: the announced sale's surge comes in its own lane); `tightened_shared_rate_factor: 1` turns it off."""
+    work: the announced sale's surge comes in its own lane); `tightened_shared_rate_factor: 1`, the default, leaves
+    it: turning away the work that can wait is the operator's call."""
+    assert cfg.policy.tightened_shared_rate_factor == 1.0
+    off, cfg = cfg, _bucket_on(cfg)
     hot = {"v4-short": breach("v4-short", 30.0, kv=0.7), "v4-long": calm("v4-long")}
     f = fleet(mixed=True, spare=0)
     bare = Observation(0.0, f.pools, f.admission, {})
@@ -326,5 +334,4 @@ def test_no_shared_bucket_a_quota_lane_or_a_factor_of_one_leaves_the_rate_alone(
     assert kinds(PredictivePolicy(cfg), f) == {SetAdmission, SetRateLimit}
     assert kinds(PredictivePolicy(cfg), bare) == {SetAdmission}
     assert kinds(PredictivePolicy(cfg), laned) == {SetAdmission}
-    off = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"tightened_shared_rate_factor": 1.0})})
     assert kinds(PredictivePolicy(off), f) == {SetAdmission}

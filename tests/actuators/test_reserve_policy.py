@@ -68,13 +68,18 @@ def test_the_onset_earmarks_the_reserve_for_the_short_pool_and_tightens_admissio
 
 
 def test_at_the_onset_with_no_node_left_every_step_comes_at_once_and_the_shared_bucket_with_it(cfg):
-    """The reserve spent and a surge here: the whole admission ladder in one decision, and beside it the shared
-    bucket lowered (the merge of the ladder's steps kept it: before, it took the first decision only)."""
-    out = ReservePolicy(cfg).decide(615.0, fleet(spare=0), onset())
+    """The reserve spent and a surge here: the whole admission ladder in one decision, and beside it, with the lever
+    on, the shared bucket lowered (the merge of the ladder's steps kept it: before, it took the first decision
+    only); off (the default), the ladder alone."""
+    on = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"tightened_shared_rate_factor": 0.8})})
+    out = ReservePolicy(on).decide(615.0, fleet(spare=0), onset())
     (adm,) = [d.action for d in out if isinstance(d.action, SetAdmission)]
     assert adm.memory_limit == 0.75
     assert [d.action for d in out if isinstance(d.action, SetRateLimit)] == [SetRateLimit("shared", 176.0)]
-    assert not [d for d in ReservePolicy(cfg).decide(615.0, fleet(), onset()) if isinstance(d.action, SetRateLimit)]
+    assert not [d for d in ReservePolicy(on).decide(615.0, fleet(), onset()) if isinstance(d.action, SetRateLimit)]
+    assert not [
+        d for d in ReservePolicy(cfg).decide(615.0, fleet(spare=0), onset()) if isinstance(d.action, SetRateLimit)
+    ]
 
 
 def test_a_plan_refused_by_the_guardrails_is_proposed_again(cfg):
