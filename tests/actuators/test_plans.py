@@ -175,17 +175,18 @@ def test_scheduled_prescales_a_cold_start_and_a_margin_before_the_event_and_not_
     """An SRE without ML: the announced sale at 300 s gets the whole reservoir from 180 s (90 s cold start + 30 s
     margin), sized from its expected 12,000 req/s, and (both pools asking for more than there is) all of it on the
     short-context pool, where a node serves the most requests, as the predictive policy splits it; on the calm fleet
-    before that, the plan asks for nothing."""
-    s = run_arm(short_sale, "scheduled", 0)
+    before that, the plan asks for nothing.  Only the minutes before the sale matter: the runs stop as it starts."""
+    calm = short_sale.scenario.model_copy(update={"duration_seconds": 300.0})
+    before = short_sale.model_copy(update={"scenario": calm})
+    s = run_arm(before, "scheduled", 0)
     ups = _scale_ups(s.events)
     assert ups, "scheduled never scaled"
     assert min(t for t, _, _ in ups) == pytest.approx(180.0, abs=5.0)
     last = {pool: r for _, pool, r in ups}
     assert last == {"v4-short": 7 + 4}  # its 7 nodes and every standby one; the long pool keeps its 5
-    assert s.summary["gpu_seconds"] > run_arm(short_sale, "reactive", 0).summary["gpu_seconds"]
+    assert s.summary["gpu_seconds"] > run_arm(before, "reactive", 0).summary["gpu_seconds"]
     # with the event left out of the calendar, scheduled is reactive
-    calm = short_sale.scenario.model_copy(update={"duration_seconds": 300.0})  # only the minutes before it matter
-    blind = run_arm(short_sale.model_copy(update={"events": (), "scenario": calm}), "scheduled", 0)
+    blind = run_arm(before.model_copy(update={"events": ()}), "scheduled", 0)
     assert not [u for u in _scale_ups(blind.events) if u[0] < 300.0]
 
 
