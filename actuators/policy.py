@@ -370,10 +370,9 @@ class PredictivePolicy:
         policy already lowered it, or where a rollback holds it.  It goes back with the first step's settings.
 
         Nothing either where a stream has a quota lane of its own (seed 000's 专用配额通道): the shared bucket then
-        holds the other tenants' work, and lowering it would turn them away for a surge that comes in its own lane
-        (on the announced sale, held-apart seed 700, `last-value` served 117.88 urgent req/s and 190.98 in all with
-        it, against 117.97 and 193.94 without: docs/control.md).  Off by default (factor 1): on seed 004's bed it took
-        the perfect-forecast arm's goodput, urgent P99 and recovery out of the incident table's bounds."""
+        holds the other tenants' work, and lowering it would turn them away for a surge that comes in its own lane.
+        Off by default (factor 1): it trades the work that can wait for urgent goodput (what it did on the bench and
+        on seed 004's bed: docs/control.md, "The shared bucket")."""
         rps = fleet.rate_limits.get(SHARED_LANE)
         factor = self.p.tightened_shared_rate_factor
         if not rps or factor >= 1.0 or self.state.base_shared_rps is not None:
