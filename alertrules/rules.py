@@ -385,11 +385,13 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
 
 
 def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
-    """infercast's own parts: targets, scrapes, the predictor's forecasts and the actuator."""
-    t = s.thresholds
-    trig = t.kv_forecast_trigger
-    upper = _forecast_upper(s)
-    jobs = "|".join(JOBS)
+    """infercast's own parts: the alerting pipeline, the scrapes, the predictor's forecasts, the actuator and what
+    the exporter reads from its sources (one function each, in the order of the rules file)."""
+    return [*_watchdog_alerts(s), *_scrape_alerts(s), *_forecast_alerts(s), *_actuator_alerts(s), *_source_alerts(s)]
+
+
+def _watchdog_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """The alerting pipeline itself: the dead man's switch, and the series the pages read."""
     return [
         _alert(
             name="InfercastWatchdog",
@@ -413,6 +415,13 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             description="Prometheus has no {{ $labels.input }}: the pages that read it cannot fire "
             "(docs/alerting.md lists what each page reads).",
         ),
+    ]
+
+
+def _scrape_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """Scrapes that fail: a pool's engines, the exporter's sources, infercast's own services."""
+    jobs = "|".join(JOBS)
+    return [
         _alert(
             name="InfercastEnginesDown",
             expr=f"(count by (pool) ({_engines_up(s)} == 0) / count by (pool) ({_engines_up(s)})) >= 0.5",
@@ -444,6 +453,12 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             description="Prometheus's scrape of {{ $labels.job }} at {{ $labels.instance }} fails; "
             "every alert that reads its series is blind.",
         ),
+    ]
+
+
+def _forecast_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """The predictor's forecasts: stale, or missing for a pool it should cover."""
+    return [
         _alert(
             name="InfercastForecastsStale",
             expr=f"(time() - max by (forecaster) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
@@ -475,6 +490,14 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             "replica whose "
             "shard holds it is down or was never started, so the predictive alert and the actuator are blind there.",
         ),
+    ]
+
+
+def _actuator_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """The actuator: flapping, frozen while a breach is forecast, its audit trail, its fencing."""
+    trig = s.thresholds.kv_forecast_trigger
+    upper = _forecast_upper(s)
+    return [
         _alert(
             name="InfercastActuatorFlapping",
             expr=f'sum by (pool) (increase({ACTUATOR_ACTIONS_TOTAL}{{outcome=~"applied|rolled_back"}}[15m])) '
@@ -535,6 +558,12 @@ def pipeline_alerts(s: AlertSettings) -> list[dict[str, Any]]:
             f"answer and have not been read back from the target for {duration(s.for_actuator_audit_unknown)} "
             "(infercast actuator log shows them as unknown).",
         ),
+    ]
+
+
+def _source_alerts(s: AlertSettings) -> list[dict[str, Any]]:
+    """What the exporter reads from its sources' pages: a metric gone, malformed lines."""
+    return [
         _alert(
             name="InfercastTargetMetricMissing",
             expr=f"{TARGET_METRIC_MISSING} == 1",
