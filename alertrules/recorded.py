@@ -1,7 +1,7 @@
 """The names of the series alertrules/rules.py records from the exporter's (and the predictor's) series, named
 `level:metric:operations` (Prometheus' recording-rule convention) from the catalog's metric names.  The alerts and
-the dashboards read these (dashboards/queries.py imports them through alertrules.rules); alertrules/sources.py maps
-the serving figures among them to the engine rules'.  Data only.
+the dashboards read these (dashboards/queries.py as `rec.*`); alertrules/sources.py maps the serving figures among
+them to the engine rules'.  Data only.
 """
 
 from __future__ import annotations

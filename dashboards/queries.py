@@ -27,21 +27,10 @@ from dataclasses import dataclass
 
 from infercast import catalog as metric
 
-# recorded series: the recording rules define them, the dashboards read them (one spelling)
-from infercast.alertrules.rules import (
-    BATCH_SAT_AVG,
-    DEGRADATION_RATE,
-    FAILURE_RATE,
-    FRAG_AVG,
-    FRAG_FULL,
-    GPU_MEM_RATIO,
-    KV_USAGE_AVG,
-    KV_USAGE_FLEET,
-    KV_USAGE_MAX,
-    REQ_RATE,
-    REQ_SHARE,
-)
-from infercast.alertrules.slo import burn_rate, error_ratio
+# recorded series (`rec.*`): the recording rules define them, the dashboards read them (one spelling)
+from infercast.alertrules import recorded as rec
+from infercast.alertrules.rules import ENGINE_KINDS
+from infercast.alertrules.slo import VLLM_SUCCESS, VLLM_TTFT, burn_rate, error_ratio
 from infercast.config import PredictorConfig
 
 
@@ -52,6 +41,10 @@ class Q:
     expr: str
     legend: str = ""
     instant: bool = False
+
+    def now(self, legend: str) -> Q:
+        """The same query as one value now (instant): the stat beside a time series panel of the same series."""
+        return Q(self.expr, legend, instant=True)
 
 
 CLUSTER = 'cluster=~"$cluster"'
@@ -68,13 +61,13 @@ def _forecast(band: str, metric: str = metric.FORECAST_KV_CACHE_USAGE_RATIO) -> 
 
 
 # --- Fleet overview ----------------------------------------------------------------------------------------------
-REQUEST_SHARE = Q(f'{REQ_SHARE}{{{CLUSTER},version=~"$version"}}', "{{version}}")
-REQUEST_RATE = Q(f"{REQ_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
+REQUEST_SHARE = Q(f'{rec.REQ_SHARE}{{{CLUSTER},version=~"$version"}}', "{{version}}")
+REQUEST_RATE = Q(f"{rec.REQ_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
 #: the fullest instance of the selected pools: what the memory breaker (and InfercastKVCacheUsageHigh) acts on
-FLEET_KV = Q(f"max({KV_USAGE_MAX}{{{RPV}}})", "fullest instance", instant=True)
-FLEET_KV_MEAN = Q(f"avg({KV_USAGE_FLEET}{{{CLUSTER}}})", "fleet mean")
-KV_BY_POOL = Q(f"{KV_USAGE_AVG}{{{RPV}}}", "{{pool}} / {{version}} avg")
-KV_MAX_BY_POOL = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "{{pool}} / {{version}} fullest")
+FLEET_KV = Q(f"max({rec.KV_USAGE_MAX}{{{RPV}}})", "fullest instance", instant=True)
+FLEET_KV_MEAN = Q(f"avg({rec.KV_USAGE_FLEET}{{{CLUSTER}}})", "fleet mean")
+KV_BY_POOL = Q(f"{rec.KV_USAGE_AVG}{{{RPV}}}", "{{pool}} / {{version}} avg")
+KV_MAX_BY_POOL = Q(f"{rec.KV_USAGE_MAX}{{{RPV}}}", "{{pool}} / {{version}} fullest")
 AVALANCHE_RISK = Q(f"{metric.AVALANCHE_RISK_SCORE}{{{P}}}", "{{pool}}")
 AVALANCHE_RISK_NOW = Q(f"max({metric.AVALANCHE_RISK_SCORE}{{{P}}})", "worst pool", instant=True)
 HEALTH_SCORE = Q(f"{metric.HEALTH_SCORE}{{{PV}}}", "{{pool}} / {{version}}")
@@ -83,10 +76,10 @@ HEALTH_DIMENSIONS = Q(
     f"bottomk(5, min by (dimension) ({metric.HEALTH_DIMENSION_SCORE}{{{PV}}}))", "{{dimension}}", instant=True
 )  # the five weakest dimensions now
 DEGRADATIONS_BY_REASON = Q(
-    f'sum by (reason) ({DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})', "{{reason}}"
+    f'sum by (reason) ({rec.DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})', "{{reason}}"
 )  # per second, 5-minute rate
 DEGRADATIONS_BY_PATH = Q(
-    f'sum by (from_version, to_version) ({DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})',
+    f'sum by (from_version, to_version) ({rec.DEGRADATION_RATE}{{{CLUSTER},from_version=~"$version"}})',
     "{{from_version}} -> {{to_version}}",
 )
 
@@ -118,34 +111,29 @@ def slo_burn(sli: str) -> tuple[Q, ...]:
 
 
 #: engines answering their scrape per pool: Prometheus' own (engines scraped with a pool label) or the exporter's
-ENGINE_KINDS = "vllm|sglang|tgi|trtllm"
-ENGINES_UP = Q(
-    f'sum by (pool) (up{{{P},pool!=""}}) or sum by (pool) ({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}})',
-    "{{pool}} up",
-)
+#: engine targets (alertrules/rules.py's `_engines_up` reads the same two)
+ENGINES_SCRAPED = f'up{{{P},pool!=""}}'
+ENGINE_TARGETS = f'{metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}}'
+ENGINES_UP = Q(f"sum by (pool) ({ENGINES_SCRAPED}) or sum by (pool) ({ENGINE_TARGETS})", "{{pool}} up")
 ENGINES_DOWN = Q(
-    f'sum by (pool) (up{{{P},pool!=""}} == bool 0) or sum by (pool) '
-    f'({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}} == bool 0)',
-    "{{pool}} down",
+    f"sum by (pool) ({ENGINES_SCRAPED} == bool 0) or sum by (pool) ({ENGINE_TARGETS} == bool 0)", "{{pool}} down"
 )
-ENGINES_UP_NOW = Q(
-    f'sum(up{{{P},pool!=""}}) or sum({metric.TARGET_UP}{{{P},kind=~"{ENGINE_KINDS}"}})', "engines up", instant=True
-)
+ENGINES_UP_NOW = Q(f"sum({ENGINES_SCRAPED}) or sum({ENGINE_TARGETS})", "engines up", instant=True)
 
 # --- KV-cache health ---------------------------------------------------------------------------------------------
 #: what the fragmentation alerts read: the pool's mean (InfercastKVCacheFragmentationHigh) and the worst instance
 #: among the full ones (InfercastKVCacheFragmentationCritical)
-FRAGMENTATION = Q(f"{FRAG_AVG}{{{RPV}}}", "{{pool}} / {{version}} mean")
-FRAGMENTATION_FULL = Q(f"{FRAG_FULL}{{{RPV}}}", "{{pool}} / {{version}} worst full instance")
+FRAGMENTATION = Q(f"{rec.FRAG_AVG}{{{RPV}}}", "{{pool}} / {{version}} mean")
+FRAGMENTATION_FULL = Q(f"{rec.FRAG_FULL}{{{RPV}}}", "{{pool}} / {{version}} worst full instance")
 FRAGMENTATION_BY_INSTANCE = Q(f"{metric.KV_CACHE_FRAGMENTATION_RATIO}{{{PV}}}", "{{instance}}")
-FRAGMENTATION_NOW = Q(f"max({FRAG_AVG}{{{RPV}}})", "worst pool mean", instant=True)
+FRAGMENTATION_NOW = Q(f"max({rec.FRAG_AVG}{{{RPV}}})", "worst pool mean", instant=True)
 KV_USAGE_BY_INSTANCE = Q(f"{metric.KV_CACHE_USAGE_RATIO}{{{PV}}}", "{{instance}}")
-ALLOCATION_FAILURES = Q(f"{FAILURE_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
+ALLOCATION_FAILURES = Q(f"{rec.FAILURE_RATE}{{{RPV}}}", "{{pool}} / {{version}}")
 ALLOCATION_FAILURES_BY_INSTANCE = Q(
     f"sum by (instance) (rate({metric.KV_BLOCK_ALLOCATION_FAILURES_TOTAL}{{{PV}}}[$__rate_interval]))", "{{instance}}"
 )
 #: running requests / the maximum batch size: how full the batches are (1: pinned, requests queue behind them)
-BATCH_SATURATION = Q(f"{BATCH_SAT_AVG}{{{RPV}}}", "{{pool}} / {{version}}")
+BATCH_SATURATION = Q(f"{rec.BATCH_SAT_AVG}{{{RPV}}}", "{{pool}} / {{version}}")
 REQUESTS_RUNNING = Q(f"sum by (pool, version) ({metric.REQUESTS_RUNNING}{{{PV}}})", "running {{pool}} / {{version}}")
 REQUESTS_WAITING = Q(f"sum by (pool, version) ({metric.REQUESTS_WAITING}{{{PV}}})", "waiting {{pool}} / {{version}}")
 MEMORY_EFFICIENCY = Q(f"avg by (pool, version) ({metric.MEMORY_EFFICIENCY_RATIO}{{{PV}}})", "{{pool}} / {{version}}")
@@ -154,11 +142,11 @@ PREFIX_HIT = Q(f"avg by (pool, version) ({metric.KV_CACHE_HIT_RATIO}{{{PV}}})", 
 # --- Forecasts ---------------------------------------------------------------------------------------------------
 # Forecast series: `forecaster` names the pipeline that made them and `band` is point, lower or upper (their former
 # names `model` and `ml_forecast` are deprecated: the dashboards read only the new ones).
-ACTUAL_KV = Q(f"{KV_USAGE_MAX}{{{RPV}}}", "actual {{pool}} / {{version}}")
+ACTUAL_KV = Q(f"{rec.KV_USAGE_MAX}{{{RPV}}}", "actual {{pool}} / {{version}}")
 FORECAST_KV = Q(_forecast("point"), "forecast +5m {{pool}} / {{version}}")
 FORECAST_KV_LOWER = Q(_forecast("lower"), "lower {{pool}} / {{version}}")
 FORECAST_KV_UPPER = Q(_forecast("upper"), "upper {{pool}} / {{version}}")
-ACTUAL_RPS = Q(f"sum by (pool, version) ({REQ_RATE}{{{RPV}}})", "actual {{pool}} / {{version}}")
+ACTUAL_RPS = Q(f"sum by (pool, version) ({rec.REQ_RATE}{{{RPV}}})", "actual {{pool}} / {{version}}")
 FORECAST_RPS = Q(_forecast("point", metric.FORECAST_REQUESTS_PER_SECOND), "forecast +5m {{pool}} / {{version}}")
 FORECAST_RPS_UPPER = Q(_forecast("upper", metric.FORECAST_REQUESTS_PER_SECOND), "upper {{pool}} / {{version}}")
 BREACH_ETA = Q(
@@ -174,13 +162,13 @@ FORECAST_SKIPS = Q(f"sum by (reason) ({metric.FORECAST_SKIPPED}{{{PV}}})", "{{re
 BACKTEST_MAE = Q(
     f"avg by (forecaster) (abs(({metric.FORECAST_KV_CACHE_USAGE_RATIO}"
     f'{{{PV},band="point",horizon="{HORIZON}"}} offset {HORIZON}) '
-    f"- on (pool, version) group_left () {KV_USAGE_MAX}{{{CLUSTER}}}))",
+    f"- on (pool, version) group_left () {rec.KV_USAGE_MAX}{{{CLUSTER}}}))",
     "{{forecaster}}",
 )
 
 # --- GPU ---------------------------------------------------------------------------------------------------------
 GPU = f'{SCOPE},node=~"$node"'
-GPU_MEMORY = Q(f'{GPU_MEM_RATIO}{{{CLUSTER},node=~"$node"}}', "{{node}} gpu {{gpu}}")
+GPU_MEMORY = Q(f'{rec.GPU_MEM_RATIO}{{{CLUSTER},node=~"$node"}}', "{{node}} gpu {{gpu}}")
 GPU_MEMORY_BYTES = Q(f"{metric.GPU_MEMORY_USED_BYTES}{{{GPU}}}", "{{node}} gpu {{gpu}}")
 GPU_UTILIZATION = Q(f"{metric.GPU_UTILIZATION_RATIO}{{{GPU}}}", "{{node}} gpu {{gpu}}")
 GPU_SM_OCCUPANCY = Q(f"{metric.GPU_SM_OCCUPANCY_RATIO}{{{GPU}}}", "{{node}} gpu {{gpu}}")
@@ -214,22 +202,24 @@ TARGET_PARSE_ERRORS = Q(
 # --- Actuator ----------------------------------------------------------------------------------------------------
 # `pool` on the actuator's series is what an action changes: a pool, or `fleet` for fleet-wide settings.
 AP = f'{SCOPE},pool=~"$pool|fleet"'
-ACTUATOR_ACTIVE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active", instant=True)  # 1 active, 0 advisory
-ACTUATOR_LEADERS = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "leaders", instant=True)  # exactly 1 when healthy
-ACTUATOR_FROZEN_NOW = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen", instant=True)
-ACTUATOR_FENCED_NOW = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced", instant=True)
+ACTUATOR_MODE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active (1) / advisory (0)")
+ACTUATOR_LEADER = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "replicas leading")  # exactly 1 when healthy
+ACTUATOR_FENCED = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced (leads, cannot act)")
+ACTUATOR_FROZEN = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen")
 #: the audit trail: 1 while it cannot be written (the actuator then does not act); decisions of unknown outcome
-ACTUATOR_AUDIT_FAILED_NOW = Q(f"max({metric.ACTUATOR_AUDIT_FAILED}{{{SCOPE}}})", "audit failed", instant=True)
-ACTUATOR_AUDIT_UNKNOWN_NOW = Q(f"sum({metric.ACTUATOR_AUDIT_UNKNOWN}{{{SCOPE}}})", "unknown", instant=True)
 ACTUATOR_AUDIT_FAILED = Q(f"max({metric.ACTUATOR_AUDIT_FAILED}{{{SCOPE}}})", "audit trail unusable")
 ACTUATOR_AUDIT_UNKNOWN = Q(f"sum({metric.ACTUATOR_AUDIT_UNKNOWN}{{{SCOPE}}})", "decisions of unknown outcome")
 ACTUATOR_AUDIT_UNRECORDED = Q(
     f"sum(increase({metric.ACTUATOR_AUDIT_UNRECORDED_TOTAL}{{{SCOPE}}}[1h]))", "rows not recorded (last hour)"
 )
+# the same series now, for the stats of the Now row
+ACTUATOR_ACTIVE = ACTUATOR_MODE.now("active")  # 1 active, 0 advisory
+ACTUATOR_LEADERS = ACTUATOR_LEADER.now("leaders")
+ACTUATOR_FROZEN_NOW = ACTUATOR_FROZEN.now("frozen")
+ACTUATOR_FENCED_NOW = ACTUATOR_FENCED.now("fenced")
+ACTUATOR_AUDIT_FAILED_NOW = ACTUATOR_AUDIT_FAILED.now("audit failed")
+ACTUATOR_AUDIT_UNKNOWN_NOW = ACTUATOR_AUDIT_UNKNOWN.now("unknown")
 ACTUATOR_BUDGET_NOW = Q(f"max({metric.ACTUATOR_CHANGE_BUDGET_USED_RATIO}{{{AP}}})", "worst", instant=True)
-ACTUATOR_MODE = Q(f"max({metric.ACTUATOR_ACTIVE}{{{SCOPE}}})", "active (1) / advisory (0)")
-ACTUATOR_LEADER = Q(f"sum({metric.ACTUATOR_LEADER}{{{SCOPE}}})", "replicas leading")
-ACTUATOR_FENCED = Q(f"max({metric.ACTUATOR_FENCED}{{{SCOPE}}})", "fenced (leads, cannot act)")
 ACTUATOR_ACTIONS = Q(
     f"sum by (outcome) (increase({metric.ACTUATOR_ACTIONS_TOTAL}{{{AP}}}[$__rate_interval]))", "{{outcome}}"
 )  # per scrape-window: bars on a timeline
@@ -257,19 +247,21 @@ ACTUATOR_ROLLBACKS = Q(
     f'sum by (action, pool) (increase({metric.ACTUATOR_VERDICTS_TOTAL}{{{AP},verdict="rolled_back"}}[1h]))',
     "{{action}} {{pool}}",
 )
-ACTUATOR_FROZEN = Q(f"max({metric.ACTUATOR_FROZEN}{{{SCOPE}}})", "frozen")
 ACTUATOR_FREEZES = Q(f"sum by (reason) (increase({metric.ACTUATOR_FREEZES_TOTAL}{{{SCOPE}}}[1h]))", "{{reason}}")
 ACTUATOR_BUDGET = Q(f"{metric.ACTUATOR_CHANGE_BUDGET_USED_RATIO}{{{AP}}}", "{{pool}}")
-ACTUATOR_LATENCY_P99 = Q(
-    "histogram_quantile(0.99, sum by (le, loop) "
-    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket{{{SCOPE}}}[$__rate_interval])))",
-    "p99 {{loop}}",
-)
-ACTUATOR_LATENCY_P50 = Q(
-    "histogram_quantile(0.5, sum by (le, loop) "
-    f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket{{{SCOPE}}}[$__rate_interval])))",
-    "p50 {{loop}}",
-)
+
+
+def _actuator_latency(q: float) -> Q:
+    """The `q` quantile of the actuator's decision-to-action latency, per control loop."""
+    return Q(
+        f"histogram_quantile({q:g}, sum by (le, loop) "
+        f"(rate({metric.ACTUATOR_DECISION_LATENCY_SECONDS}_bucket{{{SCOPE}}}[$__rate_interval])))",
+        f"p{q * 100:g} {{{{loop}}}}",
+    )
+
+
+ACTUATOR_LATENCY_P99 = _actuator_latency(0.99)
+ACTUATOR_LATENCY_P50 = _actuator_latency(0.5)
 ACTUATOR_TICKS = Q(
     f"sum by (loop, outcome) (increase({metric.ACTUATOR_TICKS_TOTAL}{{{SCOPE}}}[$__rate_interval]))",
     "{{loop}} {{outcome}}",
@@ -280,7 +272,7 @@ ACTUATOR_ALERTS = Q(
 )
 
 # --- vLLM's own families (the latency panels) --------------------------------------------------------------------
-VLLM_TTFT = "vllm:time_to_first_token_seconds"
+# VLLM_TTFT and VLLM_SUCCESS are alertrules/slo.py's: the SLIs read the same families.
 #: time per output token (TPOT) of each request: its decode time / (output tokens - 1)
 VLLM_TPOT = "vllm:request_time_per_output_token_seconds"
 VLLM_ITL = "vllm:inter_token_latency_seconds"
@@ -288,7 +280,6 @@ VLLM_E2E = "vllm:e2e_request_latency_seconds"
 VLLM_QUEUE = "vllm:request_queue_time_seconds"
 VLLM_PREFILL = "vllm:request_prefill_time_seconds"
 VLLM_DECODE = "vllm:request_decode_time_seconds"
-VLLM_SUCCESS = "vllm:request_success_total"
 VLLM_RUNNING = "vllm:num_requests_running"
 VLLM_WAITING = "vllm:num_requests_waiting"
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
