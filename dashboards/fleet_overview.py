@@ -6,7 +6,19 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 
 from . import queries as q
-from .panels import HEALTH_BANDS, RISK_BANDS, Bands, DashboardSettings, Section, base, compose, pool_version, stat, ts
+from .panels import (
+    HEALTH_BANDS,
+    RISK_BANDS,
+    Bands,
+    DashboardSettings,
+    Section,
+    base,
+    compose,
+    pool_version,
+    share,
+    stat,
+    ts,
+)
 
 
 def fleet_overview(s: DashboardSettings) -> Dashboard:
@@ -135,12 +147,9 @@ def _slos(s: DashboardSettings) -> Section:
 def _traffic(s: DashboardSettings) -> Section:
     return [
         Row("Traffic"),
-        ts(
+        share(
             "Request share per version",
             q.REQUEST_SHARE,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Each version's share of the router's requests (5-minute rate): where traffic goes, "
             "and how much has failed over.",
         ),
@@ -184,15 +193,12 @@ def _kv_cache_and_risk(s: DashboardSettings) -> Section:
     t = s.thresholds
     return [
         Row("KV cache and risk"),
-        ts(
+        share(
             "KV-cache usage by pool and version",
             q.KV_BY_POOL,
             q.KV_MAX_BY_POOL,
             q.FLEET_KV_MEAN,
-            unit="percentunit",
             thresholds=b.kv,
-            lo=0,
-            hi=1,
             description=f"Mean and fullest instance per pool and version, and the fleet's mean over every "
             f"instance. Orange line: the predictive trigger "
             f"({t.kv_forecast_trigger:g}); red: the memory breaker ({t.memory_breaker:g}), from the fleet file.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 
 from . import queries as q
-from .panels import Bands, DashboardSettings, Section, base, compose, pool_version, stat, ts
+from .panels import Bands, DashboardSettings, Section, base, compose, pool_version, share, stat, ts
 
 
 def forecasts(s: DashboardSettings) -> Dashboard:
@@ -27,16 +27,13 @@ def _kv_cache_usage(s: DashboardSettings) -> Section:
     t = s.thresholds
     return [
         Row("KV-cache usage"),
-        ts(
+        share(
             "KV-cache usage: actual and forecast 5 minutes ahead (band)",
             q.ACTUAL_KV,
             q.FORECAST_KV,
             q.FORECAST_KV_LOWER,
             q.FORECAST_KV_UPPER,
-            unit="percentunit",
             thresholds=b.kv,
-            lo=0,
-            hi=1,
             width=24,
             description="The fullest instance now, and the forecast for now + horizon with its band; the "
             f"predictive alert fires on the upper band over {t.kv_forecast_trigger:g} (orange line).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 
 from . import queries as q
-from .panels import Bands, DashboardSettings, Section, base, compose, stat, steps, ts, variable
+from .panels import Bands, DashboardSettings, Section, base, compose, share, stat, steps, ts, variable
 
 
 def gpu(s: DashboardSettings) -> Dashboard:
@@ -26,12 +26,9 @@ def gpu(s: DashboardSettings) -> Dashboard:
 def _memory_and_compute(s: DashboardSettings) -> Section:
     return [
         Row("Memory and compute"),
-        ts(
+        share(
             "GPU memory used",
             q.GPU_MEMORY,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Framebuffer memory in use / total per GPU (engines pre-allocate their KV pool, so this "
             "stays flat near their memory utilisation).",
         ),
@@ -42,20 +39,14 @@ def _memory_and_compute(s: DashboardSettings) -> Section:
             lo=0,
             description="Framebuffer memory in use per GPU.",
         ),
-        ts(
+        share(
             "GPU utilization",
             q.GPU_UTILIZATION,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Fraction of time a kernel was running on the GPU (busy, not how much of it).",
         ),
-        ts(
+        share(
             "SM occupancy",
             q.GPU_SM_OCCUPANCY,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Warps resident on the SMs / the maximum.",
         ),
     ]
@@ -64,12 +55,9 @@ def _memory_and_compute(s: DashboardSettings) -> Section:
 def _bandwidth(s: DashboardSettings) -> Section:
     return [
         Row("Bandwidth"),
-        ts(
+        share(
             "HBM bandwidth (DRAM active)",
             q.GPU_HBM,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Fraction of cycles the HBM interface was busy: decode is usually bound here.",
         ),
         ts("PCIe traffic", q.GPU_PCIE_RATE, unit="Bps", lo=0, description="PCIe bytes per second, per direction."),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
 
 from . import queries as q
-from .panels import Bands, DashboardSettings, Section, base, compose, pool_version, stat, ts
+from .panels import Bands, DashboardSettings, Section, base, compose, pool_version, share, stat, ts
 
 
 def kv_cache_health(s: DashboardSettings) -> Dashboard:
@@ -101,13 +101,10 @@ def _batching_and_memory(s: DashboardSettings) -> Section:
     b = Bands.of(s)
     return [
         Row("Batching and memory"),
-        ts(
+        share(
             "Batch saturation (running / maximum batch size)",
             q.BATCH_SATURATION,
-            unit="percentunit",
             thresholds=b.batch,
-            lo=0,
-            hi=1,
             description="Requests running / the maximum batch size, averaged over a pool's instances: how full "
             f"the batches are, not how efficient. Red at {s.batch_pinned_ratio:g} (pinned: requests queue "
             "behind full batches; InfercastBatchSaturated).",
@@ -120,20 +117,14 @@ def _batching_and_memory(s: DashboardSettings) -> Section:
             lo=0,
             description="Requests in the engines' batches and waiting to be scheduled, per pool and version.",
         ),
-        ts(
+        share(
             "Memory efficiency",
             q.MEMORY_EFFICIENCY,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Memory holding live tokens and weights / memory allocated, mean per pool and version.",
         ),
-        ts(
+        share(
             "Prefix-cache hit ratio",
             q.PREFIX_HIT,
-            unit="percentunit",
-            lo=0,
-            hi=1,
             description="Prefix-cache hits / queries over the last window, mean per pool and version.",
         ),
     ]

@@ -9,7 +9,7 @@ from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
 from grafana_foundation_sdk.models.dashboard import ThresholdsConfig
 
 from . import queries as q
-from .panels import Bands, DashboardSettings, Section, base, compose, stat, ts, variable
+from .panels import Bands, DashboardSettings, Section, base, compose, share, stat, ts, variable
 
 BY_VERSION = "per version (the fleet file maps vLLM's model_name to versions)"
 
@@ -185,13 +185,10 @@ def _load(s: DashboardSettings) -> Section:
             lo=0,
             description="Requests in the engines' batches and waiting to be scheduled, summed per version.",
         ),
-        ts(
+        share(
             "KV-cache usage by version (fullest engine)",
             q.vllm_by_version(f"{q.VLLM_KV_USAGE}{{{q.VLLM}}}", v, "{{version}} ({{model_name}})", agg="max"),
-            unit="percentunit",
             thresholds=b.kv,
-            lo=0,
-            hi=1,
             description=f"vLLM's kv_cache_usage_perc of the fullest engine per version; lines at the predictive "
             f"trigger ({s.thresholds.kv_forecast_trigger:g}) and the memory breaker "
             f"({s.thresholds.memory_breaker:g}) from the fleet file.",

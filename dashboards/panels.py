@@ -165,6 +165,19 @@ def ts(
     return p
 
 
+def share(
+    title: str,
+    *queries: q.Q,
+    description: str,
+    thresholds: ThresholdsConfig | None = None,
+    width: int = 12,
+) -> Timeseries:
+    """A time series panel of shares (a ratio, 0 to 1): in percent, its axis from 0 to 1 whatever the data."""
+    return ts(
+        title, *queries, description=description, unit="percentunit", thresholds=thresholds, lo=0, hi=1, width=width
+    )
+
+
 def stat(
     title: str,
     query: q.Q,
