@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders.dashboard import (
@@ -125,6 +126,15 @@ def _target(query: q.Q, ref: str) -> Dataquery:
     return t.instant() if query.instant else t.range()
 
 
+#: the two kinds of panel the dashboards draw
+PanelKind = TypeVar("PanelKind", Timeseries, Stat)
+
+
+def _panel(panel: PanelKind, title: str, description: str, unit: str, width: int, height: int) -> PanelKind:
+    """What every panel sets alike: its title, its (i) description, the data source, its unit and its size."""
+    return panel.title(title).description(description).datasource(DATASOURCE).unit(unit).span(width).height(height)
+
+
 def ts(
     title: str,
     *queries: q.Q,
@@ -137,13 +147,7 @@ def ts(
 ) -> Timeseries:
     """A time series panel; `description` (Grafana's (i) tooltip) is required: what it shows and how to read it."""
     p = (
-        Timeseries()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .span(width)
-        .height(8)
+        _panel(Timeseries(), title, description, unit, width, height=8)
         .legend(
             cb.VizLegendOptions()
             .show_legend(True)
@@ -189,13 +193,7 @@ def stat(
 ) -> Stat:
     """A single-value panel (the last value); `description` is required."""
     p = (
-        Stat()
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .span(width)
-        .height(4)
+        _panel(Stat(), title, description, unit, width, height=4)
         .color_mode(cm.BigValueColorMode.BACKGROUND)
         .graph_mode(cm.BigValueGraphMode.NONE)
         .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
