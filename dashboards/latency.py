@@ -77,7 +77,7 @@ def _now(s: DashboardSettings) -> Section:
         ),
         stat(
             "Requests finished per second",
-            q.Q(f"sum(rate({q.VLLM_SUCCESS}{{{q.VLLM}}}[$__rate_interval]))", "finished", instant=True),
+            q.Q(f"sum({q.vllm_rate(q.VLLM_SUCCESS)})", "finished", instant=True),
             "reqps",
             description="Requests the selected engines finished per second, every finish reason.",
         ),
@@ -162,16 +162,8 @@ def _load(s: DashboardSettings) -> Section:
         Row("Load"),
         ts(
             "Prompt and generation tokens per second by version",
-            q.vllm_by_version(
-                f"rate({q.VLLM_PROMPT_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
-                v,
-                "prompt {{version}} ({{model_name}})",
-            ),
-            q.vllm_by_version(
-                f"rate({q.VLLM_GENERATION_TOKENS}{{{q.VLLM}}}[$__rate_interval])",
-                v,
-                "generation {{version}} ({{model_name}})",
-            ),
+            q.vllm_by_version(q.vllm_rate(q.VLLM_PROMPT_TOKENS), v, f"prompt {q.VERSION_LEGEND}"),
+            q.vllm_by_version(q.vllm_rate(q.VLLM_GENERATION_TOKENS), v, f"generation {q.VERSION_LEGEND}"),
             unit="short",
             lo=0,
             description="Tokens the engines prefilled (prompt) and generated per second, summed per version: the "
@@ -179,15 +171,15 @@ def _load(s: DashboardSettings) -> Section:
         ),
         ts(
             "Requests running and waiting by version",
-            q.vllm_by_version(f"{q.VLLM_RUNNING}{{{q.VLLM}}}", v, "running {{version}} ({{model_name}})"),
-            q.vllm_by_version(f"{q.VLLM_WAITING}{{{q.VLLM}}}", v, "waiting {{version}} ({{model_name}})"),
+            q.vllm_by_version(q.vllm_series(q.VLLM_RUNNING), v, f"running {q.VERSION_LEGEND}"),
+            q.vllm_by_version(q.vllm_series(q.VLLM_WAITING), v, f"waiting {q.VERSION_LEGEND}"),
             unit="short",
             lo=0,
             description="Requests in the engines' batches and waiting to be scheduled, summed per version.",
         ),
         share(
             "KV-cache usage by version (fullest engine)",
-            q.vllm_by_version(f"{q.VLLM_KV_USAGE}{{{q.VLLM}}}", v, "{{version}} ({{model_name}})", agg="max"),
+            q.vllm_by_version(q.vllm_series(q.VLLM_KV_USAGE), v, q.VERSION_LEGEND, agg="max"),
             thresholds=b.kv,
             description=f"vLLM's kv_cache_usage_perc of the fullest engine per version; lines at the predictive "
             f"trigger ({s.thresholds.kv_forecast_trigger:g}) and the memory breaker "
@@ -195,9 +187,7 @@ def _load(s: DashboardSettings) -> Section:
         ),
         ts(
             "Preemptions per second by version",
-            q.vllm_by_version(
-                f"rate({q.VLLM_PREEMPTIONS}{{{q.VLLM}}}[$__rate_interval])", v, "{{version}} ({{model_name}})"
-            ),
+            q.vllm_by_version(q.vllm_rate(q.VLLM_PREEMPTIONS), v, q.VERSION_LEGEND),
             unit="ops",
             lo=0,
             description="Requests vLLM preempted because a KV block could not be allocated: latency spikes follow.",
@@ -205,9 +195,8 @@ def _load(s: DashboardSettings) -> Section:
         ts(
             "Requests finished per second by version and reason",
             q.Q(
-                f"sum by (model_name, version, finished_reason) "
-                f"({q.versioned(f'rate({q.VLLM_SUCCESS}{{{q.VLLM}}}[$__rate_interval])', v)})",
-                "{{version}} ({{model_name}}) {{finished_reason}}",
+                f"sum by (model_name, version, finished_reason) ({q.versioned(q.vllm_rate(q.VLLM_SUCCESS), v)})",
+                f"{q.VERSION_LEGEND} {{{{finished_reason}}}}",
             ),
             unit="reqps",
             lo=0,

@@ -292,6 +292,19 @@ VLLM_FAMILIES = (
     VLLM_WAITING, VLLM_PREEMPTIONS, VLLM_KV_USAGE, VLLM_PROMPT_TOKENS, VLLM_GENERATION_TOKENS,
 )  # fmt: skip
 VLLM = f'{SCOPE},model_name=~"$model_name"'
+#: how a legend names a version's vLLM series (its version, then the served model name)
+VERSION_LEGEND = "{{version}} ({{model_name}})"
+
+
+def vllm_series(family: str, selector: str = VLLM) -> str:
+    """A vLLM family (or a histogram's `_bucket`, `_sum`, `_count`) of the selected engines."""
+    return f"{family}{{{selector}}}"
+
+
+def vllm_rate(family: str, selector: str = VLLM) -> str:
+    """The per-second rate of a vLLM counter (or histogram part) of the selected engines, over Grafana's rate
+    interval."""
+    return f"rate({vllm_series(family, selector)}[$__rate_interval])"
 
 
 def versioned(expr: str, versions: Mapping[str, str]) -> str:
@@ -308,10 +321,10 @@ def versioned(expr: str, versions: Mapping[str, str]) -> str:
 def latency_quantile(family: str, q: float, versions: Mapping[str, str], selector: str = VLLM, what: str = "") -> Q:
     """The `q` quantile of a vLLM latency histogram per version, over every engine of that version; `what` starts
     the legend where two families share a panel (prefill, decode)."""
-    rates = versioned(f"rate({family}_bucket{{{selector}}}[$__rate_interval])", versions)
+    rates = versioned(vllm_rate(f"{family}_bucket", selector), versions)
     return Q(
         f"histogram_quantile({q:g}, sum by (le, model_name, version) ({rates}))",
-        f"{what + ' ' if what else ''}p{q * 100:g} {{{{version}}}} ({{{{model_name}}}})",
+        f"{what + ' ' if what else ''}p{q * 100:g} {VERSION_LEGEND}",
     )
 
 
@@ -322,10 +335,10 @@ def latency_worst(family: str, q: float, versions: Mapping[str, str]) -> Q:
 
 def latency_mean(family: str, versions: Mapping[str, str]) -> Q:
     """The mean of a vLLM latency histogram per version: rate of its sum / rate of its count."""
-    num = versioned(f"rate({family}_sum{{{VLLM}}}[$__rate_interval])", versions)
-    den = versioned(f"rate({family}_count{{{VLLM}}}[$__rate_interval])", versions)
+    num = versioned(vllm_rate(f"{family}_sum"), versions)
+    den = versioned(vllm_rate(f"{family}_count"), versions)
     by = "sum by (model_name, version)"
-    return Q(f"{by} ({num}) / {by} ({den})", "mean {{version}} ({{model_name}})")
+    return Q(f"{by} ({num}) / {by} ({den})", f"mean {VERSION_LEGEND}")
 
 
 def vllm_by_version(expr_of: str, versions: Mapping[str, str], legend: str, agg: str = "sum") -> Q:
