@@ -340,6 +340,12 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     ecc_any = f"sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}[10m])) > {s.ecc_spike_errors}"
     ecc_unc = f'sum by (node, gpu, uuid) (increase({GPU_ECC_ERRORS_TOTAL}{{type="uncorrectable"}}[10m])) > 0'
     hardware = "|".join(str(x) for x in s.hardware_xids)
+
+    def xid_errors(match: str) -> str:
+        """XID errors per GPU and code in 10 minutes, of the codes that `match` (=~ or !~) the hardware list."""
+        return f'sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}{{xid{match}"{hardware}"}}[10m])) > 0'
+
+    xids_seen = f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes"
     return [
         _alert(
             name="InfercastGPUTemperatureHigh",
@@ -363,23 +369,22 @@ def gpu_alerts(s: AlertSettings) -> list[dict[str, Any]]:
         ),
         _alert(
             name="InfercastGPUXIDErrors",
-            expr=f'sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}{{xid=~"{hardware}"}}[10m])) > 0',
+            expr=xid_errors("=~"),
             for_s=0,
             severity="critical",
             team="hardware",
             summary="The GPU driver reports a hardware XID error.",
-            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes: "
-            "one of the XIDs that mean the GPU needs a reset, a drain or a replacement.",
+            description=f"{xids_seen}: one of the XIDs that mean the GPU needs a reset, a drain or a replacement.",
         ),
         _alert(
             name="InfercastGPUXIDErrorsNonHardware",
-            expr=f'sum by (node, gpu, uuid, xid) (increase({GPU_XID_ERRORS_TOTAL}{{xid!~"{hardware}"}}[10m])) > 0',
+            expr=xid_errors("!~"),
             for_s=0,
             severity="warning",
             team="hardware",
             summary="The GPU driver reports an XID error that is not a hardware fault.",
-            description=f"{gpu_id} reported XID {{{{ $labels.xid }}}} {{{{ $value | humanize }}}} times in 10 minutes "
-            "(an application or driver event, not on the hardware list: look at the process that caused it).",
+            description=f"{xids_seen} (an application or driver event, not on the hardware list: look at the process "
+            "that caused it).",
         ),
     ]
 
