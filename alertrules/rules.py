@@ -175,6 +175,12 @@ def _forecast_upper(s: AlertSettings) -> str:
     return f'{FORECAST_UPPER}{{horizon="{s.forecast_horizon_seconds}s"}}'
 
 
+def forecast_age(selector: str = "") -> str:
+    """Seconds since each forecaster's last successful round, of the series `selector` (`{...}`) picks: what
+    InfercastForecastsStale compares with the staleness limit, and the forecasts dashboard draws."""
+    return f"time() - max by (forecaster) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}{selector})"
+
+
 def predictive_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     """The forecast alerts: a breach coming within the horizon, and one the actuator has already acted on."""
     t = s.thresholds
@@ -466,8 +472,7 @@ def _forecast_alerts(s: AlertSettings) -> list[dict[str, Any]]:
     return [
         _alert(
             name="InfercastForecastsStale",
-            expr=f"(time() - max by (forecaster) ({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) "
-            f"> {s.forecast_stale_seconds:g}) or "
+            expr=f"({forecast_age()} > {s.forecast_stale_seconds:g}) or "
             # never published: only when the predictor is up and not still collecting its first history
             f'(absent({FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}) and on () (max(up{{job="infercast-predictor"}}) == 1) '
             f'unless on () (count({FORECAST_SKIPPED}{{reason="too_short"}}) > 0))',

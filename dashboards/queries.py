@@ -29,7 +29,7 @@ from infercast import catalog as metric
 
 # recorded series (`rec.*`): the recording rules define them, the dashboards read them (one spelling)
 from infercast.alertrules import recorded as rec
-from infercast.alertrules.rules import ENGINE_KINDS
+from infercast.alertrules.rules import ENGINE_KINDS, forecast_age
 from infercast.alertrules.slo import VLLM_SUCCESS, VLLM_TTFT, burn_rate, error_ratio
 from infercast.config import PredictorConfig
 
@@ -154,9 +154,7 @@ BREACH_ETA = Q(
     "{{pool}} / {{version}} > {{threshold}}",
 )
 BREACH_ETA_NOW = Q(f"min({metric.FORECAST_BREACH_ETA_SECONDS}{{{PV}}})", "soonest", instant=True)
-FORECAST_AGE = Q(
-    f"time() - max by (forecaster) ({metric.FORECAST_LAST_SUCCESS_TIMESTAMP_SECONDS}{{{SCOPE}}})", "{{forecaster}}"
-)
+FORECAST_AGE = Q(forecast_age(f"{{{SCOPE}}}"), "{{forecaster}}")
 FORECAST_SKIPS = Q(f"sum by (reason) ({metric.FORECAST_SKIPPED}{{{PV}}})", "{{reason}}", instant=True)
 # Live backtest: the forecast each forecaster made one horizon ago against what happened (mean absolute error).
 BACKTEST_MAE = Q(
