@@ -96,7 +96,6 @@ def _decisions(s: DashboardSettings) -> Section:
             "Decisions and their reasons",
             q.ACTUATOR_DECISIONS,
             unit="short",
-            lo=0,
             width=24,
             description="Each decision on the timeline, by action, target and reason (advisory ones too); "
             "the words are in the audit trail: infercast actuator log.",
@@ -105,7 +104,6 @@ def _decisions(s: DashboardSettings) -> Section:
             "Applied vs proposed (advisory)",
             q.ACTUATOR_APPLIED_VS_ADVISORY,
             unit="short",
-            lo=0,
             description="Actions applied to the fleet (acting) against actions only proposed (advisory mode, or "
             "a replica not leading), per scrape window.",
         ),
@@ -113,7 +111,6 @@ def _decisions(s: DashboardSettings) -> Section:
             "Refused and failed actions (last hour)",
             q.ACTUATOR_REFUSALS,
             unit="short",
-            lo=0,
             description="Actions the guardrails or the backend refused, and actions that failed, per action and "
             "pool in the last hour.",
         ),
@@ -121,7 +118,6 @@ def _decisions(s: DashboardSettings) -> Section:
             "Actions by outcome",
             q.ACTUATOR_ACTIONS,
             unit="short",
-            lo=0,
             description="Every action per scrape window by outcome: applied, advisory, refused, rolled back, failed.",
         ),
         ts(
@@ -130,7 +126,6 @@ def _decisions(s: DashboardSettings) -> Section:
             q.ACTUATOR_LEADER,
             q.ACTUATOR_FENCED,
             unit="none",
-            lo=0,
             description="Acting (1) or advisory (0), how many replicas lead (1 when healthy), and whether the "
             "leader is fenced (1: it cannot act).",
         ),
@@ -138,14 +133,12 @@ def _decisions(s: DashboardSettings) -> Section:
             "Pool weights set",
             q.ACTUATOR_WEIGHTS,
             unit="none",
-            lo=0,
             description="The router pool weights the actuator last set.",
         ),
         ts(
             "Breaker thresholds and admission limits set",
             q.ACTUATOR_BREAKERS,
             unit="none",
-            lo=0,
             description="latency: seconds; memory: ratio; context_tokens: tokens; *_queue: seconds.",
         ),
     ]
@@ -158,7 +151,6 @@ def _verification(s: DashboardSettings) -> Section:
             "Verdicts",
             q.ACTUATOR_VERDICTS,
             unit="short",
-            lo=0,
             description="Verdicts on applied actions after their verification window: verified, no effect, "
             "rolled back.",
         ),
@@ -166,7 +158,6 @@ def _verification(s: DashboardSettings) -> Section:
             "Rollbacks (last hour)",
             q.ACTUATOR_ROLLBACKS,
             unit="short",
-            lo=0,
             description="Applied actions undone because the fleet got worse, per action and pool.",
         ),
     ]
@@ -179,7 +170,6 @@ def _freezes_and_budget(s: DashboardSettings) -> Section:
             "Frozen",
             q.ACTUATOR_FROZEN,
             unit="none",
-            lo=0,
             hi=1,
             width=8,
             description="1 while the actuator is frozen.",
@@ -188,7 +178,6 @@ def _freezes_and_budget(s: DashboardSettings) -> Section:
             "Freezes by reason (last hour)",
             q.ACTUATOR_FREEZES,
             unit="short",
-            lo=0,
             width=8,
             description="Times the actuator froze in the last hour, by why (stale inputs, bad values, a source down).",
         ),
@@ -197,7 +186,6 @@ def _freezes_and_budget(s: DashboardSettings) -> Section:
             q.ACTUATOR_BUDGET,
             unit="percentunit",
             thresholds=BUDGET_BANDS,
-            lo=0,
             width=8,
             description="Share of each pool's (and the fleet's) hourly change budget used.",
         ),
@@ -212,7 +200,6 @@ def _audit_trail(s: DashboardSettings) -> Section:
             q.ACTUATOR_AUDIT_FAILED,
             q.ACTUATOR_AUDIT_UNRECORDED,
             unit="short",
-            lo=0,
             description="1 while the audit trail cannot be written (the actuator runs advisory), and the rows "
             "it could not write in the last hour (each logged whole at ERROR: audit: NOT RECORDED).",
         ),
@@ -220,7 +207,6 @@ def _audit_trail(s: DashboardSettings) -> Section:
             "Decisions of unknown outcome",
             q.ACTUATOR_AUDIT_UNKNOWN,
             unit="short",
-            lo=0,
             description="Actions whose answer was lost and whose effect the target could not confirm yet; "
             "each tick reads them back (infercast actuator log shows them as unknown until settled).",
         ),
@@ -235,7 +221,6 @@ def _daemon(s: DashboardSettings) -> Section:
             q.ACTUATOR_LATENCY_P50,
             q.ACTUATOR_LATENCY_P99,
             unit="s",
-            lo=0,
             width=8,
             description="From a decision to the backend's answer, retries included (goal: 1 s).",
         ),
@@ -243,7 +228,6 @@ def _daemon(s: DashboardSettings) -> Section:
             "Loop runs by outcome",
             q.ACTUATOR_TICKS,
             unit="short",
-            lo=0,
             width=8,
             description="Runs of the control loop, on its schedule or on an alert: ok, error or missed.",
         ),
@@ -251,7 +235,6 @@ def _daemon(s: DashboardSettings) -> Section:
             "Alerts from Alertmanager",
             q.ACTUATOR_ALERTS,
             unit="short",
-            lo=0,
             width=8,
             description="Alerts received on the actuator's webhook: accepted, duplicate or dropped.",
         ),

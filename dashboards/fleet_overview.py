@@ -88,7 +88,6 @@ def _slos(s: DashboardSettings) -> Section:
             "Failed requests per second by outcome",
             q.ERRORS_BY_OUTCOME,
             unit="reqps",
-            lo=0,
             description="Requests that did not end ok, per second, by outcome (error, timeout, rejected: the "
             "memory breaker or a full queue, shed: no pool could take it; retried: a failed attempt the client "
             "tries again).",
@@ -98,7 +97,6 @@ def _slos(s: DashboardSettings) -> Section:
             *q.slo_errors("availability"),
             unit="percentunit",
             thresholds=b.availability,
-            lo=0,
             description=f"Share of requests that ended in error, timeout, rejected or shed (the availability "
             f"SLI). Red line: the error budget of the {s.slo.availability:g} objective (the fleet file's slo:, "
             "a pool's own in its burn rate).",
@@ -108,7 +106,6 @@ def _slos(s: DashboardSettings) -> Section:
             *q.slo_burn("availability"),
             unit="none",
             thresholds=b.burn,
-            lo=0,
             description=f"The failed share over the pool's error budget, over the pages' windows: the fast page "
             f"fires when 1h and 5m are both above {s.burn_fast:g} (red), the slow page when 6h and 30m are above "
             f"{s.burn_slow:g} (orange), the ticket above 1 (yellow).",
@@ -118,7 +115,6 @@ def _slos(s: DashboardSettings) -> Section:
             *q.slo_errors("latency"),
             unit="percentunit",
             thresholds=b.latency,
-            lo=0,
             description=f"Share of requests whose first token came after {s.slo.ttft_seconds:g} s (the latency "
             f"SLI, from the engines' TTFT buckets). Red line: the error budget of the {s.slo.latency:g} "
             "objective.",
@@ -128,7 +124,6 @@ def _slos(s: DashboardSettings) -> Section:
             *q.slo_burn("latency"),
             unit="none",
             thresholds=b.burn,
-            lo=0,
             description=f"The late share over the pool's latency budget: fast page above {s.burn_fast:g} on 1h "
             f"and 5m (red), slow page above {s.burn_slow:g} on 6h and 30m (orange), ticket above 1 (yellow).",
         ),
@@ -137,7 +132,6 @@ def _slos(s: DashboardSettings) -> Section:
             q.ENGINES_UP,
             q.ENGINES_DOWN,
             unit="short",
-            lo=0,
             description="Engines answering their scrape per pool (Prometheus' own scrape of the engines, or the "
             "exporter's engine targets); InfercastEnginesDown pages at half of a pool down.",
         ),
@@ -157,7 +151,6 @@ def _traffic(s: DashboardSettings) -> Section:
             "Requests per second by pool and version",
             q.REQUEST_RATE,
             unit="reqps",
-            lo=0,
             description="Requests the router handled per second (5-minute rate), every outcome.",
         ),
     ]
@@ -172,7 +165,6 @@ def _latency(s: DashboardSettings) -> Section:
             q.latency_quantile(q.VLLM_TTFT, 0.99, s.versions, q.SCOPE),
             unit="s",
             thresholds=b.ttft,
-            lo=0,
             description="99th percentile of vLLM's time to first token, per version (the fleet file maps "
             "model names to versions), over every engine in the cluster and namespace; red line: the latency "
             f"SLO's target ({s.slo.ttft_seconds:g} s). The Serving latency dashboard has the rest.",
@@ -181,7 +173,6 @@ def _latency(s: DashboardSettings) -> Section:
             "End-to-end latency p99 by version",
             q.latency_quantile(q.VLLM_E2E, 0.99, s.versions, q.SCOPE),
             unit="s",
-            lo=0,
             description="99th percentile of vLLM's end-to-end request latency (queue, prefill and decode), "
             "per version.",
         ),
@@ -208,7 +199,6 @@ def _kv_cache_and_risk(s: DashboardSettings) -> Section:
             q.AVALANCHE_RISK,
             unit="none",
             thresholds=RISK_BANDS,
-            lo=0,
             hi=100,
             description="0-100 risk that a failure in the pool cascades (headroom of its failover targets included).",
         ),
@@ -217,7 +207,6 @@ def _kv_cache_and_risk(s: DashboardSettings) -> Section:
             q.HEALTH_SCORE,
             unit="none",
             thresholds=HEALTH_BANDS,
-            lo=0,
             hi=100,
             description="0-100 health per pool and version, composed of the dimensions beside.",
         ),
@@ -239,14 +228,12 @@ def _degradations(s: DashboardSettings) -> Section:
             "Degradations by reason",
             q.DEGRADATIONS_BY_REASON,
             unit="ops",
-            lo=0,
             description="Requests the router degraded to another version per second (5-minute rate), by why.",
         ),
         ts(
             "Degradation paths",
             q.DEGRADATIONS_BY_PATH,
             unit="ops",
-            lo=0,
             description="Degradations per second from one version to another (5-minute rate).",
         ),
     ]

@@ -50,7 +50,6 @@ def _kv_cache_usage(s: DashboardSettings) -> Section:
             "Breach ETA by pool and version",
             q.BREACH_ETA,
             unit="s",
-            lo=0,
             width=18,
             description="Seconds until each forecast upper band crosses the threshold it names "
             "(no line: not within the horizon).",
@@ -67,6 +66,7 @@ def _traffic(s: DashboardSettings) -> Section:
             q.FORECAST_RPS,
             q.FORECAST_RPS_UPPER,
             unit="reqps",
+            lo=None,
             description="The router's request rate now and the forecast for now + horizon with its upper band.",
         ),
     ]
@@ -79,7 +79,6 @@ def _forecast_quality(s: DashboardSettings) -> Section:
             "Forecast age by forecaster",
             q.FORECAST_AGE,
             unit="s",
-            lo=0,
             width=8,
             description="Seconds since each forecaster's last successful round; InfercastForecastsStale pages "
             "when it grows past the predictor's staleness limit.",
@@ -95,7 +94,6 @@ def _forecast_quality(s: DashboardSettings) -> Section:
             "Live backtest: mean absolute error by forecaster",
             q.BACKTEST_MAE,
             unit="percentunit",
-            lo=0,
             description="Each forecaster's point forecast from one horizon ago against the KV usage that followed.",
         ),
     ]

@@ -36,7 +36,6 @@ def _memory_and_compute(s: DashboardSettings) -> Section:
             "GPU memory used (bytes)",
             q.GPU_MEMORY_BYTES,
             unit="bytes",
-            lo=0,
             description="Framebuffer memory in use per GPU.",
         ),
         share(
@@ -60,7 +59,7 @@ def _bandwidth(s: DashboardSettings) -> Section:
             q.GPU_HBM,
             description="Fraction of cycles the HBM interface was busy: decode is usually bound here.",
         ),
-        ts("PCIe traffic", q.GPU_PCIE_RATE, unit="Bps", lo=0, description="PCIe bytes per second, per direction."),
+        ts("PCIe traffic", q.GPU_PCIE_RATE, unit="Bps", description="PCIe bytes per second, per direction."),
     ]
 
 
@@ -73,22 +72,21 @@ def _thermals_and_errors(s: DashboardSettings) -> Section:
             q.GPU_TEMPERATURE,
             unit="celsius",
             thresholds=b.temp,
+            lo=None,
             description=f"GPU core temperature; red at {s.thresholds.gpu_temperature_celsius:g} C (the fleet "
             "file's gpu_temperature_celsius, InfercastGPUTemperatureHigh).",
         ),
-        ts("Power", q.GPU_POWER_DRAW, unit="watt", lo=0, description="GPU power draw."),
+        ts("Power", q.GPU_POWER_DRAW, unit="watt", description="GPU power draw."),
         ts(
             "ECC errors (last hour)",
             q.GPU_ECC_ERRORS,
             unit="short",
-            lo=0,
             description="ECC memory errors in the last hour, by type; any uncorrectable one pages.",
         ),
         ts(
             "XID errors (last hour)",
             q.GPU_XID_ERRORS,
             unit="short",
-            lo=0,
             description="Driver XID errors in the last hour, by code (79: fallen off the bus).",
         ),
     ]
@@ -109,14 +107,12 @@ def _sources(s: DashboardSettings) -> Section:
             "Scrape duration by source",
             q.SCRAPE_DURATION,
             unit="s",
-            lo=0,
             description="How long the exporter's last scrape of each source took.",
         ),
         ts(
             "Expected metrics missing by source",
             q.TARGET_METRIC_MISSING,
             unit="none",
-            lo=0,
             hi=1,
             description="1 while a family the exporter expects is absent from a source's page (a renamed or "
             "removed engine metric: its panels and forecasts go blank); 0 when present.",
@@ -125,7 +121,6 @@ def _sources(s: DashboardSettings) -> Section:
             "Families dropped for malformed lines (last hour)",
             q.TARGET_PARSE_ERRORS,
             unit="short",
-            lo=0,
             description="Families dropped from a source's page for a malformed line in the last hour; the rest "
             "of the source is kept (one warning in the exporter's log names the line).",
         ),

@@ -41,7 +41,6 @@ def _fragmentation(s: DashboardSettings) -> Section:
             q.FRAGMENTATION,
             unit="percentunit",
             thresholds=b.frag,
-            lo=0,
             description=f"The pool's mean, what InfercastKVCacheFragmentationHigh reads (orange from "
             f"{t.fragmentation_warning:g}; red from {t.fragmentation_release:g}, the full-instance alert's "
             "threshold): the fleet file's thresholds.",
@@ -52,7 +51,6 @@ def _fragmentation(s: DashboardSettings) -> Section:
             q.FRAGMENTATION_FULL,
             unit="percentunit",
             thresholds=b.frag,
-            lo=0,
             description=f"The worst instance among those at KV usage {t.kv_forecast_trigger:g} or more, what "
             f"InfercastKVCacheFragmentationCritical reads (red from {t.fragmentation_release:g}); empty while "
             "no instance is that full.",
@@ -62,6 +60,7 @@ def _fragmentation(s: DashboardSettings) -> Section:
             q.FRAGMENTATION_BY_INSTANCE,
             unit="percentunit",
             thresholds=b.frag,
+            lo=None,
             description="Allocated KV capacity that holds no token / allocated KV capacity, per instance.",
         ),
         ts(
@@ -69,7 +68,6 @@ def _fragmentation(s: DashboardSettings) -> Section:
             q.KV_USAGE_BY_INSTANCE,
             unit="percentunit",
             thresholds=b.kv,
-            lo=0,
             description=f"KV-cache usage per instance; lines at the predictive trigger "
             f"({t.kv_forecast_trigger:g}) and the memory breaker ({t.memory_breaker:g}).",
         ),
@@ -83,14 +81,12 @@ def _allocation(s: DashboardSettings) -> Section:
             "Block-allocation failures (5m rate)",
             q.ALLOCATION_FAILURES,
             unit="ops",
-            lo=0,
             description="KV blocks that could not be allocated per second (vLLM: preemptions), per pool and version.",
         ),
         ts(
             "Block-allocation failures by instance",
             q.ALLOCATION_FAILURES_BY_INSTANCE,
             unit="ops",
-            lo=0,
             description="The same per instance: one instance failing alone is a node problem, all of them a "
             "load problem.",
         ),
@@ -114,7 +110,6 @@ def _batching_and_memory(s: DashboardSettings) -> Section:
             q.REQUESTS_RUNNING,
             q.REQUESTS_WAITING,
             unit="short",
-            lo=0,
             description="Requests in the engines' batches and waiting to be scheduled, per pool and version.",
         ),
         share(

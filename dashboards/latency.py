@@ -46,7 +46,7 @@ def _seconds(
     queries = [q.latency_quantile(family, p, v) for p in quantiles]
     if mean:
         queries.append(q.latency_mean(family, v))
-    return ts(title, *queries, description=description, unit="s", thresholds=thresholds, lo=0)
+    return ts(title, *queries, description=description, unit="s", thresholds=thresholds)
 
 
 def _now(s: DashboardSettings) -> Section:
@@ -148,7 +148,6 @@ def _end_to_end(s: DashboardSettings) -> Section:
             q.latency_quantile(q.VLLM_PREFILL, 0.99, v, what="prefill"),
             q.latency_quantile(q.VLLM_DECODE, 0.99, v, what="decode"),
             unit="s",
-            lo=0,
             description="p99 of the time requests spent in prefill and in decode: which phase the "
             "end-to-end latency comes from.",
         ),
@@ -165,7 +164,6 @@ def _load(s: DashboardSettings) -> Section:
             q.vllm_by_version(q.vllm_rate(q.VLLM_PROMPT_TOKENS), v, f"prompt {q.VERSION_LEGEND}"),
             q.vllm_by_version(q.vllm_rate(q.VLLM_GENERATION_TOKENS), v, f"generation {q.VERSION_LEGEND}"),
             unit="short",
-            lo=0,
             description="Tokens the engines prefilled (prompt) and generated per second, summed per version: the "
             "throughput behind the latencies.",
         ),
@@ -174,7 +172,6 @@ def _load(s: DashboardSettings) -> Section:
             q.vllm_by_version(q.vllm_series(q.VLLM_RUNNING), v, f"running {q.VERSION_LEGEND}"),
             q.vllm_by_version(q.vllm_series(q.VLLM_WAITING), v, f"waiting {q.VERSION_LEGEND}"),
             unit="short",
-            lo=0,
             description="Requests in the engines' batches and waiting to be scheduled, summed per version.",
         ),
         share(
@@ -189,7 +186,6 @@ def _load(s: DashboardSettings) -> Section:
             "Preemptions per second by version",
             q.vllm_by_version(q.vllm_rate(q.VLLM_PREEMPTIONS), v, q.VERSION_LEGEND),
             unit="ops",
-            lo=0,
             description="Requests vLLM preempted because a KV block could not be allocated: latency spikes follow.",
         ),
         ts(
@@ -199,7 +195,6 @@ def _load(s: DashboardSettings) -> Section:
                 f"{q.VERSION_LEGEND} {{{{finished_reason}}}}",
             ),
             unit="reqps",
-            lo=0,
             description="Finished requests per second by why they finished (stop, length, abort, error).",
         ),
     ]

@@ -141,11 +141,13 @@ def ts(
     description: str,
     unit: str = "short",
     thresholds: ThresholdsConfig | None = None,
-    lo: float | None = None,
+    lo: float | None = 0,
     hi: float | None = None,
     width: int = 12,
 ) -> Timeseries:
-    """A time series panel; `description` (Grafana's (i) tooltip) is required: what it shows and how to read it."""
+    """A time series panel; `description` (Grafana's (i) tooltip) is required: what it shows and how to read it.
+    The axis runs from `lo` (0: nearly every series drawn is a count, a rate, a duration or a share; None: where the
+    data starts) to `hi` (None: where the data ends)."""
     p = (
         _panel(Timeseries(), title, description, unit, width, height=8)
         .legend(
