@@ -75,7 +75,6 @@ def _serving_recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
     if s.metrics_source != "engines":
         return groups
     engine_path = engine_series(s.rate_window)
-    t = s.thresholds
     rules = []
     for rule in groups[0]["rules"]:
         if rule["record"] in engine_path:
@@ -84,18 +83,13 @@ def _serving_recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
             # the exporter's fragmentation joined to the engine's own KV usage on the engine's address: scraped
             # without honor_labels, the exporter's `instance` (the engine's address) is `exported_instance`
             frag = f'label_replace({KV_CACHE_FRAGMENTATION_RATIO}, "instance", "$1", "exported_instance", "(.+)")'
-            rule = {
-                "record": FRAG_FULL,
-                "expr": f"max by (pool, version) ({frag} and on (pool, version, instance) "
-                f"({REC_ENGINE_KV_USAGE} >= {t.kv_forecast_trigger}))",
-            }
+            rule = {"record": FRAG_FULL, "expr": _fragmentation_when_full(frag, REC_ENGINE_KV_USAGE, s)}
         rules.append(rule)
     rules.append({"record": REC_FLEET_ENGINE_KV_USAGE, "expr": f"avg({REC_ENGINE_KV_USAGE})"})
     return [{"name": groups[0]["name"], "rules": rules}]
 
 
 def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
-    t = s.thresholds
     return [
         {
             "name": "infercast.recording",
@@ -110,13 +104,9 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
                 {"record": KV_USAGE_FLEET, "expr": f"avg({KV_CACHE_USAGE_RATIO})"},
                 {"record": FRAG_AVG, "expr": f"avg by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO})"},
                 {
-                    # the worst fragmentation among the instances whose KV usage is at or over the forecast
-                    # trigger: fragmentation only hurts a node that is nearly full (seed 000's failing node)
+                    # fragmentation only hurts a node that is nearly full (seed 000's failing node)
                     "record": FRAG_FULL,
-                    "expr": (
-                        f"max by (pool, version) ({KV_CACHE_FRAGMENTATION_RATIO} and on (pool, version, instance) "
-                        f"({KV_CACHE_USAGE_RATIO} >= {t.kv_forecast_trigger}))"
-                    ),
+                    "expr": _fragmentation_when_full(KV_CACHE_FRAGMENTATION_RATIO, KV_CACHE_USAGE_RATIO, s),
                 },
                 {
                     "record": FAILURE_RATE,
@@ -140,6 +130,15 @@ def _recording_rules(s: AlertSettings) -> list[dict[str, Any]]:
             ],
         }
     ]
+
+
+def _fragmentation_when_full(fragmentation: str, kv_usage: str, s: AlertSettings) -> str:
+    """The worst `fragmentation` per pool and version among the instances whose `kv_usage` is at or over the
+    forecast trigger (`FRAG_FULL`, from the exporter's series or the engine rules')."""
+    return (
+        f"max by (pool, version) ({fragmentation} and on (pool, version, instance) "
+        f"({kv_usage} >= {s.thresholds.kv_forecast_trigger}))"
+    )
 
 
 def _pct(x: float) -> str:
