@@ -18,10 +18,11 @@ import logging
 import math
 import os
 import platform
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +30,12 @@ from infercast.predictors import features as F
 from infercast.predictors import modelfile
 from infercast.predictors.base import DEFAULT_BAND, Forecast, History, future_grid
 from infercast.predictors.modelfile import ModelFileError
+
+if TYPE_CHECKING:
+    import torch
+
+#: (raw windows, targets) for the histories: `features.training_windows` with the fit's history weights bound
+Windows = Callable[..., tuple[dict[str, np.ndarray], np.ndarray]]
 
 log = logging.getLogger(__name__)
 
@@ -276,57 +283,65 @@ class LSTMForecaster:
         rng = np.random.default_rng(p.seed)
         if not hs:
             raise ValueError("fit needs at least one history with more samples than the horizon")
-        train_parts, val_parts = [], []
-        for h in hs:
-            cut = int(len(h.t) * (1 - p.val_fraction))
-            if cut > p.horizon_steps + 8 and len(h.t) - cut > p.horizon_steps:
-                train_parts.append(_slice(h, 0, cut))
-                val_parts.append(_slice(h, max(0, cut - p.lookback), len(h.t)))
-            else:
-                train_parts.append(h)
+        train_parts, val_parts = _time_split(hs, p)
         windows = functools.partial(F.training_windows, weights=w)
         val_parts += [F.to_grid(h, p.step_s) for h in validation or []]
 
         fresh = self.net_ is None
         if fresh:
-            self.net_ = _build_net(p)
             raw, _ = windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
-            x = F.encode(raw).x.reshape(-1, len(F.STEP_CHANNELS))
-            self.x_mean_ = x.mean(axis=0).astype(np.float32)
-            std = x.std(axis=0)
-            self.x_std_ = np.where(std > 1e-3, std, 1.0).astype(np.float32)
+            self._start_fresh(raw)
         net = self.net_
         opt = torch.optim.AdamW(net.parameters(), lr=p.lr if fresh else p.lr / 3, weight_decay=p.weight_decay)
+        val = self._validation_tensors(val_parts)
+        scores = self._train(opt, windows, train_parts, val, rng)
+        if self.meta_.pop(CALIBRATION_KEY, None) is not None:
+            log.info("lstm: weights changed; the band calibration no longer applies and is dropped (recalibrate)")
+        self.meta_ = {
+            **self.meta_,
+            "scores": {k: round(float(v), 6) for k, v in scores.items()},
+            "training_range": _describe(hs, p.step_s, fine_tuned_from=None if fresh else self.meta_.get("scores")),
+        }
+        return self
 
-        val = None
-        if val_parts:
-            vraw, vtar = F.training_windows(
-                val_parts, p.lookback, p.horizon_steps, p.val_windows, np.random.default_rng(p.seed + 1)
-            )
-            if len(vtar):
-                val = self._tensors(vraw, vtar)
+    def _start_fresh(self, raw: dict[str, np.ndarray]) -> None:
+        """A new network, and the input scaler from one epoch's worth of training windows `raw`."""
+        self.net_ = _build_net(self.params)
+        x = F.encode(raw).x.reshape(-1, len(F.STEP_CHANNELS))
+        self.x_mean_ = x.mean(axis=0).astype(np.float32)
+        std = x.std(axis=0)
+        self.x_std_ = np.where(std > 1e-3, std, 1.0).astype(np.float32)
 
-        best, best_state, bad, epoch = math.inf, None, 0, 0
-        scores: dict[str, float] = {}
+    def _validation_tensors(self, val_parts: list[History]) -> tuple[torch.Tensor, ...] | None:
+        """The early-stopping windows, drawn from `val_parts` under a seed of their own; None when there are none."""
+        p = self.params
+        if not val_parts:
+            return None
+        vraw, vtar = F.training_windows(
+            val_parts, p.lookback, p.horizon_steps, p.val_windows, np.random.default_rng(p.seed + 1)
+        )
+        return self._tensors(vraw, vtar) if len(vtar) else None
+
+    def _train(
+        self,
+        opt: torch.optim.Optimizer,
+        windows: Windows,
+        train_parts: list[History],
+        val: tuple[torch.Tensor, ...] | None,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
+        """Epochs until the validation loss (the training loss without `val`) stops improving for `patience`
+        epochs; the net is left at its best epoch's weights.  The scores of that epoch, with `epochs_run`."""
+        import torch
         from tqdm import tqdm
 
+        p, net = self.params, self.net_
+        best, best_state, bad, epoch = math.inf, None, 0, 0
+        scores: dict[str, float] = {}
         bar = tqdm(range(p.max_epochs), desc="lstm", unit="epoch", disable=not self.progress, leave=False)
         for epoch in bar:
             raw, tar = windows(train_parts, p.lookback, p.horizon_steps, p.windows_per_epoch, rng)
-            raw = _drop_covariates(raw, p.cov_dropout, rng)
-            xt, st, _, tt = self._tensors(raw, tar)
-            net.train()
-            perm = torch.from_numpy(rng.permutation(len(tt)))
-            total, nb = 0.0, 0
-            for i in range(0, len(perm), p.batch_size):
-                b = perm[i : i + p.batch_size]
-                loss = self._loss(net(xt[b], st[b]), tt[b])
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                opt.step()
-                total, nb = total + float(loss.detach()), nb + 1
-            train_loss = total / max(nb, 1)
+            train_loss = self._train_epoch(opt, _drop_covariates(raw, p.cov_dropout, rng), tar, rng)
             if val is None:
                 vloss = train_loss
             else:
@@ -349,14 +364,28 @@ class LSTMForecaster:
         if val is not None:
             scores.update(self._val_scores(val))
         scores["epochs_run"] = epoch + 1
-        if self.meta_.pop(CALIBRATION_KEY, None) is not None:
-            log.info("lstm: weights changed; the band calibration no longer applies and is dropped (recalibrate)")
-        self.meta_ = {
-            **self.meta_,
-            "scores": {k: round(float(v), 6) for k, v in scores.items()},
-            "training_range": _describe(hs, p.step_s, fine_tuned_from=None if fresh else self.meta_.get("scores")),
-        }
-        return self
+        return scores
+
+    def _train_epoch(
+        self, opt: torch.optim.Optimizer, raw: dict[str, np.ndarray], tar: np.ndarray, rng: np.random.Generator
+    ) -> float:
+        """One pass over an epoch's windows in shuffled batches; the mean batch loss."""
+        import torch
+
+        p, net = self.params, self.net_
+        xt, st, _, tt = self._tensors(raw, tar)
+        net.train()
+        perm = torch.from_numpy(rng.permutation(len(tt)))
+        total, nb = 0.0, 0
+        for i in range(0, len(perm), p.batch_size):
+            b = perm[i : i + p.batch_size]
+            loss = self._loss(net(xt[b], st[b]), tt[b])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            total, nb = total + float(loss.detach()), nb + 1
+        return total / max(nb, 1)
 
     def _tensors(self, raw: dict[str, np.ndarray], targets: np.ndarray):
         import torch
@@ -627,6 +656,20 @@ class LSTMForecaster:
     def _check_fitted(self) -> None:
         if self.net_ is None:
             raise RuntimeError("LSTMForecaster has no weights: call fit() or LSTMForecaster.load(path)")
+
+
+def _time_split(hs: list[History], p: LSTMParams) -> tuple[list[History], list[History]]:
+    """(training, validation) parts: the last `val_fraction` of each history validates (its windows' inputs may
+    reach back before the cut, as in production); a history too short to split trains whole."""
+    train_parts, val_parts = [], []
+    for h in hs:
+        cut = int(len(h.t) * (1 - p.val_fraction))
+        if cut > p.horizon_steps + 8 and len(h.t) - cut > p.horizon_steps:
+            train_parts.append(_slice(h, 0, cut))
+            val_parts.append(_slice(h, max(0, cut - p.lookback), len(h.t)))
+        else:
+            train_parts.append(h)
+    return train_parts, val_parts
 
 
 def _slice(h: History, a: int, b: int) -> History:
