@@ -107,8 +107,7 @@ def score_forecasts(
             covered.append(lo <= actual <= hi)
             pin.append((pinball(actual, lo, band[0]) + pinball(actual, yhat, 0.5) + pinball(actual, hi, band[1])) / 3)
         if o + horizon_s <= t_last + tol:
-            window = (t > o + tol / 10) & (t <= o + horizon_s + tol / 10)
-            fut = y[window]
+            fut = y[_in_horizon(t, o, horizon_s, tol)]
             if len(fut) and np.isfinite(fut).any() and np.isfinite(f.yhat).any():
                 peak_err.append(abs(float(np.nanmax(f.yhat)) - float(np.nanmax(fut))))
         uppers.append(float(np.nanmax(f.yhat_upper)) if np.isfinite(f.yhat_upper).any() else np.nan)
@@ -217,32 +216,72 @@ def breach_scores(
         contiguous = np.concatenate([[True], np.diff(origins) <= step + tol])
         alarm = below & policy.run(upper_max, contiguous, upper_at_horizon)
         res["policy"] = {"persistence": policy.persistence, "hysteresis": policy.hysteresis}
-    # Per origin: is the window (o, o + h] inside the data, and does an observed sample in it reach the threshold?
+    judged, crossing = _crossings(t, y, origins, horizon_s, threshold, tol)
+    scored = below & judged
+    res.update(_origin_scores(scored, alarm, crossing))
+    max_gap = step + tol
+    res.update(_event_scores(t, y, origins, alarm, horizon_s, threshold, step, max_gap))
+    false_step = scored & alarm & ~crossing
+    n_false = len(_runs(false_step, origins, max_gap))
+    res["false_alarm_steps"] = int(false_step.sum())
+    res["false_alarm_episodes"] = n_false
+    hours = (origins[-1] - origins[0] + step) / 3600.0
+    res["false_alarms_per_hour"] = n_false / hours if hours > 0 else None
+    return res
+
+
+def _in_horizon(t: np.ndarray, o: float, horizon_s: float, tol: float) -> np.ndarray:
+    """Which samples of `t` lie in the forecast window (o, o + horizon_s] of the origin `o`."""
+    return (t > o + tol / 10) & (t <= o + horizon_s + tol / 10)
+
+
+def _crossings(
+    t: np.ndarray, y: np.ndarray, origins: np.ndarray, horizon_s: float, threshold: float, tol: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per origin: (judged, crossing): its window (o, o + h] lies inside the data and holds an observed sample,
+    and one of those samples reaches the threshold."""
     judged = np.zeros(len(origins), bool)
     crossing = np.zeros(len(origins), bool)
     for i, o in enumerate(origins):
         if o + horizon_s > t[-1] + tol:
             continue
-        fut = y[(t > o + tol / 10) & (t <= o + horizon_s + tol / 10)]
+        fut = y[_in_horizon(t, o, horizon_s, tol)]
         fut = fut[np.isfinite(fut)]
         if len(fut):
             judged[i] = True
             crossing[i] = bool((fut >= threshold).any())
-    scored = below & judged
+    return judged, crossing
+
+
+def _origin_scores(scored: np.ndarray, alarm: np.ndarray, crossing: np.ndarray) -> dict:
+    """The per-origin confusion counts and ratios over the `scored` origins."""
     tp = int((scored & alarm & crossing).sum())
     fp = int((scored & alarm & ~crossing).sum())
     fn = int((scored & ~alarm & crossing).sum())
-    res.update(
-        origins_scored=int(scored.sum()),
-        origins_crossing=tp + fn,
-        alarms=tp + fp,
-        true_alarms=tp,
-        origin_precision=_ratio(tp, tp + fp),
-        origin_recall=_ratio(tp, tp + fn),
-        origin_f1=_ratio(2 * tp, 2 * tp + fp + fn),
-    )
-    # Events: each scored crossing, detected by an alarm in [c - h, c); the lead runs from its episode's start.
-    max_gap = step + tol
+    return {
+        "origins_scored": int(scored.sum()),
+        "origins_crossing": tp + fn,
+        "alarms": tp + fp,
+        "true_alarms": tp,
+        "origin_precision": _ratio(tp, tp + fp),
+        "origin_recall": _ratio(tp, tp + fn),
+        "origin_f1": _ratio(2 * tp, 2 * tp + fp + fn),
+    }
+
+
+def _event_scores(
+    t: np.ndarray,
+    y: np.ndarray,
+    origins: np.ndarray,
+    alarm: np.ndarray,
+    horizon_s: float,
+    threshold: float,
+    step: float,
+    max_gap: float,
+) -> dict:
+    """The breach scores: each scored crossing, detected by an alarm in [c - h, c); the lead runs from the start
+    of its alarm episode, and is judged against the lead the calm before the crossing made possible."""
+    tol = step / 2
     episode_start = np.full(len(origins), np.nan)
     for a, b in _runs(alarm, origins, max_gap):
         episode_start[a : b + 1] = origins[a]
@@ -262,22 +301,14 @@ def breach_scores(
         shares.append(got / possible if possible > 0 else 0.0)
         if calm >= CALM_SECONDS - tol / 10:
             calm_leads.append((got, lead is not None))
-    res["breaches"] = len(scored_starts)
-    res["detected"] = len(leads)
-    res["event_recall"] = _ratio(len(leads), len(scored_starts))
-    if leads:
-        res["median_lead_seconds"] = float(np.median(leads))
-    if shares:
-        res["lead_share"] = float(np.mean(shares))
-        res["possible_lead_median_seconds"] = float(np.median(possible_all))
-    res["calm_breaches"] = len(calm_leads)
-    res["calm_detected"] = sum(1 for _, hit in calm_leads if hit)
-    if calm_leads:
-        res["calm_median_lead_seconds"] = float(np.median([g for g, _ in calm_leads]))
-    false_step = scored & alarm & ~crossing
-    n_false = len(_runs(false_step, origins, max_gap))
-    res["false_alarm_steps"] = int(false_step.sum())
-    res["false_alarm_episodes"] = n_false
-    hours = (origins[-1] - origins[0] + step) / 3600.0
-    res["false_alarms_per_hour"] = n_false / hours if hours > 0 else None
-    return res
+    return {
+        "breaches": len(scored_starts),
+        "detected": len(leads),
+        "event_recall": _ratio(len(leads), len(scored_starts)),
+        "median_lead_seconds": float(np.median(leads)) if leads else None,
+        "lead_share": float(np.mean(shares)) if shares else None,
+        "possible_lead_median_seconds": float(np.median(possible_all)) if shares else None,
+        "calm_breaches": len(calm_leads),
+        "calm_detected": sum(1 for _, hit in calm_leads if hit),
+        "calm_median_lead_seconds": float(np.median([g for g, _ in calm_leads])) if calm_leads else None,
+    }
