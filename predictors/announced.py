@@ -28,11 +28,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+from infercast.predictors.base import Forecast, Forecaster, History, Wrapper
 from infercast.predictors.prophet_model import EventWindow
 
 
-class AnnouncedTraffic:
+class AnnouncedTraffic(Wrapper):
     def __init__(
         self, inner: Forecaster, events: Sequence[EventWindow] = (), share: float = 1.0, before_s: float = 600.0
     ) -> None:
@@ -40,14 +40,6 @@ class AnnouncedTraffic:
         self.events = [e for e in events if e.expected_rps is not None]
         self.share = float(share)
         self.before_s = float(before_s)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def band(self) -> tuple[float, float]:
-        return getattr(self.inner, "band", DEFAULT_BAND)
 
     def fit(self, histories: list[History]) -> AnnouncedTraffic:
         self.inner.fit(histories)

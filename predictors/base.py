@@ -88,6 +88,22 @@ class Forecaster(Protocol):
     def forecast(self, history: History, horizon_s: float) -> Forecast: ...
 
 
+class Wrapper:
+    """A forecaster that forecasts through another, `inner`, under the inner model's name and band: it changes
+    what the inner model is handed or what it answers, not which model the forecast is (`TimeScaled`,
+    `AnnouncedTraffic`)."""
+
+    inner: Forecaster
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return getattr(self.inner, "band", DEFAULT_BAND)
+
+
 def history_cap(y: np.ndarray, factor: float) -> float:
     """`factor` x the highest finite value of `y` (a traffic forecast's bound, `predictor.traffic_bound_factor`); inf
     when no finite value is above 0."""

@@ -14,28 +14,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infercast.predictors.base import DEFAULT_BAND, Forecast, Forecaster, History
+from infercast.predictors.base import Forecast, Forecaster, History, Wrapper
 
 #: covariates that are rates per second, which a faster clock multiplies
 RATE_FEATURES = ("rps",)
 
 
 @dataclass
-class TimeScaled:
+class TimeScaled(Wrapper):
     inner: Forecaster
     scale: float
 
     def __post_init__(self) -> None:
         if not self.scale > 0:
             raise ValueError(f"time scale must be positive, got {self.scale}")
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def band(self) -> tuple[float, float]:
-        return getattr(self.inner, "band", DEFAULT_BAND)
 
     def fit(self, histories: list[History]) -> TimeScaled:
         self.inner.fit([self.to_fleet_time(h) for h in histories])
