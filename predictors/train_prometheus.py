@@ -44,7 +44,8 @@ from infercast.redact import redact_url
 
 if TYPE_CHECKING:
     from infercast.config import FleetConfig
-    from infercast.predictors.lstm import LSTMParams
+    from infercast.predictors.history import FleetHistory, Split
+    from infercast.predictors.lstm import LSTMForecaster, LSTMParams
 
 log = logging.getLogger(__name__)
 
@@ -237,30 +238,111 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _history_needed(args: argparse.Namespace, params: LSTMParams) -> tuple[float, float]:
+    """(--min-history, the floor the fractions set) in seconds: validation and the held-out tail must each hold at
+    least one window (lookback + horizon) plus a step.  Refuses an unreadable --min-history or fractions that leave
+    no part to train on."""
+    from infercast.predictors import history as H
+
+    try:
+        min_history = parse_duration(args.min_history)
+    except ValueError as e:
+        raise Refusal(f"--min-history: {e}") from None
+    try:
+        H.split_times(0.0, 1.0, args.val_fraction, args.holdout_fraction, 1e-6)
+    except ValueError as e:
+        raise Refusal(f"--val-fraction {args.val_fraction} / --holdout-fraction {args.holdout_fraction}: {e}") from None
+    per_part = (params.lookback + params.horizon_steps + 1) * params.step_s
+    return min_history, per_part / min(args.val_fraction, args.holdout_fraction)
+
+
+def _train_and_validation(train_kv: list, split: Split, params: LSTMParams) -> tuple[list, list]:
+    """The training part of each series and its validation part (with a lookback of context before it), each kept
+    only when it holds enough samples for a window."""
+    from infercast.predictors import history as H
+
+    ctx = params.lookback * params.step_s
+    train = [H.window(h, split.first, split.val) for h in train_kv]
+    val = [H.window(h, split.val - ctx, split.test) for h in train_kv]
+    train = [h for h in train if np.isfinite(h.y).sum() > params.horizon_steps]
+    val = [h for h in val if np.isfinite(h.y).sum() > params.lookback + params.horizon_steps]
+    return train, val
+
+
+def _too_short(
+    args: argparse.Namespace, fh: FleetHistory, shown: str, step: float, min_history: float, floor: float
+) -> Refusal:
+    """The refusal of a history shorter than training needs: how much there is, how much is needed and for what,
+    and how to get more."""
+    first, last, most = fh.observed()
+    have = last - first if math.isfinite(first) else 0.0
+    need = max(min_history, floor)
+    return Refusal(
+        f"the history at {shown} is too short: {_hours(have)} of {fh.metrics['kv_max']} "
+        + (f"({_iso(first)} to {_iso(last)}, " if have > 0 else "(")
+        + f"{len(fh.groups())} pool/version series, at most {most} samples at {step:g} s), and training needs at least "
+        f"{_hours(need)}: {1 - args.val_fraction - args.holdout_fraction:.0%} to train, {args.val_fraction:.0%} to "
+        f"validate, {args.holdout_fraction:.0%} held out to score against predict_linear"
+        + (f" (--min-history {args.min_history})" if need == min_history else "")
+        + ". Let Prometheus record longer (its retention must hold it), widen --since/--start"
+        + (f", or lower --min-history (not below {_hours(floor)} with these fractions)" if need > floor else "")
+    )
+
+
+def _train(params: LSTMParams, train: list, val: list, progress: bool) -> tuple[LSTMForecaster, float]:
+    """A new LSTM fitted on `train` (early stopping on `val`), saying what it trains and how it went; (the model,
+    the seconds it took)."""
+    from infercast.predictors.lstm import LSTMForecaster
+
+    _say(
+        f"training the LSTM (hidden {params.hidden}, up to {params.max_epochs} epochs of "
+        f"{params.windows_per_epoch} windows, seed {params.seed})"
+    )
+    t1 = time.perf_counter()
+    model = LSTMForecaster(params, progress=progress).fit(train, validation=val)
+    train_s = time.perf_counter() - t1
+    s = model.meta_["scores"]
+    _say(
+        f"trained in {train_s:.0f} s: {s.get('epochs_run', 0):.0f} epochs, best {s.get('best_epoch', 0):.0f}, "
+        f"train loss {s.get('train_loss')}, validation loss {s.get('val_loss')}"
+    )
+    return model, train_s
+
+
+def _score_held_out(
+    args: argparse.Namespace, fh: FleetHistory, model: LSTMForecaster, split: Split, threshold: float, out: str
+) -> tuple[dict, dict | None]:
+    """The held-out tail's scores: KV usage (the new model beside predict_linear and the shipped model, per
+    aggregate) and, unless --no-prophet or there is no traffic, the request rate."""
+    from infercast.predictors import history as H
+    from infercast.predictors.lstm import DEFAULT_MODEL
+
+    p = model.params
+    _say(f"scoring on the held-out tail ({_hours(split.last - split.test)})")
+    shipped = _shipped(DEFAULT_MODEL, p.step_s, out)
+    kv_scores = {
+        how: score_kv(fh.kv[how], model, shipped, split, args, p.horizon_s, threshold) for how in H.KV_AGGREGATES
+    }
+    rps_scores = None
+    if fh.rps and not args.no_prophet:
+        rps_scores = score_rps(fh.rps, split, args, p.horizon_s)
+    return kv_scores, rps_scores
+
+
 def _run(args: argparse.Namespace) -> int:
     from infercast.predictors import history as H
-    from infercast.predictors.lstm import DEFAULT_MODEL, LSTMForecaster
+    from infercast.predictors.lstm import DEFAULT_MODEL
     from infercast.predictors.modelfile import paths
 
     t_start = time.perf_counter()
     out = args.out or DEFAULT_OUT
     if paths(out)[0].resolve() == paths(DEFAULT_MODEL)[0].resolve():
         _say(f"note: --out {out} is the shipped model: it will be replaced")
-    try:
-        min_history = parse_duration(args.min_history)
-    except ValueError as e:
-        raise Refusal(f"--min-history: {e}") from None
     # the validation part is the time after the training part (split below)
     params = lstm_params(args, val_fraction=0.0)
-    try:
-        H.split_times(0.0, 1.0, args.val_fraction, args.holdout_fraction, 1e-6)
-    except ValueError as e:
-        raise Refusal(f"--val-fraction {args.val_fraction} / --holdout-fraction {args.holdout_fraction}: {e}") from None
-    step = params.step_s
-    # each of validation and the held-out tail must hold at least one window (lookback + horizon) plus a step
-    per_part = (params.lookback + params.horizon_steps + 1) * step
-    floor = per_part / min(args.val_fraction, args.holdout_fraction)
+    min_history, floor = _history_needed(args, params)
     need = max(min_history, floor)
+    step = params.step_s
     start, end = time_range(args, time.time())
     url = args.from_prometheus
     shown = redact_url(url)
@@ -275,53 +357,23 @@ def _run(args: argparse.Namespace) -> int:
         raise Refusal(str(e)) from None
     for n in fh.notes:
         _say(f"note: {n}")
-    first, last, most = fh.observed()
+    first, last, _ = fh.observed()
     have = last - first if math.isfinite(first) else 0.0
     n_groups = len(fh.groups())
     if have < need:
-        raise Refusal(
-            f"the history at {shown} is too short: {_hours(have)} of {fh.metrics['kv_max']} "
-            + (f"({_iso(first)} to {_iso(last)}, " if have > 0 else "(")
-            + f"{n_groups} pool/version series, at most {most} samples at {step:g} s), and training needs at least "
-            f"{_hours(need)}: {1 - args.val_fraction - args.holdout_fraction:.0%} to train, {args.val_fraction:.0%} to "
-            f"validate, {args.holdout_fraction:.0%} held out to score against predict_linear"
-            + (f" (--min-history {args.min_history})" if need == min_history else "")
-            + ". Let Prometheus record longer (its retention must hold it), widen --since/--start"
-            + (f", or lower --min-history (not below {_hours(floor)} with these fractions)" if need > floor else "")
-        )
+        raise _too_short(args, fh, shown, step, min_history, floor)
     split = H.split_times(first, last + step, args.val_fraction, args.holdout_fraction, step)
     train_kv = fh.kv["max"] + H.distinct(fh.kv["mean"], fh.kv["max"])
-    ctx = params.lookback * step
-    train = [H.window(h, split.first, split.val) for h in train_kv]
-    val = [H.window(h, split.val - ctx, split.test) for h in train_kv]
-    train = [h for h in train if np.isfinite(h.y).sum() > params.horizon_steps]
-    val = [h for h in val if np.isfinite(h.y).sum() > params.lookback + params.horizon_steps]
+    train, val = _train_and_validation(train_kv, split, params)
     _say(
         f"{n_groups} pool/version series ({len(train_kv)} with both aggregates, from the "
         f"{'recording rules' if fh.source == 'rules' else 'raw metric'}), {_hours(have)}: train "
         f"{_iso(split.first)}..{_iso(split.val)}, validate ..{_iso(split.test)}, hold out ..{_iso(split.last)}; "
         f"covariates: {', '.join(k for k in fh.metrics if not k.startswith('kv_')) or 'none'}"
     )
-    _say(
-        f"training the LSTM (hidden {params.hidden}, up to {params.max_epochs} epochs of "
-        f"{params.windows_per_epoch} windows, seed {params.seed})"
-    )
-    t1 = time.perf_counter()
-    model = LSTMForecaster(params, progress=not args.no_progress).fit(train, validation=val)
-    train_s = time.perf_counter() - t1
+    model, train_s = _train(params, train, val, progress=not args.no_progress)
     s = model.meta_["scores"]
-    _say(
-        f"trained in {train_s:.0f} s: {s.get('epochs_run', 0):.0f} epochs, best {s.get('best_epoch', 0):.0f}, "
-        f"train loss {s.get('train_loss')}, validation loss {s.get('val_loss')}"
-    )
-    _say(f"scoring on the held-out tail ({_hours(split.last - split.test)})")
-    shipped = _shipped(DEFAULT_MODEL, step, out)
-    kv_scores = {
-        how: score_kv(fh.kv[how], model, shipped, split, args, params.horizon_s, threshold) for how in H.KV_AGGREGATES
-    }
-    rps_scores = None
-    if fh.rps and not args.no_prophet:
-        rps_scores = score_rps(fh.rps, split, args, params.horizon_s)
+    kv_scores, rps_scores = _score_held_out(args, fh, model, split, threshold, out)
     extra = {
         "data": {
             "sources": [f"prometheus: {shown}"],
