@@ -290,36 +290,46 @@ class Audit:
         *, was: str = "decided",
     ) -> None:  # fmt: skip
         self._writable("answer", {"id": decision_id, "status": status, "at": now, "detail": detail})
-        with self._lock:
-            try:
-                cur = self._db.execute(
-                    "UPDATE decisions SET status = ?, answered_at = ?, detail = ?, previous = ?, "
-                    "attempts = coalesce(?, attempts) WHERE id = ? AND status = ?",
-                    (status, float(now), detail, previous, attempts, decision_id, was),
-                )
-            except sqlite3.Error as e:
-                raise self._write_failed("answer", {"id": decision_id, "status": status, "detail": detail}, e) from None
-            if cur.rowcount != 1:
-                raise AuditError(self._why_not(decision_id, "an answer", was))
+        self._update_one(
+            decision_id,
+            "UPDATE decisions SET status = ?, answered_at = ?, detail = ?, previous = ?, "
+            "attempts = coalesce(?, attempts) WHERE id = ? AND status = ?",
+            (status, float(now), detail, previous, attempts, decision_id, was),
+            op="answer",
+            what="an answer",
+            row={"id": decision_id, "status": status, "detail": detail},
+            needed=was,
+        )
 
     def mark_verdict(self, decision_id: int, verdict: Verdict, reason: str, now: float) -> None:
         """The verdict on an applied action after its verification window (once per decision)."""
         if verdict not in VERDICTS:
             raise AuditError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
         self._writable("verdict", {"id": decision_id, "verdict": verdict, "reason": reason, "at": now})
+        self._update_one(
+            decision_id,
+            "UPDATE decisions SET verdict = ?, verdict_reason = ?, verdict_at = ? "
+            "WHERE id = ? AND status = 'applied' AND verdict IS NULL",
+            (verdict, reason, float(now), decision_id),
+            op="verdict",
+            what="a verdict",
+            row={"id": decision_id, "verdict": verdict, "reason": reason},
+            needed="applied and without a verdict",
+        )
+
+    def _update_one(
+        self, decision_id: int, sql: str, args: tuple, *, op: str, what: str, row: Mapping[str, Any], needed: str
+    ) -> None:
+        """Run `sql`, an UPDATE of decision `decision_id` guarded by the state the write needs.  AuditError when
+        SQLite refuses it (the write `op` and its `row` are logged as not recorded) or when the decision is not
+        `needed` (saying what it is and that `what` needs it so)."""
         with self._lock:
             try:
-                cur = self._db.execute(
-                    "UPDATE decisions SET verdict = ?, verdict_reason = ?, verdict_at = ? "
-                    "WHERE id = ? AND status = 'applied' AND verdict IS NULL",
-                    (verdict, reason, float(now), decision_id),
-                )
+                cur = self._db.execute(sql, args)
             except sqlite3.Error as e:
-                raise self._write_failed(
-                    "verdict", {"id": decision_id, "verdict": verdict, "reason": reason}, e
-                ) from None
+                raise self._write_failed(op, row, e) from None
             if cur.rowcount != 1:
-                raise AuditError(self._why_not(decision_id, "a verdict", "applied and without a verdict"))
+                raise AuditError(self._why_not(decision_id, what, needed))
 
     def _why_not(self, decision_id: int, what: str, needed: str) -> str:
         row = self._db.execute("SELECT status, verdict FROM decisions WHERE id = ?", (decision_id,)).fetchone()
