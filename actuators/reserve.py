@@ -44,7 +44,7 @@ it falls only once the pool has needed nothing for `release_hold_seconds` (the H
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from infercast.config import HPA_SCALE_DOWN_STABILIZATION_SECONDS, PolicyConfig, Thresholds
@@ -257,58 +257,80 @@ def plan_reserve(
     for p in pools:
         marks[p] = max(0, min(kept[p], reserve - sum(marks.values())))
 
-    def fill() -> None:
-        """Free nodes, each to the pool whose next node is worth most (ties: the pool with fewer, then by name); a
-        pool's own started nodes are free to it alone."""
-        while sum(marks.values()) < reserve:
-            room = reserve - sum(max(marks[p], own(p)) for p in pools)
-            open_to = [p for p in pools if marks[p] < own(p) or room > 0]
-            best = max(open_to, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
-            if best is None or value(best, marks[best] + 1) <= 0:
-                break
-            marks[best] += 1
-
-    fill()
+    _fill(pools, marks, reserve, own, value)
     # then move a node where it is worth clearly more than where it is earmarked (one at a time, the largest gain),
     # never back from a pool that received one by a move within the switch hold: values that cross with every
     # scrape then move nodes one way until the hold runs out, not back and forth
     gained_at = dict(previous.gained_at) if previous is not None else {}
     for _ in range(reserve):
-        gain = None
-        for p in pools:
-            vp = value(p, marks[p] + 1)
-            for q in pools:
-                if q == p or marks[q] == 0 or now - gained_at.get(q, -math.inf) < s.switch_hold_seconds:
-                    continue
-                vq = value(q, marks[q])
-                if vp > vq * (1.0 + s.switch_margin) and vp - vq > 1e-9 and (gain is None or vp - vq > gain[0]):
-                    gain = (vp - vq, p, q)
-        if gain is None:
+        move = _best_move(pools, marks, value, gained_at, now, s)
+        if move is None:
             break
-        _, p, q = gain
+        p, q = move
         marks[p] += 1
         marks[q] -= 1
         gained_at[p] = now
         rose_at[q] = -math.inf  # what it started is no longer its own: the plan has judged it worth more elsewhere
     # a move may have freed what was a pool's own: fill again, so that the plan is the one the next scrape would make
     # on the same signals (a free node is never left while a pool values it)
-    fill()
+    _fill(pools, marks, reserve, own, value)
     free = reserve - sum(marks.values())
     floors = {p: needs[p].base + marks[p] for p in pools}
     ceilings = {p: floors[p] + free for p in pools}
     values = {p: round(value(p, marks[p] + 1), 4) for p in pools}
-    reasons = {
-        p: (
-            f"{marks[p]} of {reserve} reserve nodes: needs {need[p]:.1f} more node(s), one serves {cap[p]:.1f} req/s"
-            if marks[p]
-            else f"nothing earmarked (needs {need[p]:.1f} more node(s))"
-        )
-        for p in pools
-    }
+    reasons = {p: _reason(marks[p], reserve, need[p], cap[p]) for p in pools}
     replicas = {p: needs[p].replicas for p in pools}
     return ReservePlan(
         reserve, floors, ceilings, marks, needed_at, gained_at, values, reasons, throughput, replicas, rose_at
     )
+
+
+def _fill(
+    pools: list[str],
+    marks: dict[str, int],
+    reserve: int,
+    own: Callable[[str], int],
+    value: Callable[[str, int], float],
+) -> None:
+    """Earmark free nodes of the reservoir in `marks`, each to the pool whose next node is worth most (ties: the pool
+    with fewer, then by name); a pool's `own` started nodes are free to it alone."""
+    while sum(marks.values()) < reserve:
+        room = reserve - sum(max(marks[p], own(p)) for p in pools)
+        open_to = [p for p in pools if marks[p] < own(p) or room > 0]
+        best = max(open_to, key=lambda p: (value(p, marks[p] + 1), -marks[p]), default=None)
+        if best is None or value(best, marks[best] + 1) <= 0:
+            break
+        marks[best] += 1
+
+
+def _best_move(
+    pools: list[str],
+    marks: Mapping[str, int],
+    value: Callable[[str, int], float],
+    gained_at: Mapping[str, float],
+    now: float,
+    s: ReserveSettings,
+) -> tuple[str, str] | None:
+    """(to, from): the move of one earmarked node with the largest gain in value, where the receiving pool's next
+    node is worth `switch_margin` more than the giving pool's last one and the giver did not receive one within
+    `switch_hold_seconds`; None when no move is worth it."""
+    gain = None
+    for p in pools:
+        vp = value(p, marks[p] + 1)
+        for q in pools:
+            if q == p or marks[q] == 0 or now - gained_at.get(q, -math.inf) < s.switch_hold_seconds:
+                continue
+            vq = value(q, marks[q])
+            if vp > vq * (1.0 + s.switch_margin) and vp - vq > 1e-9 and (gain is None or vp - vq > gain[0]):
+                gain = (vp - vq, p, q)
+    return None if gain is None else (gain[1], gain[2])
+
+
+def _reason(marks: int, reserve: int, need: float, cap: float) -> str:
+    """Why a pool has the earmarks it has, in a plan's `reasons`."""
+    if marks:
+        return f"{marks} of {reserve} reserve nodes: needs {need:.1f} more node(s), one serves {cap:.1f} req/s"
+    return f"nothing earmarked (needs {need:.1f} more node(s))"
 
 
 def standing_plan(bases: Mapping[str, int], reserve: int) -> ReservePlan:
