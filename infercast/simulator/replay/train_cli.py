@@ -40,8 +40,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infercast.resources import example_fleet, package_dir
+
+if TYPE_CHECKING:
+    from infercast.predictors.lstm import LSTMForecaster
 
 log = logging.getLogger(__name__)
 
@@ -130,10 +134,6 @@ def _servegen_dirs(roots: list[str]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from infercast.config import load_config
-    from infercast.predictors.lstm import LSTMParams
-    from infercast.simulator.replay import pretrain_data as D
-
     torch.set_num_threads(max(1, args.threads))
     if args.from_prometheus:
         from infercast.predictors import train_prometheus
@@ -149,6 +149,16 @@ def run(args: argparse.Namespace) -> int:
         return calibrate_only(args)
     if len(args.twin_weight) > 1 and not args.from_twin:
         raise SystemExit("infercast train: several --twin-weight values need --from-twin")
+    return _pretrain(args)
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    """Train on generated series (and twin runs, with --from-twin), one candidate per twin weight, and write the one
+    the validation chooses, with what it was trained, validated and chosen on."""
+    from infercast.config import load_config
+    from infercast.predictors.lstm import LSTMParams
+    from infercast.simulator.replay import pretrain_data as D
+
     t0 = time.perf_counter()
     sg = _servegen_dirs(args.servegen)
     rates = D.servegen_rate_series(sg)
@@ -179,29 +189,10 @@ def run(args: argparse.Namespace) -> int:
             ) from e
         cfg = load_config(args.config)
         twin = twin_provenance(Path(args.config))
-        # Training's ServeGen replays keep the twin seed they always had (--seed); validation's get their own.
-        train_runs, hs = _twin_runs(
-            cfg,
-            sg,
-            args,
-            variants=args.twin_variants,
-            hours=args.twin_servegen_hours,
-            seed=args.seed + 100,
-            twin_seed=args.seed,
-        )
+        train_runs, hs, val_runs, val = _training_and_validation_runs(cfg, sg, args)
         train += hs
         sources += train_runs.pop("sources")
         data["twin_runs"] = train_runs
-        val_runs, val = _twin_runs(
-            cfg,
-            sg,
-            args,
-            variants=args.val_variants,
-            hours=args.val_servegen_hours,
-            seed=args.seed + 300,
-            twin_seed=args.seed + 400,
-            avoid=_slices(train_runs),
-        )
         validation["sources"] = val_runs.pop("sources")
         validation["twin_runs"] = val_runs
         log.info("twin data generated (%.0f s so far)", time.perf_counter() - t0)
@@ -215,15 +206,7 @@ def run(args: argparse.Namespace) -> int:
         time.perf_counter() - t0,
     )
     weights_tried = args.twin_weight if args.from_twin else [1.0]
-    candidates = []
-    for w in weights_tried:
-        t1 = time.perf_counter()
-        model = _fit(args, train, val, n_generated, w)
-        rec = {"twin_weight": w, "train_seconds": round(time.perf_counter() - t1, 1), **model.meta_["scores"]}
-        if val:
-            rec["validation_twin"] = model.evaluate(val)
-        candidates.append((model, rec))
-        log.info("candidate twin_weight %g: %s", w, rec)
+    candidates = [_candidate(args, train, val, n_generated, w) for w in weights_tried]
     criterion = "loss on the validation twin runs" if val else "validation loss of the fit (time-ordered split)"
     model, chosen = min(candidates, key=lambda c: c[1]["validation_twin"]["loss"] if val else c[1]["val_loss"])
     data["twin_weight"] = chosen["twin_weight"] if args.from_twin else None
@@ -246,6 +229,46 @@ def run(args: argparse.Namespace) -> int:
         + (f"; validation twin runs loss {chosen['validation_twin']['loss']}" if val else "")
     )
     return 0
+
+
+def _training_and_validation_runs(cfg, sg: list[Path], args: argparse.Namespace) -> tuple[dict, list, dict, list]:
+    """The twin runs to train on and those to choose the model on, apart: (what the training runs are, their
+    histories, what the validation runs are, theirs).  Training's ServeGen replays keep the twin seed they always had
+    (--seed); validation's get their own, and their slices avoid the training ones."""
+    train_runs, train = _twin_runs(
+        cfg,
+        sg,
+        args,
+        variants=args.twin_variants,
+        hours=args.twin_servegen_hours,
+        seed=args.seed + 100,
+        twin_seed=args.seed,
+    )
+    val_runs, val = _twin_runs(
+        cfg,
+        sg,
+        args,
+        variants=args.val_variants,
+        hours=args.val_servegen_hours,
+        seed=args.seed + 300,
+        twin_seed=args.seed + 400,
+        avoid=_slices(train_runs),
+    )
+    return train_runs, train, val_runs, val
+
+
+def _candidate(
+    args: argparse.Namespace, train: list, val: list, n_generated: int, twin_weight: float
+) -> tuple[LSTMForecaster, dict]:
+    """A model fitted with the twin runs weighted `twin_weight`, and its record: the fit's scores and seconds, and
+    its scores on the validation twin runs when there are any."""
+    t1 = time.perf_counter()
+    model = _fit(args, train, val, n_generated, twin_weight)
+    rec = {"twin_weight": twin_weight, "train_seconds": round(time.perf_counter() - t1, 1), **model.meta_["scores"]}
+    if val:
+        rec["validation_twin"] = model.evaluate(val)
+    log.info("candidate twin_weight %g: %s", twin_weight, rec)
+    return model, rec
 
 
 def _twin_runs(
