@@ -62,6 +62,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import requests
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -313,6 +317,20 @@ def _latin1(v: str) -> bool:
     return True
 
 
+def answers_health(session: requests.Session, route: str, body: dict | None = None) -> bool:
+    """Whether a listener's health `route` answers 200: a GET, or where the listener has no read route an
+    authorised POST of `body`; no answer in `HANG_SECONDS` is not healthy."""
+    import requests
+
+    try:
+        if body is not None:
+            h = {"Authorization": f"Bearer {TOKEN}"}
+            return session.post(route, json=body, headers=h, timeout=HANG_SECONDS).ok
+        return session.get(route, timeout=HANG_SECONDS).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
     import requests
 
@@ -322,13 +340,7 @@ def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
     url = f"http://127.0.0.1:{li.port}"
 
     def healthy() -> bool:
-        try:
-            if li.health_body is not None:
-                h = {"Authorization": f"Bearer {TOKEN}"}
-                return session.post(url + li.health, json=li.health_body, headers=h, timeout=HANG_SECONDS).ok
-            return session.get(url + li.health, timeout=HANG_SECONDS).status_code == 200
-        except requests.RequestException:
-            return False
+        return answers_health(session, url + li.health, li.health_body)
 
     def one(d: Draw) -> None:
         t.payloads += 1
@@ -474,10 +486,7 @@ def fire_reader(li: Reader, n: int, seed: int, engine: str) -> Tally:
     url = f"http://127.0.0.1:{li.port}"
 
     def healthy() -> bool:
-        try:
-            return session.get(url + li.health, timeout=HANG_SECONDS).status_code == 200
-        except requests.RequestException:
-            return False
+        return answers_health(session, url + li.health)
 
     def one(d: Draw) -> None:
         t.payloads += 1
