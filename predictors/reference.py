@@ -27,6 +27,12 @@ def _last_finite(y: np.ndarray) -> float:
     return float(y[ok[-1]])
 
 
+def _held_last(history: History, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the future grid, the last observed value held over it): both references' path."""
+    t = future_grid(history, horizon_s)
+    return t, np.full(len(t), _last_finite(history.y))
+
+
 class AlwaysAlarm:
     """The upper band at `ceiling` over the whole horizon, the path at the last value."""
 
@@ -40,8 +46,7 @@ class AlwaysAlarm:
         return self
 
     def forecast(self, history: History, horizon_s: float) -> Forecast:
-        t = future_grid(history, horizon_s)
-        last = np.full(len(t), _last_finite(history.y))
+        t, last = _held_last(history, horizon_s)
         upper = np.maximum(last, self.ceiling)
         return Forecast(t, last, last.copy(), upper, self.band, self.name)
 
@@ -59,8 +64,7 @@ class NeverAlarm:
         return self
 
     def forecast(self, history: History, horizon_s: float) -> Forecast:
-        t = future_grid(history, horizon_s)
-        last = np.full(len(t), _last_finite(history.y))
+        t, last = _held_last(history, horizon_s)
         return Forecast(t, last, np.minimum(last, self.floor), last.copy(), self.band, self.name)
 
 
