@@ -136,6 +136,10 @@ class SetAdmission(Action):
                 _finite(name, v, 0.0, 3600.0)
 
 
+#: the fleet-wide admission settings, `SetAdmission`'s fields in its order (a router document's `admission` keys)
+ADMISSION_FIELDS = tuple(f.name for f in dataclasses.fields(SetAdmission))
+
+
 @dataclass(frozen=True)
 class SetRateLimit(Action):
     """A quota lane's token bucket (`lane` names a stream's lane, or `shared` for everyone's); rps None removes it."""

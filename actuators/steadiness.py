@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from infercast.actuators.actions import (
+    ADMISSION_FIELDS,
     Action,
     PrewarmPool,
     ScalePool,
@@ -37,7 +38,6 @@ from infercast.actuators.ledger import count_changes, count_flaps, most_in_windo
 Value = float | int | None
 #: the window `most_in_window` counts changes in (issue 36: changes per setting per 10 minutes)
 WINDOW_SECONDS = 600.0
-ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds", "low_queue_seconds")
 
 
 def settings_of(a: Action) -> dict[str, Value]:

@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 
 from infercast.actuators.actions import (
+    ADMISSION_FIELDS,
     Action,
     PrewarmPool,
     ScalePool,
@@ -72,7 +73,6 @@ KEEP_KEYS = 64
 # libyaml's parser and emitter where PyYAML has them (10x the pure-Python ones; the same documents)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds", "low_queue_seconds")
 POOL_FIELDS = {"weight": float, "breaker_threshold_seconds": float, "replicas": int, "standby": bool}
 
 

@@ -37,6 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from infercast.actuators.actions import (
+    ADMISSION_FIELDS,
     Action,
     PrewarmPool,
     ScalePool,
@@ -53,7 +54,6 @@ from infercast.actuators.wire import WireError, observation_from_dict
 from infercast.redact import redact, redact_url
 
 KEEP_KEYS = 10_000
-ADMISSION_FIELDS = ("memory_limit", "max_context_tokens", "normal_queue_seconds", "low_queue_seconds")
 INT_FIELDS = {"replicas", "ready", "min_context_tokens", "max_context_tokens", "spare"}
 
 # KEYS: fleet, target hash, applied, applied order, membership set
