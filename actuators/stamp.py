@@ -42,6 +42,19 @@ class Stamp:
             raise ValueError(f"fencing token must be a non-negative integer, got {t!r}")
 
 
+def fence_refusal(token: int, held: int | None, max_step: int) -> str | None:
+    """Why a backend refuses fencing token `token`, given the highest it has seen (`held`; None: none yet): lower
+    (a newer leader holds the fleet), or more than `max_step` above it (a forged or corrupt token, which would lock
+    the rightful leader out).  None: the token is accepted."""
+    if held is None:
+        return None
+    if token < held:
+        return f"stale fencing token {token} (a newer leader holds {held})"
+    if token > held + max_step:
+        return f"fencing token {token} is from the future (highest seen {held}; at most {max_step} more is accepted)"
+    return None
+
+
 def decision_key(now: float, action: Action, salt: str = "") -> str:
     """A deterministic key for deciding `action` at `now`: the same decision made again (a restarted loop
     replaying the same tick) gets the same key, so the audit trail and the backends see it once."""

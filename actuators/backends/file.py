@@ -64,7 +64,7 @@ from infercast.actuators.actions import (
 from infercast.actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
 from infercast.actuators.backends.router_api import MAX_FENCE_STEP
 from infercast.actuators.durable import replace_durably
-from infercast.actuators.stamp import Stamp
+from infercast.actuators.stamp import Stamp, fence_refusal
 from infercast.config import FleetConfig
 
 #: idempotency keys remembered in the document: enough for retries and a restart's in-flight decisions, few enough
@@ -140,14 +140,9 @@ class FileAdmin:
                     raise ActionRefused(f"idempotency key {stamp.key!r} was used for another action")
                 return Result("applied", "replayed: applied earlier under this idempotency key", prev)
             if stamp.fencing_token is not None:
-                held = meta.get("fencing_token", -1)
-                if stamp.fencing_token < held:
-                    raise ActionRefused(f"stale fencing token {stamp.fencing_token} (a newer leader holds {held})")
-                if held >= 0 and stamp.fencing_token > held + self.max_fence_step:
-                    raise ActionRefused(
-                        f"fencing token {stamp.fencing_token} is from the future (highest seen {held}; at most "
-                        f"{self.max_fence_step} more is accepted)"
-                    )
+                refused = fence_refusal(stamp.fencing_token, meta.get("fencing_token"), self.max_fence_step)
+                if refused:
+                    raise ActionRefused(refused)
                 meta["fencing_token"] = stamp.fencing_token
             previous = self._change(doc, action)
             meta["revision"] = meta.get("revision", 0) + 1  # an integer: `_check` refused any other on read

@@ -45,7 +45,7 @@ from typing import Any
 
 from infercast.actuators.actions import Action, ScalePool, SetAdmission, SetPoolWeight
 from infercast.actuators.admin import ActionRefused, Admission, BackendError, Observation, PoolState, Result
-from infercast.actuators.stamp import Stamp
+from infercast.actuators.stamp import Stamp, fence_refusal
 from infercast.config import FleetConfig
 
 BACKEND = "engines"
@@ -209,13 +209,9 @@ class HAProxyAdmin:
                 return Result("applied", "replayed: applied earlier under this idempotency key")
         if stamp.fencing_token is not None:
             held = self._table_get(FENCE_TABLE, FENCE_KEY)
-            if held is not None and stamp.fencing_token < held:
-                raise ActionRefused(f"stale fencing token {stamp.fencing_token} (a newer leader holds {held})")
-            if held is not None and stamp.fencing_token > held + self.max_fence_step:
-                raise ActionRefused(
-                    f"fencing token {stamp.fencing_token} is from the future (highest seen {held}; at most "
-                    f"{self.max_fence_step} more is accepted)"
-                )
+            refused = fence_refusal(stamp.fencing_token, held, self.max_fence_step)
+            if refused:
+                raise ActionRefused(refused)
             self._do(lambda: self.api.table_set(FENCE_TABLE, FENCE_KEY, stamp.fencing_token))
         if isinstance(action, SetPoolWeight):
             result = self._weight(action)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from infercast.actuators.actions import ActionError, parse_action
 from infercast.actuators.admin import ActionRefused, BackendError, FleetAdmin
-from infercast.actuators.stamp import KEY_PATTERN
+from infercast.actuators.stamp import KEY_PATTERN, fence_refusal
 from infercast.actuators.wire import observation_to_dict, result_to_dict
 from infercast.httpserve import HttpError, Request, Response, Route
 
@@ -114,13 +114,9 @@ class RouterAdminApi:
             if token is None and self.fencing:
                 raise HttpError(428, f"X-Fencing-Token required: fencing is on (highest token seen {self.fence})")
             if token is not None:
-                if token < self.fence:
-                    raise HttpError(409, f"stale fencing token {token} (a newer leader holds {self.fence})")
-                if self._seen_fence and token > self.fence + self.max_fence_step:
-                    raise HttpError(
-                        409, f"fencing token {token} is from the future (highest seen {self.fence}; at most "
-                             f"{self.max_fence_step} more is accepted)",
-                    )  # fmt: skip
+                refused = fence_refusal(token, self.fence if self._seen_fence else None, self.max_fence_step)
+                if refused:
+                    raise HttpError(409, refused)
                 self.fence = token
                 self._seen_fence = self.fencing = True
             try:
