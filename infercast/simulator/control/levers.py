@@ -34,6 +34,7 @@ from infercast.config import FleetConfig
 from infercast.simulator.control.plans import (
     Plan,
     _base_nodes,
+    _challenge,
     _change_times,
     _floors,
     _prunes,
@@ -343,16 +344,10 @@ def causal_search(
             floors = _floors(base, s)
             cands.append(Plan(((at, floors),)))
             cands.append(Plan(((at, floors),), settings=tuple(("ceiling", p, float(n)) for p, n in floors)))
-        plan2, res2, tried2 = search_hindsight(run, cands, res.summary if _prunes(run) else None)
-        tried += tried2
-        if res2 is not None and better(res2.summary, res.summary):
-            plan, res = plan2, res2
+        plan, res, tried = _challenge(run, plan, res, tried, cands)
     if not plan.steps:  # no floors won: admission alone, from the onset
         cands = [Plan(((at, ()),), level) for level in admission_levels(cfg)]
-        plan2, res2, tried2 = search_hindsight(run, cands, res.summary if _prunes(run) else None)
-        tried += tried2
-        if res2 is not None and better(res2.summary, res.summary):
-            plan, res = plan2, res2
+        plan, res, tried = _challenge(run, plan, res, tried, cands)
         return plan, res, tried
     plan, res, tried = with_admission(cfg, run, plan, res, tried)
     return with_release(run, plan, res, tried, traffic, duration)
@@ -373,10 +368,7 @@ def quick_search(
         return plan, res, tried
     level = admission_levels(cfg)[-1]
     cands = [Plan(((first, _floors(base, s)),), level) for s in splits(sorted(base), spare, True)]
-    plan2, res2, tried2 = search_hindsight(run, cands, res.summary if _prunes(run) else None)
-    tried += tried2
-    if res2 is not None and better(res2.summary, res.summary):
-        plan, res = plan2, res2
+    plan, res, tried = _challenge(run, plan, res, tried, cands)
     if at is not None and plan.steps and at != first:
         plan, res, tried = _challenge_at(run, plan, res, tried, at)
     assert plan is not None and res is not None
@@ -385,10 +377,7 @@ def quick_search(
 
 def _challenge_at(run, plan: Plan, res: RunResult, tried: list[dict], at: float):
     moved = replace(plan, steps=((at, plan.steps[0][1]), *plan.steps[1:]))
-    plan2, res2, tried2 = search_hindsight(run, [moved], res.summary if _prunes(run) else None)
-    if res2 is not None and better(res2.summary, res.summary):
-        return plan2, res2, tried + tried2
-    return plan, res, tried + tried2
+    return _challenge(run, plan, res, tried, [moved])
 
 
 def _row(plan: Plan, res: RunResult) -> dict:
