@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from infercast.actuators.admin import Observation, PoolState
-from infercast.actuators.policy import LONG_CONTEXT_TOKENS, Outlook
+from infercast.actuators.policy import Outlook, _serves
 from infercast.actuators.signals import arrivals, increases, latency, onset
 from infercast.alertrules.recorded import REQ_RATE
 from infercast.alertrules.slo import VLLM_TTFT
@@ -219,18 +219,12 @@ class TruthInputs:
         self.surge = cfg.policy.traffic_surge_factor
         self.step = 5.0
 
-    @staticmethod
-    def _serves(p: PoolState) -> tuple[bool, bool]:
-        return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
-            p.max_context_tokens is None or p.max_context_tokens > LONG_CONTEXT_TOKENS
-        )
-
     def offered(self, p: PoolState, fleet: Observation, t: float) -> float:
         """Requests per second the traffic offers this pool at t: the requests of the prompt lengths it takes,
         shared with the other pools taking the same.  Requests, not tokens: the live path's `rps_now` is the
         router's request count, and the policy compares pools by the requests a node serves."""
-        kind = self._serves(p)
-        siblings = [q for q in serving(fleet) if self._serves(q) == kind]
+        kind = _serves(p)
+        siblings = [q for q in serving(fleet) if _serves(q) == kind]
         return request_rate_at(self.traffic, t, *kind) / max(1, len(siblings))
 
     def read(self, now: float, fleet: Observation) -> LoopInputs:
