@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from infercast.predictors.naive import LocalForecaster, ffill, origin_indices
+from infercast.predictors.naive import LocalForecaster, ffill, held_paths
 
 #: Fewer samples than this in the window and the autocorrelation is not estimated: the last value (gain 1).
 MIN_SAMPLES = 12
@@ -104,7 +104,4 @@ class LocalLevel(LocalForecaster):
 
     def _paths(self, t, y, n, step):
         self.gain_ = steady_gain(diff_autocorrelation(y))
-        level = smooth(y, self.gain_, self.shift_sigmas)
-        origins = origin_indices(len(y), self.band_origins, first=0)
-        held = ffill(level)
-        return np.full(n, held[-1]), origins, np.repeat(held[origins][:, None], n, axis=1)
+        return held_paths(ffill(smooth(y, self.gain_, self.shift_sigmas)), n, self.band_origins)

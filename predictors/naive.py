@@ -135,15 +135,20 @@ def origin_indices(length: int, count: int, first: int = 1) -> np.ndarray:
     return np.arange(max(first, length - count), length)
 
 
+def held_paths(held: np.ndarray, n: int, band_origins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A model that holds a level (`held`, one per sample): its path (the last level over the `n` steps), the
+    band's origins (the last `band_origins` samples) and the path each of them held."""
+    origins = origin_indices(len(held), band_origins, first=0)
+    return np.full(n, held[-1]), origins, np.repeat(held[origins][:, None], n, axis=1)
+
+
 class LastValue(LocalForecaster):
     """Tomorrow is today: the last observed value for the whole horizon."""
 
     name = "last_value"
 
     def _paths(self, t, y, n, step):
-        held = ffill(y)
-        origins = origin_indices(len(y), self.band_origins, first=0)
-        return np.full(n, held[-1]), origins, np.repeat(held[origins][:, None], n, axis=1)
+        return held_paths(ffill(y), n, self.band_origins)
 
 
 class SeasonalNaive:
