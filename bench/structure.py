@@ -189,6 +189,30 @@ def lines_of_code(path: Path) -> int:
 
 #: a module longer than this (lines in the file) is a room too large to hold (issue 39); tests and benches aside
 LONG_MODULE_LINES = 800
+#: a function longer than this (lines from its `def` to its last line) is one a reader wants split where it can be
+LONG_FUNCTION_LINES = 80
+
+
+def long_functions(mods: dict[str, Path]) -> list[dict]:
+    """Every function (methods and nested ones too) longer than `LONG_FUNCTION_LINES`, longest first."""
+    out = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > LONG_FUNCTION_LINES:
+                    out.append({"function": f"{name}.{node.name}", "line": node.lineno, "lines": length})
+    return sorted(out, key=lambda f: (-f["lines"], f["function"]))
+
+
+def public_classes_defined_twice(mods: dict[str, Path]) -> dict[str, list[str]]:
+    """Public class names (no leading underscore, at a module's top level) that more than one module defines."""
+    where: dict[str, list[str]] = {}
+    for name, path in sorted(mods.items()):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(name)
+    return {cls: names for cls, names in sorted(where.items()) if len(names) > 1}
 
 
 def measure(root: Path = ROOT) -> dict:
@@ -220,6 +244,8 @@ def measure(root: Path = ROOT) -> dict:
         "long_modules": sorted(
             name for name, path in mods.items() if len(path.read_text().splitlines()) > LONG_MODULE_LINES
         ),
+        "long_functions": long_functions(mods),
+        "classes_defined_twice": public_classes_defined_twice(mods),
     }
 
 
@@ -251,7 +277,9 @@ def render_picture(r: dict) -> str:
         f"\nA box is a folder; an arrow is at least one import (anywhere in a module, functions included). Into the "
         f"simulator from outside it: **{arrows_in}** imports; layer rules broken: **{len(r['violations'])}**; "
         f"import cycles between packages: **{len(r['package_cycles'])}**, between modules: **{len(r['cycles'])}**; "
-        f"modules over {LONG_MODULE_LINES} lines: **{len(r['long_modules'])}**. `bench/structure.py`."
+        f"modules over {LONG_MODULE_LINES} lines: **{len(r['long_modules'])}**; functions over "
+        f"{LONG_FUNCTION_LINES} lines: **{len(r.get('long_functions', []))}**; public class names defined in two "
+        f"modules: **{len(r.get('classes_defined_twice', {}))}**. `bench/structure.py`."
     )
     return "\n".join(out)
 
@@ -286,6 +314,10 @@ def main() -> int:
         print("import cycle:", " <-> ".join(c))
     for m in r["long_modules"]:
         print(f"over {LONG_MODULE_LINES} lines:", m)
+    for f in r["long_functions"]:
+        print(f"function over {LONG_FUNCTION_LINES} lines: {f['function']} ({f['lines']} lines, line {f['line']})")
+    for cls, names in r["classes_defined_twice"].items():
+        print(f"class {cls} defined in:", ", ".join(names))
     if args.publish:
         import subprocess
 

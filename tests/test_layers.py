@@ -102,6 +102,30 @@ def test_an_import_inside_a_function_counts(tmp_path):
     )
 
 
+def test_rooms_a_reader_can_hold_no_long_module_and_no_class_name_twice():
+    """Issue 39's sizes: no installed module over 800 lines, and no public class name that two modules define (the
+    reader of `Decision` must know which one).  What a user sees on a failure: the module or the class named."""
+    assert MEASURED["long_modules"] == [], f"split these modules: {MEASURED['long_modules']}"
+    assert MEASURED["classes_defined_twice"] == {}, f"rename one of each: {MEASURED['classes_defined_twice']}"
+
+
+def test_the_size_measures_find_a_long_function_and_a_class_defined_twice(tmp_path):
+    """The measures themselves, on two modules made here: a function at the limit is not listed, one line
+    longer is, with its length; a class name in two modules is listed with both (a private one is not)."""
+    long_body = "\n".join(f"    x{i} = {i}" for i in range(structure.LONG_FUNCTION_LINES - 1))
+    a = tmp_path / "a.py"
+    a.write_text(f"class Decision:\n    pass\n\n\nclass _Hidden:\n    pass\n\n\ndef long():\n{long_body}\n")
+    b = tmp_path / "b.py"
+    b.write_text("class Decision:\n    pass\n\n\nclass _Hidden:\n    pass\n\n\ndef short():\n    return 1\n")
+    mods = {"pkg.a": a, "pkg.b": b}
+    assert structure.long_functions(mods) == []  # exactly at the limit: not over it
+    a.write_text(a.read_text() + "    return x0\n")  # one line more: over the limit
+    assert structure.long_functions(mods) == [
+        {"function": "pkg.a.long", "line": 9, "lines": structure.LONG_FUNCTION_LINES + 1}
+    ]
+    assert structure.public_classes_defined_twice(mods) == {"Decision": ["pkg.a", "pkg.b"]}
+
+
 def _checkout_copy(dest: Path, extra: tuple[str, str] | None = None) -> Path:
     """The code folders and pyproject.toml of this checkout, linked file by file under `dest`, plus one file."""
     for folder in structure.FOLDERS:
