@@ -245,8 +245,8 @@ class PredictivePolicy:
 
     def note_rolled_back(self, d: Decision, restored: Action | None = None, now: float | None = None) -> None:
         """A decision was undone after verification (`restored`: the undo applied): wait a full hold before relaxing
-        again.  A shift undone back to the weight the policy found is no longer its doing: nothing to relax (before,
-        the relax re-applied the weight already there, a change spent on nothing)."""
+        again.  A shift undone back to the weight the policy found is no longer its doing: nothing to relax (a relax
+        would re-apply the weight already there, a change spent on nothing)."""
         self.state.calm_since = None
         now = self._decided_at if now is None else now
         # the lever stays where the rollback left it for the relax hold, and a change rolled back is not made again
@@ -529,8 +529,9 @@ class PredictivePolicy:
         """The value that puts back an admission setting the fleet had not set (None) before tightening began: no
         memory limit is a limit of 1.0 (admit until memory is full); no context limit, the fleet file's
         `thresholds.context_reject_tokens` (what the tightening steps start from); no gateway waits, the fleet
-        file's `protections.tiers`.  Before, a None base was dropped, so a tightened `memory_limit: 0.75` (and, on a
-        router document that named no admission, every tightened field) was never removed (issue 36)."""
+        file's `protections.tiers`.  A None base is put back as one of these, never dropped: a dropped one would leave a
+        tightened `memory_limit: 0.75` (and, on a router document that names no admission, every tightened field)
+        in place for good."""
         tiers = self.cfg.protections.tiers
         return {
             "memory_limit": NO_MEMORY_LIMIT,

@@ -1,6 +1,6 @@
 """Where the per-engine serving figures are read from: the fleet file's `metrics.source` (one table, pure).
 
-- `exporter` (the default, as before): the alerts, dashboards and predictor read the series the infercast exporter
+- `exporter` (the default): the alerts, dashboards and predictor read the series the infercast exporter
   re-emits from the engines (`infercast_kv_cache_usage_ratio`, ...) and the recording rules of alertrules/rules.py
   built on them (`pool_version:infercast_kv_cache_usage_ratio:max`, ...).
 - `engines`: they read the recording rules on the engines' own metrics (alertrules/engines.py:
