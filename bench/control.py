@@ -793,7 +793,8 @@ TABLES = {
 }
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The bench's command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS))
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -855,23 +856,11 @@ def main() -> int:
         action="store_true",
         help="with --ablation: table and publish the cells already kept in --cells, running none",
     )
-    args = ap.parse_args()
-    if args.ablation:
-        return ablation(args)
-    if args.rerender:
-        from results import load, publish
+    return ap
 
-        print("published", publish("control", load("control"), TABLES), file=sys.stderr)
-        return 0
-    if args.quick:
-        args.seeds, args.arms, args.scenarios, args.search = (
-            "0",
-            ",".join(QUICK_ARMS),
-            ",".join(QUICK_SCENARIOS),
-            "quick",
-        )
-        args.no_publish = True
-        args.split_arms = True
+
+def _choices(ap: argparse.ArgumentParser, args: argparse.Namespace):
+    """(scenarios, arms, seeds) the command line asks for; a clear error for an unknown scenario or a bad mix."""
     # in the order given (a resumable run can put the cell it most needs first)
     by_name = {s.name: s for s in SCENARIOS}
     chosen = list({n: by_name[n] for n in args.scenarios.split(",") if n in by_name}.values())
@@ -886,7 +875,12 @@ def main() -> int:
     if "reactive" not in arms:
         arms = ("reactive", *arms)
     seeds = tuple(int(x) for x in args.seeds.split(","))
-    started = time.perf_counter()
+    return chosen, arms, seeds
+
+
+def _measure(args: argparse.Namespace, chosen: list, arms: tuple[str, ...], seeds: tuple[int, ...]):
+    """Run the cells not kept yet (in parallel, each kept in --cells as it finishes); (cells to table, the arms
+    shown, every scenario x seed asked for)."""
     cells = []
     done = read_cells(args.cells, args.search, args.max_passes)
     # hindsight's searches journal their candidates beside the cells: a cell stopped half-way resumes its search
@@ -926,11 +920,16 @@ def main() -> int:
         cell = dict(done[(sc.name, seed)])
         cell["arms"] = {a: cell["arms"][a] for a in shown if a in cell["arms"]}
         cells.append(cell)
+    return cells, shown, jobs
+
+
+def _result(args: argparse.Namespace, chosen: list, arms, seeds, cells: list, shown, jobs, started: float) -> dict:
+    """What the bench publishes: the cells, which seeds of each row were measured, and how the run was made."""
     import platform
 
     from infercast import __version__
 
-    result = {
+    return {
         "scenarios": [s.name for s in chosen],
         "scenario_notes": [{"name": s.name, "why": s.why} for s in chosen],
         "arms": [a for a in shown if a not in SEARCHES.values() or any(a in c["arms"] for c in cells)],
@@ -969,6 +968,31 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"infercast {__version__}",
     }
+
+
+def main() -> int:
+    ap = _parser()
+    args = ap.parse_args()
+    if args.ablation:
+        return ablation(args)
+    if args.rerender:
+        from results import load, publish
+
+        print("published", publish("control", load("control"), TABLES), file=sys.stderr)
+        return 0
+    if args.quick:
+        args.seeds, args.arms, args.scenarios, args.search = (
+            "0",
+            ",".join(QUICK_ARMS),
+            ",".join(QUICK_SCENARIOS),
+            "quick",
+        )
+        args.no_publish = True
+        args.split_arms = True
+    chosen, arms, seeds = _choices(ap, args)
+    started = time.perf_counter()
+    cells, shown, jobs = _measure(args, chosen, arms, seeds)
+    result = _result(args, chosen, arms, seeds, cells, shown, jobs, started)
     print(table_arms(result))
     print(wall_times(result), file=sys.stderr)
     if args.json:
