@@ -576,7 +576,8 @@ def table_exporter(r: dict) -> str:
 TABLES = {"forecast": table_forecast, "exporter": table_exporter}
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The bench's command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default=",".join(str(n) for n in SIZES), help="series counts, comma-separated")
     p.add_argument("--nodes", type=int, default=512)
@@ -595,6 +596,24 @@ def main() -> int:
         "--before", type=Path, default=None, help="a checkout of an earlier commit, timed beside this one in this run"
     )
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # one size, in a child process
+    return p
+
+
+def _fetch_only(sizes: list[int], repeat: int, as_json: bool) -> None:
+    """`--fetch-only`: the fetch and parse figures of each size, printed."""
+    for n in sizes:
+        x = fetch_bench(n, repeat)
+        print(
+            json.dumps(x)
+            if as_json
+            else f"{n:>6} series: fetch+parse {x['new_seconds']:.4f} s a tick "
+            f"(rolling, {x['new_bytes'] / 1e6:.2f} MB), was {x['old_seconds']:.3f} s ({x['old_bytes'] / 1e6:.1f} "
+            f"MB), {x['ratio']:.4f}x; first tick {x['first_tick_seconds']:.3f} s"
+        )
+
+
+def main() -> int:
+    p = _parser()
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     if a.one is not None:
@@ -607,15 +626,7 @@ def main() -> int:
     from infercast.predictors.lstm import forecast_workers
 
     if a.fetch_only:
-        for n in sizes:
-            x = fetch_bench(n, a.repeat)
-            print(
-                json.dumps(x)
-                if a.json
-                else f"{n:>6} series: fetch+parse {x['new_seconds']:.4f} s a tick "
-                f"(rolling, {x['new_bytes'] / 1e6:.2f} MB), was {x['old_seconds']:.3f} s ({x['old_bytes'] / 1e6:.1f} "
-                f"MB), {x['ratio']:.4f}x; first tick {x['first_tick_seconds']:.3f} s"
-            )
+        _fetch_only(sizes, a.repeat, a.json)
         return 0
     load_before = os.getloadavg()[0]
     sized = forecast_bench(sizes, a.repeat, a.per_series_max, progress=not a.json, before=a.before)
