@@ -37,8 +37,10 @@ those plus the whole reservoir, and nothing is written.
 What a node serves is averaged over `capacity_seconds`, not read from one scrape.  An earmark rises at once where
 free nodes cover it (nodes a pool's autoscaler started are that pool's until its scale-down window has passed since
 it last started one); it moves from one pool to another only when the receiving pool's next node is worth
-`switch_margin` more than the giving pool's last one, and never back within `switch_hold_seconds` of the move; and
-it falls only once the pool has needed nothing for `release_hold_seconds` (the HPA's scale-down window by default).
+`switch_margin` more than the giving pool's last one, never back within `switch_hold_seconds` of the move, and never
+away from a pool that runs the node and needed it within `release_hold_seconds` (one quiet scrape between two busy
+ones says nothing about the next minute); and it falls only once the pool has needed nothing for
+`release_hold_seconds` (the HPA's scale-down window by default).
 """
 
 from __future__ import annotations
@@ -251,6 +253,14 @@ def plan_reserve(
         v = node_value(needs[p], s, k, need[p], cap[p])
         return v if v > 0 else (1e-9 if k <= kept[p] else 0.0)
 
+    def movable(q: str) -> bool:
+        """Whether q's last earmark may go to another pool.  Not while it is a node running for q (started from the
+        reservoir) that q needed within the release hold and reads no need for this scrape: valued at the least
+        positive value, one quiet scrape between two busy ones would give it to any pool asking that scrape, and the
+        switch hold would keep it there through the surge that follows."""
+        running = max(0, needs[q].replicas - needs[q].base)
+        return not (need[q] <= 0 and marks[q] <= min(kept[q], running))
+
     # start from the earmarks still held, trimmed to the reservoir (it may have shrunk): what the last plan promised
     # changes only by a move below, with its margin and hold
     marks = dict.fromkeys(pools, 0)
@@ -263,7 +273,7 @@ def plan_reserve(
     # scrape then move nodes one way until the hold runs out, not back and forth
     gained_at = dict(previous.gained_at) if previous is not None else {}
     for _ in range(reserve):
-        move = _best_move(pools, marks, value, gained_at, now, s)
+        move = _best_move(pools, marks, value, movable, gained_at, now, s)
         if move is None:
             break
         p, q = move
@@ -307,18 +317,19 @@ def _best_move(
     pools: list[str],
     marks: Mapping[str, int],
     value: Callable[[str, int], float],
+    movable: Callable[[str], bool],
     gained_at: Mapping[str, float],
     now: float,
     s: ReserveSettings,
 ) -> tuple[str, str] | None:
     """(to, from): the move of one earmarked node with the largest gain in value, where the receiving pool's next
-    node is worth `switch_margin` more than the giving pool's last one and the giver did not receive one within
-    `switch_hold_seconds`; None when no move is worth it."""
+    node is worth `switch_margin` more than the giving pool's last one, the giver's last one is `movable` and the
+    giver did not receive one within `switch_hold_seconds`; None when no move is worth it."""
     gain = None
     for p in pools:
         vp = value(p, marks[p] + 1)
         for q in pools:
-            if q == p or marks[q] == 0 or now - gained_at.get(q, -math.inf) < s.switch_hold_seconds:
+            if q == p or marks[q] == 0 or now - gained_at.get(q, -math.inf) < s.switch_hold_seconds or not movable(q):
                 continue
             vq = value(q, marks[q])
             if vp > vq * (1.0 + s.switch_margin) and vp - vq > 1e-9 and (gain is None or vp - vq > gain[0]):

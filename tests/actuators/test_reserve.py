@@ -306,6 +306,33 @@ def test_a_pools_idle_started_nodes_go_to_another_pool_only_after_its_scale_down
     assert plan_reserve(600.0, idle_short, 8, first, s).earmarks["long"] > 0
 
 
+def test_a_quiet_scrape_does_not_give_away_the_nodes_a_pool_runs():
+    """The Mooncake surge (seed 700, perfect forecast): the long pool ran its earmarked reservoir nodes and needed
+    them, read no need for one scrape at 360 s between two that asked for 15-23 more, and the short pool asked for 3
+    on a one-scrape forecast peak.  Valued at the least positive value, the long pool's running earmarks went to the
+    short pool, and the switch hold kept them there through the surge.  What the user sees now: the floors stay
+    while the pool's nodes run and it needed them within the hold; an earmark whose node has not started yet may
+    still move."""
+    s = ReserveSettings(release_hold_seconds=300.0)
+    busy = {
+        "short": PoolNeed("short", 7, 7, 7, 0.2, 0.2, 20.0, 20.0, urgent_share=0.2),
+        "long": PoolNeed("long", 5, 17, 17, 0.5, 0.9, 20.0, 20.0, urgent_share=0.2),  # KV band over the trigger
+    }
+    first = plan_reserve(300.0, busy, 12, settings=s)
+    assert first.earmarks["long"] > 0 and first.earmarks["short"] == 0
+    quiet_long = {
+        "short": PoolNeed("short", 7, 7, 7, 0.2, 0.2, 100.0, 20.0, urgent_share=0.2),  # asks for nodes
+        "long": PoolNeed("long", 5, 17, 17, 0.3, 0.3, 20.0, 20.0, urgent_share=0.2),  # no need this scrape
+    }
+    assert nodes_needed(quiet_long["short"], s) > 0 and nodes_needed(quiet_long["long"], s) == 0
+    kept = plan_reserve(360.0, quiet_long, 12, first, s)
+    assert kept.earmarks == first.earmarks and kept.floors == first.floors
+    # the same earmarks not started yet (the long pool at its own five nodes): the short pool may take them
+    not_started = dict(quiet_long, long=PoolNeed("long", 5, 5, 5, 0.3, 0.3, 20.0, 20.0, urgent_share=0.2))
+    moved = plan_reserve(360.0, not_started, 12, first, s)
+    assert moved.earmarks["short"] > 0 and moved.earmarks["long"] < first.earmarks["long"]
+
+
 def test_nodes_a_pool_runs_but_does_not_need_are_not_held():
     """A calm day after the autoscaler started two standby nodes on its own: nothing is earmarked (nothing written)."""
     calm = dict(_calm(), **{"v4-long": PoolNeed("v4-long", 5, 7, 7, 0.5, 0.5, 29.5, 29.0, urgent_share=0.2)})
