@@ -5,7 +5,8 @@ syntax tree of every module git tracks outside tests/ and bench/.
 
 A function's length is its lines from `def` (decorators excluded) to its last line, docstring and nested functions
 included; a nested function is counted on its own as well.  Prints one line per long function, longest first, then
-the count.  It measures and publishes nothing: the figure goes in a change's note.
+the count.  It publishes nothing itself; `bench/structure.py` counts the installed modules' long functions with
+it and publishes them beside the layers.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def modules(under: list[str]) -> list[str]:
     )
 
 
-def long_functions(path: str, limit: int) -> list[Long]:
-    """The functions of `path` (qualified by their class or enclosing function) longer than `limit` lines."""
+def long_functions(path: str | Path, limit: int) -> list[Long]:
+    """The functions of `path` (relative to the checkout, or absolute; qualified by their class or enclosing
+    function) longer than `limit` lines."""
     found: list[Long] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
@@ -55,7 +57,7 @@ def long_functions(path: str, limit: int) -> list[Long]:
                 name = prefix + child.name
                 length = (child.end_lineno or child.lineno) - child.lineno + 1
                 if length > limit:
-                    found.append(Long(path, child.lineno, name, length))
+                    found.append(Long(str(path), child.lineno, name, length))
                 visit(child, name + ".")
             elif isinstance(child, ast.ClassDef):
                 visit(child, prefix + child.name + ".")
