@@ -567,10 +567,8 @@ class PredictivePolicy:
                 f"KV forecast upper band {o.kv_upper_peak:.2f} crosses {self.trigger:.2f} in "
                 f"{o.kv_breach_eta_seconds:.0f} s"
             )
-        return (
-            f"traffic forecast peaks at {o.rps_upper_peak:.1f} req/s against {o.rps_now:.1f} now (a surge from "
-            f"{o.rps_surge_eta_seconds:.0f} s)"
-        )
+        due = "due now" if o.rps_surge_eta_seconds <= 0 else f"due in {o.rps_surge_eta_seconds:.0f} s"
+        return f"traffic forecast peaks at {o.rps_upper_peak:.1f} req/s against {o.rps_now:.1f} now (the surge {due})"
 
     @staticmethod
     def _inputs(o: Outlook, **extra: Any) -> dict[str, Any]:

@@ -85,7 +85,11 @@ def test_a_traffic_peak_announced_by_the_forecast_acts_like_a_breach_but_keeps_m
     out = p.decide(0.0, fleet(mixed=True), {"v4-short": peak, "v4-long": calm("v4-long")})
     kinds = {type(d.action) for d in out}
     assert kinds == {ScalePool, SetAdmission}  # nodes left to start: the shared bucket stays
-    assert "traffic forecast peaks at 400.0 req/s against 100.0 now" in out[0].reason
+    assert "traffic forecast peaks at 400.0 req/s against 100.0 now (the surge due in 45 s)" in out[0].reason
+    # a surge the forecast puts at now reads as such, not as "from 0 s"
+    now = Outlook("v4-short", 0.3, 0.35, math.inf, rps_now=100.0, rps_upper_peak=400.0, rps_surge_eta_seconds=0.0)
+    again = PredictivePolicy(cfg).decide(0.0, fleet(mixed=True), {"v4-short": now, "v4-long": calm("v4-long")})
+    assert "(the surge due now)" in again[0].reason
     # heading for 0.3 x 4 = 1.2 on 7 replicas: ceil(7 * 1.2 / 0.6) = 14, a step of 4 at most
     assert next(d.action for d in out if isinstance(d.action, ScalePool)) == ScalePool("v4-short", 11)
     assert all(d.action.memory_limit is None for d in out if isinstance(d.action, SetAdmission))
