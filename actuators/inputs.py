@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from infercast.actuators.admin import Observation, PoolState
-from infercast.actuators.policy import Outlook, _serves
+from infercast.actuators.policy import Outlook, serves_lengths
 from infercast.actuators.signals import arrivals, increases, latency, onset
 from infercast.alertrules.recorded import REQ_RATE
 from infercast.alertrules.slo import VLLM_TTFT
@@ -223,8 +223,8 @@ class TruthInputs:
         """Requests per second the traffic offers this pool at t: the requests of the prompt lengths it takes,
         shared with the other pools taking the same.  Requests, not tokens: the live path's `rps_now` is the
         router's request count, and the policy compares pools by the requests a node serves."""
-        kind = _serves(p)
-        siblings = [q for q in serving(fleet) if _serves(q) == kind]
+        kind = serves_lengths(p)
+        siblings = [q for q in serving(fleet) if serves_lengths(q) == kind]
         return request_rate_at(self.traffic, t, *kind) / max(1, len(siblings))
 
     def read(self, now: float, fleet: Observation) -> LoopInputs:

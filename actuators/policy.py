@@ -142,7 +142,7 @@ def _shares(serving: list[PoolState], weights: dict[str, float], serves: tuple[b
     """The traffic the pools serving the same prompts take, as shares summing to 1 by version and, within each
     version, by pool, after `weights` (issue 38: a bare `weight=1.2935` for a fallback pool on another version said
     nothing of what it meant), e.g. "traffic shares after: v4 0.44 (v4-main 0.44), v3.5 0.56 (v3.5-fallback 0.56)"."""
-    pools = [(p.name, p.version, weights.get(p.name, p.weight)) for p in serving if _serves(p) == serves]
+    pools = [(p.name, p.version, weights.get(p.name, p.weight)) for p in serving if serves_lengths(p) == serves]
     total = sum(w for _, _, w in pools)
     if total <= 0:
         return "no traffic shares (every weight 0)"
@@ -156,7 +156,7 @@ def _shares(serving: list[PoolState], weights: dict[str, float], serves: tuple[b
     return "traffic shares after: " + ", ".join(parts)
 
 
-def _serves(p: PoolState) -> tuple[bool, bool]:
+def serves_lengths(p: PoolState) -> tuple[bool, bool]:
     """(takes prompts up to 8k, takes longer ones)."""
     return p.min_context_tokens <= LONG_CONTEXT_TOKENS, (
         p.max_context_tokens is None or p.max_context_tokens > LONG_CONTEXT_TOKENS
@@ -337,7 +337,7 @@ class PredictivePolicy:
                 "normal_queue_seconds": a.normal_queue_seconds,
                 "low_queue_seconds": a.low_queue_seconds,
             }
-            self.state.levels = self._levels(fleet, mixed=any(all(_serves(p)) for p in close), memory=kv_driven)
+            self.state.levels = self._levels(fleet, mixed=any(all(serves_lengths(p)) for p in close), memory=kv_driven)
         elif (
             kv_driven
             and all(p.spare <= 0 for p in close)
@@ -421,7 +421,7 @@ class PredictivePolicy:
             siblings = [
                 q
                 for q in serving
-                if q.name not in pressed and _serves(q) == _serves(p) and q.weight > 0
+                if q.name not in pressed and serves_lengths(q) == serves_lengths(p) and q.weight > 0
                 and outlook[q.name].pressure_peak < self.trigger - self.p.hysteresis
             ]  # fmt: skip
             siblings = [q for q in siblings if not self._held(self._decided_at, f"weight:{q.name}")]
@@ -443,7 +443,7 @@ class PredictivePolicy:
                 f"pool {p.name}: {self._warning(outlook[name])}; {q.name} has headroom (heading for "
                 f"{oq.pressure_peak:.2f}); moving {moved:.4g} of weight, at most {self.p.max_weight_shift:.0%} of "
                 f"{p.name}'s (policy.max_weight_shift) and no more than {q.name}'s forecast headroom to "
-                f"{self.trigger:.2f} takes; {_shares(serving, {p.name: lower, q.name: raise_}, _serves(p))}"
+                f"{self.trigger:.2f} takes; {_shares(serving, {p.name: lower, q.name: raise_}, serves_lengths(p))}"
             )
             out.append(
                 Decision(SetPoolWeight(p.name, lower), why, self._inputs(outlook[name], weight=p.weight), "shift")
