@@ -20,6 +20,10 @@ building; the previous session's slices 120-510 s were scored with other surges 
 - `calm`: seconds 395-595 as they are (no surge), as long as the ramp slice.  (First written as 400-600, which the
   trace's 599.97 s do not hold: the bench stopped there before the calm slice ran, and it was moved 5 s earlier.)
 
+The calm slice's runs come first, right after the calibration; the surge slices then run in rounds (ramp, step).
+Until 2026-12-07 the calm slice ran last in each round, after the step surge, and two of its three runs started
+with the step's page still firing.
+
 The twin (`infercast.simulator.lab.twin`) replays each `none` run's own arrivals on a twin of the lab's engines and is
 compared with it: KV-usage mean absolute difference, preemptions, TTFT P50/P99.  Each run's lab report is what
 `infercast lab run --json` prints; the raw series are kept in runs/lab-bench/raw.json (not published), the tables
@@ -297,11 +301,17 @@ def run_lab(args: argparse.Namespace) -> dict:
         started = time.monotonic() - t
         calibration = one(lab, "calibration", *CALIBRATION, "none", 0)
         first_result = time.monotonic() - t
-        for run in range(1, args.runs + 1):
-            for name in args.slices.split(","):
-                start, seconds, surge = SLICES[name]
-                for control in ("predictive",) if surge is None else CONTROLS:
-                    runs.append(one(lab, name, start, seconds, surge, control, run))
+        # the calm slice's runs first, before any surge: after a surge run the page was still firing (the
+        # predictor's band remembers the surge's swings), and a calm run that starts paged judges the page's
+        # resolve time after a surge, not a calm slice.  The surge slices then run in rounds, as before.
+        names = args.slices.split(",")
+        calm = [n for n in names if SLICES[n][2] is None]
+        order = [(n, run) for n in calm for run in range(1, args.runs + 1)]
+        order += [(n, run) for run in range(1, args.runs + 1) for n in names if n not in calm]
+        for name, run in order:
+            start, seconds, surge = SLICES[name]
+            for control in ("predictive",) if surge is None else CONTROLS:
+                runs.append(one(lab, name, start, seconds, surge, control, run))
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "setup": _setup(
