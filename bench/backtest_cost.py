@@ -26,13 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 INFERCAST = ROOT / ".venv" / "bin" / "infercast"
 
-#: The harm slices of bench/forecast.py (`HARM_SLICES`, `KV_TRACES`, `LABELS`), paths relative to --traces.
-SLICES = {
-    "azure-code": ("Azure code (bursty)", "azure_llm_2023/AzureLLMInferenceTrace_code.csv"),
-    "azure-conv": ("Azure conv (smooth)", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"),
-    "mooncake": ("Mooncake (bursty)", "mooncake_fast25/conversation_trace.jsonl"),
-    "servegen-reason": ("ServeGen deepseek-r1 (bursty)", "servegen/data/reason/deepseek-r1"),
-}
 FLOOR = ["--models", "last_value", "--no-lstm", "--no-prophet"]
 TARGET_S = 60.0  # issue 37: the harm table in under a minute for an hour of trace
 
@@ -53,11 +46,14 @@ def timed(args: list[str]) -> tuple[float, float, dict]:
 
 
 def measure(traces: Path) -> dict:
+    # the harm slices as bench/forecast.py names them (importing it is cheap: its heavy imports are in functions)
+    from forecast import HARM_SLICES, KV_TRACES, LABELS
     from results import commit_of
 
     rows = {}
     load = [round(os.getloadavg()[0], 1)]
-    for name, (label, rel) in SLICES.items():
+    for name in HARM_SLICES:
+        label, rel = LABELS[name], KV_TRACES[name]
         trace = ["--trace", str(traces / rel)]
         wall, cpu, res = timed(trace)
         floor_wall, floor_cpu, _ = timed(trace + FLOOR)
