@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infercast.predictors.base import Forecaster, History, future_grid
 from infercast.predictors.holt_winters import HoltWinters
 from infercast.predictors.kalman import Kalman
 from infercast.predictors.linear import PredictLinear
-from infercast.predictors.naive import LastValue, SeasonalNaive, residual_band
+from infercast.predictors.naive import MIN_RESIDUALS, LastValue, SeasonalNaive, column_quantile, residual_band
 from infercast.predictors.registry import BASELINES, make
 
 T = np.arange(0, 3600, 15.0)
@@ -91,6 +93,60 @@ def test_residual_band_quantiles_are_the_in_sample_errors():
     lo, hi = residual_band(y, origins, paths, (0.1, 0.9))
     assert lo.tolist() == [0.0, 0.0, 0.0]  # never above 0: the band contains its centre
     assert hi.tolist() == [1.0, 2.0, 3.0]
+
+
+def _band_one_step_at_a_time(y, origins, paths, band):
+    """The band as it was computed before `column_quantile`: two `np.quantile` calls per step ahead."""
+    n = paths.shape[1]
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    target = origins[:, None] + np.arange(1, n + 1)[None, :]
+    actual = np.where(target < len(y), y[np.minimum(target, len(y) - 1)], np.nan)
+    err = actual - paths
+    for k in range(n):
+        e = err[:, k][np.isfinite(err[:, k])]
+        if len(e) >= MIN_RESIDUALS:
+            lo[k], hi[k] = np.quantile(e, band[0]), np.quantile(e, band[1])
+    return lo, hi
+
+
+_values = st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_values, min_size=2, max_size=60),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([(0.05, 0.95), (0.1, 0.9), (0.0, 1.0), (0.025, 0.975), (0.5, 0.5)]),
+)
+def test_residual_band_is_numpys_quantile_to_the_bit(ys, n, seed, band):
+    """Whatever the window (NaN and infinite samples, ties, short columns), the band's quantiles are exactly
+    `np.quantile`'s of each step's finite errors: the vectorised band changes no forecast.  (Equal as numbers: where
+    the quantile is a zero, which of -0.0 and 0.0 comes out depends on how numpy's partition and sort order ties.)"""
+    y = np.array(ys)
+    rng = np.random.default_rng(seed)
+    origins = np.arange(len(y))[-min(len(y), 40) :]
+    paths = np.where(rng.random((len(origins), n)) < 0.1, np.nan, rng.normal(0, 100, (len(origins), n)))
+    want_lo, want_hi = _band_one_step_at_a_time(y, origins, paths, band)
+    with np.errstate(invalid="ignore"):
+        got_lo, got_hi = residual_band(y, origins, paths, band)
+    filled = np.isfinite(want_lo)
+    # where the old loop found enough errors the new band equals np.quantile's value (then clipped at 0) to the bit
+    assert np.array_equal(got_lo[filled], np.minimum(want_lo[filled], 0.0))
+    assert np.array_equal(got_hi[filled], np.maximum(want_hi[filled], 0.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=30), min_size=1, max_size=8),
+       st.floats(0.0, 1.0))  # fmt: skip
+def test_column_quantile_matches_numpy(columns, q):
+    rows = max(len(c) for c in columns)
+    ranked = np.full((rows, len(columns)), np.nan)
+    for j, c in enumerate(columns):
+        ranked[: len(c), j] = np.sort(c)
+    got = column_quantile(ranked, np.array([len(c) for c in columns]), q)
+    want = np.array([np.quantile(np.array(c), q) for c in columns])
+    assert np.array_equal(got, want)  # non-zero values equal to the bit; a zero's sign may differ (see above)
 
 
 def test_seasonal_naive_repeats_yesterday():
