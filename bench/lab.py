@@ -151,6 +151,36 @@ def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> t
     return rows, m.as_dict()
 
 
+def arrivals_of(run: dict) -> list[tuple]:
+    """A run's arrivals as the load planned them: (planned time, prompt tokens, output tokens), in time order."""
+    return sorted((row[0], row[4], row[5]) for row in run["client"])
+
+
+def lab_vs_lab_rows(raw_runs: list[dict]) -> list[dict]:
+    """The reference for the twin's comparison: every two `none` runs of one slice, which replay the same arrivals,
+    compared with each other as the twin is compared with each (the same KV MAD, preemptions and 30% rule).  What
+    the lab's own run-to-run spread is, no twin can be asked to beat."""
+    from infercast.simulator.lab.twin import kv_mad
+
+    none = [r for r in raw_runs if r["control"] == "none"]
+    rows = []
+    for i, a in enumerate(none):
+        for b in none[i + 1 :]:
+            if a["slice"] != b["slice"]:
+                continue
+            if arrivals_of(a) != arrivals_of(b):  # a changed load plan would make the pair say nothing
+                raise SystemExit(f"lab bench: the {a['slice']} runs {a['run']} and {b['run']} replayed other arrivals")
+            pa, pb = a["preemptions"], b["preemptions"]
+            within = abs(pa - pb) <= 0.3 * max(pa, pb) if max(pa, pb) > 0 else True
+            rows.append(
+                {"slice": a["slice"], "runs": f"{a['run']} vs {b['run']}",
+                 "kv_mad": round(kv_mad(a["kv_series"], b["kv_series"], a["seconds"]), 3),
+                 "kv_mad_10s": round(kv_mad(a["kv_series"], b["kv_series"], a["seconds"], window_s=10), 3),
+                 "preemptions_a": pa, "preemptions_b": pb, "preemptions_within_30pct": within}
+            )  # fmt: skip
+    return sorted(rows, key=lambda r: (r["slice"], r["runs"]))
+
+
 # --- tables -----------------------------------------------------------------------------------------------------
 def table_runs(result: dict) -> str:
     lines = [
@@ -190,6 +220,21 @@ def table_twin(result: dict) -> str:
                  "yes" if r["preemptions_within_30pct"] else "no", r["ttft_p50_lab"], r["ttft_p50_twin"],
                  r["ttft_p99_lab"], r["ttft_p99_twin"], r["kv_peak_lab"], r["kv_peak_twin"]]  # fmt: skip
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    ref = t.get("lab_vs_lab")
+    if ref:
+        lines += [
+            "",
+            "The lab against itself, the reference: two `none` runs of the same slice, the same arrivals, compared the "
+            "same way.",
+            "",
+            "| slice | runs | KV MAD | KV MAD, 10 s means | preemptions | within 30% |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for r in ref:
+            pre = f"{r['preemptions_a']} vs {r['preemptions_b']}"
+            within = "yes" if r["preemptions_within_30pct"] else "no"
+            cells = [r["slice"], r["runs"], r["kv_mad"], r["kv_mad_10s"], pre, within]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -253,12 +298,22 @@ def score(raw: dict) -> dict:
             c = counts.setdefault(name, [0, 0])
             c[0] += bool(ok)
             c[1] += 1
+    reference = lab_vs_lab_rows(raw["runs"])
+    for r in reference:  # the same two checks, the lab against itself: what no twin can be asked to beat
+        checks = {
+            f"{r['slice']}, reference, lab vs lab: KV MAD <= 0.10": r["kv_mad"] <= 0.10,
+            f"{r['slice']}, reference, lab vs lab: preemptions within 30%": r["preemptions_within_30pct"],
+        }
+        for name, ok in checks.items():
+            c = counts.setdefault(name, [0, 0])
+            c[0] += bool(ok)
+            c[1] += 1
     return {
         "setup": setup,
         "runs": runs,
         "pairs": prs,
         "targets": {k: tuple(v) for k, v in counts.items()},
-        "twin": {"measured": measured, "rows": rows},
+        "twin": {"measured": measured, "rows": rows, "lab_vs_lab": reference},
     }
 
 

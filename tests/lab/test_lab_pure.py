@@ -200,3 +200,33 @@ def test_two_of_the_longest_requests_leave_the_labs_pool_under_the_predictive_tr
     longest_blocks = -(-(shape.max_model_len - 1) // shape.block_size)
     assert 2 * longest_blocks / shape.blocks < Thresholds().kv_forecast_trigger
     assert 4 * longest_blocks <= shape.blocks  # and a surge can still fill it (four fit, a fifth preempts)
+
+
+def _none_run(slice_: str, run: int, kv: list[tuple[float, str, float]], preemptions: int, shift: float = 0.0) -> dict:
+    client = [[1.0 + shift, 1.0, 0.1, 0.5, 40, 10, True], [2.0, 2.0, 0.1, 0.5, 60, 12, True]]
+    return {"slice": slice_, "run": run, "control": "none", "seconds": 20.0, "kv_series": kv,
+            "preemptions": preemptions, "client": client}  # fmt: skip
+
+
+def test_the_lab_bench_measures_the_lab_against_itself_and_refuses_runs_of_other_arrivals() -> None:
+    """The twin is judged against the lab; the reference beside it is the lab against itself: two `none` runs of
+    one slice (the same arrivals) compared the same way.  Identical runs read 0 and within 30%; runs whose
+    arrivals differ make no reference, and the bench says which."""
+    from tests.benches import load_bench
+
+    lab = load_bench("lab", "lab_bench_for_test")
+    kv_a = [(0.0, "engine-0", 0.0), (1.0, "engine-0", 0.5), (3.0, "engine-0", 0.25)]
+    kv_b = [(0.0, "engine-0", 0.0), (1.0, "engine-0", 0.25), (3.0, "engine-0", 0.25)]
+    runs = [_none_run("step", 1, kv_a, 10), _none_run("step", 2, kv_a, 12), _none_run("step", 3, kv_b, 20)]
+    runs.append({**_none_run("step", 1, kv_a, 10), "control": "predictive"})  # not a reference: another control
+    rows = lab.lab_vs_lab_rows(runs)
+    assert [r["runs"] for r in rows] == ["1 vs 2", "1 vs 3", "2 vs 3"]
+    same, other = rows[0], rows[1]
+    assert same["kv_mad"] == 0.0 and same["preemptions_within_30pct"]
+    # seconds 1 and 2 of the 20 on the grid differ by 0.25: a mean absolute difference of 0.025; in 10 s means the
+    # first window differs by 0.05 and the second not at all
+    assert other["kv_mad"] == 0.025 and other["kv_mad_10s"] == 0.025
+    assert not other["preemptions_within_30pct"]  # 10 vs 20
+    moved = [_none_run("ramp", 1, kv_a, 1), _none_run("ramp", 2, kv_a, 1, shift=0.5)]
+    with pytest.raises(SystemExit, match="ramp runs 1 and 2 replayed other arrivals"):
+        lab.lab_vs_lab_rows(moved)
