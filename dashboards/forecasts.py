@@ -66,7 +66,6 @@ def _traffic(s: DashboardSettings) -> Section:
             q.FORECAST_RPS,
             q.FORECAST_RPS_UPPER,
             unit="reqps",
-            lo=None,
             description="The router's request rate now and the forecast for now + horizon with its upper band.",
         ),
     ]

@@ -60,7 +60,6 @@ def _fragmentation(s: DashboardSettings) -> Section:
             q.FRAGMENTATION_BY_INSTANCE,
             unit="percentunit",
             thresholds=b.frag,
-            lo=None,
             description="Allocated KV capacity that holds no token / allocated KV capacity, per instance.",
         ),
         ts(
