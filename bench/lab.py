@@ -273,41 +273,30 @@ def score(raw: dict) -> dict:
     slices = {k: tuple(v) for k, v in setup["slices"].items()}
     runs = [{k: v for k, v in r.items() if k not in RAW_KEYS} for r in raw["runs"]]
     counts: dict[str, list[int]] = {}
-    for r in runs:
-        for name, ok in targets(r, slices, setup["scrape_seconds"], setup["for_seconds"]).items():
+
+    def tally(checks: dict[str, bool | None]) -> None:  # each target: (runs met, runs it applies to)
+        for name, ok in checks.items():
             c = counts.setdefault(name, [0, 0])
             c[0] += bool(ok)
             c[1] += 1
+
+    for r in runs:
+        tally(targets(r, slices, setup["scrape_seconds"], setup["for_seconds"]))
     prs = pairs(runs)
     for p in prs:
-        checks = {"predictive: fewer preemptions than none": p["fewer_preemptions"],
-                  "predictive: TTFT P99 no worse than none": p["p99_no_worse"]}  # fmt: skip
-        for name, ok in checks.items():
-            c = counts.setdefault(f"{p['slice']}, {name}", [0, 0])
-            c[0] += bool(ok)
-            c[1] += 1
+        tally({f"{p['slice']}, predictive: fewer preemptions than none": p["fewer_preemptions"],
+               f"{p['slice']}, predictive: TTFT P99 no worse than none": p["p99_no_worse"]})  # fmt: skip
     shape = EngineShape(blocks=setup["blocks"], block_size=setup["block_size"], max_model_len=setup["max_model_len"],
                         max_num_seqs=setup["max_num_seqs"])  # fmt: skip
     rows, measured = twin_rows(raw["runs"], raw["calibration"], setup["engines"], shape)
     for r in rows:
-        checks = {
-            f"{r['slice']}, twin vs lab: KV MAD <= 0.10": r["kv_mad"] <= 0.10,
-            f"{r['slice']}, twin vs lab: preemptions within 30%": r["preemptions_within_30pct"],
-        }
-        for name, ok in checks.items():
-            c = counts.setdefault(name, [0, 0])
-            c[0] += bool(ok)
-            c[1] += 1
+        tally({f"{r['slice']}, twin vs lab: KV MAD <= 0.10": r["kv_mad"] <= 0.10,
+               f"{r['slice']}, twin vs lab: preemptions within 30%": r["preemptions_within_30pct"]})  # fmt: skip
     reference = lab_vs_lab_rows(raw["runs"])
     for r in reference:  # the same two checks, the lab against itself: what no twin can be asked to beat
-        checks = {
-            f"{r['slice']}, reference, lab vs lab: KV MAD <= 0.10": r["kv_mad"] <= 0.10,
-            f"{r['slice']}, reference, lab vs lab: preemptions within 30%": r["preemptions_within_30pct"],
-        }
-        for name, ok in checks.items():
-            c = counts.setdefault(name, [0, 0])
-            c[0] += bool(ok)
-            c[1] += 1
+        ref = f"{r['slice']}, reference, lab vs lab"
+        tally({f"{ref}: KV MAD <= 0.10": r["kv_mad"] <= 0.10,
+               f"{ref}: preemptions within 30%": r["preemptions_within_30pct"]})  # fmt: skip
     return {
         "setup": setup,
         "runs": runs,
