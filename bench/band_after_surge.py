@@ -7,7 +7,8 @@ Runs one `bench/control.py` scenario under a loop arm and prints, at every forec
 the loop reads: the traffic now, the inner model's upper band at its peak over the horizon, the online calibration's
 factor on the upper half-width (`AdaptiveBand`), the upper band it publishes, and whether the loop judges a surge
 due (`actuators/inputs.py`: the published upper band at or over `policy.traffic_surge_factor` times the traffic
-now, and the traffic now above 0); then the arm's applied admission decisions with their reasons.  docs/control.md
+now, and the traffic now above 0), how many forecasts judge one due before, during and after the scenario's surge,
+and the arm's applied admission decisions with their reasons.  docs/control.md
 reads seed 702's figures: held-apart, never scored.
 """
 
@@ -82,6 +83,14 @@ def main() -> None:
     for t, now, inner_up, factor, upper in rows:
         due = now > 0 and upper >= surge * now
         print(f"{t:6.0f} {now:8.1f} {inner_up:12.1f} {factor:7.2f} {upper:10.1f}  {'yes' if due else ''}")
+    # how often the loop reads a surge due, before, during and after the scenario's surge (a trigger that reads one
+    # due at nearly every forecast is an "always" trigger: it tells the loop nothing about when)
+    start, seconds = (sc.surges[0][0], sc.surges[0][1]) if sc.surges else (float("inf"), 0.0)
+    parts = {"before the surge": [], "during it": [], "after it": []}
+    for t, now, _, _, upper in rows:
+        part = "before the surge" if t < start else "during it" if t < start + seconds else "after it"
+        parts[part].append(now > 0 and upper >= surge * now)
+    print("surge judged due: " + "; ".join(f"{k} {sum(v)} of {len(v)} forecasts" for k, v in parts.items() if v))
     print("admission decisions applied:")
     for e in r.events:
         if e.get("outcome") == "applied" and e.get("action") in ("set_admission", "set_rate_limit"):
