@@ -120,6 +120,11 @@ def pairs(runs: list[dict]) -> list[dict]:
     return out
 
 
+def within_30pct(a: int, b: int) -> bool:
+    """Two preemption counts within 30% of the larger (the issue's rule; two zeros agree)."""
+    return abs(a - b) <= 0.3 * max(a, b) if max(a, b) > 0 else True
+
+
 def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> tuple[list[dict], dict]:
     """The twin on each `none` run's arrivals, beside the lab."""
     from infercast.simulator.lab.twin import kv_mad, measured_from, replay_on_twin, twin_fleet
@@ -140,7 +145,7 @@ def twin_rows(raw_runs: list[dict], calibration: dict, engines: int, shape) -> t
         mean_lab = kv_mean(r["kv_series"])
         mean_twin = kv_mean(tw["kv_series"])
         lab_pre, twin_pre = r["preemptions"], tw["preemptions"]
-        within = abs(twin_pre - lab_pre) <= 0.3 * max(lab_pre, twin_pre) if max(lab_pre, twin_pre) > 0 else True
+        within = within_30pct(lab_pre, twin_pre)
         rows.append(
             {"slice": r["slice"], "run": r["run"], "kv_mad": round(mad, 3), "kv_mad_10s": round(mad10, 3),
              "kv_mean_lab": round(mean_lab, 3), "kv_mean_twin": round(mean_twin, 3), "preemptions_lab": lab_pre,
@@ -171,7 +176,7 @@ def lab_vs_lab_rows(raw_runs: list[dict]) -> list[dict]:
             if arrivals_of(a) != arrivals_of(b):  # a changed load plan would make the pair say nothing
                 raise SystemExit(f"lab bench: the {a['slice']} runs {a['run']} and {b['run']} replayed other arrivals")
             pa, pb = a["preemptions"], b["preemptions"]
-            within = abs(pa - pb) <= 0.3 * max(pa, pb) if max(pa, pb) > 0 else True
+            within = within_30pct(pa, pb)
             rows.append(
                 {"slice": a["slice"], "runs": f"{a['run']} vs {b['run']}",
                  "kv_mad": round(kv_mad(a["kv_series"], b["kv_series"], a["seconds"]), 3),
