@@ -61,6 +61,12 @@ def serving(fleet: Observation) -> list[PoolState]:
     return [p for p in fleet.pools if not p.standby and p.weight > 0]
 
 
+def surge_due(rps_now: float, rps_upper: float, factor: float) -> bool:
+    """A traffic surge is judged due when the forecast's upper band reaches `factor` times the traffic now (none is
+    judged against no traffic at all)."""
+    return rps_now > 0 and rps_upper >= factor * rps_now
+
+
 def _latest(series, now: float) -> tuple[float, float]:
     """(value, time) of the newest sample at or before now among `series`; (nan, -inf) if none.  Prometheus rounds
     a query's times to the millisecond, so a point may come back a hair after `now`: up to a second is `now`."""
@@ -126,7 +132,7 @@ class StoreInputs:
                 self._q(FORECAST_REQUESTS_PER_SECOND, {"pool": p.name, "band": "upper"}, start, now), now
             )
             fc_t = max(fc_t, t_u)
-            surge_eta = self.horizon if rps_now > 0 and rps_upper >= self.surge * rps_now else math.inf
+            surge_eta = self.horizon if surge_due(rps_now, rps_upper, self.surge) else math.inf
             first = self._first_signals(p.name, now)
             if first["onset"]:  # a surge is here: announced now, whatever the forecasts say
                 surge_eta = 0.0

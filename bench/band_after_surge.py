@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import control as cb  # noqa: E402
 import numpy as np  # noqa: E402
 
+from infercast.actuators.inputs import surge_due  # noqa: E402
 from infercast.predictors import conformal, service  # noqa: E402
 from infercast.simulator.control.driver import run_arm  # noqa: E402
 
@@ -80,16 +81,15 @@ def main() -> None:
     r = run_arm(cfg, a.arm, a.seed, trace, None)
     print(f"{a.scenario}, seed {a.seed}, {a.arm}, pool {a.pool}'s traffic (req/s); surge factor {surge:g}")
     print(f"{'t s':>6} {'now':>8} {'inner upper':>12} {'factor':>7} {'published':>10}  surge due")
-    for t, now, inner_up, factor, upper in rows:
-        due = now > 0 and upper >= surge * now
-        print(f"{t:6.0f} {now:8.1f} {inner_up:12.1f} {factor:7.2f} {upper:10.1f}  {'yes' if due else ''}")
     # how often the loop reads a surge due, before, during and after the scenario's surge (a trigger that reads one
     # due at nearly every forecast is an "always" trigger: it tells the loop nothing about when)
     start, seconds = (sc.surges[0][0], sc.surges[0][1]) if sc.surges else (float("inf"), 0.0)
     parts = {"before the surge": [], "during it": [], "after it": []}
-    for t, now, _, _, upper in rows:
+    for t, now, inner_up, factor, upper in rows:
+        due = surge_due(now, upper, surge)  # the loop's own judgement (actuators/inputs.py)
+        print(f"{t:6.0f} {now:8.1f} {inner_up:12.1f} {factor:7.2f} {upper:10.1f}  {'yes' if due else ''}")
         part = "before the surge" if t < start else "during it" if t < start + seconds else "after it"
-        parts[part].append(now > 0 and upper >= surge * now)
+        parts[part].append(due)
     print("surge judged due: " + "; ".join(f"{k} {sum(v)} of {len(v)} forecasts" for k, v in parts.items() if v))
     print("admission decisions applied:")
     for e in r.events:
