@@ -114,3 +114,12 @@ def test_kv_mad_over_windows_compares_levels_not_single_requests() -> None:
     twin = [(float(t), "n", 0.25) for t in range(21)]
     assert kv_mad(lab, twin, 20.0) == pytest.approx(0.25)
     assert kv_mad(lab, twin, 20.0, window_s=10) == pytest.approx(0.0)
+
+
+def test_kv_mad_refuses_a_run_shorter_than_its_window() -> None:
+    # what the user sees: a ValueError naming the run's length and the window, not a NaN and numpy's warning
+    a = [(float(t), "engine-0", 0.5) for t in range(10)]
+    with pytest.raises(ValueError, match="a run of 9 s holds no whole comparison window of 10 s"):
+        kv_mad(a, a, 9.0, window_s=10)
+    with pytest.raises(ValueError, match="window of 0 s"):
+        kv_mad(a, a, 9.0, window_s=0)

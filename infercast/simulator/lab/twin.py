@@ -179,6 +179,11 @@ def kv_mad(
             out.append(np.where(idx >= 0, v[np.clip(idx, 0, None)], 0.0))
         return sorted(out, key=lambda a: float(np.sum(a)), reverse=True)
 
+    if window_s < 1 or math.floor(duration_s) < window_s:
+        # numpy's mean of nothing is NaN with a warning: a figure that compares as "not within" and says nothing
+        raise ValueError(
+            f"a run of {duration_s:g} s holds no whole comparison window of {window_s} s: no KV difference to measure"
+        )
     a, b = grid(lab), grid(twin)
     if not a or len(a) != len(b):
         raise ValueError(f"the lab has {len(a)} engines' series and the twin {len(b)}")
