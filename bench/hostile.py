@@ -358,14 +358,7 @@ def fire_listener(li: Listener, n: int, seed: int, engine: str) -> Tally:
         if t.payloads % 50 == 0 and not healthy():
             t.note("crashes", f"GET {li.health} failed after {t.payloads} payloads")
 
-    warm = max(5, n // 10)
-    run_examples(warm, seed, lambda d: one(d), "random")
-    t.payloads = 0
-    gc.collect()
-    before = rss_mib()
-    run_examples(n, seed + 1, one, engine)
-    gc.collect()
-    t.growth_mib = max(0.0, rss_mib() - before)
+    measure(t, n, seed, engine, one)
     if not healthy():
         t.note("crashes", f"GET {li.health} failed at the end")
     session.close()
@@ -573,11 +566,10 @@ def _timed(t: Tally, what: str, fn: Callable[[], object], allowed: tuple[type[Ba
 
 
 def measure(t: Tally, n: int, seed: int, engine: str, one: Callable[[Draw], None]) -> Tally:
-    """`one` on a random warm-up (its findings forgotten), then on `n` draws of `engine`, tallied with the memory
-    they grew."""
+    """`one` on a random warm-up, then on `n` draws of `engine`: the memory growth is counted from after the warm-up
+    (its imports and caches are not a leak), the findings and payloads from the first draw (a crash in the warm-up
+    is a crash)."""
     run_examples(max(5, n // 10), seed, one, "random")
-    t.payloads = t.crashes = t.hangs = t.silent_drops = t.contained = 0
-    t.examples.clear()
     gc.collect()
     before = rss_mib()
     run_examples(n, seed + 1, one, engine)
