@@ -32,18 +32,21 @@ from infercast.simulator.control.driver import run_arm, true_traffic  # noqa: E4
 from infercast.simulator.control.forks import Forks  # noqa: E402
 from infercast.simulator.control.levers import descend  # noqa: E402
 from infercast.simulator.control.plans import Plan, search_hindsight  # noqa: E402
+from infercast.simulator.demo.run import published_hindsight_cell  # noqa: E402
 
 KEYS = ("urgent_goodput_rps", "goodput_rps", "gpu_seconds")
 
 
 def published_plan(results: Path, scenario: str, seed: int) -> tuple[Plan, dict]:
-    """The cell's published `hindsight` plan and figures; a clear error where the bench published none."""
-    cells = json.loads(results.read_text())["cells"]
-    for cell in cells:
-        h = (cell.get("arms") or {}).get("hindsight")
-        if cell.get("scenario") == scenario and cell.get("seed") == seed and h and h.get("plan_steps") is not None:
-            return Plan.from_dict(h["plan_steps"]), h
-    raise SystemExit(f"bench/check_plan.py: {results} has no hindsight plan for {scenario} seed {seed}")
+    """The cell's published `hindsight` plan and figures (what `infercast demo` replays); a clear error where the
+    bench published none.  `results`: the folder of control.json (docs/results)."""
+    cell = published_hindsight_cell(scenario, seed, results)
+    if cell is None:
+        raise SystemExit(
+            f"bench/check_plan.py: {results / 'control.json'} has no hindsight plan for {scenario} seed {seed}"
+        )
+    row = cell["arms"]["hindsight"]
+    return Plan.from_dict(row["plan_steps"]), row
 
 
 def figures(summary: dict) -> str:
@@ -55,7 +58,7 @@ def main() -> int:
     p.add_argument("--scenario", required=True, help="a bench/control.py scenario")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--passes", type=int, default=1, help="descent passes (1: the check alone; the bench uses 3)")
-    p.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "control.json")
+    p.add_argument("--results", type=Path, default=ROOT / "docs" / "results", help="the folder of control.json")
     p.add_argument("--traces", type=Path, default=ROOT / "tests" / "data" / "traces")
     p.add_argument("--journal-dir", type=Path, default=ROOT / "runs" / "check-plan")
     a = p.parse_args()
@@ -67,7 +70,7 @@ def main() -> int:
     plan, published = published_plan(a.results, a.scenario, a.seed)
     print(f"published: {published.get('plan')}; {figures(published)}", flush=True)
     cfg, trace = cb.load(sc, a.traces, a.seed)
-    step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step, as bench/control.py's searches use
+    step_s = cb.search_step(trace)
     _, duration = true_traffic(cfg, a.seed, trace)
     t0 = time.perf_counter()
     a.journal_dir.mkdir(parents=True, exist_ok=True)

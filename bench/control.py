@@ -178,6 +178,11 @@ SCENARIOS = (
 )
 
 
+def search_step(trace) -> float:
+    """The sample step the hindsight searches replay at: `run_arm`'s (5 s on a scenario, 15 s on a trace)."""
+    return 5.0 if trace is None else 15.0
+
+
 def load(sc: Scenario, traces: Path, seed: int):
     """(fleet config, trace or None) for a scenario."""
     from infercast.simulator.twin.variants import load_scenario
@@ -237,7 +242,7 @@ def run_cell(
         if arm == "reactive":
             res = reactive
         elif arm in SEARCHES:
-            step_s = 5.0 if trace is None else 15.0  # `run_arm`'s sample step
+            step_s = search_step(trace)
             guarded = arm == "hindsight-guarded"
             name = f"{sc.name}-seed{seed}-{search}-p{max_passes}" + ("-guarded" if guarded else "")
             journal = None if journals is None else journals / f"{name}.jsonl"

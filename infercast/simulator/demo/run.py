@@ -236,15 +236,24 @@ def stored_hindsight_plan(scenario: str, seed: int, results: Path = RESULTS) -> 
     installed package without the checkout's docs).  Replaying it costs one run of the twin; searching, several."""
     from infercast.simulator.control.plans import Plan
 
-    path = results / "control.json"
+    cell = published_hindsight_cell(scenario, seed, results)
+    if cell is None:
+        return None
+    plan = Plan.from_dict(cell["arms"]["hindsight"]["plan_steps"])
+    return plan, f"the plan bench/control.py found (control.json, search {cell.get('search')})"
+
+
+def published_hindsight_cell(scenario: str, seed: int, results: Path = RESULTS) -> dict | None:
+    """The cell of `docs/results/control.json` for this scenario and seed whose `hindsight` row holds a plan
+    (`plan_steps`, with the row's figures beside it); None where there is none or the file cannot be read."""
     try:
-        cells = json.loads(path.read_text())["cells"]
+        cells = json.loads((results / "control.json").read_text())["cells"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     for cell in cells:
         plan = (cell.get("arms", {}).get("hindsight") or {}).get("plan_steps")
         if cell.get("scenario") == scenario and cell.get("seed") == seed and plan is not None:
-            return Plan.from_dict(plan), f"the plan bench/control.py found ({path.name}, search {cell.get('search')})"
+            return cell
     return None
 
 
